@@ -1,0 +1,25 @@
+"""tokensel: the library behind the executable book on *Attention with Trained Embeddings Provably
+Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025)."""
+
+from . import checks, core, plots, statistics, synthetic, text
+from .checks import check, end_chapter, start_chapter
+from .data import RaggedBatch, labels_from_01
+from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
+                     InvalidParameterError, TokenselError)
+from .gradients import Gradients, autograd_gradients, gradients
+from .loaders import load_reviews
+from .maxmargin import SVMResult, find_cycle, max_margin, max_margin_for_selection, selection_pairs
+from .model import AttentionModel
+from .seeding import generator, rng, seed_everything
+from .training import Trajectory, cosine, gradient_flow, one_step, train_joint, train_p
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionModel", "ClaimFailedError", "DataUnavailableError", "Gradients", "InfeasibleSVMError",
+    "InvalidBatchError", "InvalidParameterError", "RaggedBatch", "SVMResult", "TokenselError",
+    "Trajectory", "autograd_gradients", "check", "checks", "core", "cosine", "end_chapter",
+    "find_cycle", "generator", "gradient_flow", "gradients", "labels_from_01", "load_reviews",
+    "max_margin", "max_margin_for_selection", "one_step", "plots", "rng", "seed_everything",
+    "selection_pairs", "start_chapter", "statistics", "synthetic", "text", "train_joint", "train_p",
+]

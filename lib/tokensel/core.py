@@ -1,0 +1,101 @@
+"""Segment operations over a ragged batch, and the exact loss gradients in closed form.
+
+Notation (PAPER.md §1): token scores ``c = E p`` and values ``w = E v``; for the occurrence ``t`` of
+sequence ``i``: ``a_t = c_{x_t}``, ``u_t = w_{x_t}``, ``q = softmax(a)`` over the sequence,
+``f_i = sum_t q_t u_t``. With ``g_i = dL/df_i = (1/n) * l'(y_i f_i) * y_i`` and
+``l'(z) = -1/(1 + e^z)``:
+
+    dL/dc_s = sum_{occurrences t of s} g_i q_t (u_t - f_i)      (vector ``A``)
+    dL/dw_s = sum_{occurrences t of s} g_i q_t                  (vector ``B``)
+
+so ``grad_E L = A p^T + B v^T``, ``grad_p L = E^T A`` and ``grad_v L = E^T B``.
+
+Saturation. Once the softmax puts almost all mass on the top token ``k``, ``u_k - f`` is a tiny
+difference of O(1) numbers and the naive formula loses all its digits. The stable form uses the
+identity, exact for any reference ``k`` in the sequence,
+
+    u_t - f = (u_t - u_k) - sum_j q_j (u_j - u_k),
+
+with ``k`` a top-scoring token: for ``t = k`` the result is a sum of small products ``q_j (u_j - u_k)``
+computed to full relative precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .data import RaggedBatch
+
+
+def segment_sum(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
+    """Per-sequence sums of a flat per-token array."""
+    return torch.zeros(batch.n, dtype=x.dtype, device=x.device).index_add_(0, batch.seg, x)
+
+
+def segment_max(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
+    """Per-sequence maxima of a flat per-token array."""
+    out = torch.empty(batch.n, dtype=x.dtype, device=x.device)
+    return out.scatter_reduce_(0, batch.seg, x, reduce="amax", include_self=False)
+
+
+def scatter_tokens(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
+    """Sum a flat per-occurrence array into a per-vocabulary-token array of length |S|."""
+    return torch.zeros(batch.vocab_size, dtype=x.dtype, device=x.device).index_add_(0, batch.ids, x)
+
+
+def segment_softmax(a: torch.Tensor, batch: RaggedBatch):
+    """Softmax of the flat scores within each sequence. Returns ``(q, amax)``."""
+    amax = segment_max(a, batch)
+    e = torch.exp(a - amax[batch.seg])
+    return e / segment_sum(e, batch)[batch.seg], amax
+
+
+def outputs(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor):
+    """Model outputs ``f`` (per sequence) and attention ``q`` (per occurrence) from scores and values."""
+    q, _ = segment_softmax(c[batch.ids], batch)
+    return segment_sum(q * w[batch.ids], batch), q
+
+
+def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean of ``log(1 + exp(-y f))``, computed without overflow."""
+    return F.softplus(-y * f).mean()
+
+
+@dataclass
+class ScoreValueGrads:
+    """Loss and its gradients with respect to the per-token scores ``c`` and values ``w``."""
+
+    loss: torch.Tensor
+    f: torch.Tensor  # per-sequence outputs
+    q: torch.Tensor  # per-occurrence attention
+    A: torch.Tensor  # dL/dc, length |S|
+    B: torch.Tensor  # dL/dw, length |S|
+
+
+def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
+                      stable: bool = True) -> ScoreValueGrads:
+    """Exact full-batch loss gradients with respect to ``c = E p`` and ``w = E v``.
+
+    ``stable=False`` uses the naive ``u_t - f``, kept to show what goes wrong in saturation.
+    """
+    seg = batch.seg
+    a, u = c[batch.ids], w[batch.ids]
+    q, amax = segment_softmax(a, batch)
+    if stable:
+        is_top = a == amax[seg]
+        u_ref = segment_max(torch.where(is_top, u, torch.full_like(u, -torch.inf)), batch)
+        dev = u - u_ref[seg]  # u_t - u_k
+        m = segment_sum(q * dev, batch)  # f - u_k
+        f = u_ref + m
+        u_minus_f = dev - m[seg]
+    else:
+        f = segment_sum(q * u, batch)
+        u_minus_f = u - f[seg]
+    y = batch.labels.to(f.dtype)
+    loss = logistic_loss(f, y)
+    g = -torch.sigmoid(-y * f) * y / batch.n  # dL/df_i
+    gq = g[seg] * q
+    return ScoreValueGrads(loss, f, q, scatter_tokens(gq * u_minus_f, batch), scatter_tokens(gq, batch))

@@ -1,0 +1,67 @@
+"""Exact full-batch gradients of the logistic loss with respect to ``E``, ``p`` and ``v``.
+
+``grad_E L = A p^T + B v^T`` is kept in factored form (:class:`Gradients`) and only materialised
+on request, so a step ``E <- E - lr * grad_E`` costs two rank-one updates, O(|S| d).
+See :mod:`tokensel.core` for the formulas and the saturation-stable evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .core import score_value_grads
+from .data import RaggedBatch
+from .model import AttentionModel
+
+
+@dataclass
+class Gradients:
+    """The loss, outputs and gradients of one full-batch evaluation."""
+
+    loss: float
+    f: torch.Tensor
+    A: torch.Tensor  # dL/dc with c = E p
+    B: torch.Tensor  # dL/dw with w = E v
+    p: torch.Tensor  # grad_p L = E^T A
+    v: torch.Tensor  # grad_v L = E^T B
+    _model_p: torch.Tensor
+    _model_v: torch.Tensor
+
+    @property
+    def E(self) -> torch.Tensor:
+        """``grad_E L = A p^T + B v^T`` materialised (|S| x d)."""
+        return torch.outer(self.A, self._model_p) + torch.outer(self.B, self._model_v)
+
+    def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
+        """In place: ``E <- E - lr * grad_E L`` with two rank-one updates."""
+        E.addr_(self.A, self._model_p, alpha=-lr)
+        E.addr_(self.B, self._model_v, alpha=-lr)
+
+
+def gradients(model: AttentionModel, batch: RaggedBatch, stable: bool = True) -> Gradients:
+    """Loss and exact gradients of ``model`` on the full ``batch``."""
+    model.check_batch(batch)
+    E, p, v = model.E, model.p, model.v
+    r = score_value_grads(batch, E @ p, E @ v, stable=stable)
+    return Gradients(float(r.loss), r.f, r.A, r.B, E.T @ r.A, E.T @ r.B, p, v)
+
+
+def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
+    """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
+
+    Only for tests and small batches: returns ``(loss, grad_E, grad_p, grad_v)``.
+    """
+    from .core import logistic_loss, segment_softmax, segment_sum
+
+    model.check_batch(batch)
+    E = model.E.detach().clone().requires_grad_(True)
+    p = model.p.detach().clone().requires_grad_(True)
+    v = model.v.detach().clone().requires_grad_(True)
+    X = E[batch.ids]  # (#tokens, d)
+    q, _ = segment_softmax(X @ p, batch)
+    f = segment_sum(q * (X @ v), batch)
+    loss = logistic_loss(f, batch.labels.to(E.dtype))
+    gE, gp, gv = torch.autograd.grad(loss, (E, p, v))
+    return float(loss.detach()), gE, gp, gv

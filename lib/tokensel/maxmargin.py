@@ -1,0 +1,182 @@
+"""The max-margin problem for a token selection (ATT-SVM, PAPER.md R5).
+
+    p_mm = argmin ||p||  s.t.  p^T (E_s - E_s') >= 1  for every sequence X, every selected token
+                                s in S_X and every unselected token s' of X.
+
+The constraints depend only on token pairs ``(s, s')``: :func:`selection_pairs` de-duplicates them
+(at most |S|^2, whatever ``n``). :func:`max_margin` solves the problem with cvxpy and Clarabel in one
+of two equivalent forms:
+
+* ``form="sparse"`` (default): token scores are variables, ``c = E_U p`` for the used tokens ``U``,
+  and each pair constraint ``c_s - c_s' >= 1`` has two non-zeros;
+* ``form="dense"``: one dense row ``(E_s - E_s')^T`` per pair (the straightforward formulation).
+
+Feasibility: the pair constraints alone are infeasible iff the directed graph ``s -> s'`` has a
+cycle (the constraints around it add up to ``0 >= length``); :func:`find_cycle` finds one and the
+error reports it. Without a cycle and with linearly independent rows ``E_U`` (generic when
+``|U| <= d``) the problem is feasible.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import RaggedBatch
+from .errors import InfeasibleSVMError, InvalidParameterError
+
+
+@dataclass
+class SVMResult:
+    """Solution of the max-margin problem and its diagnostics."""
+
+    p: torch.Tensor  # p_mm, same dtype/device as E
+    norm: float  # ||p_mm||
+    pairs: np.ndarray  # (k, 2) de-duplicated (selected, unselected) token pairs
+    tokens: np.ndarray  # the used tokens U
+    status: str  # cvxpy status
+    form: str
+    solve_time: float  # seconds in the solver (cvxpy's solver_stats), excluding compilation
+    total_time: float  # seconds including cvxpy's problem compilation
+    min_margin: float  # min over pairs of p_mm^T (E_s - E_s')
+    active: int  # pairs with margin within 1e-6 of 1
+
+    def summary(self) -> str:
+        return (f"ATT-SVM ({self.form}): {len(self.pairs)} pairs over {len(self.tokens)} tokens, "
+                f"status {self.status}, ||p_mm|| = {self.norm:.6g}, min margin {self.min_margin:.6f}, "
+                f"{self.active} active constraints, {self.total_time:.2f} s")
+
+
+def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
+    """De-duplicated token pairs ``(s, s')``: ``s`` selected and ``s'`` unselected in a common sequence.
+
+    ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
+    :func:`tokensel.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
+    """
+    selected = torch.as_tensor(selected)
+    if selected.dtype != torch.bool or selected.shape != batch.ids.shape:
+        raise InvalidParameterError(
+            f"selected must be a boolean mask of shape {tuple(batch.ids.shape)}, got "
+            f"{selected.dtype} {tuple(selected.shape)}")
+    S = batch.vocab_size
+    seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
+    key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
+    key_uns = torch.unique(seg[~selected] * S + ids[~selected])
+    if key_sel.numel() == 0:
+        raise InvalidParameterError("the selection is empty: every sequence needs a selected token")
+    sel_seq, sel_tok = key_sel // S, key_sel % S
+    uns_seq, uns_tok = key_uns // S, key_uns % S
+    k = torch.bincount(sel_seq, minlength=batch.n)
+    if torch.any(k == 0):
+        raise InvalidParameterError(f"sequence {int(torch.nonzero(k == 0)[0])} has no selected token")
+    start = torch.cumsum(k, 0) - k
+    reps = k[uns_seq]
+    rel = torch.arange(int(reps.sum())) - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
+    s = sel_tok[torch.repeat_interleave(start[uns_seq], reps) + rel]
+    s2 = torch.repeat_interleave(uns_tok, reps)
+    pair_key = torch.unique(s * S + s2)
+    return torch.stack([pair_key // S, pair_key % S], 1).numpy()
+
+
+def find_cycle(pairs: np.ndarray):
+    """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
+    pairs = np.asarray(pairs)
+    succ: dict[int, list[int]] = {}
+    for a, b in pairs.tolist():
+        succ.setdefault(a, []).append(b)
+    state: dict[int, int] = {}  # 1 = on stack, 2 = done
+    for root in list(succ):
+        if state.get(root):
+            continue
+        stack = [(root, iter(succ.get(root, ())))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(succ.get(nxt, ()))))
+                path.append(nxt)
+    return None
+
+
+def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver: str = "CLARABEL",
+               verbose: bool = False, **solver_opts) -> SVMResult:
+    """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
+
+    Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
+    offending cycle when the pair graph has one).
+    """
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    if form not in ("sparse", "dense"):
+        raise InvalidParameterError(f"form must be 'sparse' or 'dense', got {form!r}")
+    if not isinstance(E, torch.Tensor) or E.ndim != 2:
+        raise InvalidParameterError("E must be a 2-D torch tensor")
+    if not torch.all(torch.isfinite(E)):
+        raise InvalidParameterError("E contains NaN or inf")
+    pairs = np.asarray(pairs, dtype=np.int64)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array, got shape {pairs.shape}")
+    S, d = E.shape
+    if pairs.min() < 0 or pairs.max() >= S:
+        raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
+    if np.any(pairs[:, 0] == pairs[:, 1]):
+        raise InfeasibleSVMError("a pair has s == s' (p^T 0 >= 1 is impossible): a token is both "
+                                 "selected and unselected", cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2)
+    cycle = find_cycle(pairs)
+    if cycle is not None:
+        raise InfeasibleSVMError(
+            f"the selection is infeasible: the pair constraints around the cycle {cycle} of tokens "
+            f"add up to 0 >= {len(cycle) - 1}", cycle=cycle)
+    En = E.detach().cpu().numpy().astype(np.float64)
+    tokens = np.unique(pairs)
+    p = cp.Variable(d)
+    if form == "sparse":
+        local = np.searchsorted(tokens, pairs)
+        k, m = len(pairs), len(tokens)
+        D = sp.csr_matrix((np.r_[np.ones(k), -np.ones(k)], (np.r_[np.arange(k), np.arange(k)],
+                                                              np.r_[local[:, 0], local[:, 1]])), shape=(k, m))
+        c = cp.Variable(m)
+        constraints = [En[tokens] @ p == c, D @ c >= 1]
+    else:
+        M = En[pairs[:, 0]] - En[pairs[:, 1]]
+        constraints = [M @ p >= 1]
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints)
+    if solver == "CLARABEL":
+        for key in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
+            solver_opts.setdefault(key, 1e-10)
+    t0 = time.perf_counter()
+    try:
+        prob.solve(solver=solver, verbose=verbose, **solver_opts)
+    except cp.error.SolverError as exc:
+        raise InfeasibleSVMError(f"the solver {solver} failed on the ATT-SVM: {exc}") from exc
+    total = time.perf_counter() - t0
+    if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
+        raise InfeasibleSVMError(
+            f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
+            f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p")
+    pv = np.asarray(p.value, dtype=np.float64)
+    margins = (En[pairs[:, 0]] - En[pairs[:, 1]]) @ pv
+    stats = prob.solver_stats
+    solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else total
+    return SVMResult(p=torch.from_numpy(pv).to(dtype=E.dtype, device=E.device), norm=float(np.linalg.norm(pv)),
+                     pairs=pairs, tokens=tokens, status=prob.status, form=form, solve_time=solve_time,
+                     total_time=total, min_margin=float(margins.min()),
+                     active=int(np.sum(margins < 1 + 1e-6)))
+
+
+def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
+    """:func:`max_margin` for the pairs of a flat selection mask."""
+    return max_margin(E, selection_pairs(batch, selected), **kw)

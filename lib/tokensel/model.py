@@ -1,0 +1,137 @@
+"""The one-layer attention model of the paper.
+
+``f(X) = softmax(E_X p)^T E_X v``: token ``s`` has key/value embedding ``E_s`` (a row of ``E``), the
+``<cls>`` embedding ``p`` scores it by ``c_s = p^T E_s`` and its value is ``w_s = v^T E_s``. Since the
+model sees ``E`` only through the two vectors ``c = E p`` and ``w = E v``, every full-batch quantity
+costs O(#tokens + |S| d).
+
+Parameters are float64 by default and may live on any torch device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .data import RaggedBatch
+from .errors import InvalidBatchError, InvalidParameterError
+from .seeding import generator
+
+
+def _check_tensor(name, t, shape, dtype=None, device=None):
+    if not isinstance(t, torch.Tensor):
+        raise InvalidParameterError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise InvalidParameterError(f"{name} must be floating point, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise InvalidParameterError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+    if dtype is not None and t.dtype != dtype:
+        raise InvalidParameterError(f"{name} has dtype {t.dtype}, expected {dtype} (as E)")
+    if device is not None and t.device != device:
+        raise InvalidParameterError(f"{name} is on {t.device}, expected {device} (as E)")
+    if not torch.all(torch.isfinite(t)):
+        raise InvalidParameterError(f"{name} contains NaN or inf")
+
+
+@dataclass
+class AttentionModel:
+    """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    v: torch.Tensor
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> "AttentionModel":
+        """Check shapes, dtypes, devices and finiteness; raise InvalidParameterError otherwise."""
+        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
+            raise InvalidParameterError(
+                f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}")
+        S, d = self.E.shape
+        _check_tensor("E", self.E, (S, d))
+        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
+        _check_tensor("v", self.v, (d,), self.E.dtype, self.E.device)
+        return self
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def init(cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian",
+             dtype=torch.float64, device="cpu") -> "AttentionModel":
+        """The paper's initialisation: ``E_s, p ~ N(0, I/d)`` (or ``p = 0``), ``v`` a random unit vector."""
+        if vocab_size < 1 or d < 1:
+            raise InvalidParameterError(f"vocab_size and d must be >= 1, got {vocab_size}, {d}")
+        if p_init not in ("gaussian", "zero"):
+            raise InvalidParameterError(f"p_init must be 'gaussian' or 'zero', got {p_init!r}")
+        g = generator(seed)
+        E = torch.randn(vocab_size, d, generator=g, dtype=torch.float64) / d**0.5
+        p = torch.randn(d, generator=g, dtype=torch.float64) / d**0.5
+        v = torch.randn(d, generator=g, dtype=torch.float64)
+        v = v / v.norm()
+        if p_init == "zero":
+            p = torch.zeros(d, dtype=torch.float64)
+        return cls(E.to(dtype=dtype, device=device), p.to(dtype=dtype, device=device),
+                   v.to(dtype=dtype, device=device))
+
+    def copy(self) -> "AttentionModel":
+        return AttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.v.detach().clone())
+
+    def to(self, device=None, dtype=None) -> "AttentionModel":
+        return AttentionModel(self.E.to(device=device, dtype=dtype), self.p.to(device=device, dtype=dtype),
+                              self.v.to(device=device, dtype=dtype))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    # ------------------------------------------------------------------ per-token scalars
+    def scores(self) -> torch.Tensor:
+        """``c = E p``: the ``<cls>`` score of every token."""
+        return self.E @ self.p
+
+    def values(self) -> torch.Tensor:
+        """``w = E v``: the value of every token."""
+        return self.E @ self.v
+
+    # ------------------------------------------------------------------ forward
+    def check_batch(self, batch: RaggedBatch) -> None:
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(
+                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+        if batch.num_classes is not None:
+            raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
+
+    def forward(self, batch: RaggedBatch) -> torch.Tensor:
+        """Outputs ``f(X_i)`` for every sequence of the batch."""
+        from .core import outputs
+
+        self.check_batch(batch)
+        f, _ = outputs(batch, self.scores(), self.values())
+        return f
+
+    def attention(self, batch: RaggedBatch) -> torch.Tensor:
+        """Softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``)."""
+        from .core import segment_softmax
+
+        self.check_batch(batch)
+        q, _ = segment_softmax(self.scores()[batch.ids], batch)
+        return q
+
+    def loss(self, batch: RaggedBatch) -> float:
+        """Mean logistic loss ``(1/n) sum log(1 + exp(-y f))``."""
+        from .core import logistic_loss
+
+        return float(logistic_loss(self.forward(batch), batch.labels.to(self.E.dtype)))
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        """Fraction of sequences with ``sign f = y`` (``f = 0`` counts as wrong)."""
+        f = self.forward(batch)
+        return float((f * batch.labels.to(f.dtype) > 0).to(torch.float64).mean())

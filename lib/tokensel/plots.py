@@ -1,0 +1,64 @@
+"""One theme and the figure types the chapters share, so no chapter copies plotting code."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PALETTE = {"positive": "#1b7837", "negative": "#b2182b", "irrelevant": "#7f7f7f",
+           "p": "#2166ac", "v": "#d6604d"}
+
+
+def theme() -> None:
+    """The book's seaborn theme (call once per chapter)."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
+    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 4.0),
+                         "axes.titlesize": "medium", "figure.autolayout": False})
+
+
+def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kw):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), constrained_layout=True, **kw)
+    return fig, axes
+
+
+def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
+    """Per-bin mean with a band (``spread="std"``: mean ± std; ``"quantiles"``: 10%–90%) from
+    :func:`tokensel.statistics.binned`. Empty bins are left out."""
+    t = table[table["count"] > 0]
+    lo, hi = ((t["mean"] - t["std"], t["mean"] + t["std"]) if spread == "std" else (t["q10"], t["q90"]))
+    ax.plot(t["center"], t["mean"], "o-", ms=3.5, color=color, label=label)
+    ax.fill_between(t["center"], lo, hi, color=color, alpha=0.2, lw=0)
+    return ax
+
+
+def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float = 0.6):
+    """Scatter of one point per token, coloured by role (+1 positive, -1 negative, 0 irrelevant)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if roles is None:
+        ax.scatter(x, y, s=s, alpha=alpha, color=PALETTE["p"], lw=0)
+    else:
+        roles = np.asarray(roles)
+        for val, name in ((0, "irrelevant"), (1, "positive"), (-1, "negative")):
+            m = np.sign(roles) == val
+            if m.any():
+                ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], lw=0, label=name)
+    if labels is not None:
+        for i, text in labels:
+            ax.annotate(text, (x[i], y[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    return ax
+
+
+def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: bool = True, **kw):
+    """A convergence curve on log axes (e.g. ``1 - cos`` against ``t`` or ``||p_t||``)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & ((x > 0) if logx else True) & ((y > 0) if logy else True)
+    ax.plot(x[keep], y[keep], label=label, **kw)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    return ax

@@ -1,0 +1,150 @@
+"""Token statistics of a labelled batch, and the selection made by a ``<cls>`` vector.
+
+* :func:`alpha` — average signed frequency ``alpha_s = (1/n) sum_i y_i n_s(X_i) / T_i`` (``"length"``
+  normalisation, with which the one-step constant is exactly ``eta0 / 2``), or the poster's count
+  ``sum_i y_i n_s(X_i)`` (``"count"``).
+* :func:`posterior_gap` — ``Delta_s = P(y=+1 | s) - P(y=-1 | s)``, per occurrence or per document.
+* :func:`token_classes` — positive / negative / irrelevant by the sign of ``alpha_s``; completely
+  positive / negative when ``s`` occurs only in positive / negative sequences.
+* :func:`selection` — ``S_X(p)``: the occurrences whose score is within ``tol`` of their sequence's
+  maximum.
+* :func:`optimal_tokens` — for frozen ``E``, the occurrences with the best value ``y_i u_t``.
+* :func:`binned` — per-bin mean and spread of a token quantity against ``Delta_s`` or ``alpha_s``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .core import scatter_tokens, segment_max
+from .data import RaggedBatch
+from .errors import InvalidBatchError
+
+POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
+
+
+def _binary(batch: RaggedBatch) -> torch.Tensor:
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+    if batch.num_classes is not None:
+        raise InvalidBatchError("this statistic needs ±1 labels; got a multi-class batch")
+    return batch.labels.to(torch.float64)
+
+
+def counts(batch: RaggedBatch):
+    """Occurrence counts of every token in positive and in negative sequences: ``(pos, neg)``."""
+    y = _binary(batch)[batch.seg]
+    ones = torch.ones_like(y)
+    return scatter_tokens(ones * (y > 0), batch), scatter_tokens(ones * (y < 0), batch)
+
+
+def alpha(batch: RaggedBatch, normalise: str = "length") -> torch.Tensor:
+    """Average signed frequency of every token (float64, length |S|).
+
+    ``normalise="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalise="count"``: occurrences
+    in positive minus occurrences in negative sequences.
+    """
+    y = _binary(batch)
+    if normalise == "length":
+        per_occ = (y / batch.lengths.to(torch.float64))[batch.seg]
+        return scatter_tokens(per_occ, batch) / batch.n
+    if normalise == "count":
+        return scatter_tokens(y[batch.seg], batch)
+    raise ValueError(f"normalise must be 'length' or 'count', got {normalise!r}")
+
+
+def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
+    """``P(y=+1 | s) - P(y=-1 | s)`` for every token; NaN for tokens that never occur.
+
+    ``per="occurrence"`` counts occurrences; ``per="document"`` counts the documents containing ``s``.
+    """
+    y = _binary(batch)
+    if per == "occurrence":
+        pos, neg = counts(batch)
+    elif per == "document":
+        # one entry per distinct (sequence, token) pair
+        key = torch.unique(batch.seg * batch.vocab_size + batch.ids)
+        seq, tok = key // batch.vocab_size, key % batch.vocab_size
+        yy = y[seq]
+        pos = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy > 0).double())
+        neg = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy < 0).double())
+    else:
+        raise ValueError(f"per must be 'occurrence' or 'document', got {per!r}")
+    tot = pos + neg
+    gap = (pos - neg) / tot
+    return torch.where(tot > 0, gap, torch.full_like(gap, float("nan")))
+
+
+def token_classes(batch: RaggedBatch, tol: float = 1e-12):
+    """Classes of every token: a dict of boolean tensors ``positive``, ``negative``, ``irrelevant``
+    (by the sign of ``alpha_s`` with tolerance ``tol``), ``completely_positive``,
+    ``completely_negative`` and ``absent`` (tokens that never occur)."""
+    a = alpha(batch)
+    pos, neg = counts(batch)
+    return {
+        "positive": a > tol,
+        "negative": a < -tol,
+        "irrelevant": a.abs() <= tol,
+        "completely_positive": (pos > 0) & (neg == 0),
+        "completely_negative": (neg > 0) & (pos == 0),
+        "absent": (pos + neg) == 0,
+    }
+
+
+def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
+    """``S_X(p)`` as a flat boolean mask: occurrences with ``c_{x_t} >= max_t' c_{x_t'} - tol``.
+
+    ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
+    (``tol * ||p||``) when ``||p||`` is large.
+    """
+    a = c[batch.ids]
+    return a >= segment_max(a, batch)[batch.seg] - tol
+
+
+def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
+    """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask)."""
+    yu = _binary(batch).to(w.dtype)[batch.seg] * w[batch.ids]
+    return yu >= segment_max(yu, batch)[batch.seg] - tol
+
+
+def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-sequence softmax mass on the occurrences in ``mask``."""
+    return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
+
+
+def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    """Per sequence: does every occurrence of a token in ``token_mask`` (|S| bools) lie in ``mask``?
+
+    Sequences without such a token count as True.
+    """
+    needed = token_mask[batch.ids]
+    missing = needed & ~mask
+    return torch.zeros(batch.n, dtype=torch.long, device=mask.device).index_add_(0, batch.seg, missing.long()) == 0
+
+
+def binned(x, y, bins: int = 20, range_=None):
+    """Tokens binned by ``x`` into ``bins`` equal-width bins; per bin the count, mean, std and the
+    10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame."""
+    import pandas as pd
+
+    x = np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    y = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y, dtype=np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if x.size == 0:
+        raise ValueError("no finite (x, y) pairs to bin")
+    lo, hi = range_ if range_ is not None else (x.min(), x.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    rows = []
+    for b in range(bins):
+        yb = y[idx == b]
+        rows.append(dict(bin=b, left=edges[b], right=edges[b + 1], center=(edges[b] + edges[b + 1]) / 2,
+                         count=yb.size, mean=yb.mean() if yb.size else np.nan,
+                         std=yb.std() if yb.size else np.nan,
+                         q10=np.quantile(yb, 0.1) if yb.size else np.nan,
+                         q90=np.quantile(yb, 0.9) if yb.size else np.nan))
+    return pd.DataFrame(rows)

@@ -1,0 +1,170 @@
+"""Synthetic data sets for the theory chapters.
+
+Three generators, each returning a :class:`SyntheticData` (a :class:`~tokensel.data.RaggedBatch`
+plus the planted role of every token):
+
+* :func:`assumption1_pairs` — the paper's Assumption 1, built so that it holds *in the sample*:
+  sequences come in positive/negative pairs that share their irrelevant tokens (and length), so
+  every irrelevant token has average signed frequency ``alpha_s = 0`` exactly.
+* :func:`iid_irrelevant` — the same, but every sequence draws its irrelevant tokens independently:
+  sampling noise makes ``alpha_s`` of irrelevant tokens non-zero (what breaks, and why).
+* :func:`independent_tokens` — every position drawn independently given the label with
+  token-specific class-conditional probabilities ``P(s | y) = (1 + delta * y * b_s) / |S|``; the knob
+  ``delta`` in [0, 1] sets the token/label dependence (our analogue of the paper's Eq. 15).
+
+Token ids are laid out as ``[positive important | negative important | irrelevant]`` for the first
+two generators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import RaggedBatch
+from .errors import InvalidBatchError
+from .seeding import rng
+
+POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """A synthetic batch and the planted role of each token.
+
+    ``planted[s]`` is +1 (completely positive), -1 (completely negative) or 0 (irrelevant) for the
+    Assumption-1 generators; for :func:`independent_tokens` it is the token's bias ``b_s`` in
+    [-1, 1] and ``planted_gap = delta * b_s`` is its expected posterior gap.
+    """
+
+    batch: RaggedBatch
+    planted: np.ndarray
+    description: str
+    planted_gap: np.ndarray | None = None
+
+
+def _check_pos_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidBatchError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _lengths(length, count, gen):
+    """Draw ``count`` sequence lengths: ``length`` is an int or an inclusive (lo, hi) range."""
+    if isinstance(length, (tuple, list)):
+        if len(length) != 2:
+            raise InvalidBatchError(f"length must be an int or a (lo, hi) pair, got {length!r}")
+        lo, hi = (_check_pos_int("length bounds", v, 2) for v in length)
+        if lo > hi:
+            raise InvalidBatchError(f"length range is empty: lo={lo} > hi={hi}")
+        return gen.integers(lo, hi + 1, size=count)
+    return np.full(count, _check_pos_int("length", length, 2))
+
+
+def _planted_roles(n_important, n_irrelevant):
+    return np.concatenate([np.full(n_important, POSITIVE), np.full(n_important, NEGATIVE),
+                           np.full(n_irrelevant, IRRELEVANT)]).astype(np.int64)
+
+
+def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=8,
+                      seed: int = 0) -> SyntheticData:
+    """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
+
+    Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
+    with replacement). The positive sequence inserts a positive important token, the negative one a
+    negative important token, at the same random position. So each sequence holds exactly one
+    important token, of its label's sign, and every irrelevant token occurs equally often in
+    positive and negative sequences of equal length.
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs)
+    n_important = _check_pos_int("n_important", n_important)
+    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    g = rng(seed)
+    T = _lengths(length, n_pairs, g)
+    P = n_important
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
+        pos = g.integers(0, T[k])
+        s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
+        seqs.append(np.insert(irr, pos, s_pos))
+        seqs.append(np.insert(irr, pos, s_neg))
+        labels += [1, -1]
+    vocab = 2 * P + n_irrelevant
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
+    return SyntheticData(batch, _planted_roles(P, n_irrelevant),
+                         f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
+                         f"{n_irrelevant} irrelevant tokens, length {length}")
+
+
+def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:
+    """Assumption-1 data whose irrelevant tokens are drawn independently for every sequence.
+
+    Labels are balanced (``n // 2`` of each, ``n`` even). Irrelevant tokens are irrelevant only in
+    expectation: their sample ``alpha_s`` fluctuates around 0 with size about
+    ``1 / sqrt(n * n_irrelevant)``.
+    """
+    n = _check_pos_int("n", n, 2)
+    if n % 2:
+        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+    n_important = _check_pos_int("n_important", n_important)
+    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    P = n_important
+    labels = np.array([1, -1] * (n // 2))
+    seqs = []
+    for i in range(n):
+        irr = 2 * P + g.integers(0, n_irrelevant, size=T[i] - 1)
+        imp = g.integers(0, P) if labels[i] == 1 else P + g.integers(0, P)
+        seqs.append(np.insert(irr, g.integers(0, T[i]), imp))
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * P + n_irrelevant)
+    return SyntheticData(batch, _planted_roles(P, n_irrelevant),
+                         f"i.i.d. irrelevant tokens: n={n}, {P}+{P} important and {n_irrelevant} "
+                         f"irrelevant tokens, length {length}")
+
+
+def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
+    """Biases ``b_s`` for :func:`independent_tokens`: zero for a fraction of tokens, the rest
+    evenly spaced in ``[-1, -h] ∪ [h, 1]`` (symmetric, so they sum to zero)."""
+    vocab_size = _check_pos_int("vocab_size", vocab_size, 2)
+    if not 0.0 <= frac_irrelevant < 1.0:
+        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
+    m = vocab_size - int(round(frac_irrelevant * vocab_size))
+    m -= m % 2
+    if m < 2:
+        raise InvalidBatchError("too few relevant tokens: lower frac_irrelevant or raise vocab_size")
+    half = np.linspace(1.0, 0.0, m // 2, endpoint=False)[::-1]  # (0, 1], evenly spaced
+    b = np.zeros(vocab_size)
+    b[: m // 2] = half
+    b[m // 2 : m] = -half
+    return b
+
+
+def independent_tokens(n: int, vocab_size: int, length=20, delta: float = 1.0,
+                       frac_irrelevant: float = 0.5, seed: int = 0) -> SyntheticData:
+    """Tokens drawn i.i.d. given the label: ``P(x_t = s | y) = (1 + delta * y * b_s) / |S|``.
+
+    ``b_s`` comes from :func:`token_biases`. With balanced labels the expected per-occurrence
+    posterior gap of token ``s`` is ``delta * b_s``: ``delta = 0`` makes every token irrelevant,
+    ``delta = 1`` makes the tokens with ``b_s = ±1`` completely positive/negative. Labels are
+    balanced (``n`` even).
+    """
+    n = _check_pos_int("n", n, 2)
+    if n % 2:
+        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+    if not 0.0 <= delta <= 1.0:
+        raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
+    b = token_biases(vocab_size, frac_irrelevant)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    labels = np.array([1, -1] * (n // 2))
+    probs = {y: (1 + delta * y * b) / vocab_size for y in (1, -1)}
+    for y in probs:
+        probs[y] = probs[y] / probs[y].sum()
+    seqs = [g.choice(vocab_size, size=T[i], p=probs[labels[i]]) for i in range(n)]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size)
+    return SyntheticData(batch, b, f"independent tokens: n={n}, |S|={vocab_size}, length {length}, "
+                         f"delta={delta}, {frac_irrelevant:.0%} irrelevant", planted_gap=delta * b)

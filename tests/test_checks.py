@@ -1,0 +1,38 @@
+"""The check helper: a false claim raises, every claim is recorded."""
+
+import json
+
+import pytest
+
+import tokensel as ts
+from tokensel.errors import ClaimFailedError
+
+
+def test_checks_record_and_fail(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("demo")
+    ts.check("abs", 1.0005, 1.0, tol=1e-3)
+    ts.check("rel", 101.0, 100.0, tol=0.02, kind="rel")
+    ts.check("le", 0.1, 0.2, kind="le")
+    ts.check("ge", 3, 2, kind="ge")
+    ts.check("truth", True, kind="true")
+    with pytest.raises(ClaimFailedError, match="claim failed in chapter 'demo'.*wrong"):
+        ts.check("wrong", 2.0, 1.0, tol=0.5)
+    with pytest.raises(ClaimFailedError):
+        ts.check("nan", float("nan"), 1.0, tol=10.0)
+    rec = json.loads((tmp_path / "demo.json").read_text())
+    assert [c["passed"] for c in rec["checks"]] == [True] * 5 + [False, False]
+    ts.end_chapter()
+    assert ts.checks.load_results(tmp_path)[0]["seconds"] >= 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="approx"), "kind must be"),
+    (dict(kind="abs"), "tolerance"),
+    (dict(kind="le", tol=None, expected=None), "expected value"),
+])
+def test_check_bad_arguments(kwargs, message):
+    args = dict(name="x", measured=1.0, expected=1.0, tol=None)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        ts.check(**args)

@@ -1,0 +1,74 @@
+"""RaggedBatch: construction, views, and every malformed input."""
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import InvalidBatchError
+
+
+def test_from_sequences_layout():
+    b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3], [4, 4]], [1, -1, 1], vocab_size=5)
+    assert b.n == 3 and b.num_tokens == 6
+    assert b.offsets.tolist() == [0, 3, 4, 6]
+    assert b.lengths.tolist() == [3, 1, 2]
+    assert b.seg.tolist() == [0, 0, 0, 1, 2, 2]
+    assert b.sequence(1).tolist() == [3] and b.sequence(-1).tolist() == [4, 4]
+    assert b.labels.dtype == torch.float64
+    assert b.to_lists() == [[0, 1, 2], [3], [4, 4]]
+
+
+def test_subset_and_truncate():
+    b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3], [4, 4, 1]], [1, -1, 1], vocab_size=5)
+    s = b.subset([2, 0])
+    assert s.to_lists() == [[4, 4, 1], [0, 1, 2]] and s.labels.tolist() == [1, 1]
+    s = b.subset(torch.tensor([False, True, True]))
+    assert s.to_lists() == [[3], [4, 4, 1]]
+    assert b.truncate(2).to_lists() == [[0, 1], [3], [4, 4]]
+
+
+def test_multiclass_labels():
+    b = ts.RaggedBatch.from_sequences([[0], [1]], [0, 3], vocab_size=2, num_classes=4)
+    assert b.labels.dtype == torch.long and b.num_classes == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(sequences=[[0, 1], [2]], labels=[1, 0]), "must be \\+1 or -1"),
+        (dict(sequences=[[0, 1], [2]], labels=[1, 2]), "must be \\+1 or -1"),
+        (dict(sequences=[[0, 1], []], labels=[1, -1]), "sequence 1 is empty"),
+        (dict(sequences=[[0, 7], [2]], labels=[1, -1], vocab_size=5), "token id 7 .* outside"),
+        (dict(sequences=[[0, -1], [2]], labels=[1, -1], vocab_size=5), "token id -1"),
+        (dict(sequences=[[0, 1], [2]], labels=[1, -1, 1]), "expected 2 labels"),
+        (dict(sequences=[[0, 1], [2]], labels=[1.0, float("nan")]), "NaN"),
+        (dict(sequences=[[0], [1]], labels=[0, 4], num_classes=4), "must lie in 0..3"),
+        (dict(sequences=[[0], [1]], labels=[0, 1], num_classes=1), "num_classes must be an int >= 2"),
+        (dict(sequences=[], labels=[]), "at least one sequence"),
+        (dict(sequences=[[0], [1]], labels=[1, -1], vocab_size=0), "vocab_size must be >= 1"),
+    ],
+)
+def test_bad_batches(kwargs, message):
+    with pytest.raises(InvalidBatchError, match=message):
+        ts.RaggedBatch.from_sequences(**kwargs)
+
+
+def test_bad_raw_fields():
+    with pytest.raises(InvalidBatchError, match="offsets must start at 0"):
+        ts.RaggedBatch(torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([1.0]), 2)
+    with pytest.raises(InvalidBatchError, match="must be integers"):
+        ts.RaggedBatch(torch.tensor([0.5, 1.0]), torch.tensor([0, 2]), torch.tensor([1.0]), 2)
+    with pytest.raises(InvalidBatchError, match="1-D"):
+        ts.RaggedBatch(torch.zeros(2, 2, dtype=torch.long), torch.tensor([0, 4]), torch.tensor([1.0]), 2)
+    b = ts.RaggedBatch.from_sequences([[0], [1]], [1, -1])
+    with pytest.raises(InvalidBatchError, match="out of range"):
+        b.subset([5])
+    with pytest.raises(InvalidBatchError, match="max_len"):
+        b.truncate(0)
+    with pytest.raises(InvalidBatchError, match="0/1 labels"):
+        ts.labels_from_01([0, 1, 2])
+
+
+def test_labels_from_01():
+    assert ts.labels_from_01([0, 1, 1]).tolist() == [-1.0, 1.0, 1.0]

@@ -1,0 +1,89 @@
+"""The ATT-SVM: pairs, sparse vs dense form, feasibility diagnostics."""
+
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import InfeasibleSVMError, InvalidParameterError
+
+
+def _brute_pairs(batch, selected):
+    out = set()
+    sel = selected.tolist()
+    pos = 0
+    for seq in batch.to_lists():
+        flags = sel[pos:pos + len(seq)]
+        pos += len(seq)
+        S = {s for s, f in zip(seq, flags) if f}
+        U = {s for s, f in zip(seq, flags) if not f}
+        out |= set(itertools.product(S, U))
+    return np.array(sorted(out))
+
+
+def test_pairs_match_brute_force(small):
+    data, model = small
+    b = data.batch
+    for tol in (1e-9, 0.3):
+        sel = ts.statistics.selection(b, model.scores(), tol=tol)
+        pairs = ts.selection_pairs(b, sel)
+        assert np.array_equal(pairs, _brute_pairs(b, sel))
+
+
+def test_sparse_equals_plain_dense_cvxpy(small):
+    data, _ = small
+    b = data.batch
+    model = ts.AttentionModel.init(b.vocab_size, 30, seed=4)
+    planted = torch.tensor(data.planted, dtype=torch.float64)
+    sel = ts.statistics.selection(b, planted.abs())  # select the important token of each sequence
+    pairs = ts.selection_pairs(b, sel)
+    sparse = ts.max_margin(model.E, pairs, form="sparse")
+    # an independent, straightforward formulation
+    E = model.E.numpy()
+    p = cp.Variable(E.shape[1])
+    cons = [(E[s] - E[s2]) @ p >= 1 for s, s2 in pairs]
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert np.allclose(sparse.p.numpy(), p.value, atol=1e-6)
+    assert sparse.min_margin >= 1 - 1e-7 and sparse.active >= 1
+    dense = ts.max_margin(model.E, pairs, form="dense")
+    assert np.allclose(sparse.p.numpy(), dense.p.numpy(), atol=1e-6)
+
+
+def test_cycle_is_reported():
+    E = torch.eye(3, dtype=torch.float64)
+    with pytest.raises(InfeasibleSVMError, match="cycle") as info:
+        ts.max_margin(E, np.array([[0, 1], [1, 2], [2, 0]]))
+    assert info.value.cycle[0] == info.value.cycle[-1] and len(info.value.cycle) == 4
+    assert ts.find_cycle(np.array([[0, 1], [1, 2]])) is None
+
+
+def test_infeasible_without_cycle_when_rank_deficient():
+    # E_0 = E_1 but the pairs want c_0 - c_2 >= 1 and c_2 - c_1 >= 1: no p can do that
+    E = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    with pytest.raises(InfeasibleSVMError, match="no solution"):
+        ts.max_margin(E, np.array([[0, 2], [2, 1]]))
+
+
+@pytest.mark.parametrize("pairs, message", [
+    (np.zeros((0, 2)), "non-empty"),
+    (np.array([[0, 5]]), "must lie in"),
+    (np.array([1, 2]), "non-empty \\(k, 2\\)"),
+])
+def test_bad_pairs(pairs, message):
+    with pytest.raises(InvalidParameterError, match=message):
+        ts.max_margin(torch.eye(3, dtype=torch.float64), pairs)
+
+
+def test_self_pair_and_bad_masks(small):
+    data, _ = small
+    with pytest.raises(InfeasibleSVMError, match="both selected and unselected"):
+        ts.max_margin(torch.eye(3, dtype=torch.float64), np.array([[1, 1]]))
+    with pytest.raises(InvalidParameterError, match="boolean mask"):
+        ts.selection_pairs(data.batch, torch.ones(3, dtype=torch.bool))
+    with pytest.raises(InvalidParameterError, match="empty"):
+        ts.selection_pairs(data.batch, torch.zeros(data.batch.num_tokens, dtype=torch.bool))
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        ts.max_margin(torch.full((3, 3), float("nan"), dtype=torch.float64), np.array([[0, 1]]))

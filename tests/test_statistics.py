@@ -1,0 +1,100 @@
+"""Token statistics and the synthetic generators."""
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import InvalidBatchError
+
+
+def test_alpha_both_normalisations():
+    b = ts.RaggedBatch.from_sequences([[0, 0, 1], [1, 2]], [1, -1], vocab_size=4)
+    assert torch.allclose(ts.statistics.alpha(b), torch.tensor([2 / 3 / 2, (1 / 3 - 1 / 2) / 2, -1 / 4, 0.0], dtype=torch.float64))
+    assert ts.statistics.alpha(b, "count").tolist() == [2.0, 0.0, -1.0, 0.0]
+    with pytest.raises(ValueError, match="normalise"):
+        ts.statistics.alpha(b, "bogus")
+
+
+def test_alpha_equals_freq_times_gap_for_equal_lengths():
+    d = ts.synthetic.independent_tokens(200, 30, length=12, delta=0.7, seed=2)
+    b = d.batch
+    pos, neg = ts.statistics.counts(b)
+    freq = (pos + neg) / b.num_tokens
+    gap = torch.nan_to_num(ts.statistics.posterior_gap(b))
+    assert torch.allclose(ts.statistics.alpha(b), freq * gap, atol=1e-15)
+
+
+def test_posterior_gap_per_document():
+    b = ts.RaggedBatch.from_sequences([[0, 0, 0], [0, 1]], [1, -1], vocab_size=3)
+    occ = ts.statistics.posterior_gap(b, "occurrence")
+    doc = ts.statistics.posterior_gap(b, "document")
+    assert occ[0] == pytest.approx(0.5) and doc[0] == pytest.approx(0.0)
+    assert doc[1] == -1 and torch.isnan(doc[2]) and torch.isnan(occ[2])
+
+
+def test_assumption1_pairs_make_irrelevant_alpha_exactly_zero():
+    d = ts.synthetic.assumption1_pairs(300, 4, 25, length=(4, 10), seed=7)
+    cls = ts.statistics.token_classes(d.batch)
+    a = ts.statistics.alpha(d.batch)
+    irr = torch.from_numpy(d.planted == 0)
+    assert a[irr].abs().max() < 1e-15
+    assert torch.equal(cls["completely_positive"], torch.from_numpy(d.planted == 1))
+    assert torch.equal(cls["completely_negative"], torch.from_numpy(d.planted == -1))
+    # exactly one important token per sequence, of the label's sign
+    roles = torch.from_numpy(d.planted)[d.batch.ids]
+    per_seq = torch.zeros(d.batch.n, dtype=torch.long).index_add_(0, d.batch.seg, (roles != 0).long())
+    assert torch.all(per_seq == 1)
+    sign = torch.zeros(d.batch.n, dtype=torch.long).index_add_(0, d.batch.seg, roles)
+    assert torch.equal(sign.double(), d.batch.labels)
+
+
+def test_iid_irrelevant_has_noisy_alpha():
+    d = ts.synthetic.iid_irrelevant(400, 3, 20, length=8, seed=1)
+    a = ts.statistics.alpha(d.batch)
+    irr = torch.from_numpy(d.planted == 0)
+    assert a[irr].abs().max() > 1e-4
+
+
+def test_independent_tokens_knob():
+    d = ts.synthetic.independent_tokens(4000, 20, length=20, delta=1.0, frac_irrelevant=0.5, seed=0)
+    gap = ts.statistics.posterior_gap(d.batch).numpy()
+    assert np.corrcoef(gap, d.planted_gap)[0, 1] > 0.98
+    cls = ts.statistics.token_classes(d.batch)
+    assert bool(cls["completely_positive"][np.argmax(d.planted)])
+    d0 = ts.synthetic.independent_tokens(4000, 20, length=20, delta=0.0, seed=0)
+    assert np.abs(ts.statistics.posterior_gap(d0.batch).numpy()).max() < 0.1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ts.synthetic.assumption1_pairs(0, 2, 3), "n_pairs"),
+    (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=1), "length"),
+    (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=(5, 3)), "empty"),
+    (lambda: ts.synthetic.iid_irrelevant(5, 2, 3), "even"),
+    (lambda: ts.synthetic.independent_tokens(10, 20, delta=1.5), "delta"),
+    (lambda: ts.synthetic.token_biases(10, 1.0), "frac_irrelevant"),
+])
+def test_bad_generator_arguments(call, message):
+    with pytest.raises(InvalidBatchError, match=message):
+        call()
+
+
+def test_selection_and_optimal_tokens():
+    b = ts.RaggedBatch.from_sequences([[0, 1, 2], [2, 3]], [1, -1], vocab_size=4)
+    c = torch.tensor([1.0, 3.0, 3.0, 0.0], dtype=torch.float64)
+    assert ts.statistics.selection(b, c).tolist() == [False, True, True, True, False]
+    w = torch.tensor([2.0, 0.0, -1.0, 5.0], dtype=torch.float64)
+    assert ts.statistics.optimal_tokens(b, w).tolist() == [True, False, False, True, False]
+    q = torch.tensor([0.2, 0.3, 0.5, 0.9, 0.1], dtype=torch.float64)
+    mask = ts.statistics.selection(b, c)
+    assert torch.allclose(ts.statistics.selected_mass(b, q, mask), torch.tensor([0.8, 0.9], dtype=torch.float64))
+    assert ts.statistics.contains(b, mask, torch.tensor([False, True, False, False])).tolist() == [True, True]
+    assert ts.statistics.contains(b, mask, torch.tensor([True, False, False, False])).tolist() == [False, True]
+
+
+def test_binned():
+    t = ts.statistics.binned(np.array([-1, -0.9, 0.0, 1.0, np.nan]), np.array([1.0, 3.0, 5.0, 7.0, 9.0]), bins=4)
+    assert t["count"].tolist() == [2, 0, 1, 1]
+    assert t["mean"][0] == 2.0 and np.isnan(t["mean"][1])
+    with pytest.raises(ValueError, match="same shape"):
+        ts.statistics.binned(np.zeros(3), np.zeros(4))

@@ -1,0 +1,89 @@
+"""Training loops: phase-2 GD and normalised GD, the ODE integrator, joint Adam."""
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import InvalidParameterError
+
+
+def _phase1(seed=0, d=24):
+    data = ts.synthetic.assumption1_pairs(60, 2, 10, length=6, seed=seed)
+    m0 = ts.AttentionModel.init(data.batch.vocab_size, d, seed=seed)
+    return data, ts.one_step(m0, data.batch, eta0=20.0)
+
+
+def test_train_p_decreases_loss_and_grows_norm():
+    data, m = _phase1()
+    traj = ts.train_p(m, data.batch, lr=1.0, steps=400, progress=False)
+    assert traj.loss[-1] < traj.loss[0]
+    assert np.all(np.diff(traj.loss) <= 1e-12)  # small-step GD on a smooth loss never goes up
+    assert traj.norm_p[-1] > traj.norm_p[0]
+    assert traj.t[-1] == pytest.approx(400.0) and traj.stopped == "steps"
+    df = traj.to_frame()
+    assert list(df.columns[:6]) == ["step", "t", "loss", "norm_p", "grad_norm", "cos_ref"]
+
+
+def test_normalized_gd_moves_lr_per_step():
+    data, m = _phase1()
+    p0 = m.p.clone()
+    ts.train_p(m, data.batch, lr=0.5, steps=1, method="normalized", progress=False)
+    assert float((m.p - p0).norm()) == pytest.approx(0.5)
+
+
+def test_gradient_flow_matches_small_step_gd():
+    data, m = _phase1(d=16)
+    m_gd, m_flow = m.copy(), m.copy()
+    ts.train_p(m_gd, data.batch, lr=0.01, steps=2000, progress=False)  # t = 20
+    traj = ts.gradient_flow(m_flow, data.batch, t_max=20.0)
+    assert ts.cosine(m_gd.p, m_flow.p) > 1 - 1e-6
+    assert float((m_gd.p - m_flow.p).norm() / m_flow.p.norm()) < 1e-3
+    assert traj.t[-1] == pytest.approx(20.0)
+
+
+def test_underflow_stops_cleanly():
+    data, m = _phase1()
+    sel = ts.statistics.selection(data.batch, torch.tensor(np.abs(data.planted), dtype=torch.float64))
+    svm = ts.max_margin(m.E, ts.selection_pairs(data.batch, sel))
+    m.p.copy_(svm.p * 800)  # score gaps >= 800: every off-top softmax weight underflows
+    traj = ts.train_p(m, data.batch, lr=1.0, steps=100, progress=False)
+    assert traj.stopped == "underflow" and len(traj) == 1
+    assert np.isfinite(traj.loss[-1])
+
+
+def test_max_norm_stop_and_reference_cosine():
+    data, m = _phase1()
+    ref = m.p.clone() + 1.0
+    traj = ts.train_p(m, data.batch, lr=50.0, steps=10_000, max_norm=3.0, reference=ref, progress=False)
+    assert traj.stopped == "max_norm" and traj.norm_p[-1] > 3.0
+    assert np.isfinite(traj.cos_ref).all()
+
+
+def test_train_joint_reduces_loss():
+    data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.8, seed=1)
+    m = ts.AttentionModel.init(30, 16, seed=0)
+    test = ts.synthetic.independent_tokens(100, 30, length=10, delta=0.8, seed=2).batch
+    traj = ts.train_joint(m, data.batch, steps=60, lr=0.05, test_batch=test, eval_every=20, progress=False)
+    assert traj.loss[-1] < 0.5 * traj.loss[0]
+    assert traj.step == [0, 20, 40, 60] and traj.extra["test_acc"][-1] > 0.8
+    assert m.E.grad is None
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, b: ts.one_step(m, b, eta0=-1.0), "eta0"),
+    (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
+    (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
+    (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
+    (lambda m, b: ts.train_joint(m, b, steps=3, params=("E", "W")), "params"),
+    (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
+])
+def test_bad_training_arguments(call, message):
+    data, m = _phase1()
+    with pytest.raises(InvalidParameterError, match=message):
+        call(m, data.batch)
+
+
+def test_record_steps():
+    r = ts.training.record_steps(10_000, 50)
+    assert r[0] == 0 and r[-1] == 10_000 and np.all(np.diff(r) > 0) and len(r) <= 52
