@@ -36,3 +36,26 @@ def test_check_bad_arguments(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         ts.check(**args)
+
+
+def test_report_requires_every_chapter_from_this_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("old")
+    ts.end_chapter()
+    ts.checks.mark_build_start()
+    with pytest.raises(RuntimeError, match="old: no record"):
+        ts.checks.report(["old"])
+    ts.start_chapter("a")
+    ts.check("x", 1.0, 1.0, tol=0.0)
+    with pytest.raises(RuntimeError, match="a: started but did not finish"):
+        ts.checks.report(["a"])
+    ts.end_chapter()
+    claims, chapters = ts.checks.report(["a"])
+    assert claims["name"].tolist() == ["x"] and chapters["claims"].tolist() == [1]
+
+
+def test_toc_chapters(tmp_path):
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                      "  - file: book/01_model\n    sections:\n      - file: book/01a\n"
+                                      "  - file: book/status\n")
+    assert ts.checks.toc_chapters(tmp_path) == ["intro", "01_model", "01a", "status"]

@@ -124,3 +124,68 @@ def load_results(directory: Path | None = None) -> list[dict]:
     d = directory or results_dir()
     recs = [json.loads(p.read_text()) for p in sorted(Path(d).glob("*.json"))]
     return sorted(recs, key=lambda r: r.get("started", 0))
+
+
+STAMP = "BUILD_STARTED"
+
+
+def mark_build_start(directory: Path | None = None) -> None:
+    """Clear the results directory and stamp the start of a build (the Makefile calls this)."""
+    d = Path(directory or results_dir())
+    d.mkdir(parents=True, exist_ok=True)
+    for p in d.glob("*.json"):
+        p.unlink()
+    (d / STAMP).write_text(repr(time.time()))
+
+
+def toc_chapters(root: Path | None = None) -> list[str]:
+    """Chapter names (file stems) listed in the book's ``_toc.yml``, in order."""
+    import yaml
+
+    root = root or book_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+            for part in e.get("chapters", []) if "chapters" in e else []:
+                walk([part])
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return [Path(f).stem for f in files]
+
+
+def report(expected: list[str], directory: Path | None = None):
+    """Tables for the status page: ``(claims, chapters)`` as DataFrames.
+
+    Raises RuntimeError when a chapter in ``expected`` has no complete record from this build
+    (so a status page rendered before its chapters ran, or a chapter that stopped early, fails).
+    """
+    import pandas as pd
+
+    d = Path(directory or results_dir())
+    recs = {r["chapter"]: r for r in load_results(d)}
+    stamp_file = d / STAMP
+    stamp = float(stamp_file.read_text()) if stamp_file.exists() else None
+    problems = []
+    for ch in expected:
+        r = recs.get(ch)
+        if r is None:
+            problems.append(f"{ch}: no record")
+        elif "finished" not in r:
+            problems.append(f"{ch}: started but did not finish")
+        elif stamp is not None and r["started"] < stamp:
+            problems.append(f"{ch}: record is older than this build")
+    if problems:
+        raise RuntimeError("the status page cannot vouch for every chapter: " + "; ".join(problems))
+    claims = pd.DataFrame([dict(chapter=ch, **c) for ch in expected for c in recs[ch]["checks"]],
+                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed"])
+    chapters = pd.DataFrame([dict(chapter=ch, claims=len(recs[ch]["checks"]),
+                                  passed=sum(c["passed"] for c in recs[ch]["checks"]),
+                                  seconds=recs[ch]["seconds"]) for ch in expected])
+    return claims, chapters

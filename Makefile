@@ -1,0 +1,42 @@
+# tokensel: `make book` builds the executed book, `make test` runs the tests (both create .venv).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export TOKENSEL_THREADS ?= 2
+
+.PHONY: book test bench notebooks venv clean help
+
+help:
+	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
+	@echo "make test       run the test suite"
+	@echo "make bench      run the benchmarks (not tests)"
+	@echo "make notebooks  write the paired .ipynb of every chapter"
+	@echo "make clean      remove _build"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+book: $(STAMP)
+	$(BIN)/python -c "import tokensel.checks as c; c.mark_build_start('_build/checks')"
+	TOKENSEL_PROGRESS=0 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
+	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_gradient.py
+	$(BIN)/python benchmarks/bench_svm.py
+
+notebooks: $(STAMP)
+	$(BIN)/jupytext --to ipynb book/*.md
+
+clean:
+	rm -rf _build
