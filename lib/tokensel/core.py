@@ -70,7 +70,6 @@ class ScoreValueGrads:
 
     loss: torch.Tensor
     f: torch.Tensor  # per-sequence outputs
-    q: torch.Tensor  # per-occurrence attention
     A: torch.Tensor  # dL/dc, length |S|
     B: torch.Tensor  # dL/dw, length |S|
 
@@ -79,23 +78,32 @@ def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
                       stable: bool = True) -> ScoreValueGrads:
     """Exact full-batch loss gradients with respect to ``c = E p`` and ``w = E v``.
 
-    ``stable=False`` uses the naive ``u_t - f``, kept to show what goes wrong in saturation.
+    Runs over the distinct (sequence, token) entries of the batch weighted by their counts
+    (:meth:`RaggedBatch.distinct`), with contiguous segment reductions. ``stable=False`` uses the
+    naive ``u_t - f``, kept to show what goes wrong in saturation.
     """
-    seg = batch.seg
-    a, u = c[batch.ids], w[batch.ids]
-    q, amax = segment_softmax(a, batch)
+    dt = batch.distinct()
+    seg, off, cnt = dt.seg, dt.offsets, dt.counts.to(c.dtype)
+    a, u = c[dt.ids], w[dt.ids]
+    amax = torch.segment_reduce(a, "max", offsets=off)
+    amax_t = amax[seg]
+    e = torch.exp(a - amax_t) * cnt  # count-weighted unnormalised attention
+    Z = torch.segment_reduce(e, "sum", offsets=off)
     if stable:
-        is_top = a == amax[seg]
-        u_ref = segment_max(torch.where(is_top, u, torch.full_like(u, -torch.inf)), batch)
+        u_top = torch.where(a == amax_t, u, torch.full_like(u, -torch.inf))
+        u_ref = torch.segment_reduce(u_top, "max", offsets=off)  # u_k of a top-scoring token k
         dev = u - u_ref[seg]  # u_t - u_k
-        m = segment_sum(q * dev, batch)  # f - u_k
+        m = torch.segment_reduce(e * dev, "sum", offsets=off) / Z  # f - u_k
         f = u_ref + m
         u_minus_f = dev - m[seg]
     else:
-        f = segment_sum(q * u, batch)
+        f = torch.segment_reduce(e * u, "sum", offsets=off) / Z
         u_minus_f = u - f[seg]
     y = batch.labels.to(f.dtype)
     loss = logistic_loss(f, y)
     g = -torch.sigmoid(-y * f) * y / batch.n  # dL/df_i
-    gq = g[seg] * q
-    return ScoreValueGrads(loss, f, q, scatter_tokens(gq * u_minus_f, batch), scatter_tokens(gq, batch))
+    h = (g / Z)[seg] * e  # g_i q_t n_t
+    S = batch.vocab_size
+    A = torch.zeros(S, dtype=c.dtype, device=c.device).index_add_(0, dt.ids, h * u_minus_f)
+    B = torch.zeros(S, dtype=c.dtype, device=c.device).index_add_(0, dt.ids, h)
+    return ScoreValueGrads(loss, f, A, B)

@@ -45,6 +45,7 @@ class RaggedBatch:
     vocab_size: int
     num_classes: int | None = None
     _seg: torch.Tensor = field(init=False, repr=False, compare=False)
+    _unique: object = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):
         ids = _as_long(self.ids, "token ids")
@@ -161,6 +162,21 @@ class RaggedBatch:
     def device(self) -> torch.device:
         return self.ids.device
 
+    def distinct(self) -> "DistinctTokens":
+        """The batch as distinct (sequence, token) entries with multiplicities (computed once, cached).
+
+        Occurrences of one token in one sequence share score, value and attention weight, so every
+        full-batch sum over occurrences equals a count-weighted sum over these entries.
+        """
+        if self._unique is None:
+            key, counts = torch.unique(self.seg * self.vocab_size + self.ids, return_counts=True)
+            seg = key // self.vocab_size
+            per_seq = torch.bincount(seg, minlength=self.n)
+            offsets = torch.cat([torch.zeros(1, dtype=torch.long, device=self.device), torch.cumsum(per_seq, 0)])
+            object.__setattr__(self, "_unique", DistinctTokens(key % self.vocab_size, seg, offsets,
+                                                               counts.to(torch.float64)))
+        return self._unique
+
     def sequence(self, i: int) -> torch.Tensor:
         """Token ids of sequence ``i``."""
         if not -self.n <= i < self.n:
@@ -220,6 +236,17 @@ class RaggedBatch:
         kind = "binary ±1" if self.num_classes is None else f"{self.num_classes} classes"
         return (f"RaggedBatch(n={self.n}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
                 f"labels={kind}, device={self.device})")
+
+
+@dataclass(frozen=True)
+class DistinctTokens:
+    """Distinct (sequence, token) entries of a batch, grouped by sequence: token ``ids``, sequence
+    index ``seg``, per-sequence ``offsets`` into them, and multiplicities ``counts`` (float64)."""
+
+    ids: torch.Tensor
+    seg: torch.Tensor
+    offsets: torch.Tensor
+    counts: torch.Tensor
 
 
 def labels_from_01(labels) -> torch.Tensor:

@@ -31,8 +31,15 @@ class Gradients:
 
     @property
     def E(self) -> torch.Tensor:
-        """``grad_E L = A p^T + B v^T`` materialised (|S| x d)."""
-        return torch.outer(self.A, self._model_p) + torch.outer(self.B, self._model_v)
+        """``grad_E L = A p^T + B v^T`` materialised (|S| x d), as one (|S| x 2)(2 x d) product."""
+        return self.E_into(None)
+
+    def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
+        """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
+        |S| x d allocation on every step); a new tensor when ``out`` is None."""
+        AB = torch.stack([self.A, self.B], 1)
+        PV = torch.stack([self._model_p, self._model_v], 0)
+        return AB @ PV if out is None else torch.mm(AB, PV, out=out)
 
     def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
         """In place: ``E <- E - lr * grad_E L`` with two rank-one updates."""
@@ -44,8 +51,10 @@ def gradients(model: AttentionModel, batch: RaggedBatch, stable: bool = True) ->
     """Loss and exact gradients of ``model`` on the full ``batch``."""
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
-    r = score_value_grads(batch, E @ p, E @ v, stable=stable)
-    return Gradients(float(r.loss), r.f, r.A, r.B, E.T @ r.A, E.T @ r.B, p, v)
+    cw = E @ torch.stack([p, v], 1)  # one pass over E for c = E p and w = E v
+    r = score_value_grads(batch, cw[:, 0], cw[:, 1], stable=stable)
+    gpv = torch.stack([r.A, r.B], 0) @ E  # one pass over E for E^T A and E^T B (row-major friendly)
+    return Gradients(float(r.loss), r.f, r.A, r.B, gpv[0], gpv[1], p, v)
 
 
 def autograd_gradients(model: AttentionModel, batch: RaggedBatch):

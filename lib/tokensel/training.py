@@ -209,6 +209,7 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     opt = torch.optim.Adam(list(tensors.values()), lr=lr)
     traj = Trajectory(method="adam")
     y = batch.labels.to(model.E.dtype)
+    gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
     with bar(steps, "train (Adam)", disable=None if progress is None else not progress) as pb:
         for step in range(int(steps) + 1):
             gr = gradients(model, batch)
@@ -221,7 +222,7 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
             if step == steps:
                 break
             for name, t in tensors.items():
-                t.grad = gr.E if name == "E" else getattr(gr, name)
+                t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
             opt.step()
             pb.update(1)
     for t in tensors.values():
