@@ -87,7 +87,8 @@ def main():
 
     scale = float(gE2.abs().max())
     err = max(float((gE1 - gE2).abs().max()), float((gp1 - gp2).abs().max())) / scale
-    assert abs(l1 - l2) < 1e-9 and err < 1e-8, f"gradients disagree: loss {l1} vs {l2}, rel err {err}"
+    tol = 1e-8 if dtype == torch.float64 else 1e-3  # float32 sums of 5.7 M terms in different orders
+    assert abs(l1 - l2) < tol and err < tol, f"gradients disagree: loss {l1} vs {l2}, rel err {err}"
     print(f"agreement: |loss diff| = {abs(l1 - l2):.1e}, max gradient diff / max |grad_E| = {err:.1e}")
 
     # memory-bandwidth bound: touching |S| x d floats once

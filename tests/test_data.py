@@ -72,3 +72,11 @@ def test_bad_raw_fields():
 
 def test_labels_from_01():
     assert ts.labels_from_01([0, 1, 1]).tolist() == [-1.0, 1.0, 1.0]
+
+
+def test_distinct_entries_with_counts():
+    b = ts.RaggedBatch.from_sequences([[2, 0, 2, 2], [1], [1, 1, 0]], [1, -1, 1], vocab_size=3)
+    dt = b.distinct()
+    assert dt.ids.tolist() == [0, 2, 1, 0, 1] and dt.seg.tolist() == [0, 0, 1, 2, 2]
+    assert dt.counts.tolist() == [1.0, 3.0, 1.0, 1.0, 2.0] and dt.offsets.tolist() == [0, 2, 3, 5]
+    assert b.distinct() is dt  # cached
