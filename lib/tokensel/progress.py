@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 
@@ -9,9 +10,30 @@ def enabled() -> bool:
     return os.environ.get("TOKENSEL_PROGRESS", "1") not in ("0", "false", "no", "off")
 
 
-def bar(total: int, desc: str, disable: bool | None = None, **kw):
-    """A tqdm progress bar, or a silent stand-in when progress bars are off."""
-    from tqdm.auto import tqdm
+class _Silent:
+    """Stand-in for a disabled bar (no tqdm import, so no notebook warnings)."""
 
+    def update(self, n=1):
+        pass
+
+    def set_postfix(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def bar(total: int, desc: str, disable: bool | None = None, **kw):
+    """A tqdm progress bar (the notebook widget when ipywidgets is installed), or a silent stand-in
+    when progress bars are off."""
     off = (not enabled()) if disable is None else disable
-    return tqdm(total=total, desc=desc, disable=off, leave=False, **kw)
+    if off:
+        return _Silent()
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm import tqdm
+    return tqdm(total=total, desc=desc, leave=False, **kw)
