@@ -133,3 +133,31 @@ def test_batch_model_mismatch():
     b = ts.RaggedBatch.from_sequences([[0, 1]], [2], vocab_size=5, num_classes=3)
     with pytest.raises(InvalidBatchError, match="multi-class"):
         m.forward(b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), K=st.integers(2, 5), scale=st.sampled_from([0.1, 1.0, 5.0]))
+def test_multiclass_closed_form_matches_autograd(seed, K, scale):
+    g = np.random.default_rng(seed)
+    seqs = [g.integers(0, 9, size=g.integers(1, 7)) for _ in range(8)]
+    batch = ts.RaggedBatch.from_sequences(seqs, g.integers(0, K, size=8), vocab_size=9, num_classes=K)
+    model = ts.MultiClassAttentionModel.init(9, 6, K, seed=seed)
+    model.p.mul_(scale)
+    gr = ts.gradients(model, batch)
+    loss, gE, gp, gV = ts.autograd_gradients(model, batch)
+    assert abs(gr.loss - loss) < 1e-12
+    assert torch.allclose(gr.E, gE, atol=1e-10) and torch.allclose(gr.p, gp, atol=1e-10)
+    assert torch.allclose(gr.v, gV, atol=1e-10)
+    E = model.E.clone()
+    gr.apply_to_E(E, 0.5)
+    assert torch.allclose(E, model.E - 0.5 * gE, atol=1e-12)
+
+
+def test_multiclass_model_errors():
+    with pytest.raises(InvalidParameterError, match="num_classes"):
+        ts.MultiClassAttentionModel.init(5, 3, 4)
+    m = ts.MultiClassAttentionModel.init(5, 4, 3)
+    with pytest.raises(InvalidBatchError, match="K = 3"):
+        m.forward(ts.RaggedBatch.from_sequences([[0]], [1], vocab_size=5))
+    with pytest.raises(InvalidParameterError, match="V must be"):
+        ts.MultiClassAttentionModel(m.E, m.p, m.V[:, :1])

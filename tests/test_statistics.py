@@ -98,3 +98,21 @@ def test_binned():
     assert t["mean"][0] == 2.0 and np.isnan(t["mean"][1])
     with pytest.raises(ValueError, match="same shape"):
         ts.statistics.binned(np.zeros(3), np.zeros(4))
+
+
+def test_alpha_multiclass_and_generator():
+    d = ts.synthetic.independent_tokens_multiclass(400, 24, 4, length=10, delta=0.9, seed=0)
+    b = d.batch
+    a = ts.statistics.alpha_multiclass(b)
+    assert a.shape == (24, 4)
+    assert torch.allclose(a.sum(1), torch.zeros(24, dtype=torch.float64), atol=1e-15)  # sum over k of (1{y=k} - 1/K) = 0
+    rel = d.planted >= 0
+    assert np.all(a.numpy()[rel].argmax(1) == d.planted[rel])  # the home class has the largest alpha
+    # K = 2 with labels y in {0, 1}: alpha_{s,1} equals half the binary alpha with labels 2y - 1
+    two = ts.RaggedBatch(b.ids, b.offsets, (b.labels >= 2).long(), 24, num_classes=2)
+    binary = ts.RaggedBatch(b.ids, b.offsets, (b.labels >= 2).double() * 2 - 1, 24)
+    assert torch.allclose(ts.statistics.alpha_multiclass(two)[:, 1], ts.statistics.alpha(binary) / 2, atol=1e-15)
+    with pytest.raises(InvalidBatchError, match="multi-class"):
+        ts.statistics.alpha_multiclass(binary)
+    with pytest.raises(InvalidBatchError, match="multiple of num_classes"):
+        ts.synthetic.independent_tokens_multiclass(10, 24, 4)

@@ -9,14 +9,14 @@ from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError,
 from .gradients import Gradients, autograd_gradients, gradients
 from .loaders import load_reviews
 from .maxmargin import SVMResult, find_cycle, max_margin, max_margin_for_selection, selection_pairs
-from .model import AttentionModel
+from .model import AttentionModel, MultiClassAttentionModel
 from .seeding import generator, rng, seed_everything
 from .training import Trajectory, cosine, gradient_flow, one_step, train_joint, train_p
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AttentionModel", "ClaimFailedError", "DataUnavailableError", "Gradients", "InfeasibleSVMError",
+    "AttentionModel", "MultiClassAttentionModel", "ClaimFailedError", "DataUnavailableError", "Gradients", "InfeasibleSVMError",
     "InvalidBatchError", "InvalidParameterError", "RaggedBatch", "SVMResult", "TokenselError",
     "Trajectory", "autograd_gradients", "check", "checks", "core", "cosine", "end_chapter",
     "find_cycle", "generator", "gradient_flow", "gradients", "labels_from_01", "load_reviews",

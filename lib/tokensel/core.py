@@ -66,44 +66,74 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class ScoreValueGrads:
-    """Loss and its gradients with respect to the per-token scores ``c`` and values ``w``."""
+    """Loss and its gradients with respect to the per-token scores ``c`` and values ``w``.
+
+    Binary model: ``f`` has shape (n,) and ``B`` shape (|S|,). Multi-class model (``K`` value
+    columns): ``f`` holds the logits, shape (n, K), and ``B`` has shape (|S|, K).
+    """
 
     loss: torch.Tensor
-    f: torch.Tensor  # per-sequence outputs
+    f: torch.Tensor
     A: torch.Tensor  # dL/dc, length |S|
-    B: torch.Tensor  # dL/dw, length |S|
+    B: torch.Tensor  # dL/dw
+
+
+def _attend(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool):
+    """Attention statistics over the distinct (sequence, token) entries for value columns ``W``
+    (|S| x K). Returns ``(dt, e, Z, f, u_minus_f)`` with ``e`` the count-weighted unnormalised
+    attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and ``u_minus_f`` (M x K)."""
+    dt = batch.distinct()
+    seg, off = dt.seg, dt.offsets
+    a, u = c[dt.ids], W[dt.ids]
+    amax = torch.segment_reduce(a, "max", offsets=off)
+    amax_t = amax[seg]
+    e = torch.exp(a - amax_t) * dt.counts.to(c.dtype)
+    Z = torch.segment_reduce(e, "sum", offsets=off)
+    if stable:
+        top = (a == amax_t)[:, None]
+        u_top = torch.where(top, u, torch.full_like(u, -torch.inf))
+        u_ref = torch.segment_reduce(u_top, "max", offsets=off, axis=0)  # u_k of a top token k
+        dev = u - u_ref[seg]  # u_t - u_k
+        m = torch.segment_reduce(e[:, None] * dev, "sum", offsets=off, axis=0) / Z[:, None]  # f - u_k
+        return dt, e, Z, u_ref + m, dev - m[seg]
+    f = torch.segment_reduce(e[:, None] * u, "sum", offsets=off, axis=0) / Z[:, None]
+    return dt, e, Z, f, u - f[seg]
+
+
+def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
+    out = torch.zeros((S,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    return out.index_add_(0, dt.ids, x)
 
 
 def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
                       stable: bool = True) -> ScoreValueGrads:
-    """Exact full-batch loss gradients with respect to ``c = E p`` and ``w = E v``.
+    """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``.
 
     Runs over the distinct (sequence, token) entries of the batch weighted by their counts
     (:meth:`RaggedBatch.distinct`), with contiguous segment reductions. ``stable=False`` uses the
     naive ``u_t - f``, kept to show what goes wrong in saturation.
     """
-    dt = batch.distinct()
-    seg, off, cnt = dt.seg, dt.offsets, dt.counts.to(c.dtype)
-    a, u = c[dt.ids], w[dt.ids]
-    amax = torch.segment_reduce(a, "max", offsets=off)
-    amax_t = amax[seg]
-    e = torch.exp(a - amax_t) * cnt  # count-weighted unnormalised attention
-    Z = torch.segment_reduce(e, "sum", offsets=off)
-    if stable:
-        u_top = torch.where(a == amax_t, u, torch.full_like(u, -torch.inf))
-        u_ref = torch.segment_reduce(u_top, "max", offsets=off)  # u_k of a top-scoring token k
-        dev = u - u_ref[seg]  # u_t - u_k
-        m = torch.segment_reduce(e * dev, "sum", offsets=off) / Z  # f - u_k
-        f = u_ref + m
-        u_minus_f = dev - m[seg]
-    else:
-        f = torch.segment_reduce(e * u, "sum", offsets=off) / Z
-        u_minus_f = u - f[seg]
+    dt, e, Z, f, umf = _attend(batch, c, w[:, None], stable)
+    f, umf = f[:, 0], umf[:, 0]
     y = batch.labels.to(f.dtype)
     loss = logistic_loss(f, y)
     g = -torch.sigmoid(-y * f) * y / batch.n  # dL/df_i
-    h = (g / Z)[seg] * e  # g_i q_t n_t
+    h = (g / Z)[dt.seg] * e  # g_i q_t n_t
     S = batch.vocab_size
-    A = torch.zeros(S, dtype=c.dtype, device=c.device).index_add_(0, dt.ids, h * u_minus_f)
-    B = torch.zeros(S, dtype=c.dtype, device=c.device).index_add_(0, dt.ids, h)
-    return ScoreValueGrads(loss, f, A, B)
+    return ScoreValueGrads(loss, f, _scatter(dt, h * umf, S), _scatter(dt, h, S))
+
+
+def score_value_grads_multiclass(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor,
+                                 stable: bool = True) -> ScoreValueGrads:
+    """Exact full-batch gradients of the softmax cross-entropy of the K-class model with respect to
+    ``c = E p`` and ``W = E V`` (|S| x K); the logits are ``f_k = sum_t q_t u_{t,k}``."""
+    dt, e, Z, f, umf = _attend(batch, c, W, stable)
+    y = batch.labels
+    logp = torch.log_softmax(f, dim=1)
+    loss = -logp.gather(1, y[:, None]).mean()
+    G = torch.exp(logp)
+    G[torch.arange(batch.n, device=G.device), y] -= 1.0
+    G /= batch.n  # dL/df_{i,k}
+    h = (e / Z[dt.seg])[:, None] * G[dt.seg]  # (M x K): G_ik q_t n_t
+    S = batch.vocab_size
+    return ScoreValueGrads(loss, f, _scatter(dt, (h * umf).sum(1), S), _scatter(dt, h, S))

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import score_value_grads
+from .core import score_value_grads, score_value_grads_multiclass
 from .data import RaggedBatch
-from .model import AttentionModel
+from .model import AttentionModel, MultiClassAttentionModel
 
 
 @dataclass
@@ -21,11 +21,11 @@ class Gradients:
     """The loss, outputs and gradients of one full-batch evaluation."""
 
     loss: float
-    f: torch.Tensor
+    f: torch.Tensor  # outputs (n,), or logits (n x K) for the multi-class model
     A: torch.Tensor  # dL/dc with c = E p
-    B: torch.Tensor  # dL/dw with w = E v
+    B: torch.Tensor  # dL/dw with w = E v, or dL/dW (|S| x K) with W = E V
     p: torch.Tensor  # grad_p L = E^T A
-    v: torch.Tensor  # grad_v L = E^T B
+    v: torch.Tensor  # grad_v L = E^T B (d,), or grad_V L (d x K)
     _model_p: torch.Tensor
     _model_v: torch.Tensor
 
@@ -37,20 +37,30 @@ class Gradients:
     def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
         """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
         |S| x d allocation on every step); a new tensor when ``out`` is None."""
-        AB = torch.stack([self.A, self.B], 1)
-        PV = torch.stack([self._model_p, self._model_v], 0)
+        B = self.B if self.B.ndim == 2 else self.B[:, None]
+        V = self._model_v if self._model_v.ndim == 2 else self._model_v[:, None]
+        AB = torch.cat([self.A[:, None], B], 1)  # |S| x (1 + K)
+        PV = torch.cat([self._model_p[None, :], V.T], 0)  # (1 + K) x d
         return AB @ PV if out is None else torch.mm(AB, PV, out=out)
 
     def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
-        """In place: ``E <- E - lr * grad_E L`` with two rank-one updates."""
-        E.addr_(self.A, self._model_p, alpha=-lr)
-        E.addr_(self.B, self._model_v, alpha=-lr)
+        """In place: ``E <- E - lr * grad_E L`` (rank-one updates, or one low-rank product)."""
+        if self.B.ndim == 1:
+            E.addr_(self.A, self._model_p, alpha=-lr)
+            E.addr_(self.B, self._model_v, alpha=-lr)
+        else:
+            E.sub_(self.E, alpha=lr)
 
 
-def gradients(model: AttentionModel, batch: RaggedBatch, stable: bool = True) -> Gradients:
-    """Loss and exact gradients of ``model`` on the full ``batch``."""
+def gradients(model, batch: RaggedBatch, stable: bool = True) -> Gradients:
+    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``."""
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
+    if isinstance(model, MultiClassAttentionModel):
+        cW = E @ torch.cat([p[:, None], v], 1)  # one pass over E for c = E p and W = E V
+        r = score_value_grads_multiclass(batch, cW[:, 0], cW[:, 1:], stable=stable)
+        gpv = torch.cat([r.A[None, :], r.B.T], 0) @ E  # one pass over E for E^T A and E^T B
+        return Gradients(float(r.loss), r.f, r.A, r.B, gpv[0], gpv[1:].T, p, v)
     cw = E @ torch.stack([p, v], 1)  # one pass over E for c = E p and w = E v
     r = score_value_grads(batch, cw[:, 0], cw[:, 1], stable=stable)
     gpv = torch.stack([r.A, r.B], 0) @ E  # one pass over E for E^T A and E^T B (row-major friendly)
@@ -70,7 +80,11 @@ def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
     v = model.v.detach().clone().requires_grad_(True)
     X = E[batch.ids]  # (#tokens, d)
     q, _ = segment_softmax(X @ p, batch)
-    f = segment_sum(q * (X @ v), batch)
-    loss = logistic_loss(f, batch.labels.to(E.dtype))
+    if v.ndim == 2:  # multi-class: logits and cross-entropy
+        f = torch.zeros(batch.n, v.shape[1], dtype=E.dtype).index_add_(0, batch.seg, q[:, None] * (X @ v))
+        loss = torch.nn.functional.cross_entropy(f, batch.labels)
+    else:
+        f = segment_sum(q * (X @ v), batch)
+        loss = logistic_loss(f, batch.labels.to(E.dtype))
     gE, gp, gv = torch.autograd.grad(loss, (E, p, v))
     return float(loss.detach()), gE, gp, gv

@@ -135,3 +135,91 @@ class AttentionModel:
         """Fraction of sequences with ``sign f = y`` (``f = 0`` counts as wrong)."""
         f = self.forward(batch)
         return float((f * batch.labels.to(f.dtype) > 0).to(torch.float64).mean())
+
+
+@dataclass
+class MultiClassAttentionModel:
+    """The K-class variant: output vectors ``V = [v_1 .. v_K]`` (d x K), logits
+    ``f_k(X) = softmax(E_X p)^T E_X v_k`` and softmax cross-entropy. Labels are ``0..K-1``."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    V: torch.Tensor
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> "MultiClassAttentionModel":
+        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
+            raise InvalidParameterError("E must be a 2-D tensor (|S| x d)")
+        S, d = self.E.shape
+        _check_tensor("E", self.E, (S, d))
+        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
+        if not isinstance(self.V, torch.Tensor) or self.V.ndim != 2 or self.V.shape[0] != d or self.V.shape[1] < 2:
+            raise InvalidParameterError(
+                f"V must be a (d x K) tensor with d = {d} and K >= 2, got {tuple(getattr(self.V, 'shape', ()))}")
+        _check_tensor("V", self.V, tuple(self.V.shape), self.E.dtype, self.E.device)
+        return self
+
+    @classmethod
+    def init(cls, vocab_size: int, d: int, num_classes: int, seed: int = 0, p_init: str = "gaussian",
+             dtype=torch.float64, device="cpu") -> "MultiClassAttentionModel":
+        """``E_s, p ~ N(0, I/d)`` (or ``p = 0``); ``V`` has K random orthonormal columns (K <= d)."""
+        if num_classes < 2 or num_classes > d:
+            raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
+        base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
+        g = generator(seed + 7_919)
+        V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))
+        return cls(base.E.to(dtype=dtype, device=device), base.p.to(dtype=dtype, device=device),
+                   V.to(dtype=dtype, device=device))
+
+    def copy(self) -> "MultiClassAttentionModel":
+        return MultiClassAttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.V.detach().clone())
+
+    @property
+    def vocab_size(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    @property
+    def num_classes(self) -> int:
+        return self.V.shape[1]
+
+    @property
+    def v(self) -> torch.Tensor:
+        """The value read-out (here the matrix V), so training code treats both models alike."""
+        return self.V
+
+    def scores(self) -> torch.Tensor:
+        return self.E @ self.p
+
+    def values(self) -> torch.Tensor:
+        """``W = E V`` (|S| x K): the value of every token for every class."""
+        return self.E @ self.V
+
+    def check_batch(self, batch: RaggedBatch) -> None:
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(
+                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+        if batch.num_classes != self.num_classes:
+            raise InvalidBatchError(
+                f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}")
+
+    def forward(self, batch: RaggedBatch) -> torch.Tensor:
+        """Logits (n x K)."""
+        from .core import _attend
+
+        self.check_batch(batch)
+        return _attend(batch, self.scores(), self.values(), True)[3]
+
+    def loss(self, batch: RaggedBatch) -> float:
+        logits = self.forward(batch)
+        return float(torch.nn.functional.cross_entropy(logits, batch.labels))
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        return float((self.forward(batch).argmax(1) == batch.labels).double().mean())

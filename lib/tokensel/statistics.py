@@ -148,3 +148,16 @@ def binned(x, y, bins: int = 20, range_=None):
                          q10=np.quantile(yb, 0.1) if yb.size else np.nan,
                          q90=np.quantile(yb, 0.9) if yb.size else np.nan))
     return pd.DataFrame(rows)
+
+
+def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
+    """Class-``k`` signed frequency of every token, (|S| x K):
+    ``alpha_{s,k} = (1/n) sum_i (1{y_i = k} - 1/K) n_s(X_i) / T_i``
+    ``= (1/n) sum_i [((K-1)/K) 1{y_i = k} - (1/K) 1{y_i != k}] n_s(X_i) / T_i``."""
+    if not isinstance(batch, RaggedBatch) or batch.num_classes is None:
+        raise InvalidBatchError("alpha_multiclass needs a multi-class batch (num_classes=K)")
+    K = batch.num_classes
+    onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64) - 1.0 / K  # n x K
+    per_occ = (onehot / batch.lengths.to(torch.float64)[:, None])[batch.seg]
+    out = torch.zeros(batch.vocab_size, K, dtype=torch.float64, device=per_occ.device)
+    return out.index_add_(0, batch.ids, per_occ) / batch.n

@@ -168,3 +168,39 @@ def independent_tokens(n: int, vocab_size: int, length=20, delta: float = 1.0,
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size)
     return SyntheticData(batch, b, f"independent tokens: n={n}, |S|={vocab_size}, length {length}, "
                          f"delta={delta}, {frac_irrelevant:.0%} irrelevant", planted_gap=delta * b)
+
+
+def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, length=20, delta: float = 1.0,
+                                  frac_irrelevant: float = 0.5, seed: int = 0) -> SyntheticData:
+    """K-class analogue of :func:`independent_tokens`.
+
+    Each relevant token gets a home class (round robin); ``b_{s,k} = 1`` for its home class and
+    ``-1/(K-1)`` for the others, ``b = 0`` for irrelevant tokens, and
+    ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}``. Labels are balanced, ``0..K-1``.
+    ``planted`` holds the home class of each token (-1 for irrelevant ones).
+    """
+    n = _check_pos_int("n", n, 2)
+    K = _check_pos_int("num_classes", num_classes, 2)
+    vocab_size = _check_pos_int("vocab_size", vocab_size, K)
+    if n % K:
+        raise InvalidBatchError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
+    if not 0.0 <= delta <= 1.0:
+        raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
+    if not 0.0 <= frac_irrelevant < 1.0:
+        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
+    m = vocab_size - int(round(frac_irrelevant * vocab_size))
+    home = np.full(vocab_size, -1)
+    home[:m] = np.arange(m) % K
+    b = np.zeros((vocab_size, K))
+    for s in range(m):
+        b[s] = -1.0 / (K - 1)
+        b[s, home[s]] = 1.0
+    probs = 1 + delta * b  # vocab x K
+    probs = probs / probs.sum(0, keepdims=True)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    labels = np.arange(n) % K
+    seqs = [g.choice(vocab_size, size=T[i], p=probs[:, labels[i]]) for i in range(n)]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size, num_classes=K)
+    return SyntheticData(batch, home, f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
+                         f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant")
