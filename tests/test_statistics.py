@@ -116,3 +116,11 @@ def test_alpha_multiclass_and_generator():
         ts.statistics.alpha_multiclass(binary)
     with pytest.raises(InvalidBatchError, match="multiple of num_classes"):
         ts.synthetic.independent_tokens_multiclass(10, 24, 4)
+
+
+def test_separation():
+    b = ts.RaggedBatch.from_sequences([[0, 1, 2], [2, 3], [0]], [1, -1, 1], vocab_size=4)
+    x = torch.tensor([5.0, 1.0, 2.0, 4.0], dtype=torch.float64)
+    mask = torch.tensor([True, False, False, True])
+    assert ts.statistics.separation(b, x, mask).tolist() == [3.0, 2.0, float("inf")]
+    assert ts.statistics.separation(b, x, ~mask).tolist()[2] == float("-inf")

@@ -161,3 +161,17 @@ def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
     per_occ = (onehot / batch.lengths.to(torch.float64)[:, None])[batch.seg]
     out = torch.zeros(batch.vocab_size, K, dtype=torch.float64, device=per_occ.device)
     return out.index_add_(0, batch.ids, per_occ) / batch.n
+
+
+def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    """Per sequence: ``min`` of ``x`` over its tokens in ``token_mask`` minus ``max`` over its other
+    tokens (``x`` and ``token_mask`` are per vocabulary token). Positive means every marked token is
+    strictly above every unmarked one; ``+inf`` when a sequence has no unmarked token, ``-inf``
+    when it has no marked token."""
+    vals = x[batch.ids].to(torch.float64)
+    marked = token_mask.to(torch.bool)[batch.ids]
+    inf = torch.full_like(vals, torch.inf)
+    low = -segment_max(torch.where(marked, -vals, -inf), batch)
+    high = segment_max(torch.where(marked, -inf, vals), batch)
+    has_marked = segment_max(marked.to(torch.float64), batch) > 0
+    return torch.where(has_marked, low - high, torch.full_like(low, -torch.inf))
