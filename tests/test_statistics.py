@@ -124,3 +124,14 @@ def test_separation():
     mask = torch.tensor([True, False, False, True])
     assert ts.statistics.separation(b, x, mask).tolist() == [3.0, 2.0, float("inf")]
     assert ts.statistics.separation(b, x, ~mask).tolist()[2] == float("-inf")
+
+
+def test_loss_floor_is_a_lower_bound_and_is_approached():
+    data = ts.synthetic.assumption1_pairs(30, 2, 8, length=5, seed=0)
+    m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 32, seed=0), data.batch, 80.0)
+    floor = ts.statistics.loss_floor(data.batch, m.values())
+    assert m.loss(data.batch) > floor
+    best = ts.statistics.optimal_tokens(data.batch, m.values())
+    svm = ts.max_margin_for_selection(m.E, data.batch, best)
+    m.p.copy_(svm.p * 60)  # score gaps >= 60 put all attention on the best-valued tokens
+    assert abs(m.loss(data.batch) - floor) < 1e-12

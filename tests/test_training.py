@@ -87,3 +87,12 @@ def test_bad_training_arguments(call, message):
 def test_record_steps():
     r = ts.training.record_steps(10_000, 50)
     assert r[0] == 0 and r[-1] == 10_000 and np.all(np.diff(r) > 0) and len(r) <= 52
+
+
+def test_monitor_records_extra_columns():
+    data, m = _phase1()
+    traj = ts.gradient_flow(m.copy(), data.batch, t_max=10.0, records=5, monitor=lambda p: {"p0": p[0]})
+    df = traj.to_frame()
+    assert "p0" in df and len(df) == len(traj)
+    traj = ts.train_p(m, data.batch, lr=0.1, steps=10, records=3, monitor=lambda p: {"n": p.norm()}, progress=False)
+    assert np.allclose(traj.extra["n"], traj.norm_p)

@@ -62,3 +62,19 @@ def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: boo
     if logy:
         ax.set_yscale("log")
     return ax
+
+
+def phase_diagram(ax, table, x: str, y: str, value: str, annot: str | None = None, vmin=0.0, vmax=1.0,
+                  cmap: str = "viridis", fmt: str = "{:.2f}", cbar_label: str | None = None):
+    """A heat map of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of a long DataFrame;
+    cells are annotated with ``value`` and, if given, ``annot`` in brackets."""
+    import seaborn as sns
+
+    grid = table.pivot(index=y, columns=x, values=value).sort_index(ascending=False)
+    labels = grid.map(fmt.format)
+    if annot is not None:
+        extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
+        labels = labels + "\n(" + extra.map(fmt.format) + ")"
+    sns.heatmap(grid, ax=ax, vmin=vmin, vmax=vmax, cmap=cmap, annot=labels.values, fmt="",
+                annot_kws={"fontsize": 7}, cbar_kws={"label": cbar_label or value})
+    return ax

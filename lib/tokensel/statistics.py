@@ -175,3 +175,10 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
     high = segment_max(torch.where(marked, -inf, vals), batch)
     has_marked = segment_max(marked.to(torch.float64), batch) > 0
     return torch.where(has_marked, low - high, torch.full_like(low, -torch.inf))
+
+
+def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
+    """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
+    every output is an average of its sequence's values (``w = E v``)."""
+    best = segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
+    return float(torch.nn.functional.softplus(-best).mean())

@@ -103,13 +103,14 @@ def one_step(model: AttentionModel, batch: RaggedBatch, eta0: float, stable: boo
 
 def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, method: str = "gd",
             reference: torch.Tensor | None = None, stable: bool = True, records: int = 200,
-            max_norm: float | None = None, progress: bool | None = None) -> Trajectory:
+            max_norm: float | None = None, progress: bool | None = None, monitor=None) -> Trajectory:
     """Phase 2: train ``model.p`` in place with ``E`` and ``v`` frozen.
 
     ``method="gd"`` is plain gradient descent (gradient-flow mode: ``t = lr * step``);
     ``method="normalized"`` is normalised GD, ``p <- p - lr * grad / ||grad||``. With a
     ``reference`` direction (e.g. ``p_mm``) the cosine to it is recorded. The run stops early when
     the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
+    ``monitor(p)``, if given, returns a dict of floats recorded with every record.
     """
     if method not in ("gd", "normalized"):
         raise InvalidParameterError(f"method must be 'gd' or 'normalized', got {method!r}")
@@ -130,7 +131,8 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
             last = step == steps
             if step in rec or last or gnorm == 0.0:
                 t = lr * step if method == "gd" else step
-                traj.append(step, t, r.loss, p.norm(), gnorm, cosine(p, ref) if ref is not None else float("nan"))
+                traj.append(step, t, r.loss, p.norm(), gnorm, cosine(p, ref) if ref is not None else float("nan"),
+                            **(monitor(p) if monitor else {}))
             if gnorm == 0.0:
                 traj.stopped = "underflow"
                 break
@@ -138,7 +140,8 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
                 traj.stopped = "max_norm"
                 if step not in rec:
                     traj.append(step, lr * step if method == "gd" else step, r.loss, p.norm(), gnorm,
-                                cosine(p, ref) if ref is not None else float("nan"))
+                                cosine(p, ref) if ref is not None else float("nan"),
+                                **(monitor(p) if monitor else {}))
                 break
             if last:
                 break
@@ -149,12 +152,14 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
 
 
 def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, reference=None,
-                  records: int = 100, rtol: float = 1e-8, atol: float = 1e-10, stable: bool = True) -> Trajectory:
+                  records: int = 100, rtol: float = 1e-8, atol: float = 1e-10, stable: bool = True,
+                  monitor=None) -> Trajectory:
     """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
 
     The step size grows with ``t`` as the gradient decays, so decades of flow time cost only
     hundreds of gradient evaluations. ``model.p`` is set to ``p(t_max)``; recorded at ``records``
-    log-spaced times in ``[1e-3, t_max]`` (and ``t = 0``).
+    log-spaced times in ``[1e-3, t_max]`` (and ``t = 0``); ``monitor(p)``, if given, returns a dict
+    of floats recorded at each of those times.
     """
     from scipy.integrate import solve_ivp
 
@@ -179,7 +184,8 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
         r = score_value_grads(batch, E @ p, w, stable=stable)
-        traj.append(k, t, r.loss, p.norm(), (E.T @ r.A).norm(), cosine(p, ref) if ref is not None else float("nan"))
+        traj.append(k, t, r.loss, p.norm(), (E.T @ r.A).norm(), cosine(p, ref) if ref is not None else float("nan"),
+                    **(monitor(p) if monitor else {}))
     traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
     traj.stopped = "t_max"
     model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
