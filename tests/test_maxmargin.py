@@ -87,3 +87,18 @@ def test_self_pair_and_bad_masks(small):
         ts.selection_pairs(data.batch, torch.zeros(data.batch.num_tokens, dtype=torch.bool))
     with pytest.raises(InvalidParameterError, match="NaN"):
         ts.max_margin(torch.full((3, 3), float("nan"), dtype=torch.float64), np.array([[0, 1]]))
+
+
+def test_score_space_svm_matches_embedding_svm(small):
+    data, _ = small
+    b = data.batch
+    E = ts.AttentionModel.init(b.vocab_size, 40, seed=2).E
+    sel = ts.statistics.selection(b, torch.tensor(np.abs(data.planted), dtype=torch.float64))
+    pairs = ts.selection_pairs(b, sel)
+    direct = ts.max_margin(E, pairs)
+    c, norm = ts.max_margin_scores(E @ E.T, pairs)
+    assert abs(norm - direct.norm) < 1e-6
+    used = torch.from_numpy(direct.tokens)
+    assert torch.allclose(c[used], (E @ direct.p)[used], atol=1e-6)
+    with pytest.raises(InfeasibleSVMError):
+        ts.max_margin_scores(torch.eye(3, dtype=torch.float64), np.array([[0, 1], [1, 0]]))

@@ -8,7 +8,8 @@ from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError,
                      InvalidParameterError, TokenselError)
 from .gradients import Gradients, autograd_gradients, gradients
 from .loaders import load_reviews
-from .maxmargin import SVMResult, find_cycle, max_margin, max_margin_for_selection, selection_pairs
+from .maxmargin import (SVMResult, find_cycle, max_margin, max_margin_for_selection, max_margin_scores,
+                        selection_pairs)
 from .model import AttentionModel, MultiClassAttentionModel
 from .seeding import generator, rng, seed_everything
 from .training import Trajectory, cosine, gradient_flow, one_step, train_joint, train_p
@@ -20,6 +21,6 @@ __all__ = [
     "InvalidBatchError", "InvalidParameterError", "RaggedBatch", "SVMResult", "TokenselError",
     "Trajectory", "autograd_gradients", "check", "checks", "core", "cosine", "end_chapter",
     "find_cycle", "generator", "gradient_flow", "gradients", "labels_from_01", "load_reviews",
-    "max_margin", "max_margin_for_selection", "one_step", "plots", "rng", "seed_everything",
+    "max_margin", "max_margin_for_selection", "max_margin_scores", "one_step", "plots", "rng", "seed_everything",
     "selection_pairs", "start_chapter", "statistics", "synthetic", "text", "train_joint", "train_p",
 ]

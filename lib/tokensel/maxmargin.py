@@ -180,3 +180,38 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
     """:func:`max_margin` for the pairs of a flat selection mask."""
     return max_margin(E, selection_pairs(batch, selected), **kw)
+
+
+def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLARABEL") -> tuple[torch.Tensor, float]:
+    """The ATT-SVM in score space for a given Gram matrix ``G = E E^T`` (|S| x |S|).
+
+    For ``E`` with linearly independent rows, the smallest ``p`` with scores ``E p = c`` has
+    ``||p||^2 = c^T G^{-1} c``, so the SVM is ``min c^T G^{-1} c`` subject to ``c_s - c_s' >= 1`` on
+    the pairs. This lets one solve it for an *idealised* Gram matrix (e.g. the infinite-width limit
+    ``I + (eta0^2/4) alpha alpha^T``) without any embeddings. Returns the optimal scores of all
+    |S| tokens (NaN for tokens in no pair) and the optimal ``||p||``.
+    """
+    import cvxpy as cp
+
+    pairs = np.asarray(pairs, dtype=np.int64)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array, got shape {pairs.shape}")
+    G = gram.detach().cpu().numpy().astype(np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
+        raise InvalidParameterError("gram must be square and cover every token of the pairs")
+    cycle = find_cycle(pairs)
+    if cycle is not None:
+        raise InfeasibleSVMError(f"the selection is infeasible: cycle {cycle}", cycle=cycle)
+    tokens = np.unique(pairs)
+    local = np.searchsorted(tokens, pairs)
+    Ginv = np.linalg.inv(G[np.ix_(tokens, tokens)])
+    Ginv = (Ginv + Ginv.T) / 2
+    L = np.linalg.cholesky(Ginv)  # c^T Ginv c = ||L^T c||^2
+    c = cp.Variable(len(tokens))
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ c)), [c[local[:, 0]] - c[local[:, 1]] >= 1])
+    prob.solve(solver=solver, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise InfeasibleSVMError(f"the score-space SVM has no solution (status {prob.status!r})")
+    out = np.full(G.shape[0], np.nan)
+    out[tokens] = c.value
+    return torch.from_numpy(out), float(np.sqrt(max(prob.value, 0.0)))
