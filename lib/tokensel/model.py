@@ -111,11 +111,11 @@ class AttentionModel:
 
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Outputs ``f(X_i)`` for every sequence of the batch."""
-        from .core import outputs
+        from .core import _attend
 
         self.check_batch(batch)
-        f, _ = outputs(batch, self.scores(), self.values())
-        return f
+        cw = self.E @ torch.stack([self.p, self.v], 1)  # one pass over E
+        return _attend(batch, cw[:, 0], cw[:, 1:], True)[3][:, 0]
 
     def attention(self, batch: RaggedBatch) -> torch.Tensor:
         """Softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``)."""

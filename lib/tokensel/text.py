@@ -71,16 +71,22 @@ class Vocabulary:
         return s
 
 
-def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int = 5,
+def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int | float = 5,
                      max_df: float | None = None) -> Vocabulary:
-    """The vocabulary of the tokenized training documents under the document-frequency rule."""
-    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
-        raise ValueError(f"min_df must be an int >= 1, got {min_df!r}")
-    if max_df is not None and not 0.0 < max_df <= 1.0:
-        raise ValueError(f"max_df must lie in (0, 1], got {max_df}")
+    """The vocabulary of the tokenized training documents under the document-frequency rule.
+
+    ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
+    rounded up to a count).
+    """
     n_docs = len(tokenized)
     if n_docs == 0:
         raise ValueError("cannot build a vocabulary from zero documents")
+    if isinstance(min_df, float) and 0.0 < min_df < 1.0:
+        min_df = max(1, int(np.ceil(min_df * n_docs)))
+    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
+        raise ValueError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
+    if max_df is not None and not 0.0 < max_df <= 1.0:
+        raise ValueError(f"max_df must lie in (0, 1], got {max_df}")
     df = Counter()
     for doc in tokenized:
         df.update(set(doc))

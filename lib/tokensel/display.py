@@ -1,0 +1,46 @@
+"""HTML views of attention on real text, for the book."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import torch
+
+
+def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 102, 172") -> str:
+    """One review as HTML, each word shaded by its attention weight (relative to the largest
+    weight in the review); out-of-vocabulary words are shown in grey and take no attention."""
+    weights = np.asarray(weights, dtype=float)
+    top = weights.max() if weights.size and weights.max() > 0 else 1.0
+    parts, k = [], 0
+    for word, known in zip(words, in_vocab):
+        w = html.escape(word)
+        if known:
+            a = weights[k] / top
+            k += 1
+            parts.append(f'<span title="attention {weights[k - 1]:.3g}" style="background: rgba({color}, '
+                         f'{a:.3f}); color: {"white" if a > 0.6 else "inherit"}; padding: 0 1px; '
+                         f'border-radius: 2px">{w}</span>')
+        else:
+            parts.append(f'<span style="color: #aaa">{w}</span>')
+    head = f'<div style="font-size: 0.85em; color: #555; margin-bottom: 2px">{html.escape(title)}</div>' if title else ""
+    return (f'<div style="border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; margin: 6px 0; '
+            f'line-height: 1.7">{head}{" ".join(parts)}</div>')
+
+
+def review_attention(model, data, i: int) -> str:
+    """HTML of test review ``i`` of a :class:`~tokensel.reviews.ReviewData` under ``model``."""
+    words = data.test_words[i]
+    seq = data.test.sequence(i)
+    q = torch.softmax(model.scores()[seq], 0).cpu().numpy()
+    known, budget = [], len(seq)  # with truncation only the first len(seq) known words are in the batch
+    for w in words:
+        ok = w in data.vocab and budget > 0
+        budget -= ok
+        known.append(ok)
+    # attention per distinct position: the encoding keeps in-vocabulary words in order
+    f = float(model.forward(data.test.subset([i]))[0])
+    label = "positive" if data.test.labels[i] > 0 else "negative"
+    title = f"test review {i}: label {label}, model output f = {f:+.2f}"
+    return attention_html(words, q, known, title=title)
