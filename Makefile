@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export TOKENSEL_THREADS ?= 2
+# real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
+export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
 .PHONY: book test bench notebooks venv clean help
 
@@ -27,7 +29,7 @@ test: $(STAMP)
 
 book: $(STAMP)
 	$(BIN)/python -c "import tokensel.checks as c; c.mark_build_start('_build/checks')"
-	TOKENSEL_PROGRESS=0 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
+	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 

@@ -13,6 +13,7 @@ When neither works the error names both ways to fix it.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,10 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
     ``label`` is 0 (negative) or 1 (positive); the local IMDB files also have ``rating``. The
     returned dataset's ``info.description`` says where the data came from.
     """
-    import datasets
+    with warnings.catch_warnings():
+        # datasets imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import datasets
 
     if name not in SOURCES:
         raise ValueError(f"unknown data set {name!r}; known: {sorted(SOURCES)}")

@@ -34,8 +34,36 @@ def _check_tensor(name, t, shape, dtype=None, device=None):
         raise InvalidParameterError(f"{name} contains NaN or inf")
 
 
+class _EmbeddingModel:
+    """What both models share: the embedding table ``E`` (|S| x d), the ``<cls>`` vector ``p`` and a
+    value read-out ``v`` (a vector, or a d x K matrix)."""
+
+    @property
+    def vocab_size(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    def scores(self) -> torch.Tensor:
+        """``c = E p``: the ``<cls>`` score of every token."""
+        return self.E @ self.p
+
+    def values(self) -> torch.Tensor:
+        """``w = E v`` (or ``W = E V``, |S| x K): the value of every token."""
+        return self.E @ self.v
+
+    def _check_vocab(self, batch: RaggedBatch) -> None:
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(
+                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+
+
 @dataclass
-class AttentionModel:
+class AttentionModel(_EmbeddingModel):
     """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model."""
 
     E: torch.Tensor
@@ -82,30 +110,9 @@ class AttentionModel:
         return AttentionModel(self.E.to(device=device, dtype=dtype), self.p.to(device=device, dtype=dtype),
                               self.v.to(device=device, dtype=dtype))
 
-    @property
-    def vocab_size(self) -> int:
-        return self.E.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.E.shape[1]
-
-    # ------------------------------------------------------------------ per-token scalars
-    def scores(self) -> torch.Tensor:
-        """``c = E p``: the ``<cls>`` score of every token."""
-        return self.E @ self.p
-
-    def values(self) -> torch.Tensor:
-        """``w = E v``: the value of every token."""
-        return self.E @ self.v
-
     # ------------------------------------------------------------------ forward
     def check_batch(self, batch: RaggedBatch) -> None:
-        if not isinstance(batch, RaggedBatch):
-            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-        if batch.vocab_size != self.vocab_size:
-            raise InvalidBatchError(
-                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+        self._check_vocab(batch)
         if batch.num_classes is not None:
             raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
 
@@ -138,7 +145,7 @@ class AttentionModel:
 
 
 @dataclass
-class MultiClassAttentionModel:
+class MultiClassAttentionModel(_EmbeddingModel):
     """The K-class variant: output vectors ``V = [v_1 .. v_K]`` (d x K), logits
     ``f_k(X) = softmax(E_X p)^T E_X v_k`` and softmax cross-entropy. Labels are ``0..K-1``."""
 
@@ -177,14 +184,6 @@ class MultiClassAttentionModel:
         return MultiClassAttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.V.detach().clone())
 
     @property
-    def vocab_size(self) -> int:
-        return self.E.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.E.shape[1]
-
-    @property
     def num_classes(self) -> int:
         return self.V.shape[1]
 
@@ -193,19 +192,8 @@ class MultiClassAttentionModel:
         """The value read-out (here the matrix V), so training code treats both models alike."""
         return self.V
 
-    def scores(self) -> torch.Tensor:
-        return self.E @ self.p
-
-    def values(self) -> torch.Tensor:
-        """``W = E V`` (|S| x K): the value of every token for every class."""
-        return self.E @ self.V
-
     def check_batch(self, batch: RaggedBatch) -> None:
-        if not isinstance(batch, RaggedBatch):
-            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-        if batch.vocab_size != self.vocab_size:
-            raise InvalidBatchError(
-                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+        self._check_vocab(batch)
         if batch.num_classes != self.num_classes:
             raise InvalidBatchError(
                 f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}")

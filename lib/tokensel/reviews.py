@@ -79,3 +79,54 @@ def prepare_reviews(name: str, min_df: int | float = DEFAULT_MIN_DF, max_len: in
                       ratings(train, kept_tr), source + (f"; split {sample_train_fraction:.0%}/"
                       f"{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""), is_sample,
                       (len(tr_words) - btr.n, len(te_words) - bte.n))
+
+
+# ---------------------------------------------------------------- experiment recipes
+PAPER_D = 2048
+
+
+def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
+               eval_every: int = 25):
+    """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
+    vector. Returns ``(model, trajectory frame)``."""
+    from .model import AttentionModel
+    from .training import train_joint
+
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
+                       eval_every=eval_every)
+    return model, traj.to_frame()
+
+
+def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
+                 eval_every: int = 25):
+    """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
+    are trained."""
+    from .model import AttentionModel
+    from .training import train_joint
+
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
+                       eval_every=eval_every)
+    return model, traj.to_frame()
+
+
+def one_step_eta(data: ReviewData) -> float:
+    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
+    from .statistics import alpha
+
+    return float(2.0 / alpha(data.train).abs().max())
+
+
+def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3,
+                               seed: int = 0, eta0: float | None = None, eval_every: int = 25):
+    """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
+    then ``E`` frozen and only ``p`` and ``v`` trained."""
+    from .model import AttentionModel
+    from .training import one_step, train_joint
+
+    eta0 = one_step_eta(data) if eta0 is None else eta0
+    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
+                       eval_every=eval_every)
+    return model, traj.to_frame()
