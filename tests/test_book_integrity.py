@@ -1,0 +1,118 @@
+"""The book's promises: a false claim or an exception fails the strict build (naming the cause),
+the same chapters executed twice record identical numbers, and every chapter round-trips through
+jupytext and runs from its notebook form."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+    format_version: 0.13
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# Throw-away chapter
+
+```{code-cell} ipython3
+import tokensel as ts
+ts.start_chapter("throwaway")
+%s
+ts.end_chapter()
+```
+"""
+
+
+def _build(tmp_path, body):
+    book = tmp_path / "book"
+    book.mkdir()
+    config = (ROOT / "_config.yml").read_text().replace("references.bib", str(ROOT / "references.bib"))
+    (book / "_config.yml").write_text(config)
+    (book / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
+    (book / "chapter.md").write_text(HEADER % body)
+    env = dict(os.environ, TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"), TOKENSEL_PROGRESS="0",
+               PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    out = subprocess.run([str(BIN / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    return out.returncode, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_passing_claim_builds(tmp_path):
+    rc, log = _build(tmp_path, 'ts.check("a true claim", 2.0, 2.0, tol=0.1)')
+    assert rc == 0, log[-3000:]
+    rec = json.loads((tmp_path / "checks" / "throwaway.json").read_text())
+    assert rec["checks"][0]["passed"] and "finished" in rec
+
+
+@pytest.mark.slow
+def test_false_claim_fails_the_build_and_names_it(tmp_path):
+    rc, log = _build(tmp_path, 'ts.check("a deliberately false claim", 1.0, 2.0, tol=0.1)')
+    assert rc != 0
+    assert "ClaimFailedError" in log and "a deliberately false claim" in log
+
+
+@pytest.mark.slow
+def test_exception_in_a_chapter_fails_the_build(tmp_path):
+    rc, log = _build(tmp_path, 'raise ValueError("boom inside the chapter")')
+    assert rc != 0 and "boom inside the chapter" in log
+
+
+def _execute(md_path, results_dir):
+    nb = jupytext.read(md_path)
+    os.environ["TOKENSEL_RESULTS_DIR"] = str(results_dir)
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(md_path.parent)}}).execute()
+    finally:
+        del os.environ["TOKENSEL_RESULTS_DIR"]
+    return nb
+
+
+@pytest.mark.slow
+def test_same_chapters_twice_record_identical_numbers(tmp_path):
+    runs = []
+    for k in range(2):
+        for name in ("01_model", "02_one_step"):
+            _execute(ROOT / "book" / f"{name}.md", tmp_path / f"run{k}")
+        runs.append({p.name: [(c["name"], c["measured"]) for c in json.loads(p.read_text())["checks"]]
+                     for p in sorted((tmp_path / f"run{k}").glob("*.json"))})
+    assert runs[0] == runs[1] and len(runs[0]) == 2
+
+
+@pytest.mark.parametrize("md", sorted((ROOT / "book").glob("*.md")), ids=lambda p: p.stem)
+def test_chapter_round_trips_through_jupytext(md):
+    nb = jupytext.read(md)
+    again = jupytext.reads(jupytext.writes(nb, fmt="md:myst"), fmt="md:myst")
+    assert [(c.cell_type, c.source) for c in nb.cells] == [(c.cell_type, c.source) for c in again.cells]
+    as_ipynb = nbformat.reads(nbformat.writes(nb), as_version=4)
+    assert [c.source for c in as_ipynb.cells] == [c.source for c in nb.cells]
+
+
+@pytest.mark.slow
+def test_fastest_chapter_runs_from_its_ipynb(tmp_path):
+    ipynb = tmp_path / "01_model.ipynb"
+    jupytext.write(jupytext.read(ROOT / "book" / "01_model.md"), ipynb)
+    nb = nbformat.read(ipynb, as_version=4)
+    os.environ["TOKENSEL_RESULTS_DIR"] = str(tmp_path / "checks")
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    finally:
+        del os.environ["TOKENSEL_RESULTS_DIR"]
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
