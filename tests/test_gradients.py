@@ -161,3 +161,24 @@ def test_multiclass_model_errors():
         m.forward(ts.RaggedBatch.from_sequences([[0]], [1], vocab_size=5))
     with pytest.raises(InvalidParameterError, match="V must be"):
         ts.MultiClassAttentionModel(m.E, m.p, m.V[:, :1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), log_norm=st.integers(0, 6), K=st.sampled_from([None, 3]))
+def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
+    g = np.random.default_rng(seed)
+    seqs = [g.integers(0, 12, size=g.integers(1, 9)) for _ in range(10)]
+    if K is None:
+        batch = ts.RaggedBatch.from_sequences(seqs, g.choice([-1, 1], size=10), vocab_size=12)
+        model = ts.AttentionModel.init(12, 8, seed=seed)
+    else:
+        batch = ts.RaggedBatch.from_sequences(seqs, g.integers(0, K, size=10), vocab_size=12, num_classes=K)
+        model = ts.MultiClassAttentionModel.init(12, 8, K, seed=seed)
+    model.p.copy_(model.p / model.p.norm() * 10.0**log_norm)
+    gr = ts.gradients(model, batch)
+    for t in (gr.f, gr.A, gr.B, gr.p, gr.v, gr.E):
+        assert torch.all(torch.isfinite(t))
+    assert np.isfinite(gr.loss) and np.isfinite(model.loss(batch))
+    if K is None:
+        q = model.attention(batch)
+        assert torch.all(torch.isfinite(q)) and torch.allclose(ts.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64))

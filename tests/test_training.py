@@ -96,3 +96,38 @@ def test_monitor_records_extra_columns():
     assert "p0" in df and len(df) == len(traj)
     traj = ts.train_p(m, data.batch, lr=0.1, steps=10, records=3, monitor=lambda p: {"n": p.norm()}, progress=False)
     assert np.allclose(traj.extra["n"], traj.norm_p)
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    data = ts.synthetic.independent_tokens(120, 30, length=10, delta=0.8, seed=1)
+    test = ts.synthetic.independent_tokens(60, 30, length=10, delta=0.8, seed=2).batch
+    kw = dict(steps=30, lr=0.05, test_batch=test, eval_every=5, progress=False)
+    whole = ts.AttentionModel.init(30, 16, seed=0)
+    traj_whole = ts.train_joint(whole, data.batch, **kw)
+
+    ckpt = tmp_path / "run.pt"
+    real = ts.training.gradients
+    calls = {"n": 0}
+
+    def dying(*a, **k):  # the process "dies" in the middle of step 17
+        calls["n"] += 1
+        if calls["n"] == 18:
+            raise KeyboardInterrupt("killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(ts.training, "gradients", dying)
+    with pytest.raises(KeyboardInterrupt):
+        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+    monkeypatch.setattr(ts.training, "gradients", real)
+    assert ckpt.exists()
+    resumed = ts.AttentionModel.init(30, 16, seed=0)  # a fresh process starts from scratch
+    traj = ts.train_joint(resumed, data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+    assert torch.equal(resumed.E, whole.E) and torch.equal(resumed.p, whole.p)
+    assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
+    # a finished run loads and returns at once; another configuration is refused
+    again = ts.AttentionModel.init(30, 16, seed=0)
+    assert ts.train_joint(again, data.batch, checkpoint=ckpt, **kw).loss == traj_whole.loss
+    assert torch.equal(again.E, whole.E)
+    with pytest.raises(InvalidParameterError, match="belongs to another run"):
+        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt,
+                       **dict(kw, lr=0.01))

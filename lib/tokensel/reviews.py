@@ -86,20 +86,22 @@ PAPER_D = 2048
 
 
 def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-               eval_every: int = 25):
+               eval_every: int = 25, checkpoint=None):
     """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
-    vector. Returns ``(model, trajectory frame)``."""
+    vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
+    resumes where it stopped (see :func:`tokensel.training.train_joint`); the book does not use it,
+    since a checkpoint does not record the library code it was made with."""
     from .model import AttentionModel
     from .training import train_joint
 
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
-                       eval_every=eval_every)
+                       eval_every=eval_every, checkpoint=checkpoint)
     return model, traj.to_frame()
 
 
 def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-                 eval_every: int = 25):
+                 eval_every: int = 25, checkpoint=None):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
     are trained."""
     from .model import AttentionModel
@@ -107,7 +109,7 @@ def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float
 
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every)
+                       eval_every=eval_every, checkpoint=checkpoint)
     return model, traj.to_frame()
 
 
@@ -119,7 +121,7 @@ def one_step_eta(data: ReviewData) -> float:
 
 
 def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3,
-                               seed: int = 0, eta0: float | None = None, eval_every: int = 25):
+                               seed: int = 0, eta0: float | None = None, eval_every: int = 25, checkpoint=None):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
     then ``E`` frozen and only ``p`` and ``v`` trained."""
     from .model import AttentionModel
@@ -128,5 +130,5 @@ def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 
     eta0 = one_step_eta(data) if eta0 is None else eta0
     model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every)
+                       eval_every=eval_every, checkpoint=checkpoint)
     return model, traj.to_frame()

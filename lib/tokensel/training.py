@@ -193,14 +193,31 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     return traj
 
 
+def _save_checkpoint(path, model, opt, step, traj, meta):
+    import dataclasses
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"E": model.E, "p": model.p, "v": model.v, "opt": opt.state_dict(), "step": step,
+                "traj": dataclasses.asdict(traj), "meta": meta}, tmp)
+    tmp.replace(path)  # atomic: a run killed while saving keeps the previous checkpoint
+
+
 def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float = 1e-2,
                 params: tuple = ("E", "p"), test_batch: RaggedBatch | None = None, eval_every: int = 10,
-                progress: bool | None = None) -> Trajectory:
+                progress: bool | None = None, checkpoint=None, checkpoint_every: int = 50) -> Trajectory:
     """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place.
 
     Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
     accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``eval_every``
     steps and at the end.
+
+    With ``checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
+    saved every ``checkpoint_every`` steps and at the end; a run started with an existing
+    checkpoint of the same configuration resumes from it, and finishes with exactly the result of
+    an uninterrupted run.
     """
     bad = set(params) - {"E", "p", "v"}
     if bad or not params:
@@ -216,8 +233,27 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     traj = Trajectory(method="adam")
     y = batch.labels.to(model.E.dtype)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
+    meta = {"params": tuple(params), "lr": lr, "steps": int(steps), "eval_every": eval_every,
+            "shape": tuple(model.E.shape), "n": batch.n, "tokens": batch.num_tokens}
+    start = 0
+    if checkpoint is not None:
+        from pathlib import Path
+
+        if Path(checkpoint).exists():
+            state = torch.load(checkpoint, weights_only=False)
+            if state["meta"] != meta:
+                raise InvalidParameterError(
+                    f"checkpoint {str(checkpoint)!r} belongs to another run ({state['meta']}); "
+                    f"this run is {meta}: remove it or pass another path")
+            with torch.no_grad():
+                for name in ("E", "p", "v"):
+                    getattr(model, name).copy_(state[name])
+            opt.load_state_dict(state["opt"])
+            traj = Trajectory(**state["traj"])
+            start = state["step"] + 1
     with bar(steps, "train (Adam)", disable=None if progress is None else not progress) as pb:
-        for step in range(int(steps) + 1):
+        pb.update(start)
+        for step in range(start, int(steps) + 1):
             gr = gradients(model, batch)
             if step % eval_every == 0 or step == steps:
                 extra = {"train_acc": float((gr.f * y > 0).double().mean())}
@@ -226,11 +262,15 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
                     extra["test_acc"] = model.accuracy(test_batch)
                 traj.append(step, step, gr.loss, model.p.norm(), gr.p.norm(), **extra)
             if step == steps:
+                if checkpoint is not None:
+                    _save_checkpoint(checkpoint, model, opt, step, traj, meta)
                 break
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
             opt.step()
             pb.update(1)
+            if checkpoint is not None and (step + 1) % checkpoint_every == 0:
+                _save_checkpoint(checkpoint, model, opt, step, traj, meta)
     for t in tensors.values():
         t.grad = None
     model.validate()
