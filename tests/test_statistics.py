@@ -135,3 +135,17 @@ def test_loss_floor_is_a_lower_bound_and_is_approached():
     svm = ts.max_margin_for_selection(m.E, data.batch, best)
     m.p.copy_(svm.p * 60)  # score gaps >= 60 put all attention on the best-valued tokens
     assert abs(m.loss(data.batch) - floor) < 1e-12
+
+
+def test_shape_summary_detects_u_and_monotone():
+    x = torch.linspace(-1, 1, 201, dtype=torch.float64)
+    _, _, u_clean, rho = ts.statistics.shape_summary(x, 5 * x**2, x)
+    assert u_clean > 1 and rho == pytest.approx(1.0)
+    _, _, u, rho = ts.statistics.shape_summary(x, -5 * x**2, -x)
+    assert u < 0 and rho == pytest.approx(-1.0)
+    # a token without a gap (NaN) is ignored, also in the score spread, however large its score
+    x_nan = torch.cat([x, torch.tensor([float("nan")], dtype=torch.float64)])
+    s = torch.cat([5 * x**2, torch.tensor([1e9], dtype=torch.float64)])
+    assert ts.statistics.shape_summary(x_nan, s, x_nan)[2] == pytest.approx(u_clean, rel=1e-12)
+    with pytest.raises(ValueError, match="too few"):
+        ts.statistics.shape_summary(torch.tensor([0.5, 0.6]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))

@@ -182,3 +182,27 @@ def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     every output is an average of its sequence's values (``w = E v``)."""
     best = segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
     return float(torch.nn.functional.softplus(-best).mean())
+
+
+def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
+    """The two shapes of the paper's figures, measured on tokens binned by ``gap`` (NaN entries are
+    dropped): returns ``(bins_p, bins_v, u_gap, rho)``.
+
+    ``u_gap``: the smaller of the two end-bin means of ``scores`` minus the largest mean among the
+    central bins (``|centre| < central``), in units of the standard deviation of the binned
+    tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
+    non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
+    """
+    from scipy.stats import spearmanr
+
+    g = torch.as_tensor(gap).double().cpu()
+    s, v = torch.as_tensor(scores).double().cpu(), torch.as_tensor(values).double().cpu()
+    seen = torch.isfinite(g)
+    bins_p, bins_v = binned(g, s, bins=bins), binned(g, v, bins=bins)
+    fp, fv = bins_p[bins_p["count"] > 0], bins_v[bins_v["count"] > 0]
+    centre = fp[fp.center.abs() < central]["mean"]
+    if centre.empty or len(fp) < 2:
+        raise ValueError("too few filled bins to measure the U-shape")
+    u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
+    rho = float(spearmanr(fv.center, fv["mean"]).statistic)
+    return bins_p, bins_v, float(u_gap), rho

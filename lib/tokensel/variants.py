@@ -1,0 +1,170 @@
+"""Beyond one layer: the model variants of the paper's review discussion, trained by autograd.
+
+All variants keep the paper's embedding table ``E`` (|S| x d), ``<cls>`` vector ``p`` and fixed unit
+read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v`` stay defined and comparable:
+
+* ``"mlp"`` — an MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)`` with
+  ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
+* ``"two_layer"`` — a self-attention layer over the sequence before the ``<cls>`` read-out, with a
+  residual connection: ``H = X + softmax(X X^T / sqrt(d)) X`` (rows of ``X`` are ``E_{x_t}``), then
+  ``f = softmax(H p)^T H v``. The residual keeps each position's own embedding in ``H``, so the
+  read-out can still select individual tokens and ``E_s^T p`` keeps its meaning.
+* ``"two_layer_wkq"`` — the same with trainable key-query matrices: layer-1 scores
+  ``X W1 X^T / sqrt(d)`` and read-out scores ``H W2 p``; then ``W2 p`` plays the role of ``p``.
+
+Sequences are padded to the batch's longest (truncate long reviews first with
+:meth:`RaggedBatch.truncate`: the two-layer cost is O(n T^2 d)). Runs on any torch device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .data import RaggedBatch
+from .errors import InvalidBatchError, InvalidParameterError
+from .model import AttentionModel
+from .progress import bar
+from .seeding import generator
+from .training import Trajectory
+
+KINDS = ("mlp", "two_layer", "two_layer_wkq")
+
+
+def padded(batch: RaggedBatch):
+    """``(ids, mask)``: token ids padded with 0 to (n x T_max) and the boolean mask of real tokens."""
+    n, T = batch.n, int(batch.lengths.max())
+    pos = torch.arange(batch.num_tokens, device=batch.device) - batch.offsets[:-1][batch.seg]
+    ids = torch.zeros(n, T, dtype=torch.long, device=batch.device)
+    mask = torch.zeros(n, T, dtype=torch.bool, device=batch.device)
+    ids[batch.seg, pos] = batch.ids
+    mask[batch.seg, pos] = True
+    return ids, mask
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1)
+
+
+@dataclass
+class VariantModel:
+    """Parameters of one variant; ``extra`` holds the variant's own matrices."""
+
+    kind: str
+    E: torch.Tensor
+    p: torch.Tensor
+    v: torch.Tensor
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def init(cls, kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
+        """``E, p`` as in the paper; ``W1, W2`` of the MLP ~ N(0, 2/d) (He); ``W_KQ`` start at I."""
+        if kind not in KINDS:
+            raise InvalidParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+        base = AttentionModel.init(vocab_size, d, seed=seed)
+        g = generator(seed + 1)
+        extra = {}
+        if kind == "mlp":
+            extra["W1"] = torch.randn(d, d, generator=g, dtype=torch.float64) * (2 / d) ** 0.5
+            extra["W2"] = torch.randn(d, d, generator=g, dtype=torch.float64) * (1 / d) ** 0.5
+        elif kind == "two_layer_wkq":
+            extra["W1"] = torch.eye(d, dtype=torch.float64)
+            extra["W2"] = torch.eye(d, dtype=torch.float64)
+        to = dict(dtype=dtype, device=device)
+        return cls(kind, base.E.to(**to), base.p.to(**to), base.v.to(**to), {k: w.to(**to) for k, w in extra.items()})
+
+    @property
+    def vocab_size(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    def effective_p(self) -> torch.Tensor:
+        """The vector whose inner product with ``E_s`` is the token's read-out score
+        (``W2 p`` for ``two_layer_wkq``, else ``p``)."""
+        return self.extra["W2"] @ self.p if self.kind == "two_layer_wkq" else self.p
+
+    def scores(self) -> torch.Tensor:
+        return self.E @ self.effective_p()
+
+    def values(self) -> torch.Tensor:
+        return self.E @ self.v
+
+    def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        X = self.E[ids]  # n x T x d
+        d = self.d
+        if self.kind == "mlp":
+            q = _masked_softmax(X @ self.p, mask)
+            z = torch.einsum("nt,ntd->nd", q, X)
+            return torch.relu(z @ self.extra["W1"].T) @ self.extra["W2"].T @ self.v
+        K = X @ self.extra["W1"] if self.kind == "two_layer_wkq" else X
+        A = _masked_softmax(K @ X.transpose(1, 2) / d**0.5, mask[:, None, :])
+        H = X + A @ X
+        q = _masked_softmax(H @ self.effective_p(), mask)
+        return torch.einsum("nt,nt->n", q, H @ self.v)
+
+    def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
+        """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
+        if batch.vocab_size != self.vocab_size or batch.num_classes is not None:
+            raise InvalidBatchError("the batch must have ±1 labels over this model's vocabulary")
+        outs = []
+        for start in range(0, batch.n, chunk):
+            sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
+            outs.append(self.forward_padded(*padded(sub)))
+        return torch.cat(outs)
+
+    def loss(self, batch: RaggedBatch) -> float:
+        with torch.no_grad():
+            return float(torch.nn.functional.softplus(-batch.labels.to(self.E.dtype) * self.forward(batch)).mean())
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        with torch.no_grad():
+            return float((self.forward(batch) * batch.labels.to(self.E.dtype) > 0).double().mean())
+
+
+def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float = 3e-3,
+                  test_batch: RaggedBatch | None = None, eval_every: int = 25, progress: bool | None = None,
+                  chunk: int | None = None):
+    """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed), gradients by
+    autograd. With ``chunk``, each full-batch gradient is accumulated over chunks of ``chunk``
+    sequences (the same gradient, less memory). Returns a :class:`~tokensel.training.Trajectory`."""
+    if steps < 1:
+        raise InvalidParameterError(f"steps must be >= 1, got {steps}")
+    chunks = [torch.arange(s, min(s + (chunk or batch.n), batch.n)) for s in range(0, batch.n, chunk or batch.n)]
+    parts = [(padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
+    params = [model.E, model.p, *model.extra.values()]
+    for t in params:
+        t.requires_grad_(True)
+    opt = torch.optim.Adam(params, lr=lr)
+    traj = Trajectory(method=f"adam/{model.kind}")
+    try:
+        with bar(steps, f"train {model.kind}", disable=None if progress is None else not progress) as pb:
+            for step in range(steps + 1):
+                opt.zero_grad()
+                loss, correct = 0.0, 0.0
+                for (ids, mask), y in parts:
+                    f = model.forward_padded(ids, mask)
+                    part = torch.nn.functional.softplus(-y * f).sum() / batch.n
+                    if step < steps:
+                        part.backward()
+                    loss += float(part.detach())
+                    correct += float((f.detach() * y > 0).double().sum())
+                if step % eval_every == 0 or step == steps:
+                    extra = {"train_acc": correct / batch.n}
+                    if test_batch is not None:
+                        extra["test_loss"] = model.loss(test_batch)
+                        extra["test_acc"] = model.accuracy(test_batch)
+                    traj.append(step, step, loss, float(model.p.detach().norm()), float("nan"), **extra)
+                if step == steps:
+                    break
+                opt.step()
+                pb.update(1)
+    finally:
+        for t in params:
+            t.requires_grad_(False)
+            t.grad = None
+    return traj
