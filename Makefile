@@ -8,11 +8,12 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book test bench notebooks venv clean help
+.PHONY: book test browser-check bench notebooks venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make test       run the test suite"
+	@echo "make browser-check  load every page of the built book in headless Chromium (after make book)"
 	@echo "make bench      run the benchmarks (not tests)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
 	@echo "make clean      remove _build"
@@ -26,6 +27,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+browser-check: $(STAMP)
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py
 
 book: $(STAMP)
 	$(BIN)/python -c "import tokensel.checks as c; c.mark_build_start('_build/checks')"

@@ -38,3 +38,18 @@ def random_batch(seed, n=7, vocab=11, max_len=6, labels="binary"):
     seqs = [g.integers(0, vocab, size=g.integers(1, max_len + 1)) for _ in range(n)]
     y = g.choice([-1, 1], size=n)
     return ts.RaggedBatch.from_sequences(seqs, y, vocab_size=vocab)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--browser", action="store_true",
+                     help="run only the real-browser tests of the built book (make browser-check)")
+
+
+def pytest_collection_modifyitems(config, items):
+    # the browser tests need the built book and Chromium: `make browser-check` runs them after
+    # `make book`; the plain run deselects them (they are not skipped: they do not run at all there)
+    want = config.getoption("--browser")
+    keep = [it for it in items if (it.get_closest_marker("browser") is not None) == want]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[it for it in items if it not in keep])
+        items[:] = keep

@@ -1,0 +1,197 @@
+"""The built book as a reader sees it: every page loaded in headless Chromium (Selenium).
+
+Asserted on every HTML page of ``_build/html``: the math is typeset by MathJax (served by the build
+itself), every image loads, no page shows an error output or a traceback, and every internal link
+(and its ``#anchor``) resolves. Screenshots of the introduction and of a theory chapter are saved to
+``_build/browser/``. A negative control runs the same checks on a deliberately broken page.
+
+These tests need the built book and Chromium with its driver (Debian: ``chromium``,
+``chromium-driver``), so the plain ``pytest`` run deselects them; ``make browser-check`` (run by CI
+after ``make book``) selects them with ``--browser``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "browser"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-quic",
+                  "--window-size=1280,1600")
+SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "_panels_static"}
+
+WAIT_FOR_MATH = """
+const done = arguments[arguments.length - 1];
+if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) { done("MathJax not loaded"); return; }
+MathJax.startup.promise.then(() => done("ok"), (e) => done("MathJax failed: " + e));
+"""
+INSPECT = """
+const math = Array.from(document.querySelectorAll("span.math, div.math"));
+return {
+  math: math.length,
+  untypeset: math.filter((m) => !m.querySelector("mjx-container")).map((m) => m.textContent.slice(0, 60)),
+  merror: document.querySelectorAll("mjx-merror").length,
+  broken_images: Array.from(document.images).filter((i) => !(i.complete && i.naturalWidth > 0))
+                      .map((i) => i.getAttribute("src")),
+  images: document.images.length,
+  error_outputs: document.querySelectorAll(".output.error, .output.traceback, div.traceback").length,
+  traceback_text: document.body.innerText.includes("Traceback (most recent call last)"),
+  links: Array.from(document.querySelectorAll("a[href]")).map((a) => a.href),
+};
+"""
+
+
+def book_pages(root: Path) -> list[Path]:
+    """Every HTML page of a build, without Sphinx's static and source folders."""
+    return sorted(p for p in root.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(root).parts))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` on an ephemeral localhost port; yields the base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def chromium(tmp_path: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    browser = os.environ.get("TOKENSEL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = os.environ.get("TOKENSEL_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not browser or not driver_bin:
+        pytest.fail("Chromium and its driver are needed (Debian: apt-get install chromium chromium-driver; "
+                    "or set TOKENSEL_CHROMIUM / TOKENSEL_CHROMEDRIVER)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser
+    for flag in CHROMIUM_FLAGS:
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def page_problems(driver, url: str) -> tuple[list[str], dict]:
+    """Load one page; return what a reader would see as broken, and the raw page facts."""
+    driver.get(url)
+    info = driver.execute_script(INSPECT)
+    problems = []
+    if info["math"]:
+        status = driver.execute_async_script(WAIT_FOR_MATH)
+        info = driver.execute_script(INSPECT)
+        if status != "ok":
+            problems.append(f"{status} ({info['math']} math elements)")
+        if info["untypeset"]:
+            problems.append(f"{len(info['untypeset'])} math elements not typeset, e.g. {info['untypeset'][0]!r}")
+        if info["merror"]:
+            problems.append(f"{info['merror']} MathJax errors")
+    if info["broken_images"]:
+        problems.append(f"images that do not load: {info['broken_images']}")
+    if info["error_outputs"] or info["traceback_text"]:
+        problems.append("an error output or a traceback is shown")
+    return problems, info
+
+
+def link_problems(links: set[str], base: str) -> list[str]:
+    """Internal links (same origin) that do not resolve: missing page or missing ``#anchor``."""
+    problems, pages = [], {}
+    for link in sorted(links):
+        if not link.startswith(base):
+            continue
+        target, _, anchor = link.partition("#")
+        if target not in pages:
+            try:
+                with urllib.request.urlopen(target, timeout=30) as resp:
+                    pages[target] = resp.read().decode("utf-8", "replace")
+            except Exception as exc:  # noqa: BLE001 - any failure is a broken link
+                pages[target] = None
+                problems.append(f"{link}: {exc}")
+        if anchor and pages[target] is not None:
+            ids = set(re.findall(r'\bid="([^"]+)"', pages[target]))
+            if urllib.parse.unquote(anchor) not in ids:
+                problems.append(f"{link}: no element with id {anchor!r}")
+    return problems
+
+
+def test_every_page_of_the_book_renders(tmp_path):
+    pages = book_pages(HTML)
+    if not (HTML / "index.html").is_file() or len(pages) < 5:
+        pytest.fail(f"no built book at {HTML}: run `make book` first")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    report, links, totals = {}, set(), {"math": 0, "images": 0}
+    with serve(HTML) as base, chromium(tmp_path) as driver:
+        for page in pages:
+            rel = page.relative_to(HTML).as_posix()
+            problems, info = page_problems(driver, base + rel)
+            if problems:
+                report[rel] = problems
+            links.update(info["links"])
+            totals["math"] += info["math"]
+            totals["images"] += info["images"]
+            if rel in ("book/intro.html", "book/05_max_margin.html"):
+                driver.save_screenshot(str(SHOTS / rel.replace("/", "_").replace(".html", ".png")))
+        broken = link_problems(links, base)
+    print(f"browser check: {len(pages)} pages, {totals['math']} math elements, {totals['images']} images, "
+          f"{len([l for l in links if l.startswith(base)])} internal links")
+    assert not report, report
+    assert not broken, broken
+    assert totals["math"] > 100 and totals["images"] > 20, totals  # the book really has math and figures
+    assert (SHOTS / "book_intro.png").stat().st_size > 10_000
+    assert (SHOTS / "book_05_max_margin.png").stat().st_size > 10_000
+
+
+BROKEN_PAGE = """<!doctype html><html><body>
+<p>Inline math <span class="math notranslate nohighlight">\\(x^2\\)</span>.</p>
+<img src="missing.png" alt="a figure that is not there">
+<div class="cell_output docutils container"><div class="output traceback highlight-ipythontb notranslate">
+<pre>Traceback (most recent call last): ValueError</pre></div></div>
+<a href="nowhere.html">a dead link</a> <a href="index.html#no-such-anchor">a dead anchor</a>
+</body></html>"""
+
+
+def test_the_checks_catch_a_broken_page(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(BROKEN_PAGE)
+    with serve(site) as base, chromium(tmp_path) as driver:
+        problems, info = page_problems(driver, base + "index.html")
+        broken = link_problems(set(info["links"]), base)
+    text = " | ".join(problems)
+    assert "MathJax not loaded" in text and "not typeset" in text
+    assert "missing.png" in text
+    assert "traceback" in text
+    assert any("nowhere.html" in b for b in broken)
+    assert any("no-such-anchor" in b for b in broken)
