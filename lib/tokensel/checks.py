@@ -85,6 +85,8 @@ def _fmt(x) -> str:
 
 def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs") -> float:
     """Assert a numerical claim, record it, print one line, and return ``measured``."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a claim needs a non-empty name, got {name!r}")
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if kind in ("abs", "rel") and (tol is None or tol < 0):

@@ -12,6 +12,12 @@ def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 
     """One review as HTML, each word shaded by its attention weight (relative to the largest
     weight in the review); out-of-vocabulary words are shown in grey and take no attention."""
     weights = np.asarray(weights, dtype=float)
+    in_vocab = list(in_vocab)
+    if len(in_vocab) != len(words):
+        raise ValueError(f"{len(words)} words but {len(in_vocab)} in-vocabulary flags")
+    if weights.ndim != 1 or weights.size != sum(map(bool, in_vocab)):
+        raise ValueError(f"expected one weight per in-vocabulary word ({sum(map(bool, in_vocab))}), "
+                         f"got weights of shape {weights.shape}")
     top = weights.max() if weights.size and weights.max() > 0 else 1.0
     parts, k = [], 0
     for word, known in zip(words, in_vocab):

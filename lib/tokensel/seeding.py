@@ -23,6 +23,10 @@ def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> Non
     A fixed thread count matters for bitwise determinism: the order of floating-point
     reductions in torch's CPU kernels depends on how work is split between threads.
     """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    if threads is not None and int(threads) < 1:
+        raise ValueError(f"threads must be >= 1 (or None to leave torch's setting), got {threads!r}")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

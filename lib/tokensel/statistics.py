@@ -98,12 +98,26 @@ def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.T
     ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
     (``tol * ||p||``) when ``||p||`` is large.
     """
+    _check_token_vector(batch, c, "c", tol)
     a = c[batch.ids]
     return a >= segment_max(a, batch)[batch.seg] - tol
 
 
+def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> None:
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+    if not isinstance(x, torch.Tensor) or x.shape != (batch.vocab_size,):
+        raise InvalidBatchError(f"{name} must be a tensor of one value per token, shape ({batch.vocab_size},); "
+                                f"got {getattr(x, 'shape', type(x).__name__)}")
+    if not bool(torch.isfinite(x).all()):
+        raise InvalidBatchError(f"{name} contains NaN or inf")
+    if not (tol >= 0):
+        raise ValueError(f"tol must be >= 0, got {tol}")
+
+
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
     """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask)."""
+    _check_token_vector(batch, w, "w", tol)
     yu = _binary(batch).to(w.dtype)[batch.seg] * w[batch.ids]
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
@@ -128,6 +142,8 @@ def binned(x, y, bins: int = 20, range_=None):
     10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame."""
     import pandas as pd
 
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins must be an int >= 1, got {bins!r}")
     x = np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
     y = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y, dtype=np.float64)
     if x.shape != y.shape:
