@@ -65,6 +65,9 @@ def main():
         summary[kind] = dict(train_acc=frame.train_acc.iloc[-1], test_acc=frame.test_acc.iloc[-1],
                              test_loss=frame.test_loss.iloc[-1], u_gap=u, spearman_v=rho, seconds=time.time() - t0)
         print(kind, json.dumps({k: round(v, 4) for k, v in summary[kind].items()}), flush=True)
+        summary[kind].update(steps=args.steps, d=args.d, max_len=args.max_len, lr=args.lr, n_train=train.n,
+                             device=torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
+                             torch=torch.__version__)
         (out / f"summary_{kind}.json").write_text(json.dumps(summary[kind], indent=1))
 
 

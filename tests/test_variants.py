@@ -59,3 +59,25 @@ def test_chunked_accumulation_is_the_full_batch_gradient():
     tb = ts.variants.train_variant(b, data.batch, steps=5, lr=0.01, eval_every=1, progress=False, chunk=7)
     assert np.allclose(ta.loss, tb.loss, atol=1e-12, rtol=0)
     assert torch.allclose(a.E, b.E, atol=1e-10) and torch.allclose(a.extra["W2"], b.extra["W2"], atol=1e-10)
+
+
+def test_read_paper_scale_round_trip_and_errors(tmp_path):
+    import json
+
+    import pandas as pd
+
+    gap = torch.linspace(-0.9, 0.9, 200, dtype=torch.float64)
+    bp, bv, u, rho = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(tmp_path / "bins_two_layer.csv", index=False)
+    (tmp_path / "summary_two_layer.json").write_text(json.dumps({"test_acc": 0.5, "u_gap": u, "spearman_v": rho}))
+    summary, bins = ts.variants.read_paper_scale(tmp_path)
+    assert list(summary.index) == ["two layers"] and summary.loc["two layers", "test_acc"] == 0.5
+    got_p, got_v = bins["two layers"]
+    pd.testing.assert_series_equal(got_v["mean"], bv["mean"], check_names=False)
+    pd.testing.assert_series_equal(got_p["mean"], bp["mean"], check_names=False)
+    with pytest.raises(FileNotFoundError, match="no recorded runs"):
+        ts.variants.read_paper_scale(tmp_path / "absent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="summary_<kind>.json"):
+        ts.variants.read_paper_scale(empty)

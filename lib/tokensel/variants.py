@@ -109,13 +109,23 @@ class VariantModel:
 
     def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
         """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
-        if batch.vocab_size != self.vocab_size or batch.num_classes is not None:
-            raise InvalidBatchError("the batch must have ±1 labels over this model's vocabulary")
+        self.check_batch(batch)
         outs = []
         for start in range(0, batch.n, chunk):
             sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
             outs.append(self.forward_padded(*padded(sub)))
         return torch.cat(outs)
+
+    def check_batch(self, batch: RaggedBatch) -> None:
+        """Raise a clear error unless ``batch`` is a ±1-labelled batch over this model's vocabulary."""
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.num_classes is not None:
+            raise InvalidBatchError("the variants are binary models: the batch must have ±1 labels, "
+                                    f"got a {batch.num_classes}-class batch")
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has "
+                                    f"{self.vocab_size} rows")
 
     def loss(self, batch: RaggedBatch) -> float:
         with torch.no_grad():
@@ -134,6 +144,13 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     sequences (the same gradient, less memory). Returns a :class:`~tokensel.training.Trajectory`."""
     if steps < 1:
         raise InvalidParameterError(f"steps must be >= 1, got {steps}")
+    if not (0 < lr < float("inf")):
+        raise InvalidParameterError(f"lr must be a positive finite number, got {lr}")
+    if chunk is not None and chunk < 1:
+        raise InvalidParameterError(f"chunk must be >= 1 sequences (or None for the whole batch), got {chunk}")
+    model.check_batch(batch)
+    if test_batch is not None:
+        model.check_batch(test_batch)
     chunks = [torch.arange(s, min(s + (chunk or batch.n), batch.n)) for s in range(0, batch.n, chunk or batch.n)]
     parts = [(padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
     params = [model.E, model.p, *model.extra.values()]
@@ -168,3 +185,34 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
             t.requires_grad_(False)
             t.grad = None
     return traj
+
+
+RECORDED_NAMES = {"one_layer": "one layer", "mlp": "MLP head", "two_layer": "two layers",
+                  "two_layer_wkq": "two layers + W_KQ"}
+
+
+def read_paper_scale(folder):
+    """Read the output of ``scripts/variants_paper_scale.py`` (``summary_<kind>.json`` and
+    ``bins_<kind>.csv`` per model). Returns ``(summary, bins)``: a frame indexed by model name and a
+    dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of
+    :func:`tokensel.statistics.binned`. Models without files are left out."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no recorded runs at {folder}")
+    rows, bins = [], {}
+    for kind, name in RECORDED_NAMES.items():
+        summary, table = folder / f"summary_{kind}.json", folder / f"bins_{kind}.csv"
+        if not (summary.is_file() and table.is_file()):
+            continue
+        rows.append({"model": name, **json.loads(summary.read_text())})
+        bp = pd.read_csv(table)
+        bv = bp[["bin", "left", "right", "center", "count"]].assign(mean=bp["mean_v"], std=bp["std_v"])
+        bins[name] = (bp.drop(columns=["mean_v", "std_v"]), bv)
+    if not rows:
+        raise FileNotFoundError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
+    return pd.DataFrame(rows).set_index("model"), bins
