@@ -229,7 +229,9 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     if test_batch is not None:
         model.check_batch(test_batch)
     tensors = {name: getattr(model, name) for name in params}
-    opt = torch.optim.Adam(list(tensors.values()), lr=lr)
+    # the fused kernel: one pass over each tensor per step (7x faster than the default on the
+    # IMDB-size E on 2 CPU cores; see benchmarks/PROFILE.md); element-wise, so deterministic
+    opt = torch.optim.Adam(list(tensors.values()), lr=lr, fused=True)
     traj = Trajectory(method="adam")
     y = batch.labels.to(model.E.dtype)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None

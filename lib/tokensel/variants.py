@@ -156,7 +156,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     params = [model.E, model.p, *model.extra.values()]
     for t in params:
         t.requires_grad_(True)
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=lr, fused=True)
     traj = Trajectory(method=f"adam/{model.kind}")
     try:
         with bar(steps, f"train {model.kind}", disable=None if progress is None else not progress) as pb:
