@@ -35,6 +35,9 @@ def main():
                     help="models to run (one_layer mlp two_layer two_layer_wkq); each two-layer model needs "
                          "several minutes on an H100 at the defaults, so run them one per command there")
     ap.add_argument("--out", default="results/variants")
+    ap.add_argument("--checkpoints", default=None,
+                    help="folder for the runs' checkpoints (default: <out>/checkpoints); a killed run started "
+                         "again with the same settings resumes where it was and ends with the same result")
     args = ap.parse_args()
     ts.seed_everything(0)
     out = Path(args.out)
@@ -46,6 +49,7 @@ def main():
     gap = ts.statistics.posterior_gap(imdb.train)
     print(f"IMDB {train.n} train / {test.n} test reviews, max length {args.max_len}, d = {args.d}, "
           f"device {args.device}", flush=True)
+    ckdir = Path(args.checkpoints) if args.checkpoints else out / "checkpoints"
     summary = {}
     for kind in ("one_layer",) + ts.variants.KINDS:
         if args.only and kind not in args.only:
@@ -54,11 +58,12 @@ def main():
         if kind == "one_layer":
             model = ts.AttentionModel.init(len(imdb.vocab), args.d, seed=0, dtype=torch.float32, device=args.device)
             hist = ts.train_joint(model, train.to(args.device), steps=args.steps, lr=args.lr,
-                                  test_batch=test.to(args.device), eval_every=50)
+                                  test_batch=test.to(args.device), eval_every=50, checkpoint=ckdir / f"{kind}.pt")
         else:
             model = ts.variants.VariantModel.init(kind, len(imdb.vocab), args.d, seed=0, device=args.device)
             hist = ts.variants.train_variant(model, train.to(args.device), steps=args.steps, lr=args.lr,
-                                             test_batch=test.to(args.device), eval_every=50, chunk=args.chunk)
+                                             test_batch=test.to(args.device), eval_every=50, chunk=args.chunk,
+                                             checkpoint=ckdir / f"{kind}.pt")
         frame = hist.to_frame()
         bp, bv, u, rho = ts.statistics.shape_summary(gap, model.scores().detach(), model.values().detach())
         bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(out / f"bins_{kind}.csv", index=False)

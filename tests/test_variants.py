@@ -81,3 +81,34 @@ def test_read_paper_scale_round_trip_and_errors(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="summary_<kind>.json"):
         ts.variants.read_paper_scale(empty)
+
+
+def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    data = ts.synthetic.independent_tokens(60, 20, length=8, delta=0.8, seed=1)
+    kw = dict(steps=12, lr=0.01, eval_every=4, progress=False, chunk=25)
+    whole = ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0)
+    traj_whole = ts.variants.train_variant(whole, data.batch, **kw)
+
+    ckpt = tmp_path / "variant.pt"
+    real = ts.variants.VariantModel.forward_padded
+    calls = {"n": 0}
+
+    def dying(self, *a):  # dies in the middle of step 7 (3 chunks a step)
+        calls["n"] += 1
+        if calls["n"] == 3 * 7 + 2:
+            raise KeyboardInterrupt("killed")
+        return real(self, *a)
+
+    monkeypatch.setattr(ts.variants.VariantModel, "forward_padded", dying)
+    with pytest.raises(KeyboardInterrupt):
+        ts.variants.train_variant(ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0), data.batch,
+                                  checkpoint=ckpt, checkpoint_every=5, **kw)
+    monkeypatch.setattr(ts.variants.VariantModel, "forward_padded", real)
+    resumed = ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0)
+    traj = ts.variants.train_variant(resumed, data.batch, checkpoint=ckpt, checkpoint_every=5, **kw)
+    for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [(resumed.extra[k], whole.extra[k]) for k in whole.extra]:
+        assert torch.equal(a, b)
+    assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
+    with pytest.raises(InvalidParameterError, match="belongs to another run"):
+        ts.variants.train_variant(ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0), data.batch,
+                                  checkpoint=ckpt, **dict(kw, lr=0.02))

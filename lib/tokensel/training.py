@@ -193,16 +193,38 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     return traj
 
 
-def _save_checkpoint(path, model, opt, step, traj, meta):
+def save_checkpoint(path, tensors: dict, opt, step: int, traj: Trajectory, meta: dict) -> None:
+    """Write ``tensors``, the optimiser state, the step and the trajectory to ``path`` atomically:
+    a run killed while saving keeps its previous checkpoint."""
     import dataclasses
     from pathlib import Path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"E": model.E, "p": model.p, "v": model.v, "opt": opt.state_dict(), "step": step,
+    torch.save({"tensors": dict(tensors), "opt": opt.state_dict(), "step": step,
                 "traj": dataclasses.asdict(traj), "meta": meta}, tmp)
-    tmp.replace(path)  # atomic: a run killed while saving keeps the previous checkpoint
+    tmp.replace(path)
+
+
+def resume_checkpoint(path, tensors: dict, opt, meta: dict):
+    """If ``path`` holds a checkpoint of this configuration (``meta``), load it into ``tensors`` and
+    ``opt`` and return ``(next step, trajectory)``; without a checkpoint return ``None``. A
+    checkpoint of another configuration is refused with a clear error."""
+    from pathlib import Path
+
+    if path is None or not Path(path).exists():
+        return None
+    state = torch.load(path, weights_only=False)
+    if state.get("meta") != meta:
+        raise InvalidParameterError(
+            f"checkpoint {str(path)!r} belongs to another run ({state.get('meta')}); "
+            f"this run is {meta}: remove it or pass another path")
+    with torch.no_grad():
+        for name, t in tensors.items():
+            t.copy_(state["tensors"][name])
+    opt.load_state_dict(state["opt"])
+    return state["step"] + 1, Trajectory(**state["traj"])
 
 
 def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float = 1e-2,
@@ -237,22 +259,8 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
     meta = {"params": tuple(params), "lr": lr, "steps": int(steps), "eval_every": eval_every,
             "shape": tuple(model.E.shape), "n": batch.n, "tokens": batch.num_tokens}
-    start = 0
-    if checkpoint is not None:
-        from pathlib import Path
-
-        if Path(checkpoint).exists():
-            state = torch.load(checkpoint, weights_only=False)
-            if state["meta"] != meta:
-                raise InvalidParameterError(
-                    f"checkpoint {str(checkpoint)!r} belongs to another run ({state['meta']}); "
-                    f"this run is {meta}: remove it or pass another path")
-            with torch.no_grad():
-                for name in ("E", "p", "v"):
-                    getattr(model, name).copy_(state[name])
-            opt.load_state_dict(state["opt"])
-            traj = Trajectory(**state["traj"])
-            start = state["step"] + 1
+    saved = {"E": model.E, "p": model.p, "v": model.v}
+    start, traj = resume_checkpoint(checkpoint, saved, opt, meta) or (0, traj)
     with bar(steps, "train (Adam)", disable=None if progress is None else not progress) as pb:
         pb.update(start)
         for step in range(start, int(steps) + 1):
@@ -265,14 +273,14 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
                 traj.append(step, step, gr.loss, model.p.norm(), gr.p.norm(), **extra)
             if step == steps:
                 if checkpoint is not None:
-                    _save_checkpoint(checkpoint, model, opt, step, traj, meta)
+                    save_checkpoint(checkpoint, saved, opt, step, traj, meta)
                 break
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
             opt.step()
             pb.update(1)
             if checkpoint is not None and (step + 1) % checkpoint_every == 0:
-                _save_checkpoint(checkpoint, model, opt, step, traj, meta)
+                save_checkpoint(checkpoint, saved, opt, step, traj, meta)
     for t in tensors.values():
         t.grad = None
     model.validate()

@@ -28,7 +28,7 @@ from .errors import InvalidBatchError, InvalidParameterError
 from .model import AttentionModel
 from .progress import bar
 from .seeding import generator
-from .training import Trajectory
+from .training import Trajectory, resume_checkpoint, save_checkpoint
 
 KINDS = ("mlp", "two_layer", "two_layer_wkq")
 
@@ -138,10 +138,14 @@ class VariantModel:
 
 def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float = 3e-3,
                   test_batch: RaggedBatch | None = None, eval_every: int = 25, progress: bool | None = None,
-                  chunk: int | None = None):
+                  chunk: int | None = None, checkpoint=None, checkpoint_every: int = 25):
     """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed), gradients by
     autograd. With ``chunk``, each full-batch gradient is accumulated over chunks of ``chunk``
-    sequences (the same gradient, less memory). Returns a :class:`~tokensel.training.Trajectory`."""
+    sequences (the same gradient, less memory). Returns a :class:`~tokensel.training.Trajectory`.
+
+    With ``checkpoint`` (a file path) the run saves its state every ``checkpoint_every`` steps and
+    at the end, and a run started again with the same configuration resumes from there and ends
+    with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`)."""
     if steps < 1:
         raise InvalidParameterError(f"steps must be >= 1, got {steps}")
     if not (0 < lr < float("inf")):
@@ -158,9 +162,14 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
         t.requires_grad_(True)
     opt = torch.optim.Adam(params, lr=lr, fused=True)
     traj = Trajectory(method=f"adam/{model.kind}")
+    saved = {"E": model.E, "p": model.p, **model.extra}
+    meta = {"kind": model.kind, "lr": lr, "steps": int(steps), "eval_every": eval_every, "chunk": chunk,
+            "shape": tuple(model.E.shape), "n": batch.n, "tokens": batch.num_tokens}
+    start, traj = resume_checkpoint(checkpoint, saved, opt, meta) or (0, traj)
     try:
         with bar(steps, f"train {model.kind}", disable=None if progress is None else not progress) as pb:
-            for step in range(steps + 1):
+            pb.update(start)
+            for step in range(start, steps + 1):
                 opt.zero_grad()
                 loss, correct = 0.0, 0.0
                 for (ids, mask), y in parts:
@@ -177,9 +186,13 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                         extra["test_acc"] = model.accuracy(test_batch)
                     traj.append(step, step, loss, float(model.p.detach().norm()), float("nan"), **extra)
                 if step == steps:
+                    if checkpoint is not None:
+                        save_checkpoint(checkpoint, saved, opt, step, traj, meta)
                     break
                 opt.step()
                 pb.update(1)
+                if checkpoint is not None and (step + 1) % checkpoint_every == 0:
+                    save_checkpoint(checkpoint, saved, opt, step, traj, meta)
     finally:
         for t in params:
             t.requires_grad_(False)
