@@ -31,9 +31,12 @@ test: $(STAMP)
 browser-check: $(STAMP)
 	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py
 
+# the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
+# Agg) would leave every chapter without its figures (make browser-check counts them)
 book: $(STAMP)
 	$(BIN)/python -c "import tokensel.checks as c; c.mark_build_start('_build/checks')"
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
+	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
