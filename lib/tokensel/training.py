@@ -215,7 +215,14 @@ def resume_checkpoint(path, tensors: dict, opt, meta: dict):
 
     if path is None or not Path(path).exists():
         return None
-    state = torch.load(path, weights_only=False)
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
+        raise InvalidParameterError(f"checkpoint {str(path)!r} cannot be read ({exc}): remove it to start "
+                                    "the run afresh") from exc
+    if not isinstance(state, dict) or "tensors" not in state:
+        raise InvalidParameterError(f"checkpoint {str(path)!r} is not a tokensel checkpoint of this version: "
+                                    "remove it to start the run afresh")
     if state.get("meta") != meta:
         raise InvalidParameterError(
             f"checkpoint {str(path)!r} belongs to another run ({state.get('meta')}); "
