@@ -25,7 +25,7 @@ import torch
 
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
-from .model import AttentionModel
+from .model import AttentionModel, _EmbeddingModel
 from .progress import bar
 from .seeding import generator
 from .training import Trajectory, resume_checkpoint, save_checkpoint
@@ -49,7 +49,7 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class VariantModel:
+class VariantModel(_EmbeddingModel):
     """Parameters of one variant; ``extra`` holds the variant's own matrices."""
 
     kind: str
@@ -75,14 +75,6 @@ class VariantModel:
         to = dict(dtype=dtype, device=device)
         return cls(kind, base.E.to(**to), base.p.to(**to), base.v.to(**to), {k: w.to(**to) for k, w in extra.items()})
 
-    @property
-    def vocab_size(self) -> int:
-        return self.E.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.E.shape[1]
-
     def effective_p(self) -> torch.Tensor:
         """The vector whose inner product with ``E_s`` is the token's read-out score
         (``W2 p`` for ``two_layer_wkq``, else ``p``)."""
@@ -90,9 +82,6 @@ class VariantModel:
 
     def scores(self) -> torch.Tensor:
         return self.E @ self.effective_p()
-
-    def values(self) -> torch.Tensor:
-        return self.E @ self.v
 
     def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         X = self.E[ids]  # n x T x d
