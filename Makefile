@@ -43,6 +43,7 @@ book: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py
 	$(BIN)/python benchmarks/bench_svm.py
+	$(BIN)/python benchmarks/bench_variants.py
 
 notebooks: $(STAMP)
 	$(BIN)/jupytext --to ipynb book/*.md

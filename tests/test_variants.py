@@ -39,6 +39,49 @@ def test_mlp_variant_reference_and_padding_invariance():
     assert torch.allclose(f[0], m.v @ (m.extra["W2"] @ torch.relu(m.extra["W1"] @ z)), atol=1e-12)
 
 
+def _loss_and_grads(m, f):
+    loss = torch.nn.functional.softplus(-f).square().sum()  # any smooth function of every output
+    return [loss.detach()] + list(torch.autograd.grad(loss, [m.E, m.p, m.extra["W1"], m.extra["W2"]]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
+    # repeated tokens (counts > 1), lengths 1..9, a vocabulary larger than the batch uses
+    data = ts.synthetic.independent_tokens(40, 15, length=(2, 9), delta=0.8, seed=seed)
+    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[7], [3, 3, 3]],
+                                          data.batch.labels.tolist() + [1, -1], vocab_size=19)
+    m = ts.variants.VariantModel.init("mlp", 19, 6, seed=seed, dtype=torch.float64)
+    for t in [m.E, m.p, *m.extra.values()]:
+        t.requires_grad_(True)
+    m.p.data *= 5.0  # peaked attention
+    sparse = _loss_and_grads(m, m.forward_prepared(*m.prepare(batch)))
+    dense = _loss_and_grads(m, m.forward_padded(*ts.variants.padded(batch)))
+    for a, b in zip(sparse, dense):
+        assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
+    assert sparse[1][15:].abs().max() == 0  # unused tokens get no gradient
+
+
+def test_mix_gradients_by_finite_differences():
+    data = ts.synthetic.independent_tokens(12, 9, length=(2, 6), delta=0.8, seed=4)
+    plan = ts.mixing.MixPlan(data.batch)
+    g = torch.Generator().manual_seed(0)
+    E = torch.randn(9, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    q = torch.rand(len(plan.entries.ids), generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda q, E: ts.mixing.mix(q, E, plan), (q, E))
+
+
+def test_entry_attention_is_the_occurrence_softmax():
+    data = ts.synthetic.independent_tokens(10, 6, length=(2, 8), delta=0.8, seed=5)
+    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[5]], data.batch.labels.tolist() + [1],
+                                          vocab_size=6)
+    plan = ts.mixing.MixPlan(batch)
+    c = torch.linspace(-3, 40, 6, dtype=torch.float64)  # large scores: the shift must be per sequence
+    q = ts.mixing.entry_attention(c, plan)
+    occ, _ = ts.core.segment_softmax(c[batch.ids], batch)
+    per_entry = torch.zeros(11, 6, dtype=torch.float64).index_put_((batch.seg, batch.ids), occ, accumulate=True)
+    assert torch.allclose(q, per_entry[plan.entries.seg, plan.entries.ids], atol=1e-15)
+
+
 def test_wkq_effective_p_and_training_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.9, seed=0)
     for kind in ts.variants.KINDS:

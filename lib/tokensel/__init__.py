@@ -1,7 +1,7 @@
 """tokensel: the library behind the executable book on *Attention with Trained Embeddings Provably
 Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025)."""
 
-from . import checks, core, display, plots, reviews, statistics, synthetic, text, variants
+from . import checks, core, display, mixing, plots, reviews, statistics, synthetic, text, variants
 from .checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,

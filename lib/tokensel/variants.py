@@ -12,8 +12,10 @@ read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v`` stay defined
 * ``"two_layer_wkq"`` — the same with trainable key-query matrices: layer-1 scores
   ``X W1 X^T / sqrt(d)`` and read-out scores ``H W2 p``; then ``W2 p`` plays the role of ``p``.
 
-Sequences are padded to the batch's longest (truncate long reviews first with
-:meth:`RaggedBatch.truncate`: the two-layer cost is O(n T^2 d)). Runs on any torch device.
+The MLP head runs over the batch's distinct (sequence, token) entries with sparse products
+(:mod:`tokensel.mixing`). The two-layer models run over padded batches: sequences are padded to
+the batch's longest (truncate long reviews first with :meth:`RaggedBatch.truncate`: the
+two-layer cost is O(n T^2 d)). Runs on any torch device.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
+from .mixing import MixPlan, entry_attention, mix
 from .model import AttentionModel, _EmbeddingModel
 from .progress import bar
 from .seeding import generator
@@ -83,7 +86,27 @@ class VariantModel(_EmbeddingModel):
     def scores(self) -> torch.Tensor:
         return self.E @ self.effective_p()
 
+    def prepare(self, batch: RaggedBatch) -> tuple:
+        """What :meth:`forward_prepared` needs for ``batch``, computed once per batch: the sparse
+        pattern of its distinct entries for the MLP head, padded ids and mask for the two-layer
+        models."""
+        return (batch, MixPlan(batch)) if self.kind == "mlp" else padded(batch)
+
+    def forward_prepared(self, *prepared) -> torch.Tensor:
+        """Outputs from the result of :meth:`prepare`."""
+        return self.forward_entries(*prepared) if self.kind == "mlp" else self.forward_padded(*prepared)
+
+    def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
+        """MLP head over the distinct entries of ``batch``: ``z = Q E`` as one sparse product
+        (:mod:`tokensel.mixing`), no padded (n x T x d) gather. Equal to :meth:`forward_padded`."""
+        if self.kind != "mlp":
+            raise InvalidParameterError(f"forward_entries is the MLP head's path, not {self.kind!r}'s")
+        z = mix(entry_attention(self.E @ self.p, plan), self.E, plan)
+        return torch.relu(z @ self.extra["W1"].T) @ self.extra["W2"].T @ self.v
+
     def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Outputs over padded ids (n x T) and mask; for the MLP head the dense reference of
+        :meth:`forward_entries`."""
         X = self.E[ids]  # n x T x d
         d = self.d
         if self.kind == "mlp":
@@ -102,7 +125,7 @@ class VariantModel(_EmbeddingModel):
         outs = []
         for start in range(0, batch.n, chunk):
             sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
-            outs.append(self.forward_padded(*padded(sub)))
+            outs.append(self.forward_prepared(*self.prepare(sub)))
         return torch.cat(outs)
 
     def check_batch(self, batch: RaggedBatch) -> None:
@@ -145,7 +168,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     if test_batch is not None:
         model.check_batch(test_batch)
     chunks = [torch.arange(s, min(s + (chunk or batch.n), batch.n)) for s in range(0, batch.n, chunk or batch.n)]
-    parts = [(padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
+    parts = [(model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
     params = [model.E, model.p, *model.extra.values()]
     for t in params:
         t.requires_grad_(True)
@@ -161,8 +184,8 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
             for step in range(start, steps + 1):
                 opt.zero_grad()
                 loss, correct = 0.0, 0.0
-                for (ids, mask), y in parts:
-                    f = model.forward_padded(ids, mask)
+                for prepared, y in parts:
+                    f = model.forward_prepared(*prepared)
                     part = torch.nn.functional.softplus(-y * f).sum() / batch.n
                     if step < steps:
                         part.backward()
