@@ -149,3 +149,19 @@ def test_shape_summary_detects_u_and_monotone():
     assert ts.statistics.shape_summary(x_nan, s, x_nan)[2] == pytest.approx(u_clean, rel=1e-12)
     with pytest.raises(ValueError, match="too few"):
         ts.statistics.shape_summary(torch.tensor([0.5, 0.6]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))
+
+
+def test_values_spread_separates_moved_values_from_noise():
+    g = torch.Generator().manual_seed(0)
+    gap = torch.rand(4000, generator=g, dtype=torch.float64) * 2 - 1
+    noise = torch.randn(4000, generator=g, dtype=torch.float64) * 0.1
+    _, moved, _, _ = ts.statistics.shape_summary(gap, gap.abs(), 3 * gap + noise)
+    _, flat, _, _ = ts.statistics.shape_summary(gap, gap.abs(), noise)
+    # bins of width 0.1: the moved values span 3 * 1.9 = 5.7 across bins, with within-bin std
+    # sqrt(0.1^2 + (3 * 0.1)^2 / 12) = 0.132
+    assert ts.statistics.values_spread(moved) == pytest.approx(5.7 / 0.132, rel=0.05)
+    assert ts.statistics.values_spread(flat) < 1.5  # the range of 20 noisy means of ~200 tokens
+    with pytest.raises(ValueError, match="too few"):
+        ts.statistics.values_spread(flat.assign(count=0))
+    with pytest.raises(ValueError, match="zero"):
+        ts.statistics.values_spread(flat.assign(std=0.0))

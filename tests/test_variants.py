@@ -155,3 +155,18 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     with pytest.raises(InvalidParameterError, match="belongs to another run"):
         ts.variants.train_variant(ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0), data.batch,
                                   checkpoint=ckpt, **dict(kw, lr=0.02))
+
+
+@pytest.mark.parametrize("kind", ts.variants.KINDS)
+def test_variant_training_is_bitwise_reproducible(kind):
+    # the same run twice gives the same bits: no reduction whose order varies between runs (the
+    # backward of plain indexing, index_put with accumulation, is one on the CPU)
+    # (large enough for the CPU kernels to split their work between threads)
+    data = ts.synthetic.independent_tokens(1500, 300, length=(40, 80), delta=0.8, seed=2)
+    runs = []
+    for _ in range(2):
+        m = ts.variants.VariantModel.init(kind, 300, 16, seed=0)
+        ts.variants.train_variant(m, data.batch, steps=3, lr=0.01, eval_every=3, progress=False)
+        runs.append([m.E, m.p, *m.extra.values()])
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)

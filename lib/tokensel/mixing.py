@@ -92,11 +92,13 @@ def mix(q: torch.Tensor, E: torch.Tensor, plan: MixPlan) -> torch.Tensor:
 def entry_attention(scores: torch.Tensor, plan: MixPlan) -> torch.Tensor:
     """Per-entry attention weights ``q_t n_t`` (the softmax of the token ``scores`` (|S|) within each
     sequence, times the entry's count): the weights whose mixture is the attention output."""
+    # index_select, not indexing: its backward is index_add, deterministic on the CPU, where the
+    # backward of ``x[idx]`` (index_put with accumulation) sums in a varying order
     dt = plan.entries
-    a = scores[dt.ids]
+    a = scores.index_select(0, dt.ids)
     n = plan.shape[0]
     amax = torch.full((n,), -torch.inf, dtype=a.dtype, device=a.device)
     amax = amax.scatter_reduce(0, dt.seg, a.detach(), reduce="amax")  # shift only: no gradient needed
     e = torch.exp(a - amax[dt.seg]) * dt.counts.to(a.dtype)
     Z = torch.zeros(n, dtype=a.dtype, device=a.device).index_add(0, dt.seg, e)
-    return e / Z[dt.seg]
+    return e / Z.index_select(0, dt.seg)

@@ -107,7 +107,9 @@ class VariantModel(_EmbeddingModel):
     def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Outputs over padded ids (n x T) and mask; for the MLP head the dense reference of
         :meth:`forward_entries`."""
-        X = self.E[ids]  # n x T x d
+        # n x T x d; index_select because its backward (index_add) sums in a fixed order on the
+        # CPU, where that of E[ids] (index_put with accumulation) does not: runs must repeat bitwise
+        X = self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
         d = self.d
         if self.kind == "mlp":
             q = _masked_softmax(X @ self.p, mask)
