@@ -9,7 +9,7 @@ evaluates on the full test split, and writes per variant the 20-bin means of ``E
 (CSV + a summary on stdout). The book's chapter runs the same code at CI size.
 
 Where it runs: the one-layer model (closed-form gradients) and the MLP head (sparse products over
-the distinct entries) take minutes on a CPU too (the MLP head: about 6 minutes on 2 cores); the
+the distinct entries) take minutes on a CPU too (the MLP head: about 3 minutes on 2 cores); the
 two-layer models need a GPU (1.9 s a step on an H100, far longer on a CPU).
 """
 
