@@ -92,6 +92,8 @@ def test_wkq_effective_p_and_training_reduces_loss():
     assert torch.allclose(m.effective_p(), m.p) and torch.allclose(m.scores(), m.E @ m.p)
     with pytest.raises(InvalidParameterError, match="kind"):
         ts.variants.VariantModel.init("transformer", 30, 12)
+    with pytest.raises(InvalidParameterError, match="MLP head's path"):
+        m.forward_entries(data.batch, ts.mixing.MixPlan(data.batch))
 
 
 def test_chunked_accumulation_is_the_full_batch_gradient():
