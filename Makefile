@@ -38,6 +38,8 @@ book: $(STAMP)
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
+	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
+	$(BIN)/python -m tokensel.checks verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 bench: $(STAMP)

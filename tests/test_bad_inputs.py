@@ -59,7 +59,7 @@ CASES = [
                                              torch.zeros(2, dtype=torch.float64),
                                              torch.ones(2, dtype=torch.float64)), InvalidParameterError,
      "E contains NaN or inf"),
-    ("zero embedding dimension", lambda: ts.AttentionModel.init(5, 0), InvalidParameterError, "must be >= 1"),
+    ("zero embedding dimension", lambda: ts.AttentionModel.init(5, 0), InvalidParameterError, "d must be an int >= 1"),
     ("one step on another vocabulary", lambda: ts.one_step(ts.AttentionModel.init(99, 3), _batch(), eta0=1.0),
      InvalidBatchError, "E has 99 rows"),
     ("empty subset", lambda: _batch().subset([]), InvalidBatchError, "empty"),

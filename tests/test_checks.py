@@ -1,11 +1,21 @@
-"""The check helper: a false claim raises, every claim is recorded."""
+"""The check helper: a false claim raises, every claim is recorded, and a recorded failure fails the
+verification of a build however the exception was handled."""
 
 import json
+import multiprocessing
+import subprocess
+import sys
 
+import numpy as np
 import pytest
+import torch
 
 import tokensel as ts
-from tokensel.errors import ClaimFailedError
+from tokensel.errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
+
+
+def _records(d, chapter):
+    return [json.loads(p.read_text()) for p in sorted(d.glob(f"{chapter}@*.json"))]
 
 
 def test_checks_record_and_fail(tmp_path, monkeypatch):
@@ -16,25 +26,56 @@ def test_checks_record_and_fail(tmp_path, monkeypatch):
     ts.check("le", 0.1, 0.2, kind="le")
     ts.check("ge", 3, 2, kind="ge")
     ts.check("truth", True, kind="true")
+    ts.check("numpy truth", np.bool_(True), kind="true")
+    ts.check("tensor", torch.tensor(1.0), 1.0, tol=0.0)
     with pytest.raises(ClaimFailedError, match="claim failed in chapter 'demo'.*wrong"):
         ts.check("wrong", 2.0, 1.0, tol=0.5)
     with pytest.raises(ClaimFailedError):
         ts.check("nan", float("nan"), 1.0, tol=10.0)
-    rec = json.loads((tmp_path / "demo.json").read_text())
-    assert [c["passed"] for c in rec["checks"]] == [True] * 5 + [False, False]
-    ts.end_chapter()
+    [rec] = _records(tmp_path, "demo")
+    assert [c["passed"] for c in rec["checks"]] == [True] * 7 + [False, False]
+    with pytest.raises(ClaimFailedError, match="2 of 9 claims failed"):
+        ts.end_chapter()
     assert ts.checks.load_results(tmp_path)[0]["seconds"] >= 0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(kind="approx"), "kind must be"),
-    (dict(kind="abs"), "tolerance"),
-    (dict(kind="le", tol=None, expected=None), "expected value"),
+@pytest.mark.parametrize("measured", [float("nan"), "False", "True", [False], [True], 1, 0.0, None,
+                                      np.array([True, True]), torch.tensor([True])],
+                         ids=["nan", "str False", "str True", "list False", "list True", "int 1", "float 0",
+                              "None", "bool array", "1-element tensor"])
+def test_truth_claims_need_a_real_boolean(tmp_path, monkeypatch, measured):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("truth")
+    with pytest.raises(ClaimFailedError, match="needs a boolean|single number"):
+        ts.check("is it", measured, kind="true")
+    [rec] = _records(tmp_path, "truth")
+    assert rec["checks"][0]["passed"] is False and rec["checks"][0]["reason"]
+
+
+@pytest.mark.parametrize("measured", [float("inf"), -float("inf"), "1.0", None, [1.0], True])
+def test_numeric_claims_refuse_non_numbers(tmp_path, monkeypatch, measured):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("numbers")
+    with pytest.raises(ClaimFailedError):
+        ts.check("x", measured, 1.0, tol=1e9)
+    assert not _records(tmp_path, "numbers")[0]["checks"][0]["passed"]
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(kind="approx"), InvalidArgumentError, "kind must be"),
+    (dict(kind="abs"), InvalidArgumentError, "tolerance"),
+    (dict(kind="abs", tol=float("nan")), InvalidArgumentError, "tolerance"),
+    (dict(kind="abs", tol=-1.0), InvalidArgumentError, "tolerance"),
+    (dict(kind="le", tol=None, expected=None), InvalidArgumentError, "expected value"),
+    (dict(kind="le", expected=float("nan")), InvalidArgumentError, "expected must be finite"),
+    (dict(kind="le", expected="1"), ArgumentTypeError, "expected must be a real number"),
+    (dict(kind="le", tol=0.1), InvalidArgumentError, "takes no tolerance"),
+    (dict(kind="true", expected=True), InvalidArgumentError, "takes no expected value"),
 ])
-def test_check_bad_arguments(kwargs, message):
+def test_check_bad_arguments(kwargs, error, message):
     args = dict(name="x", measured=1.0, expected=1.0, tol=None)
     args.update(kwargs)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         ts.check(**args)
 
 
@@ -43,15 +84,80 @@ def test_report_requires_every_chapter_from_this_build(tmp_path, monkeypatch):
     ts.start_chapter("old")
     ts.end_chapter()
     ts.checks.mark_build_start()
-    with pytest.raises(RuntimeError, match="old: no record"):
+    with pytest.raises(ClaimFailedError, match="old: no record"):
         ts.checks.report(["old"])
     ts.start_chapter("a")
     ts.check("x", 1.0, 1.0, tol=0.0)
-    with pytest.raises(RuntimeError, match="a: started but did not finish"):
+    with pytest.raises(ClaimFailedError, match="a: started but did not finish"):
         ts.checks.report(["a"])
     ts.end_chapter()
     claims, chapters = ts.checks.report(["a"])
     assert claims["name"].tolist() == ["x"] and chapters["claims"].tolist() == [1]
+
+
+def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
+    """A claim that failed inside try/except (or a cell tagged raises-exception) is on record: the
+    status page and the build's verification both refuse it, naming the claim."""
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.checks.mark_build_start()
+    ts.start_chapter("sly")
+    try:
+        ts.check("a hidden false claim", 1.0, 2.0, tol=0.1)
+    except ClaimFailedError:
+        pass
+    with pytest.raises(ClaimFailedError):
+        ts.end_chapter()
+    with pytest.raises(ClaimFailedError, match="a hidden false claim"):
+        ts.checks.verify(tmp_path, expected=["sly"])
+    with pytest.raises(ClaimFailedError, match="a hidden false claim"):
+        ts.checks.report(["sly"])
+    out = subprocess.run([sys.executable, "-m", "tokensel.checks", "verify", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "a hidden false claim" in out.stderr
+
+
+def test_verify_names_unfinished_and_missing_chapters(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.checks.mark_build_start()
+    ts.start_chapter("half")
+    ts.check("fine", 1.0, 1.0, tol=0.0)
+    with pytest.raises(ClaimFailedError, match="(?s)gone: no record.*half: started but did not finish"):
+        ts.checks.verify(tmp_path, expected=["half", "gone"])
+    ts.end_chapter()
+    assert ts.checks.verify(tmp_path, expected=["half"]) == (1, 1)
+
+
+def _run_chapter(args):
+    directory, k = args
+    import os
+
+    os.environ["TOKENSEL_RESULTS_DIR"] = directory
+    for i in range(30):
+        ts.check(f"claim {k}.{i}", float(i), float(i), tol=0.0) if i else ts.start_chapter("shared")
+    ts.end_chapter()
+    return k
+
+
+def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        assert sorted(pool.map(_run_chapter, [(str(tmp_path), 0), (str(tmp_path), 1)])) == [0, 1]
+    recs = _records(tmp_path, "shared")
+    names = {c["name"] for r in recs for c in r["checks"]}
+    # each process's record is complete (a later start replaces only finished records)
+    assert {f"claim {k}.{i}" for k in (0, 1) for i in range(1, 30)} <= names or len(recs) == 1
+    assert all("finished" in r and len(r["checks"]) == 29 for r in recs)
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    dead = {"chapter": "c", "run": "dead", "pid": 2**22 + 12345, "host": __import__("socket").gethostname(),
+            "started": 1.0, "checks": []}
+    (tmp_path / "c@dead.json").write_text(json.dumps(dead))
+    ts.start_chapter("c")
+    ts.end_chapter()
+    assert [r["run"] for r in _records(tmp_path, "c")] != ["dead"] and len(_records(tmp_path, "c")) == 1
 
 
 def test_toc_chapters(tmp_path):

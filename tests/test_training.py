@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InvalidParameterError
+from tokensel.errors import CheckpointError, InvalidParameterError
 
 
 def _phase1(seed=0, d=24):
@@ -128,7 +128,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     again = ts.AttentionModel.init(30, 16, seed=0)
     assert ts.train_joint(again, data.batch, checkpoint=ckpt, **kw).loss == traj_whole.loss
     assert torch.equal(again.E, whole.E)
-    with pytest.raises(InvalidParameterError, match="belongs to another run"):
+    with pytest.raises(CheckpointError, match="belongs to another run"):
         ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt,
                        **dict(kw, lr=0.01))
 
@@ -137,9 +137,9 @@ def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):
     data = ts.synthetic.independent_tokens(40, 30, length=6, delta=0.8, seed=1)
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
-    with pytest.raises(InvalidParameterError, match="cannot be read"):
+    with pytest.raises(CheckpointError, match="cannot be read"):
         ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=junk, progress=False)
     old = tmp_path / "old.pt"
     torch.save({"E": torch.zeros(1), "meta": {}}, old)
-    with pytest.raises(InvalidParameterError, match="not a tokensel checkpoint"):
+    with pytest.raises(CheckpointError, match="not a tokensel checkpoint"):
         ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=old, progress=False)

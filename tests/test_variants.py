@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InvalidParameterError
+from tokensel.errors import CheckpointError, InvalidParameterError
 
 
 def test_padded_layout():
@@ -154,7 +154,7 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [(resumed.extra[k], whole.extra[k]) for k in whole.extra]:
         assert torch.equal(a, b)
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
-    with pytest.raises(InvalidParameterError, match="belongs to another run"):
+    with pytest.raises(CheckpointError, match="belongs to another run"):
         ts.variants.train_variant(ts.variants.VariantModel.init("two_layer_wkq", 20, 8, seed=0), data.batch,
                                   checkpoint=ckpt, **dict(kw, lr=0.02))
 

@@ -1,28 +1,44 @@
 """Checked claims: assert a numerical claim and record it for the book's status page.
 
 A chapter calls :func:`start_chapter` first, then :func:`check` for every claim, and
-:func:`end_chapter` last. Each chapter's record is one JSON file in the results directory
-(``$TOKENSEL_RESULTS_DIR``, else ``_build/checks`` under the book root, found by walking up to
-``_config.yml``). :func:`check` raises :class:`~tokensel.errors.ClaimFailedError` when the claim does
-not hold, so a false claim fails the executed build.
+:func:`end_chapter` last. Each execution of a chapter writes one JSON record,
+``<chapter>@<run id>.json``, in the results directory (``$TOKENSEL_RESULTS_DIR``, else ``_build/checks``
+under the book root, found by walking up to ``_config.yml``), so two processes executing chapters
+into one folder never overwrite each other's records.
+
+:func:`check` raises :class:`~tokensel.errors.ClaimFailedError` when the claim does not hold, so a false
+claim stops its cell. It records the failure *before* raising, and :func:`verify` (run by
+``make book`` after the build, ``python -m tokensel.checks verify``) fails on any recorded failure
+and on any chapter that started but did not finish: a failure caught by ``try``/``except`` or by a
+cell tagged ``raises-exception`` still fails the build.
 
 Comparison kinds: ``"abs"`` ``|m - e| <= tol``; ``"rel"`` ``|m - e| <= tol * |e|``; ``"le"``
-``m <= e``; ``"ge"`` ``m >= e``; ``"true"`` ``m`` is truthy (``e`` and ``tol`` unused).
+``m <= e``; ``"ge"`` ``m >= e``; ``"true"`` ``m`` is the boolean ``True`` (``e`` and ``tol`` unused).
+A NaN or infinite measurement never satisfies a claim; a truth value must be a real boolean (``"False"``
+or ``[False]`` are refused, not read as true).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
+import socket
+import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from .errors import ClaimFailedError
+import numpy as np
+
+from .errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
 KINDS = ("abs", "rel", "le", "ge", "true")
-_state: dict = {"chapter": None, "started": None, "checks": []}
+STAMP = "BUILD_STARTED"
+_state: dict = {"chapter": None, "checks": []}
 
 
 def book_root(start: Path | None = None) -> Path:
@@ -39,38 +55,86 @@ def results_dir() -> Path:
     return Path(d) if d else book_root() / "_build" / "checks"
 
 
-def _path(chapter: str) -> Path:
-    return results_dir() / f"{chapter}.json"
+def _lock(directory: Path):
+    from filelock import FileLock
+
+    directory.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(directory / ".records.lock"), timeout=120)
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
+    an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
+    collide on the temporary name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _record() -> dict:
+    keys = ("chapter", "run", "pid", "host", "started", "finished", "seconds", "checks")
+    return {k: _state[k] for k in keys if k in _state}
 
 
 def _write() -> None:
-    if _state["chapter"] is None:
+    if _state.get("chapter") is None:
         return
-    path = _path(_state["chapter"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({k: _state[k] for k in ("chapter", "started", "finished", "seconds", "checks")
-                               if k in _state}, indent=1))
-    tmp.replace(path)
+    write_json_atomic(results_dir() / f"{_state['chapter']}@{_state['run']}.json", _record())
+
+
+def _alive(rec: dict) -> bool:
+    """Whether the process that wrote an unfinished record may still be running (same host only)."""
+    if rec.get("host") != socket.gethostname() or not isinstance(rec.get("pid"), int):
+        return True
+    try:
+        os.kill(rec["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def start_chapter(chapter: str) -> None:
-    """Begin recording the checks of ``chapter`` (its old record is replaced)."""
-    if not chapter or "/" in chapter:
-        raise ValueError(f"chapter must be a plain name, got {chapter!r}")
-    _state.clear()
-    _state.update(chapter=chapter, started=time.time(), checks=[], t0=time.perf_counter())
-    _write()
+    """Begin recording the checks of ``chapter``.
+
+    Earlier records of the same chapter are replaced: finished ones, and unfinished ones whose process
+    has ended (a kernel that crashed). A record of a run still in progress in another process is kept.
+    """
+    if not isinstance(chapter, str) or not chapter.strip() or any(c in chapter for c in "/\\@"):
+        raise InvalidArgumentError(f"chapter must be a plain name (no '/', '\\' or '@'), got {chapter!r}")
+    d = results_dir()
+    with _lock(d):
+        for old in load_results(d, chapter=chapter):
+            if "finished" in old or not _alive(old):
+                (d / old["_file"]).unlink(missing_ok=True)
+        _state.clear()
+        _state.update(chapter=chapter, run=uuid.uuid4().hex[:12], pid=os.getpid(), host=socket.gethostname(),
+                      started=time.time(), checks=[], t0=time.perf_counter())
+        _write()
 
 
 def end_chapter() -> float:
-    """Finish the chapter's record and return its execution time in seconds."""
+    """Finish the chapter's record and return its execution time in seconds.
+
+    Raises :class:`~tokensel.errors.ClaimFailedError` if any claim of this run failed (even one whose
+    exception was caught)."""
     if _state.get("chapter") is None:
-        raise RuntimeError("end_chapter() without start_chapter()")
+        raise InvalidArgumentError("end_chapter() without start_chapter(): call ts.start_chapter(name) first")
     _state["finished"] = time.time()
     _state["seconds"] = time.perf_counter() - _state["t0"]
     _write()
     n = len(_state["checks"])
+    failed = [c["name"] for c in _state["checks"] if not c["passed"]]
+    if failed:
+        raise ClaimFailedError(f"chapter {_state['chapter']!r}: {len(failed)} of {n} claims failed: {failed}")
     print(f"{_state['chapter']}: {n} claims checked, all hold; executed in {_state['seconds']:.1f} s")
     return _state["seconds"]
 
@@ -78,66 +142,137 @@ def end_chapter() -> float:
 def _fmt(x) -> str:
     if isinstance(x, bool) or x is None:
         return str(x)
-    if isinstance(x, (int,)) and not isinstance(x, bool):
+    if isinstance(x, int):
         return str(x)
-    return f"{x:.6g}"
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return repr(x)
 
 
-def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs") -> float:
-    """Assert a numerical claim, record it, print one line, and return ``measured``."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"a claim needs a non-empty name, got {name!r}")
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    if kind in ("abs", "rel") and (tol is None or tol < 0):
-        raise ValueError(f"kind {kind!r} needs a tolerance tol >= 0")
-    if kind != "true" and expected is None:
-        raise ValueError(f"kind {kind!r} needs an expected value")
-    m = measured.item() if hasattr(measured, "item") else measured
-    e = expected.item() if hasattr(expected, "item") else expected
+def _scalar(x, what: str):
+    """A 0-d tensor or array, or a numpy scalar, as a Python scalar; anything else unchanged."""
+    if hasattr(x, "item") and hasattr(x, "shape"):
+        if tuple(x.shape) != ():
+            raise InvalidArgumentError(f"{what} must be a single number, got an array of shape {tuple(x.shape)}")
+        return x.item()
+    return x
+
+
+def _real(x) -> bool:
+    return isinstance(x, (numbers.Real, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _evaluate(measured, expected, tol, kind):
+    """``(ok, m, e, reason)``; ``reason`` explains a claim that cannot hold whatever the numbers."""
     if kind == "true":
-        ok = bool(m)
+        m = _scalar(measured, "a 'true' claim's measured value")
+        if not isinstance(m, (bool, np.bool_)):
+            return False, repr(m), None, f"a 'true' claim needs a boolean, got {type(measured).__name__} {m!r}"
+        return bool(m), bool(m), None, None
+    m = _scalar(measured, "measured")
+    if not _real(m):
+        return False, repr(m), expected, f"the measured value must be a real number, got {type(measured).__name__}"
+    m = float(m)
+    e = float(expected)
+    if not math.isfinite(m):
+        return False, m, e, "the measured value is not finite"
+    if kind == "abs":
+        return abs(m - e) <= tol, m, e, None
+    if kind == "rel":
+        return abs(m - e) <= tol * abs(e), m, e, None
+    if kind == "le":
+        return m <= e, m, e, None
+    return m >= e, m, e, None
+
+
+def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs"):
+    """Assert a numerical claim, record it, print one line, and return ``measured``.
+
+    A claim whose definition is malformed (no name, unknown kind, missing or NaN expected value or
+    tolerance) raises :class:`~tokensel.errors.InvalidArgumentError`; one whose measurement is NaN, inf,
+    non-numeric or (for ``kind="true"``) not a boolean is recorded as failed and raises
+    :class:`~tokensel.errors.ClaimFailedError`.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgumentError(f"a claim needs a non-empty name, got {name!r}")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise InvalidArgumentError(f"claim {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    if kind in ("abs", "rel"):
+        tol = _scalar(tol, "tol")
+        if tol is None or not _real(tol) or not math.isfinite(float(tol)) or float(tol) < 0:
+            raise InvalidArgumentError(f"claim {name!r}: kind {kind!r} needs a tolerance tol >= 0 "
+                                       f"(a finite number), got {tol!r}")
+        tol = float(tol)
+    elif tol is not None:
+        raise InvalidArgumentError(f"claim {name!r}: kind {kind!r} takes no tolerance; got tol={tol!r}")
+    if kind == "true":
+        if expected is not None:
+            raise InvalidArgumentError(f"claim {name!r}: kind 'true' takes no expected value; got {expected!r}")
     else:
-        m, e = float(m), float(e)
-        if not (math.isfinite(m)):
-            ok = False
-        elif kind == "abs":
-            ok = abs(m - e) <= tol
-        elif kind == "rel":
-            ok = abs(m - e) <= tol * abs(e)
-        elif kind == "le":
-            ok = m <= e
-        else:
-            ok = m >= e
+        expected = _scalar(expected, "expected")
+        if expected is None:
+            raise InvalidArgumentError(f"claim {name!r}: kind {kind!r} needs an expected value")
+        if not _real(expected):
+            raise ArgumentTypeError(f"claim {name!r}: expected must be a real number, got "
+                                    f"{type(expected).__name__} {expected!r}")
+        if not math.isfinite(float(expected)):
+            raise InvalidArgumentError(f"claim {name!r}: expected must be finite, got {expected!r}")
+    try:
+        ok, m, e, reason = _evaluate(measured, expected, tol, kind)
+    except InvalidArgumentError as exc:  # an array where one value belongs: the claim cannot hold
+        ok, m, e, reason = False, repr(measured)[:80], expected, str(exc)
     rec = dict(name=name, measured=m, expected=e, tol=tol, kind=kind, passed=bool(ok))
+    if reason:
+        rec["reason"] = reason
     _state.setdefault("checks", []).append(rec)
     _write()
     rel = {"abs": f"= {_fmt(e)} ± {_fmt(tol)}", "rel": f"= {_fmt(e)} ± {_fmt(tol)} (relative)",
            "le": f"<= {_fmt(e)}", "ge": f">= {_fmt(e)}", "true": "holds"}[kind]
-    line = f"[{'ok' if ok else 'FAILED'}] {name}: {_fmt(m)} {rel}"
+    line = f"[{'ok' if ok else 'FAILED'}] {name}: {_fmt(m)} {rel}" + (f" ({reason})" if reason else "")
     print(line)
     if not ok:
         raise ClaimFailedError(f"claim failed in chapter {_state.get('chapter')!r}: {line}")
     return measured
 
 
-def load_results(directory: Path | None = None) -> list[dict]:
-    """Every chapter record in the results directory, sorted by start time."""
-    d = directory or results_dir()
-    recs = [json.loads(p.read_text()) for p in sorted(Path(d).glob("*.json"))]
+def load_results(directory: Path | None = None, chapter: str | None = None) -> list[dict]:
+    """Every record in the results directory (of ``chapter`` only, if given), sorted by start time.
+    Each record carries its file name under ``_file``; an unreadable record raises
+    :class:`~tokensel.errors.InvalidArgumentError` naming the file."""
+    d = Path(directory or results_dir())
+    recs = []
+    for p in sorted(d.glob("*.json")):
+        try:
+            r = json.loads(p.read_text())
+        except (OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"the claim record {str(p)!r} cannot be read ({exc}): rebuild the book") from exc
+        if not isinstance(r, dict) or not isinstance(r.get("chapter"), str) or not isinstance(r.get("checks"), list):
+            raise InvalidArgumentError(f"{str(p)!r} is not a claim record of tokensel: rebuild the book")
+        if chapter is None or r["chapter"] == chapter:
+            recs.append({**r, "_file": p.name})
     return sorted(recs, key=lambda r: r.get("started", 0))
-
-
-STAMP = "BUILD_STARTED"
 
 
 def mark_build_start(directory: Path | None = None) -> None:
     """Clear the results directory and stamp the start of a build (the Makefile calls this)."""
     d = Path(directory or results_dir())
-    d.mkdir(parents=True, exist_ok=True)
-    for p in d.glob("*.json"):
-        p.unlink()
-    (d / STAMP).write_text(repr(time.time()))
+    with _lock(d):
+        for p in d.glob("*.json"):
+            p.unlink()
+        write_json_atomic(d / STAMP, time.time())
+
+
+def _stamp(d: Path):
+    f = d / STAMP
+    if not f.exists():
+        return None
+    try:
+        return float(json.loads(f.read_text()))
+    except (ValueError, TypeError):
+        try:
+            return float(f.read_text())
+        except ValueError:
+            raise InvalidArgumentError(f"{str(f)!r} is not a build stamp: rebuild the book") from None
 
 
 def toc_chapters(root: Path | None = None) -> list[str]:
@@ -153,8 +288,6 @@ def toc_chapters(root: Path | None = None) -> list[str]:
             if "file" in e:
                 files.append(e["file"])
             walk(e.get("sections"))
-            for part in e.get("chapters", []) if "chapters" in e else []:
-                walk([part])
 
     walk(toc.get("chapters"))
     for part in toc.get("parts", []):
@@ -162,32 +295,95 @@ def toc_chapters(root: Path | None = None) -> list[str]:
     return [Path(f).stem for f in files]
 
 
-def report(expected: list[str], directory: Path | None = None):
-    """Tables for the status page: ``(claims, chapters)`` as DataFrames.
+def checked_chapters(root: Path | None = None) -> list[str]:
+    """The chapters of ``_toc.yml`` whose source records claims (calls ``start_chapter``)."""
+    root = root or book_root()
+    out = []
+    for stem in toc_chapters(root):
+        src = [p for p in sorted(root.glob(f"**/{stem}.md")) if "_build" not in p.parts and ".venv" not in p.parts]
+        if src and "start_chapter(" in src[0].read_text():
+            out.append(stem)
+    return out
 
-    Raises RuntimeError when a chapter in ``expected`` has no complete record from this build
-    (so a status page rendered before its chapters ran, or a chapter that stopped early, fails).
-    """
+
+def problems(expected: list[str], directory: Path | None = None) -> list[str]:
+    """What stops the results from vouching for the book: chapters of ``expected`` without a record from
+    this build, records that started but did not finish, and every failed claim (by name)."""
+    d = Path(directory or results_dir())
+    stamp = _stamp(d)
+    recs = [r for r in load_results(d) if stamp is None or r.get("started", 0) >= stamp]
+    out = []
+    for ch in expected:
+        if not any(r["chapter"] == ch for r in recs):
+            out.append(f"{ch}: no record from this build")
+    for r in recs:
+        if "finished" not in r:
+            out.append(f"{r['chapter']}: started but did not finish")
+        for c in r["checks"]:
+            if not c.get("passed"):
+                out.append(f"{r['chapter']}: claim failed: {c.get('name')!r} "
+                           f"(measured {c.get('measured')!r}, {c.get('kind')} {c.get('expected')!r}"
+                           + (f" ± {c['tol']!r}" if c.get("tol") is not None else "")
+                           + (f"; {c['reason']}" if c.get("reason") else "") + ")")
+    return out
+
+
+def verify(directory: Path | None = None, expected: list[str] | None = None) -> int:
+    """Check the results of a build: return ``(claims that hold, chapters)``.
+
+    Raises :class:`~tokensel.errors.ClaimFailedError` listing every problem of :func:`problems`."""
+    d = Path(directory or results_dir())
+    expected = checked_chapters() if expected is None else expected
+    found = problems(expected, d)
+    if found:
+        raise ClaimFailedError("the book's claims do not all hold:\n  " + "\n  ".join(found))
+    stamp = _stamp(d)
+    recs = [r for r in load_results(d) if stamp is None or r.get("started", 0) >= stamp]
+    return sum(len(r["checks"]) for r in recs), len({r["chapter"] for r in recs})
+
+
+def report(expected: list[str], directory: Path | None = None):
+    """Tables for the status page: ``(claims, chapters)`` as DataFrames, from the latest record of each
+    chapter in ``expected``.
+
+    Raises :class:`~tokensel.errors.ClaimFailedError` when a chapter in ``expected`` has no complete record
+    from this build, or any recorded claim failed (so a status page cannot vouch for a failed claim)."""
     import pandas as pd
 
     d = Path(directory or results_dir())
-    recs = {r["chapter"]: r for r in load_results(d)}
-    stamp_file = d / STAMP
-    stamp = float(stamp_file.read_text()) if stamp_file.exists() else None
-    problems = []
-    for ch in expected:
-        r = recs.get(ch)
-        if r is None:
-            problems.append(f"{ch}: no record")
-        elif "finished" not in r:
-            problems.append(f"{ch}: started but did not finish")
-        elif stamp is not None and r["started"] < stamp:
-            problems.append(f"{ch}: record is older than this build")
-    if problems:
-        raise RuntimeError("the status page cannot vouch for every chapter: " + "; ".join(problems))
-    claims = pd.DataFrame([dict(chapter=ch, **c) for ch in expected for c in recs[ch]["checks"]],
+    found = problems(expected, d)
+    if found:
+        raise ClaimFailedError("the status page cannot vouch for every chapter: " + "; ".join(found))
+    stamp = _stamp(d)
+    latest = {}
+    for r in load_results(d):
+        if stamp is None or r.get("started", 0) >= stamp:
+            latest[r["chapter"]] = r
+    claims = pd.DataFrame([dict(chapter=ch, **{k: c.get(k) for k in ("name", "measured", "expected", "tol",
+                                                                      "kind", "passed")})
+                           for ch in expected for c in latest[ch]["checks"]],
                           columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed"])
-    chapters = pd.DataFrame([dict(chapter=ch, claims=len(recs[ch]["checks"]),
-                                  passed=sum(c["passed"] for c in recs[ch]["checks"]),
-                                  seconds=recs[ch]["seconds"]) for ch in expected])
+    chapters = pd.DataFrame([dict(chapter=ch, claims=len(latest[ch]["checks"]),
+                                  passed=sum(c["passed"] for c in latest[ch]["checks"]),
+                                  seconds=latest[ch]["seconds"]) for ch in expected])
     return claims, chapters
+
+
+def main(argv=None) -> int:
+    """``python -m tokensel.checks verify [DIR]``: exit 1 with every problem named, else print a summary."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "verify" or len(argv) > 2:
+        print("usage: python -m tokensel.checks verify [RESULTS_DIR]", file=sys.stderr)
+        return 2
+    d = Path(argv[1]) if len(argv) == 2 else results_dir()
+    try:
+        n, chapters = verify(d)
+    except ClaimFailedError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"book claims: {n} hold in {chapters} chapters")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,8 +1,9 @@
 """Exceptions raised by :mod:`tokensel`.
 
-Every error the library raises on bad input is a subclass of :class:`TokenselError` and of the
-built-in exception a caller would expect (``ValueError`` for bad values, ``FileNotFoundError`` for
-missing data), so ``except ValueError`` keeps working while the message names the problem.
+Every error the library raises is a subclass of :class:`TokenselError` and of the built-in exception a
+caller would expect (``ValueError`` for bad values, ``TypeError`` for a value of the wrong type,
+``FileNotFoundError`` for missing data, ``RuntimeError`` for a solver that gave up), so
+``except ValueError`` keeps working while the message names the argument and the fix.
 """
 
 
@@ -10,15 +11,23 @@ class TokenselError(Exception):
     """Base class of every error raised by tokensel."""
 
 
-class InvalidBatchError(TokenselError, ValueError):
+class InvalidArgumentError(TokenselError, ValueError):
+    """An argument has a value the function does not accept (out of range, wrong shape, NaN, ...)."""
+
+
+class ArgumentTypeError(TokenselError, TypeError):
+    """An argument has a type the function does not accept (a float where an int is needed, ...)."""
+
+
+class InvalidBatchError(InvalidArgumentError):
     """A ragged batch is malformed: bad labels, empty sequences, token ids out of range, ..."""
 
 
-class InvalidParameterError(TokenselError, ValueError):
-    """Model parameters have the wrong shape, dtype or device, or contain NaN/inf."""
+class InvalidParameterError(InvalidArgumentError):
+    """Model parameters or training settings are invalid: wrong shape, dtype or device, NaN/inf, ..."""
 
 
-class InfeasibleSVMError(TokenselError, ValueError):
+class InfeasibleSVMError(InvalidArgumentError):
     """The max-margin (ATT-SVM) problem has no solution for the requested selection.
 
     ``cycle`` holds a list of token ids ``s_0, s_1, ..., s_0`` whose pair constraints
@@ -28,6 +37,25 @@ class InfeasibleSVMError(TokenselError, ValueError):
     def __init__(self, message, cycle=None):
         super().__init__(message)
         self.cycle = cycle
+
+
+class SolverError(TokenselError, RuntimeError):
+    """A convex solver is missing, or stopped without an answer (iteration limit, numerical trouble):
+    nothing is known about feasibility, unlike :class:`InfeasibleSVMError`."""
+
+
+class DivergenceError(TokenselError, ArithmeticError):
+    """Training produced a non-finite loss or gradient; the model holds the parameters from before
+    the failing step. ``step`` is the step at which it happened."""
+
+    def __init__(self, message, step=None):
+        super().__init__(message)
+        self.step = step
+
+
+class CheckpointError(InvalidArgumentError):
+    """A checkpoint file cannot be used for this run (unreadable, of another format, or of another run).
+    The file is left as it is."""
 
 
 class DataUnavailableError(TokenselError, FileNotFoundError):

@@ -17,6 +17,18 @@ import torch
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
 from .seeding import generator
+from .validation import check_choice, check_int
+
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def _check_dtype(dtype) -> None:
+    """Parameters are float32 or float64: half precision is refused (its softmax sums overflow once a
+    token repeats a few thousand times, and the book's statistics need more digits)."""
+    if dtype not in (torch.float32, torch.float64):
+        raise InvalidParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
+                                    + (": half precision is not supported for parameters" if dtype in HALF else ""))
 
 
 def _check_tensor(name, t, shape, dtype=None, device=None):
@@ -24,6 +36,9 @@ def _check_tensor(name, t, shape, dtype=None, device=None):
         raise InvalidParameterError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.dtype.is_floating_point:
         raise InvalidParameterError(f"{name} must be floating point, got {t.dtype}")
+    if t.dtype in HALF:
+        raise InvalidParameterError(f"{name} has dtype {t.dtype}: use float32 or float64 (half precision is "
+                                    "not supported for parameters)")
     if tuple(t.shape) != tuple(shape):
         raise InvalidParameterError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
     if dtype is not None and t.dtype != dtype:
@@ -89,10 +104,11 @@ class AttentionModel(_EmbeddingModel):
     def init(cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian",
              dtype=torch.float64, device="cpu") -> "AttentionModel":
         """The paper's initialisation: ``E_s, p ~ N(0, I/d)`` (or ``p = 0``), ``v`` a random unit vector."""
-        if vocab_size < 1 or d < 1:
-            raise InvalidParameterError(f"vocab_size and d must be >= 1, got {vocab_size}, {d}")
-        if p_init not in ("gaussian", "zero"):
-            raise InvalidParameterError(f"p_init must be 'gaussian' or 'zero', got {p_init!r}")
+        vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidParameterError)
+        d = check_int(d, "d", min=1, error=InvalidParameterError)
+        check_int(seed, "seed", min=0, error=InvalidParameterError)
+        check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
+        _check_dtype(dtype)
         g = generator(seed)
         E = torch.randn(vocab_size, d, generator=g, dtype=torch.float64) / d**0.5
         p = torch.randn(d, generator=g, dtype=torch.float64) / d**0.5
@@ -172,7 +188,9 @@ class MultiClassAttentionModel(_EmbeddingModel):
     def init(cls, vocab_size: int, d: int, num_classes: int, seed: int = 0, p_init: str = "gaussian",
              dtype=torch.float64, device="cpu") -> "MultiClassAttentionModel":
         """``E_s, p ~ N(0, I/d)`` (or ``p = 0``); ``V`` has K random orthonormal columns (K <= d)."""
-        if num_classes < 2 or num_classes > d:
+        num_classes = check_int(num_classes, "num_classes", min=2, error=InvalidParameterError)
+        d = check_int(d, "d", min=1, error=InvalidParameterError)
+        if num_classes > d:
             raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
         base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
         g = generator(seed + 7_919)

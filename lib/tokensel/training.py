@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import checkpoints
 from .core import score_value_grads
 from .data import RaggedBatch
-from .errors import InvalidParameterError
+from .errors import DivergenceError, InvalidParameterError
 from .gradients import gradients
 from .model import AttentionModel
 from .progress import bar
+from .validation import check_bool, check_int, check_path, check_real
 
 
 @dataclass
@@ -193,67 +195,64 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     return traj
 
 
-def save_checkpoint(path, tensors: dict, opt, step: int, traj: Trajectory, meta: dict) -> None:
-    """Write ``tensors``, the optimiser state, the step and the trajectory to ``path`` atomically:
-    a run killed while saving keeps its previous checkpoint."""
-    import dataclasses
-    from pathlib import Path
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"tensors": dict(tensors), "opt": opt.state_dict(), "step": step,
-                "traj": dataclasses.asdict(traj), "meta": meta}, tmp)
-    tmp.replace(path)
+def check_training_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress) -> tuple:
+    """Validate the settings every training loop shares; returns them in canonical types."""
+    steps = check_int(steps, "steps", min=1, error=InvalidParameterError)
+    lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
+    eval_every = check_int(eval_every, "eval_every", min=1, error=InvalidParameterError)
+    checkpoint = check_path(checkpoint, "checkpoint")
+    checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min=1, error=InvalidParameterError)
+    check_bool(progress, "progress", allow_none=True)
+    return steps, lr, eval_every, checkpoint, checkpoint_every
 
 
-def resume_checkpoint(path, tensors: dict, opt, meta: dict):
-    """If ``path`` holds a checkpoint of this configuration (``meta``), load it into ``tensors`` and
-    ``opt`` and return ``(next step, trajectory)``; without a checkpoint return ``None``. A
-    checkpoint of another configuration is refused with a clear error."""
-    from pathlib import Path
+def _diverged(step: int, lr: float, what: str) -> DivergenceError:
+    return DivergenceError(
+        f"training diverged at step {step}: {what} is not finite. The model holds the parameters of step "
+        f"{step} (before the failing update); lr={lr:g} is probably too large: try a smaller lr.", step=step)
 
-    if path is None or not Path(path).exists():
-        return None
-    try:
-        state = torch.load(path, weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
-        raise InvalidParameterError(f"checkpoint {str(path)!r} cannot be read ({exc}): remove it to start "
-                                    "the run afresh") from exc
-    if not isinstance(state, dict) or "tensors" not in state:
-        raise InvalidParameterError(f"checkpoint {str(path)!r} is not a tokensel checkpoint of this version: "
-                                    "remove it to start the run afresh")
-    if state.get("meta") != meta:
-        raise InvalidParameterError(
-            f"checkpoint {str(path)!r} belongs to another run ({state.get('meta')}); "
-            f"this run is {meta}: remove it or pass another path")
-    with torch.no_grad():
-        for name, t in tensors.items():
-            t.copy_(state["tensors"][name])
-    opt.load_state_dict(state["opt"])
-    return state["step"] + 1, Trajectory(**state["traj"])
+
+def _finite_product_bound(*pairs) -> bool:
+    """Whether every ``a b^T`` of the ``(a, b)`` pairs, summed, is certainly finite (no overflow)."""
+    total = 0.0
+    for a, b in pairs:
+        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+            return False
+        total += float(a.abs().max()) * float(b.abs().max())
+    return total < float(torch.finfo(pairs[0][0].dtype).max) / 4
 
 
 def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float = 1e-2,
                 params: tuple = ("E", "p"), test_batch: RaggedBatch | None = None, eval_every: int = 10,
-                progress: bool | None = None, checkpoint=None, checkpoint_every: int = 50) -> Trajectory:
+                progress: bool | None = None, checkpoint=None, checkpoint_every: int = 50,
+                recipe: str = "train_joint") -> Trajectory:
     """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place.
 
     Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
     accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``eval_every``
     steps and at the end.
 
+    Every argument is checked before the model changes. A step whose loss or gradient is not finite
+    stops the run with :class:`~tokensel.errors.DivergenceError`, the model left as it was before it.
+
     With ``checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
     saved every ``checkpoint_every`` steps and at the end; a run started with an existing
-    checkpoint of the same configuration resumes from it, and finishes with exactly the result of
-    an uninterrupted run.
+    checkpoint of the same run (same ``recipe``, data, initial parameters, dtype and settings; see
+    :mod:`tokensel.checkpoints`) resumes from it, and finishes with exactly the result of an
+    uninterrupted run. A checkpoint of another run is refused.
     """
-    bad = set(params) - {"E", "p", "v"}
-    if bad or not params:
-        raise InvalidParameterError(f"params must be a non-empty subset of ('E', 'p', 'v'), got {params!r}")
-    _check_positive("lr", lr)
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InvalidParameterError(f"steps must be an int >= 1, got {steps!r}")
+    if not isinstance(model, AttentionModel):
+        raise InvalidParameterError(f"model must be an AttentionModel, got {type(model).__name__}")
+    if isinstance(params, str) or not isinstance(params, (tuple, list)) or not params \
+            or not all(isinstance(n, str) for n in params) or set(params) - {"E", "p", "v"} \
+            or len(set(params)) != len(params):
+        raise InvalidParameterError(f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), "
+                                    f"got {params!r}")
+    steps, lr, eval_every, checkpoint, checkpoint_every = check_training_settings(
+        steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+    if not isinstance(recipe, str) or not recipe:
+        raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
+    model.validate()
     model.check_batch(batch)
     if test_batch is not None:
         model.check_batch(test_batch)
@@ -263,15 +262,22 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     opt = torch.optim.Adam(list(tensors.values()), lr=lr, fused=True)
     traj = Trajectory(method="adam")
     y = batch.labels.to(model.E.dtype)
-    gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
-    meta = {"params": tuple(params), "lr": lr, "steps": int(steps), "eval_every": eval_every,
-            "shape": tuple(model.E.shape), "n": batch.n, "tokens": batch.num_tokens}
     saved = {"E": model.E, "p": model.p, "v": model.v}
-    start, traj = resume_checkpoint(checkpoint, saved, opt, meta) or (0, traj)
+    meta = None
+    if checkpoint is not None:
+        meta = checkpoints.fingerprint(recipe, batch, saved, dict(params=tuple(params), lr=lr, steps=steps,
+                                                                  eval_every=eval_every), test_batch)
+        start, traj = checkpoints.resume(checkpoint, saved, opt, meta, Trajectory) or (0, traj)
+    else:
+        start = 0
+    gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
     with bar(steps, "train (Adam)", disable=None if progress is None else not progress) as pb:
         pb.update(start)
-        for step in range(start, int(steps) + 1):
+        for step in range(start, steps + 1):
             gr = gradients(model, batch)
+            if not (np.isfinite(gr.loss) and torch.isfinite(gr.p).all() and torch.isfinite(gr.v).all()
+                    and _finite_product_bound((gr.A, model.p), (gr.B, model.v))):
+                raise _diverged(step, lr, "the loss or its gradient")
             if step % eval_every == 0 or step == steps:
                 extra = {"train_acc": float((gr.f * y > 0).double().mean())}
                 if test_batch is not None:
@@ -280,14 +286,14 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
                 traj.append(step, step, gr.loss, model.p.norm(), gr.p.norm(), **extra)
             if step == steps:
                 if checkpoint is not None:
-                    save_checkpoint(checkpoint, saved, opt, step, traj, meta)
+                    checkpoints.save(checkpoint, saved, opt, step, traj, meta)
                 break
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
             opt.step()
             pb.update(1)
             if checkpoint is not None and (step + 1) % checkpoint_every == 0:
-                save_checkpoint(checkpoint, saved, opt, step, traj, meta)
+                checkpoints.save(checkpoint, saved, opt, step, traj, meta)
     for t in tensors.values():
         t.grad = None
     model.validate()

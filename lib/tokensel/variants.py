@@ -28,10 +28,12 @@ import torch
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
 from .mixing import MixPlan, entry_attention, mix
-from .model import AttentionModel, _EmbeddingModel
+from .model import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
 from .progress import bar
 from .seeding import generator
-from .training import Trajectory, resume_checkpoint, save_checkpoint
+from . import checkpoints
+from .training import Trajectory, _diverged, check_training_settings
+from .validation import check_choice, check_int
 
 KINDS = ("mlp", "two_layer", "two_layer_wkq")
 
@@ -64,8 +66,8 @@ class VariantModel(_EmbeddingModel):
     @classmethod
     def init(cls, kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
         """``E, p`` as in the paper; ``W1, W2`` of the MLP ~ N(0, 2/d) (He); ``W_KQ`` start at I."""
-        if kind not in KINDS:
-            raise InvalidParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+        check_choice(kind, "kind", KINDS, error=InvalidParameterError)
+        _check_dtype(dtype)
         base = AttentionModel.init(vocab_size, d, seed=seed)
         g = generator(seed + 1)
         extra = {}
@@ -77,6 +79,18 @@ class VariantModel(_EmbeddingModel):
             extra["W2"] = torch.eye(d, dtype=torch.float64)
         to = dict(dtype=dtype, device=device)
         return cls(kind, base.E.to(**to), base.p.to(**to), base.v.to(**to), {k: w.to(**to) for k, w in extra.items()})
+
+    def validate(self) -> "VariantModel":
+        """Check the kind, and the shapes, dtypes, devices and finiteness of every parameter."""
+        check_choice(self.kind, "kind", KINDS, error=InvalidParameterError)
+        AttentionModel(self.E, self.p, self.v)  # E, p, v as in the one-layer model
+        want = {"mlp": ("W1", "W2"), "two_layer": (), "two_layer_wkq": ("W1", "W2")}[self.kind]
+        if not isinstance(self.extra, dict) or set(self.extra) != set(want):
+            raise InvalidParameterError(f"a {self.kind!r} model needs extra matrices {want}, got "
+                                        f"{sorted(self.extra) if isinstance(self.extra, dict) else self.extra!r}")
+        for name in want:
+            _check_tensor(name, self.extra[name], (self.d, self.d), self.E.dtype, self.E.device)
+        return self
 
     def effective_p(self) -> torch.Tensor:
         """The vector whose inner product with ``E_s`` is the token's read-out score
@@ -160,26 +174,31 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     With ``checkpoint`` (a file path) the run saves its state every ``checkpoint_every`` steps and
     at the end, and a run started again with the same configuration resumes from there and ends
     with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`)."""
-    if steps < 1:
-        raise InvalidParameterError(f"steps must be >= 1, got {steps}")
-    if not (0 < lr < float("inf")):
-        raise InvalidParameterError(f"lr must be a positive finite number, got {lr}")
-    if chunk is not None and chunk < 1:
-        raise InvalidParameterError(f"chunk must be >= 1 sequences (or None for the whole batch), got {chunk}")
+    if not isinstance(model, VariantModel):
+        raise InvalidParameterError(f"model must be a VariantModel, got {type(model).__name__}")
+    steps, lr, eval_every, checkpoint, checkpoint_every = check_training_settings(
+        steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk", min=1,
+                          error=InvalidParameterError)
+    model.validate()
     model.check_batch(batch)
     if test_batch is not None:
         model.check_batch(test_batch)
     chunks = [torch.arange(s, min(s + (chunk or batch.n), batch.n)) for s in range(0, batch.n, chunk or batch.n)]
     parts = [(model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
     params = [model.E, model.p, *model.extra.values()]
-    for t in params:
-        t.requires_grad_(True)
     opt = torch.optim.Adam(params, lr=lr, fused=True)
     traj = Trajectory(method=f"adam/{model.kind}")
     saved = {"E": model.E, "p": model.p, **model.extra}
-    meta = {"kind": model.kind, "lr": lr, "steps": int(steps), "eval_every": eval_every, "chunk": chunk,
-            "shape": tuple(model.E.shape), "n": batch.n, "tokens": batch.num_tokens}
-    start, traj = resume_checkpoint(checkpoint, saved, opt, meta) or (0, traj)
+    meta = None
+    start = 0
+    if checkpoint is not None:
+        meta = checkpoints.fingerprint(f"variant/{model.kind}", batch, {**saved, "v": model.v},
+                                       dict(lr=lr, steps=steps, eval_every=eval_every, chunk=chunk), test_batch)
+        start, traj = checkpoints.resume(checkpoint, saved, opt, meta, Trajectory) or (0, traj)
+    for t in params:
+        t.requires_grad_(True)
     try:
         with bar(steps, f"train {model.kind}", disable=None if progress is None else not progress) as pb:
             pb.update(start)
@@ -193,6 +212,9 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                         part.backward()
                     loss += float(part.detach())
                     correct += float((f.detach() * y > 0).double().sum())
+                if not np.isfinite(loss) or (step < steps and not all(
+                        t.grad is not None and bool(torch.isfinite(t.grad).all()) for t in params)):
+                    raise _diverged(step, lr, "the loss or its gradient")
                 if step % eval_every == 0 or step == steps:
                     extra = {"train_acc": correct / batch.n}
                     if test_batch is not None:
@@ -201,12 +223,12 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                     traj.append(step, step, loss, float(model.p.detach().norm()), float("nan"), **extra)
                 if step == steps:
                     if checkpoint is not None:
-                        save_checkpoint(checkpoint, saved, opt, step, traj, meta)
+                        checkpoints.save(checkpoint, saved, opt, step, traj, meta)
                     break
                 opt.step()
                 pb.update(1)
                 if checkpoint is not None and (step + 1) % checkpoint_every == 0:
-                    save_checkpoint(checkpoint, saved, opt, step, traj, meta)
+                    checkpoints.save(checkpoint, saved, opt, step, traj, meta)
     finally:
         for t in params:
             t.requires_grad_(False)

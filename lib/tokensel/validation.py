@@ -1,0 +1,138 @@
+"""Argument checks shared by every public function (in the spirit of scikit-learn's
+``check_scalar`` / ``check_array``): validate first, then act.
+
+Each helper returns the value in its canonical type, or raises an :mod:`tokensel.errors` exception whose
+message names the argument, says what it got and what it needs. Nothing is coerced silently: a float
+where an int is needed, a string where a list is needed or a boolean where a number is needed is refused
+rather than truncated or iterated.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import ArgumentTypeError, InvalidArgumentError
+
+__all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_path", "check_int_array",
+           "check_real_array"]
+
+
+def _short(value) -> str:
+    r = repr(value)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def check_int(value, name: str, *, min: int | None = None, max: int | None = None,
+              error=InvalidArgumentError) -> int:
+    """``value`` as a Python int; refuses bools, floats (even ``2.0``), strings and tensors of other types."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.dtype.is_floating_point \
+                and value.dtype != torch.bool:
+            value = int(value)
+        else:
+            raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__} {_short(value)}")
+    value = int(value)
+    if min is not None and value < min:
+        raise error(f"{name} must be an int >= {min}, got {value}")
+    if max is not None and value > max:
+        raise error(f"{name} must be an int <= {max}, got {value}")
+    return value
+
+
+def check_real(value, name: str, *, min: float | None = None, max: float | None = None,
+               min_inclusive: bool = True, max_inclusive: bool = True, finite: bool = True,
+               error=InvalidArgumentError) -> float:
+    """``value`` as a Python float; refuses bools, strings, NaN (always) and inf (unless ``finite=False``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 0 and value.dtype not in (torch.bool, np.bool_) \
+                and not getattr(value.dtype, "is_complex", False) and np.asarray(value).dtype.kind in "iuf":
+            value = float(value)
+        else:
+            raise ArgumentTypeError(f"{name} must be a real number, got {type(value).__name__} {_short(value)}")
+    value = float(value)
+    if math.isnan(value):
+        raise error(f"{name} must be a number, got NaN")
+    if finite and math.isinf(value):
+        raise error(f"{name} must be finite, got {value}")
+    if min is not None and (value < min or (not min_inclusive and value == min)):
+        raise error(f"{name} must be {'>=' if min_inclusive else '>'} {min}, got {value!r}")
+    if max is not None and (value > max or (not max_inclusive and value == max)):
+        raise error(f"{name} must be {'<=' if max_inclusive else '<'} {max}, got {value!r}")
+    return value
+
+
+def check_bool(value, name: str, *, allow_none: bool = False):
+    """``value`` as a Python bool (``numpy.bool_`` accepted); refuses ints, strings and other truthy values."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.ndim == 0:
+        return bool(value)
+    raise ArgumentTypeError(f"{name} must be True or False{' (or None)' if allow_none else ''}, "
+                            f"got {type(value).__name__} {_short(value)}")
+
+
+def check_choice(value, name: str, choices, error=InvalidArgumentError):
+    """``value`` if it is one of ``choices`` (compared by equality, strings by exact spelling)."""
+    if not isinstance(value, str) and all(isinstance(c, str) for c in choices):
+        raise ArgumentTypeError(f"{name} must be one of {tuple(choices)}, got {type(value).__name__} {_short(value)}")
+    if value not in choices:
+        raise error(f"{name} must be one of {tuple(choices)}, got {_short(value)}")
+    return value
+
+
+def check_path(value, name: str, *, allow_none: bool = True):
+    """``value`` as a :class:`~pathlib.Path` (a str or path-like), or None when allowed."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (str, os.PathLike)) and str(value).strip():
+        return Path(value)
+    raise ArgumentTypeError(f"{name} must be a file path (str or pathlib.Path){' or None' if allow_none else ''}, "
+                            f"got {type(value).__name__} {_short(value)}")
+
+
+def _as_numpy(value, name: str) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be an array of numbers, got a {type(value).__name__}")
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise InvalidArgumentError(f"{name} must be a rectangular array of numbers ({exc})") from None
+    return arr
+
+
+def check_int_array(value, name: str, *, ndim: int | None = None, error=InvalidArgumentError) -> np.ndarray:
+    """``value`` as an int64 numpy array; refuses float (even integer-valued), bool, object and string arrays."""
+    arr = _as_numpy(value, name)
+    if arr.size == 0 and arr.dtype.kind == "f":  # np.asarray([]) is float64: an empty list is fine
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"{name} must hold integers, got an array of dtype {arr.dtype}"
+                                + (": convert integer-valued floats explicitly with .astype(int)"
+                                   if arr.dtype.kind == "f" else ""))
+    if ndim is not None and arr.ndim != ndim:
+        raise error(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_real_array(value, name: str, *, ndim: int | None = None, finite: bool = True,
+                     error=InvalidArgumentError) -> np.ndarray:
+    """``value`` as a float64 numpy array; refuses bool, object and string arrays, and NaN/inf when ``finite``."""
+    arr = _as_numpy(value, name)
+    if arr.dtype.kind not in "iuf":
+        raise ArgumentTypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise error(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    arr = arr.astype(np.float64, copy=False)
+    if finite and not np.all(np.isfinite(arr)):
+        raise error(f"{name} contains NaN or inf")
+    return arr
