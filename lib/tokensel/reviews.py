@@ -89,14 +89,14 @@ def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float =
                eval_every: int = 25, checkpoint=None):
     """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
-    resumes where it stopped (see :func:`tokensel.training.train_joint`); the book does not use it,
-    since a checkpoint does not record the library code it was made with."""
+    resumes where it stopped (see :func:`tokensel.training.train_joint`); a checkpoint of another recipe,
+    data set, seed or setting is refused."""
     from .model import AttentionModel
     from .training import train_joint
 
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint)
+                       eval_every=eval_every, checkpoint=checkpoint, recipe="full")
     return model, traj.to_frame()
 
 
@@ -109,7 +109,7 @@ def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float
 
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint)
+                       eval_every=eval_every, checkpoint=checkpoint, recipe="frozen_E")
     return model, traj.to_frame()
 
 
@@ -130,5 +130,5 @@ def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 
     eta0 = one_step_eta(data) if eta0 is None else eta0
     model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
     traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint)
+                       eval_every=eval_every, checkpoint=checkpoint, recipe=f"one_step_then_freeze(eta0={eta0!r})")
     return model, traj.to_frame()

@@ -1,0 +1,167 @@
+"""Checkpoints cannot lie: a checkpoint resumes only the run that wrote it, is read without running
+code, resumes on another device, and survives two processes writing it at once."""
+
+import io
+import multiprocessing
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import CheckpointError, DivergenceError, InvalidParameterError
+
+
+def _data(seed=1):
+    return ts.synthetic.independent_tokens(80, 30, length=8, delta=0.8, seed=seed).batch
+
+
+KW = dict(steps=6, lr=0.05, eval_every=2, progress=False)
+
+
+def _finished(path, model=None, batch=None, **kw):
+    model = model or ts.AttentionModel.init(30, 8, seed=0)
+    ts.train_joint(model, batch or _data(), checkpoint=path, **{**KW, **kw})
+    return model
+
+
+def _flip(batch):
+    return ts.RaggedBatch(batch.ids, batch.offsets, -batch.labels, batch.vocab_size)
+
+
+@pytest.mark.parametrize("change, differs", [
+    (lambda: dict(batch=_flip(_data())), "training data"),
+    (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=5)), "initial parameters"),
+    (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=0, dtype=torch.float32)), "dtype"),
+    (lambda: dict(params=("p", "v")), "params"),
+    (lambda: dict(recipe="frozen_E"), "recipe"),
+    (lambda: dict(test_batch=_data(2)), "test data"),
+])
+def test_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
+    path = tmp_path / "run.pt"
+    _finished(path)
+    before = path.read_bytes()
+    kw = change()
+    model = kw.pop("model", None) or ts.AttentionModel.init(30, 8, seed=0)
+    E0 = model.E.clone()
+    with pytest.raises(CheckpointError, match=f"belongs to another run: it differs in .*{differs}"):
+        ts.train_joint(model, kw.pop("batch", None) or _data(), checkpoint=path, **{**KW, **kw})
+    assert torch.equal(model.E, E0), "the model changed before the refusal"
+    assert path.read_bytes() == before, "the refused checkpoint was modified"
+
+
+def test_one_step_ablation_refuses_the_frozen_ablations_checkpoint(tmp_path):
+    """The same settings (params p and v), but E after one step is not the frozen random E."""
+    batch = _data()
+    path = tmp_path / "ablation.pt"
+    _finished(path, batch=batch, params=("p", "v"))
+    stepped = ts.one_step(ts.AttentionModel.init(30, 8, seed=0), batch, eta0=5.0)
+    with pytest.raises(CheckpointError, match="initial parameters"):
+        ts.train_joint(stepped, batch, checkpoint=path, params=("p", "v"), **KW)
+
+
+def test_a_crafted_checkpoint_cannot_run_code(tmp_path):
+    marker = tmp_path / "pwned.txt"
+
+    class Evil:
+        def __reduce__(self):
+            return (exec, (f"import pathlib; pathlib.Path({str(marker)!r}).write_text('pwned')",))
+
+    path = tmp_path / "evil.pt"
+    torch.save({"format": 2, "tensors": {}, "opt": {}, "step": 0, "traj": Evil(), "meta": {}}, path)
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=path, **KW)
+    assert not marker.exists()
+    with open(tmp_path / "plain.pt", "wb") as fh:
+        pickle.dump(Evil(), fh)
+    with pytest.raises(CheckpointError):
+        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=tmp_path / "plain.pt", **KW)
+    assert not marker.exists()
+
+
+def _as_if_written_on_a_gpu(path):
+    """Rewrite a CPU checkpoint so that its tensors say they were saved on 'cuda'."""
+    z = zipfile.ZipFile(path)
+    names = z.namelist()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as w:
+        for n in names:
+            data = z.read(n)
+            if n.endswith("data.pkl"):
+                assert b"X\x03\x00\x00\x00cpu" in data
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x04\x00\x00\x00cuda")
+            w.writestr(n, data)
+    path.write_bytes(out.getvalue())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA to see the mapping")
+def test_a_gpu_checkpoint_resumes_on_the_cpu(tmp_path):
+    path = tmp_path / "gpu.pt"
+    whole = _finished(tmp_path / "cpu.pt")
+    ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=path, **KW)
+    _as_if_written_on_a_gpu(path)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        torch.load(path, weights_only=True)  # the file really names a CUDA device
+    again = ts.AttentionModel.init(30, 8, seed=0)
+    ts.train_joint(again, _data(), checkpoint=path, **KW)
+    assert torch.equal(again.E, whole.E)
+
+
+def _save_many(args):
+    path, k = args
+    from tokensel.training import Trajectory
+
+    E = torch.full((50, 40), float(k))
+    opt = torch.optim.Adam([E], lr=0.1)
+    for i in range(25):
+        ts.checkpoints.save(path, {"E": E}, opt, i, Trajectory("adam"), {"run": k})
+    return k
+
+
+def test_two_processes_saving_one_checkpoint_collide_on_nothing(tmp_path):
+    path = str(tmp_path / "shared.pt")
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        assert sorted(pool.map(_save_many, [(path, 0), (path, 1)])) == [0, 1]
+    state = torch.load(path, weights_only=True)
+    assert state["meta"]["run"] in (0, 1) and torch.all(state["tensors"]["E"] == state["meta"]["run"])
+    assert not list(tmp_path.glob(".shared.pt.*.tmp"))
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(checkpoint_every=0), InvalidParameterError, "checkpoint_every must be an int >= 1"),
+    (dict(eval_every=0), InvalidParameterError, "eval_every must be an int >= 1"),
+    (dict(steps=2.5), TypeError, "steps must be an int"),
+    (dict(steps="3"), TypeError, "steps must be an int"),
+    (dict(lr=float("nan")), InvalidParameterError, "lr must be a number"),
+    (dict(lr=-1.0), InvalidParameterError, "lr must be > 0"),
+    (dict(params="E"), InvalidParameterError, "params must be"),
+    (dict(params=("E", "E")), InvalidParameterError, "params must be"),
+    (dict(progress="yes"), TypeError, "progress must be True or False"),
+    (dict(checkpoint=3), TypeError, "checkpoint must be a file path"),
+])
+def test_bad_training_settings_leave_the_model_untouched(tmp_path, kwargs, error, message):
+    model = ts.AttentionModel.init(30, 8, seed=0)
+    E0, p0 = model.E.clone(), model.p.clone()
+    args = {**KW, "checkpoint": tmp_path / "x.pt", **kwargs}
+    with pytest.raises(error, match=message):
+        ts.train_joint(model, _data(), **args)
+    assert torch.equal(model.E, E0) and torch.equal(model.p, p0)
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_a_diverging_run_stops_with_the_model_of_the_last_finite_step():
+    batch = _data()
+    model = ts.AttentionModel.init(30, 8, seed=0)
+    with pytest.raises(DivergenceError, match="lr=1e\\+200 is probably too large") as info:
+        ts.train_joint(model, batch, steps=50, lr=1e200, params=("E", "p", "v"), eval_every=1, progress=False)
+    model.validate()  # every parameter is finite: the failing update was not applied
+    assert info.value.step >= 1
+
+
+def test_a_diverging_variant_stops_with_finite_parameters():
+    batch = _data()
+    model = ts.variants.VariantModel.init("two_layer", 30, 8, seed=0)
+    with pytest.raises(DivergenceError):
+        ts.variants.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
+    model.validate()
