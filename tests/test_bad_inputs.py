@@ -37,8 +37,8 @@ def _variant(vocab=None):
 
 CASES = [
     ("seed negative", lambda: ts.seed_everything(-1), ValueError, "seed must be an int >= 0"),
-    ("seed not an int", lambda: ts.seed_everything(1.5), ValueError, "seed must be an int"),
-    ("zero threads", lambda: ts.seed_everything(0, threads=0), ValueError, "threads must be >= 1"),
+    ("seed not an int", lambda: ts.seed_everything(1.5), TypeError, "seed must be an int"),
+    ("zero threads", lambda: ts.seed_everything(0, threads=0), ValueError, "threads must be an int >= 1"),
     ("claim without a name", lambda: ts.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
     ("zero bins", lambda: ts.statistics.binned(np.zeros(3), np.zeros(3), bins=0), ValueError, "bins must be"),
     ("no finite pairs to bin", lambda: ts.statistics.binned(np.full(3, np.nan), np.zeros(3)), ValueError,
@@ -64,9 +64,9 @@ CASES = [
      InvalidBatchError, "E has 99 rows"),
     ("empty subset", lambda: _batch().subset([]), InvalidBatchError, "empty"),
     ("documents and labels disagree",
-     lambda: ts.text.encode(["a b"], [1, -1], ts.text.build_vocabulary(["a b"], min_df=1)), InvalidBatchError,
+     lambda: ts.text.encode([["a", "b"]], [1, -1], ts.text.build_vocabulary([["a", "b"]], min_df=1)), InvalidBatchError,
      "1 documents but 2 labels"),
-    ("min_df above 1 but not an int", lambda: ts.text.build_vocabulary(["a b"], min_df=1.5), ValueError,
+    ("min_df above 1 but not an int", lambda: ts.text.build_vocabulary([["a", "b"]], min_df=1.5), ValueError,
      "min_df must be"),
     ("unknown review data set", lambda: ts.reviews.prepare_reviews("mnist"), ValueError, "unknown data set"),
     ("unknown variant", lambda: ts.variants.VariantModel.init("lstm", 5, 3), InvalidParameterError, "kind"),

@@ -46,7 +46,7 @@ def test_multiclass_labels():
         (dict(sequences=[[0], [1]], labels=[0, 4], num_classes=4), "must lie in 0..3"),
         (dict(sequences=[[0], [1]], labels=[0, 1], num_classes=1), "num_classes must be an int >= 2"),
         (dict(sequences=[], labels=[]), "at least one sequence"),
-        (dict(sequences=[[0], [1]], labels=[1, -1], vocab_size=0), "vocab_size must be >= 1"),
+        (dict(sequences=[[0], [1]], labels=[1, -1], vocab_size=0), "vocab_size must be an int >= 1"),
     ],
 )
 def test_bad_batches(kwargs, message):

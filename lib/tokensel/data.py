@@ -18,17 +18,22 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .errors import InvalidBatchError
+from .errors import ArgumentTypeError, InvalidBatchError
+from .validation import check_int, check_int_array
 
 
 def _as_long(x, name: str) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
-    if t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
-        if t.dtype.is_floating_point and t.numel() and not torch.all(t == torch.round(t)):
-            raise InvalidBatchError(f"{name} must be integers, got non-integer values")
-        if t.dtype == torch.bool or t.dtype.is_complex:
-            raise InvalidBatchError(f"{name} must be integers, got dtype {t.dtype}")
-    return t.to(torch.long)
+    """An integer tensor as int64; floats (even integer-valued), bools, strings and objects are refused."""
+    if isinstance(x, torch.Tensor):
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+            raise InvalidBatchError(f"{name} must be integers, got a tensor of dtype {x.dtype}"
+                                    + (": convert explicitly with .long()" if x.dtype.is_floating_point else ""))
+        return x.to(torch.long)
+    try:
+        arr = check_int_array(x, name, error=InvalidBatchError)
+    except ArgumentTypeError as exc:
+        raise InvalidBatchError(str(exc)) from None
+    return torch.from_numpy(np.ascontiguousarray(arr))
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,15 @@ class RaggedBatch:
                 f"0..{vocab_size - 1}"
             )
         n = offsets.numel() - 1
-        labels = torch.as_tensor(np.asarray(self.labels) if not isinstance(self.labels, torch.Tensor) else self.labels)
+        labels = self.labels
+        if not isinstance(labels, torch.Tensor):
+            arr = np.asarray(labels) if not isinstance(labels, (str, bytes)) else np.asarray([labels])
+            if arr.dtype.kind not in "iuf":
+                raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array "
+                                        f"of dtype {arr.dtype}")
+            labels = torch.from_numpy(np.ascontiguousarray(arr))
+        elif labels.dtype == torch.bool or labels.dtype.is_complex:
+            raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got dtype {labels.dtype}")
         labels = labels.to(device)
         if labels.shape != (n,):
             raise InvalidBatchError(f"expected {n} labels (one per sequence), got shape {tuple(labels.shape)}")
@@ -127,7 +140,16 @@ class RaggedBatch:
         num_classes: int | None = None,
     ) -> "RaggedBatch":
         """Build a batch from a list of token-id lists. ``vocab_size`` defaults to max id + 1."""
-        seqs = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sequences]
+        if isinstance(sequences, (str, bytes)) or not hasattr(sequences, "__len__"):
+            raise InvalidBatchError(f"sequences must be a list of token-id lists, got {type(sequences).__name__}")
+        seqs = []
+        for i, s in enumerate(sequences):
+            if isinstance(s, (str, bytes)):
+                raise InvalidBatchError(f"sequence {i} is a string: pass token ids (ints), e.g. via tokensel.text.encode")
+            try:
+                seqs.append(check_int_array(s, f"sequence {i}", ndim=1, error=InvalidBatchError))
+            except ArgumentTypeError as exc:
+                raise InvalidBatchError(str(exc)) from None
         if not seqs:
             raise InvalidBatchError("a batch needs at least one sequence, got none")
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
@@ -135,6 +157,8 @@ class RaggedBatch:
         ids = np.concatenate(seqs) if lengths.sum() else np.zeros(0, dtype=np.int64)
         if vocab_size is None:
             vocab_size = int(ids.max()) + 1 if ids.size else 1
+        else:
+            vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidBatchError)
         return cls(torch.from_numpy(ids), torch.from_numpy(offsets), labels, vocab_size, num_classes)
 
     # ------------------------------------------------------------------ views
@@ -179,8 +203,9 @@ class RaggedBatch:
 
     def sequence(self, i: int) -> torch.Tensor:
         """Token ids of sequence ``i``."""
+        i = check_int(i, "i")
         if not -self.n <= i < self.n:
-            raise IndexError(f"sequence index {i} out of range for a batch of {self.n}")
+            raise InvalidBatchError(f"sequence index {i} out of range for a batch of {self.n}")
         i = i % self.n
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
@@ -191,7 +216,22 @@ class RaggedBatch:
 
     def subset(self, index) -> "RaggedBatch":
         """The sequences selected by ``index`` (indices or a boolean mask), in that order."""
-        index = torch.as_tensor(np.asarray(index) if not isinstance(index, torch.Tensor) else index)
+        if isinstance(index, (bool, np.bool_)) or isinstance(index, (int, np.integer)):
+            raise InvalidBatchError(f"index must be a list of sequence indices or a boolean mask, got {index!r}")
+        if isinstance(index, torch.Tensor):
+            index = index.cpu()
+        else:
+            arr = np.asarray(index) if not isinstance(index, (str, bytes)) else np.asarray([index])
+            if arr.size == 0:
+                arr = arr.astype(np.int64)
+            index = torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "iub" else None
+            if index is None:
+                raise InvalidBatchError(f"index must hold integers or booleans, got an array of dtype {arr.dtype}")
+        if index.dtype.is_floating_point or index.dtype.is_complex:
+            raise InvalidBatchError(f"index must hold integers or booleans, got dtype {index.dtype}: "
+                                    "convert integer-valued floats explicitly")
+        if index.ndim != 1:
+            raise InvalidBatchError(f"index must be 1-D, got shape {tuple(index.shape)}")
         if index.dtype == torch.bool:
             if index.shape != (self.n,):
                 raise InvalidBatchError(f"boolean mask must have shape ({self.n},), got {tuple(index.shape)}")
@@ -215,8 +255,7 @@ class RaggedBatch:
 
     def truncate(self, max_len: int) -> "RaggedBatch":
         """Keep the first ``max_len`` tokens of every sequence."""
-        if max_len < 1:
-            raise InvalidBatchError(f"max_len must be >= 1, got {max_len}")
+        max_len = check_int(max_len, "max_len", min=1, error=InvalidBatchError)
         lengths = torch.clamp(self.lengths, max=max_len)
         new_off = torch.cat([torch.zeros(1, dtype=torch.long, device=self.device), torch.cumsum(lengths, 0)])
         rel = torch.arange(int(new_off[-1]), device=self.device) - torch.repeat_interleave(new_off[:-1], lengths)

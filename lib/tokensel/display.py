@@ -7,16 +7,24 @@ import html
 import numpy as np
 import torch
 
+from .errors import InvalidArgumentError
+from .validation import check_real_array
+
 
 def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 102, 172") -> str:
     """One review as HTML, each word shaded by its attention weight (relative to the largest
     weight in the review); out-of-vocabulary words are shown in grey and take no attention."""
-    weights = np.asarray(weights, dtype=float)
+    words = [w for w in words] if not isinstance(words, str) else None
+    if words is None or not all(isinstance(w, str) for w in words):
+        raise InvalidArgumentError("words must be a list of str (the review's words, e.g. from tokenize)")
+    weights = check_real_array(weights, "weights", ndim=1)
+    if isinstance(in_vocab, str):
+        raise InvalidArgumentError("in_vocab must be a list of booleans, one per word")
     in_vocab = list(in_vocab)
     if len(in_vocab) != len(words):
-        raise ValueError(f"{len(words)} words but {len(in_vocab)} in-vocabulary flags")
+        raise InvalidArgumentError(f"{len(words)} words but {len(in_vocab)} in-vocabulary flags")
     if weights.ndim != 1 or weights.size != sum(map(bool, in_vocab)):
-        raise ValueError(f"expected one weight per in-vocabulary word ({sum(map(bool, in_vocab))}), "
+        raise InvalidArgumentError(f"expected one weight per in-vocabulary word ({sum(map(bool, in_vocab))}), "
                          f"got weights of shape {weights.shape}")
     top = weights.max() if weights.size and weights.max() > 0 else 1.0
     parts, k = [], 0

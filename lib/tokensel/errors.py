@@ -58,6 +58,10 @@ class CheckpointError(InvalidArgumentError):
     The file is left as it is."""
 
 
+class UnknownWordError(TokenselError, KeyError):
+    """A word is not in the vocabulary."""
+
+
 class DataUnavailableError(TokenselError, FileNotFoundError):
     """A data set could be loaded neither from the local data directory nor from the hub."""
 

@@ -17,7 +17,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataUnavailableError
+from .errors import DataUnavailableError, InvalidArgumentError
+from .validation import check_choice, check_path
 
 DATA_DIR_ENV = "TOKENSEL_DATA_DIR"
 
@@ -63,10 +64,11 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
         warnings.filterwarnings("ignore", message="IProgress not found")
         import datasets
 
-    if name not in SOURCES:
-        raise ValueError(f"unknown data set {name!r}; known: {sorted(SOURCES)}")
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if not isinstance(name, str) or name not in SOURCES:
+        raise InvalidArgumentError(f"unknown data set {name!r}; known: {sorted(SOURCES)}")
+    check_choice(split, "split", ("train", "test"))
+    if data_dir is not None:
+        check_path(data_dir, "data_dir")
     src = SOURCES[name]
     root = globals()["data_dir"](data_dir)
     if root is not None:
@@ -81,13 +83,25 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
         path = root / src.local_files[split]
         if not path.is_file():
             raise DataUnavailableError(f"missing data file {str(path)!r}. " + _fix_hint(name, split))
-        try:
-            ds = datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
+        import pyarrow.parquet as pq
+
+        try:  # read the file's own metadata first: a damaged file is told apart from a cache problem
+            rows = pq.read_metadata(str(path)).num_rows
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise DataUnavailableError(
-                f"could not read {str(path)!r} ({type(exc).__name__}: {exc}); the file may be "
-                "corrupted or truncated: restore it from the original source (see the data README)."
-            ) from exc
+                f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {exc}); the file may be "
+                "corrupted or truncated: compare it with the checksums in the data README and fetch it again "
+                "if they differ.") from exc
+        if rows == 0:
+            raise DataUnavailableError(f"{str(path)!r} is a valid parquet file with no rows: point "
+                                       f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split))
+        try:
+            ds = datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
+        except OSError as exc:
+            raise DataUnavailableError(
+                f"{str(path)!r} is readable, but Hugging Face datasets could not prepare it in its cache "
+                f"({type(exc).__name__}: {exc}): make the cache folder writable or point HF_DATASETS_CACHE at "
+                "a writable folder.") from exc
         desc = f"{name}/{split} from local parquet {path}" + (f" ({src.note})" if src.note else "")
     else:
         try:

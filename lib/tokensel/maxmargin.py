@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from .data import RaggedBatch
-from .errors import InfeasibleSVMError, InvalidParameterError
+from .errors import ArgumentTypeError, InfeasibleSVMError, InvalidParameterError, SolverError
+from .validation import check_bool, check_choice, check_int_array
 
 
 @dataclass
@@ -110,6 +111,39 @@ def find_cycle(pairs: np.ndarray):
     return None
 
 
+def _check_pairs(pairs) -> np.ndarray:
+    try:
+        pairs = check_int_array(pairs, "pairs", error=InvalidParameterError)
+    except ArgumentTypeError as exc:
+        raise InvalidParameterError(str(exc)) from None
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array of token ids, got shape {pairs.shape}")
+    return pairs
+
+
+def _check_solver(solver, opts: dict) -> str:
+    import cvxpy as cp
+
+    if not isinstance(solver, str) or not solver:
+        raise InvalidParameterError(f"solver must be a cvxpy solver name such as 'CLARABEL', got {solver!r}")
+    if solver.upper() not in cp.installed_solvers():
+        raise SolverError(f"the solver {solver!r} is not installed; installed: {cp.installed_solvers()}: "
+                          "install it (pip install ...) or pass one of those")
+    return solver.upper()
+
+
+def _solve(prob, solver: str, **opts) -> None:
+    """``prob.solve`` with solver failures (a crash, an unknown option) as :class:`SolverError`."""
+    import cvxpy as cp
+
+    try:
+        prob.solve(solver=solver, **opts)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"the solver {solver} failed ({exc}): try another solver (solver='SCS')") from exc
+    except (TypeError, ValueError) as exc:
+        raise SolverError(f"the solver {solver} refused its options {sorted(opts)} ({exc})") from exc
+
+
 def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver: str = "CLARABEL",
                verbose: bool = False, **solver_opts) -> SVMResult:
     """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
@@ -120,15 +154,14 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
     import cvxpy as cp
     import scipy.sparse as sp
 
-    if form not in ("sparse", "dense"):
-        raise InvalidParameterError(f"form must be 'sparse' or 'dense', got {form!r}")
-    if not isinstance(E, torch.Tensor) or E.ndim != 2:
-        raise InvalidParameterError("E must be a 2-D torch tensor")
+    check_choice(form, "form", ("sparse", "dense"), error=InvalidParameterError)
+    check_bool(verbose, "verbose")
+    solver = _check_solver(solver, solver_opts)
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or not E.dtype.is_floating_point:
+        raise InvalidParameterError("E must be a 2-D floating-point torch tensor (|S| x d)")
     if not torch.all(torch.isfinite(E)):
         raise InvalidParameterError("E contains NaN or inf")
-    pairs = np.asarray(pairs, dtype=np.int64)
-    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
-        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array, got shape {pairs.shape}")
+    pairs = _check_pairs(pairs)
     S, d = E.shape
     if pairs.min() < 0 or pairs.max() >= S:
         raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
@@ -158,15 +191,16 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
         for key in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
             solver_opts.setdefault(key, 1e-10)
     t0 = time.perf_counter()
-    try:
-        prob.solve(solver=solver, verbose=verbose, **solver_opts)
-    except cp.error.SolverError as exc:
-        raise InfeasibleSVMError(f"the solver {solver} failed on the ATT-SVM: {exc}") from exc
+    _solve(prob, solver, verbose=verbose, **solver_opts)
     total = time.perf_counter() - t0
-    if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
+    if prob.status in ("infeasible", "infeasible_inaccurate"):
         raise InfeasibleSVMError(
             f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
             f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p")
+    if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
+        raise SolverError(f"the solver {solver} stopped with status {prob.status!r} on the ATT-SVM "
+                          f"({len(pairs)} pairs, {len(tokens)} tokens, d = {d}): feasibility is unknown; "
+                          "try another solver (solver='SCS') or a larger iteration limit (max_iter=...)")
     pv = np.asarray(p.value, dtype=np.float64)
     margins = (En[pairs[:, 0]] - En[pairs[:, 1]]) @ pv
     stats = prob.solver_stats
@@ -193,25 +227,37 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     """
     import cvxpy as cp
 
-    pairs = np.asarray(pairs, dtype=np.int64)
-    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
-        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array, got shape {pairs.shape}")
+    pairs = _check_pairs(pairs)
+    solver = _check_solver(solver, {})
+    if not isinstance(gram, torch.Tensor) or not gram.dtype.is_floating_point:
+        raise InvalidParameterError(f"gram must be a floating-point torch tensor (|S| x |S|), got {type(gram).__name__}")
     G = gram.detach().cpu().numpy().astype(np.float64)
     if G.ndim != 2 or G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
         raise InvalidParameterError("gram must be square and cover every token of the pairs")
+    if not np.all(np.isfinite(G)):
+        raise InvalidParameterError("gram contains NaN or inf")
     cycle = find_cycle(pairs)
     if cycle is not None:
         raise InfeasibleSVMError(f"the selection is infeasible: cycle {cycle}", cycle=cycle)
     tokens = np.unique(pairs)
     local = np.searchsorted(tokens, pairs)
-    Ginv = np.linalg.inv(G[np.ix_(tokens, tokens)])
-    Ginv = (Ginv + Ginv.T) / 2
-    L = np.linalg.cholesky(Ginv)  # c^T Ginv c = ||L^T c||^2
+    sub = G[np.ix_(tokens, tokens)]
+    if not np.allclose(sub, sub.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(sub).max()))):
+        raise InvalidParameterError("gram must be symmetric (a Gram matrix E E^T)")
+    try:
+        Ginv = np.linalg.inv(sub)
+        Ginv = (Ginv + Ginv.T) / 2
+        L = np.linalg.cholesky(Ginv)  # c^T Ginv c = ||L^T c||^2
+    except np.linalg.LinAlgError:
+        raise InvalidParameterError(
+            "gram is singular or not positive definite on the tokens of the pairs: the score-space form needs "
+            "linearly independent embeddings (d >= the number of tokens); use max_margin on E instead") from None
     c = cp.Variable(len(tokens))
     prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ c)), [c[local[:, 0]] - c[local[:, 1]] >= 1])
-    prob.solve(solver=solver, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    opts = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10) if solver == "CLARABEL" else {}
+    _solve(prob, solver, **opts)
     if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise InfeasibleSVMError(f"the score-space SVM has no solution (status {prob.status!r})")
+        raise SolverError(f"the score-space SVM solve stopped with status {prob.status!r}: try solver='SCS'")
     out = np.full(G.shape[0], np.nan)
     out[tokens] = c.value
     return torch.from_numpy(out), float(np.sqrt(max(prob.value, 0.0)))

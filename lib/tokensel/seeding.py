@@ -14,6 +14,8 @@ import random
 import numpy as np
 import torch
 
+from .validation import check_int
+
 DEFAULT_THREADS = int(os.environ.get("TOKENSEL_THREADS", "2"))
 
 
@@ -23,10 +25,9 @@ def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> Non
     A fixed thread count matters for bitwise determinism: the order of floating-point
     reductions in torch's CPU kernels depends on how work is split between threads.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    if threads is not None and int(threads) < 1:
-        raise ValueError(f"threads must be >= 1 (or None to leave torch's setting), got {threads!r}")
+    seed = check_int(seed, "seed", min=0)
+    if threads is not None:
+        threads = check_int(threads, "threads", min=1)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -36,8 +37,7 @@ def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> Non
 
 def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     """A fresh torch generator seeded with ``seed`` (an int; numpy ints are accepted)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = check_int(seed, "seed")
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g
@@ -45,6 +45,5 @@ def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
 
 def rng(seed: int) -> np.random.Generator:
     """A fresh NumPy generator seeded with ``seed``."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    return np.random.default_rng(int(seed))
+    seed = check_int(seed, "seed", min=0)
+    return np.random.default_rng(seed)

@@ -19,7 +19,8 @@ import torch
 
 from .core import scatter_tokens, segment_max
 from .data import RaggedBatch
-from .errors import InvalidBatchError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
+from .validation import check_choice, check_int, check_real, check_real_array
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -51,7 +52,7 @@ def alpha(batch: RaggedBatch, normalise: str = "length") -> torch.Tensor:
         return scatter_tokens(per_occ, batch) / batch.n
     if normalise == "count":
         return scatter_tokens(y[batch.seg], batch)
-    raise ValueError(f"normalise must be 'length' or 'count', got {normalise!r}")
+    raise InvalidArgumentError(f"normalise must be 'length' or 'count', got {normalise!r}")
 
 
 def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
@@ -70,7 +71,7 @@ def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
         pos = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy > 0).double())
         neg = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy < 0).double())
     else:
-        raise ValueError(f"per must be 'occurrence' or 'document', got {per!r}")
+        raise InvalidArgumentError(f"per must be 'occurrence' or 'document', got {per!r}")
     tot = pos + neg
     gap = (pos - neg) / tot
     return torch.where(tot > 0, gap, torch.full_like(gap, float("nan")))
@@ -111,8 +112,7 @@ def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> None:
                                 f"got {getattr(x, 'shape', type(x).__name__)}")
     if not bool(torch.isfinite(x).all()):
         raise InvalidBatchError(f"{name} contains NaN or inf")
-    if not (tol >= 0):
-        raise ValueError(f"tol must be >= 0, got {tol}")
+    check_real(tol, "tol", min=0.0)
 
 
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
@@ -137,22 +137,41 @@ def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -
     return torch.zeros(batch.n, dtype=torch.long, device=mask.device).index_add_(0, batch.seg, missing.long()) == 0
 
 
-def binned(x, y, bins: int = 20, range_=None):
+def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     """Tokens binned by ``x`` into ``bins`` equal-width bins; per bin the count, mean, std and the
-    10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame."""
+    10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame.
+
+    ``range_ = (lo, hi)`` fixes the bins' span (default: the finite ``x`` values' own range). Values of
+    ``x`` outside it are handled as ``out_of_range`` says: ``"raise"`` (default) refuses them,
+    ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin."""
     import pandas as pd
 
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"bins must be an int >= 1, got {bins!r}")
-    x = np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
-    y = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y, dtype=np.float64)
+    bins = check_int(bins, "bins", min=1)
+    check_choice(out_of_range, "out_of_range", ("raise", "drop", "clip"))
+    x = check_real_array(x, "x", finite=False)
+    y = check_real_array(y, "y", finite=False)
     if x.shape != y.shape:
-        raise ValueError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
+        raise InvalidArgumentError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     if x.size == 0:
-        raise ValueError("no finite (x, y) pairs to bin")
-    lo, hi = range_ if range_ is not None else (x.min(), x.max())
+        raise InvalidArgumentError("no finite (x, y) pairs to bin")
+    if range_ is None:
+        lo, hi = float(x.min()), float(x.max())
+    else:
+        if isinstance(range_, (str, bytes)) or not hasattr(range_, "__len__") or len(range_) != 2:
+            raise InvalidArgumentError(f"range_ must be a pair (lo, hi), got {range_!r}")
+        lo, hi = (check_real(r, f"range_[{i}]") for i, r in enumerate(range_))
+    if not lo < hi:
+        raise InvalidArgumentError(f"the binning range must have lo < hi, got ({lo!r}, {hi!r})"
+                                   + ("" if range_ is not None else ": x has a single value"))
+    outside = (x < lo) | (x > hi)
+    if outside.any():
+        if out_of_range == "raise":
+            raise InvalidArgumentError(f"{int(outside.sum())} values of x lie outside range_ = ({lo!r}, {hi!r}): "
+                                       "widen range_, or pass out_of_range='drop' or 'clip'")
+        if out_of_range == "drop":
+            x, y = x[~outside], y[~outside]
     edges = np.linspace(lo, hi, bins + 1)
     idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
     rows = []
@@ -211,14 +230,20 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
     """
     from scipy.stats import spearmanr
 
-    g = torch.as_tensor(gap).double().cpu()
-    s, v = torch.as_tensor(scores).double().cpu(), torch.as_tensor(values).double().cpu()
+    bins = check_int(bins, "bins", min=1)
+    central = check_real(central, "central", min=0.0, min_inclusive=False)
+    g = torch.from_numpy(check_real_array(gap, "gap", ndim=1, finite=False))
+    s = torch.from_numpy(check_real_array(scores, "scores", ndim=1, finite=False))
+    v = torch.from_numpy(check_real_array(values, "values", ndim=1, finite=False))
+    if not g.shape == s.shape == v.shape:
+        raise InvalidArgumentError(f"gap, scores and values need one entry per token each, got lengths "
+                                   f"{len(g)}, {len(s)}, {len(v)}")
     seen = torch.isfinite(g)
     bins_p, bins_v = binned(g, s, bins=bins), binned(g, v, bins=bins)
     fp, fv = bins_p[bins_p["count"] > 0], bins_v[bins_v["count"] > 0]
     centre = fp[fp.center.abs() < central]["mean"]
     if centre.empty or len(fp) < 2:
-        raise ValueError("too few filled bins to measure the U-shape")
+        raise InvalidArgumentError("too few filled bins to measure the U-shape")
     u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
     rho = float(spearmanr(fv.center, fv["mean"]).statistic)
     return bins_p, bins_v, float(u_gap), rho
@@ -229,10 +254,13 @@ def values_spread(bins_v) -> float:
     bin means of ``E_s^T v``, in units of the median within-bin standard deviation. Near 1 when
     the bin means differ by no more than the token-to-token noise (as at initialisation); the
     attention-only models of chapter 07 reach 6 to 8 at paper scale."""
+    if not hasattr(bins_v, "columns") or not {"count", "mean", "std"} <= set(bins_v.columns):
+        raise ArgumentTypeError("bins_v must be a table from binned() (columns count, mean, std), got "
+                                f"{type(bins_v).__name__}")
     filled = bins_v[bins_v["count"] > 0]
     if len(filled) < 2:
-        raise ValueError("too few filled bins to measure the spread of the values")
+        raise InvalidArgumentError("too few filled bins to measure the spread of the values")
     scale = float(filled["std"].median())
     if not scale > 0:
-        raise ValueError("the bins' standard deviations are zero: the spread is undefined")
+        raise InvalidArgumentError("the bins' standard deviations are zero: the spread is undefined")
     return float((filled["mean"].max() - filled["mean"].min()) / scale)

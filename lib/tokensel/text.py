@@ -1,7 +1,9 @@
 """From review text to token ids: a tokenizer, a vocabulary rule, and encoding.
 
-Tokenizer: lower-case, HTML line breaks (``<br />``) and other tags replaced by spaces, then words
-are maximal runs of letters and digits, keeping an inner apostrophe (``don't``, ``it's``).
+Tokenizer: Unicode NFC normalisation, lower-case, HTML line breaks (``<br />``) and other tags replaced
+by spaces, then words are maximal runs of letters (of any script, with their combining marks) and digits,
+keeping one inner apostrophe (``don't``, ``it's``; the typographic ``’`` counts as ``'``). Scripts written
+without spaces (Chinese, Japanese) come out as one word per run of characters.
 
 Vocabulary rule: a word enters the vocabulary when it occurs in at least ``min_df`` documents
 of the training split (document frequency, so one review repeating a word cannot bring it in),
@@ -12,6 +14,7 @@ the vocabulary are dropped from the sequences.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -19,18 +22,35 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+import regex
+
 from .data import RaggedBatch
-from .errors import InvalidBatchError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
+from .validation import check_int, check_int_array, check_real
 
 _TAG = re.compile(r"<[^>]{0,20}>")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:'[\p{L}\p{M}]+)?")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words of ``text`` with HTML tags such as ``<br />`` removed."""
+    """Lower-cased words of ``text`` (letters of any script, digits) with HTML tags such as ``<br />`` removed."""
     if not isinstance(text, str):
-        raise TypeError(f"tokenize expects a str, got {type(text).__name__}")
-    return _WORD.findall(_TAG.sub(" ", text.lower()))
+        raise ArgumentTypeError(f"tokenize expects a str, got {type(text).__name__}")
+    text = unicodedata.normalize("NFC", text).lower().replace("\u2019", "'")
+    return _WORD.findall(_TAG.sub(" ", text))
+
+
+def _check_documents(tokenized, name: str = "tokenized") -> None:
+    """A list of documents, each a list of str words (not a str, which would iterate over characters)."""
+    if isinstance(tokenized, (str, bytes)) or not isinstance(tokenized, Sequence):
+        raise ArgumentTypeError(f"{name} must be a list of documents, each a list of words (from tokenize), "
+                                f"got {type(tokenized).__name__}")
+    for i, doc in enumerate(tokenized):
+        if isinstance(doc, (str, bytes)) or not isinstance(doc, Sequence):
+            raise ArgumentTypeError(f"{name}[{i}] must be a list of words (tokenize(text)), got "
+                                    f"{type(doc).__name__}: tokenize each document first")
+        if doc and not isinstance(doc[0], str):
+            raise ArgumentTypeError(f"{name}[{i}] must hold str words, got {type(doc[0]).__name__}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +76,7 @@ class Vocabulary:
         try:
             return self._index[word]
         except KeyError:
-            raise KeyError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
+            raise UnknownWordError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
 
     def ids(self, words: Iterable[str]) -> list[int]:
         """Ids of the in-vocabulary words, in order (out-of-vocabulary words dropped)."""
@@ -78,22 +98,23 @@ def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int | float = 5
     ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
     rounded up to a count).
     """
+    _check_documents(tokenized)
     n_docs = len(tokenized)
     if n_docs == 0:
-        raise ValueError("cannot build a vocabulary from zero documents")
-    if isinstance(min_df, float) and 0.0 < min_df < 1.0:
+        raise InvalidArgumentError("cannot build a vocabulary from zero documents")
+    if isinstance(min_df, (float, np.floating)) and 0.0 < min_df < 1.0:
         min_df = max(1, int(np.ceil(min_df * n_docs)))
-    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
-        raise ValueError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
-    if max_df is not None and not 0.0 < max_df <= 1.0:
-        raise ValueError(f"max_df must lie in (0, 1], got {max_df}")
+    if isinstance(min_df, (bool, np.bool_)) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
+        raise InvalidArgumentError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
+    if max_df is not None:
+        max_df = check_real(max_df, "max_df", min=0.0, max=1.0, min_inclusive=False)
     df = Counter()
     for doc in tokenized:
         df.update(set(doc))
     cap = n_docs if max_df is None else max_df * n_docs
     kept = sorted(((w, c) for w, c in df.items() if min_df <= c <= cap), key=lambda wc: (-wc[1], wc[0]))
     if not kept:
-        raise ValueError(f"no word occurs in at least {min_df} of the {n_docs} documents")
+        raise InvalidArgumentError(f"no word occurs in at least {min_df} of the {n_docs} documents: lower min_df")
     words, counts = zip(*kept)
     return Vocabulary(tuple(words), np.array(counts, dtype=np.int64), int(min_df), max_df)
 
@@ -106,9 +127,14 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
     ``max_len`` in-vocabulary tokens. Documents left without any token are dropped too.
     Returns ``(batch, kept)`` where ``kept`` holds the indices of the documents in the batch.
     """
-    if max_len is not None and max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    labels = np.asarray(labels)
+    _check_documents(tokenized)
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary (from build_vocabulary), got {type(vocab).__name__}")
+    if max_len is not None:
+        max_len = check_int(max_len, "max_len", min=1)
+    labels = labels.cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    if labels.ndim != 1:
+        raise InvalidBatchError(f"labels must be 1-D (one per document), got shape {labels.shape}")
     if len(labels) != len(tokenized):
         raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
     seqs, kept = [], []
@@ -128,6 +154,10 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
 
 def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
     """Words of a sequence of ids."""
-    if isinstance(ids, torch.Tensor):
-        ids = ids.tolist()
-    return [vocab.words[i] for i in ids]
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
+    ids = check_int_array(ids.cpu() if isinstance(ids, torch.Tensor) else ids, "ids", ndim=1)
+    if ids.size and (ids.min() < 0 or ids.max() >= len(vocab)):
+        raise InvalidArgumentError(f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(ids.min())}.."
+                                   f"{int(ids.max())}")
+    return [vocab.words[i] for i in ids.tolist()]

@@ -23,7 +23,7 @@ import torch
 from . import checkpoints
 from .core import score_value_grads
 from .data import RaggedBatch
-from .errors import DivergenceError, InvalidParameterError
+from .errors import DivergenceError, InvalidParameterError, SolverError
 from .gradients import gradients
 from .model import AttentionModel
 from .progress import bar
@@ -180,7 +180,7 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     sol = solve_ivp(rhs, (0.0, float(t_max)), model.p.detach().cpu().numpy().astype(np.float64),
                     method="RK45", t_eval=t_eval, rtol=rtol, atol=atol)
     if sol.status < 0:
-        raise RuntimeError(f"gradient-flow integration failed: {sol.message}")
+        raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
     traj = Trajectory(method="flow")
     ref = None if reference is None else reference.to(device=device, dtype=dtype)
     for k, t in enumerate(sol.t):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .data import RaggedBatch
-from .errors import InvalidBatchError, InvalidParameterError
+from .errors import DataUnavailableError, InvalidBatchError, InvalidParameterError
 from .mixing import MixPlan, entry_attention, mix
 from .model import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
 from .progress import bar
@@ -252,7 +252,7 @@ def read_paper_scale(folder):
 
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"no recorded runs at {folder}")
+        raise DataUnavailableError(f"no recorded runs at {folder}")
     rows, bins = [], {}
     for kind, name in RECORDED_NAMES.items():
         summary, table = folder / f"summary_{kind}.json", folder / f"bins_{kind}.csv"
@@ -263,5 +263,5 @@ def read_paper_scale(folder):
         bv = bp[["bin", "left", "right", "center", "count"]].assign(mean=bp["mean_v"], std=bp["std_v"])
         bins[name] = (bp.drop(columns=["mean_v", "std_v"]), bv)
     if not rows:
-        raise FileNotFoundError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
+        raise DataUnavailableError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
     return pd.DataFrame(rows).set_index("model"), bins
