@@ -39,7 +39,7 @@ book: $(STAMP)
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
-	$(BIN)/python -m tokensel.checks verify _build/checks
+	$(BIN)/python -m tokensel verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 bench: $(STAMP)

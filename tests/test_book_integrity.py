@@ -38,18 +38,23 @@ ts.end_chapter()
 """
 
 
-def _build(tmp_path, body):
+def _build(tmp_path, body, header=HEADER):
     book = tmp_path / "book"
     book.mkdir()
     config = (ROOT / "_config.yml").read_text().replace("references.bib", str(ROOT / "references.bib"))
     (book / "_config.yml").write_text(config)
     (book / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
-    (book / "chapter.md").write_text(HEADER % body)
+    (book / "chapter.md").write_text(header % body)
     env = dict(os.environ, TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"), TOKENSEL_PROGRESS="0",
                PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     out = subprocess.run([str(BIN / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
                          capture_output=True, text=True, env=env, timeout=600)
-    return out.returncode, out.stdout + out.stderr
+    if out.returncode:
+        return out.returncode, out.stdout + out.stderr
+    # the build's last step, as in `make book`: every recorded claim must hold
+    check = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
+                           capture_output=True, text=True, env=env, cwd=book, timeout=120)
+    return check.returncode, out.stdout + out.stderr + check.stdout + check.stderr
 
 
 @pytest.mark.slow
@@ -65,6 +70,25 @@ def test_false_claim_fails_the_build_and_names_it(tmp_path):
     rc, log = _build(tmp_path, 'ts.check("a deliberately false claim", 1.0, 2.0, tol=0.1)')
     assert rc != 0
     assert "ClaimFailedError" in log and "a deliberately false claim" in log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [
+    'try:\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)\nexcept Exception:\n    pass',
+    'import contextlib\nwith contextlib.suppress(AssertionError):\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)',
+], ids=["try-except", "suppress"])
+def test_a_false_claim_fails_the_build_however_it_is_caught(tmp_path, body):
+    rc, log = _build(tmp_path, body)
+    assert rc != 0 and "a caught false claim" in log, log[-3000:]
+
+
+@pytest.mark.slow
+def test_a_false_claim_in_a_raises_exception_cell_fails_the_build(tmp_path):
+    book = HEADER.replace("ts.end_chapter()\n```", "```\n\n```{code-cell} ipython3\n:tags: [raises-exception]\n"
+                          "ts.check(\"a tolerated false claim\", 1.0, 2.0, tol=0.1)\n```\n\n```{code-cell} ipython3\n"
+                          "ts.end_chapter()\n```")
+    rc, log = _build(tmp_path, "pass", header=book)
+    assert rc != 0 and "a tolerated false claim" in log, log[-3000:]
 
 
 @pytest.mark.slow

@@ -111,7 +111,7 @@ def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
         ts.checks.verify(tmp_path, expected=["sly"])
     with pytest.raises(ClaimFailedError, match="a hidden false claim"):
         ts.checks.report(["sly"])
-    out = subprocess.run([sys.executable, "-m", "tokensel.checks", "verify", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "a hidden false claim" in out.stderr
 

@@ -8,7 +8,7 @@ into one folder never overwrite each other's records.
 
 :func:`check` raises :class:`~tokensel.errors.ClaimFailedError` when the claim does not hold, so a false
 claim stops its cell. It records the failure *before* raising, and :func:`verify` (run by
-``make book`` after the build, ``python -m tokensel.checks verify``) fails on any recorded failure
+``make book`` after the build, ``python -m tokensel verify``) fails on any recorded failure
 and on any chapter that started but did not finish: a failure caught by ``try``/``except`` or by a
 cell tagged ``raises-exception`` still fails the build.
 
@@ -296,13 +296,15 @@ def toc_chapters(root: Path | None = None) -> list[str]:
 
 
 def checked_chapters(root: Path | None = None) -> list[str]:
-    """The chapters of ``_toc.yml`` whose source records claims (calls ``start_chapter``)."""
+    """The names under which the chapters of ``_toc.yml`` record claims (their ``start_chapter("...")``)."""
+    import re
+
     root = root or book_root()
     out = []
     for stem in toc_chapters(root):
         src = [p for p in sorted(root.glob(f"**/{stem}.md")) if "_build" not in p.parts and ".venv" not in p.parts]
-        if src and "start_chapter(" in src[0].read_text():
-            out.append(stem)
+        if src:
+            out += re.findall(r"""start_chapter\(\s*["']([^"']+)["']\s*\)""", src[0].read_text())
     return out
 
 
@@ -370,10 +372,10 @@ def report(expected: list[str], directory: Path | None = None):
 
 
 def main(argv=None) -> int:
-    """``python -m tokensel.checks verify [DIR]``: exit 1 with every problem named, else print a summary."""
+    """``python -m tokensel verify [DIR]``: exit 1 with every problem named, else print a summary."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "verify" or len(argv) > 2:
-        print("usage: python -m tokensel.checks verify [RESULTS_DIR]", file=sys.stderr)
+        print("usage: python -m tokensel verify [RESULTS_DIR]", file=sys.stderr)
         return 2
     d = Path(argv[1]) if len(argv) == 2 else results_dir()
     try:
@@ -384,6 +386,3 @@ def main(argv=None) -> int:
     print(f"book claims: {n} hold in {chapters} chapters")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .errors import ArgumentTypeError, InvalidBatchError
-from .validation import check_int, check_int_array
+from .validation import check_int, check_int_array, check_real_array
 
 
 def _as_long(x, name: str) -> torch.Tensor:
@@ -88,7 +88,11 @@ class RaggedBatch:
         n = offsets.numel() - 1
         labels = self.labels
         if not isinstance(labels, torch.Tensor):
-            arr = np.asarray(labels) if not isinstance(labels, (str, bytes)) else np.asarray([labels])
+            try:
+                arr = check_real_array(labels, "labels", finite=False, error=InvalidBatchError) \
+                    if not isinstance(labels, (str, bytes)) else np.asarray([labels])
+            except ArgumentTypeError:
+                arr = np.asarray(["?"])
             if arr.dtype.kind not in "iuf":
                 raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array "
                                         f"of dtype {arr.dtype}")
@@ -111,7 +115,7 @@ class RaggedBatch:
             labels = labels.to(torch.float64)
         else:
             K = self.num_classes
-            if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+            if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 2 <= K <= 2**31:
                 raise InvalidBatchError(f"num_classes must be an int >= 2, got {K!r}")
             if labels.dtype.is_floating_point and not torch.all(labels == torch.round(labels)):
                 raise InvalidBatchError("class labels must be integers")
@@ -221,10 +225,15 @@ class RaggedBatch:
         if isinstance(index, torch.Tensor):
             index = index.cpu()
         else:
-            arr = np.asarray(index) if not isinstance(index, (str, bytes)) else np.asarray([index])
+            try:
+                arr = np.asarray(index) if not isinstance(index, (str, bytes)) else np.asarray([index])
+            except ValueError:
+                raise InvalidBatchError("index must be a flat list of sequence indices or a boolean mask") from None
+            if arr.dtype.kind == "u":
+                arr = arr.astype(np.int64) if not arr.size or arr.max() < 2**63 else arr.astype(object)
             if arr.size == 0:
                 arr = arr.astype(np.int64)
-            index = torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "iub" else None
+            index = torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "ib" else None
             if index is None:
                 raise InvalidBatchError(f"index must hold integers or booleans, got an array of dtype {arr.dtype}")
         if index.dtype.is_floating_point or index.dtype.is_complex:
@@ -290,7 +299,11 @@ class DistinctTokens:
 
 def labels_from_01(labels) -> torch.Tensor:
     """Map 0/1 labels (as in the IMDB and Yelp files) to -1/+1."""
-    lab = torch.as_tensor(np.asarray(labels))
+    try:
+        arr = check_real_array(labels, "labels", ndim=1, error=InvalidBatchError)
+    except ArgumentTypeError as exc:
+        raise InvalidBatchError(str(exc)) from None
+    lab = torch.from_numpy(arr)
     ok = (lab == 0) | (lab == 1)
     if not torch.all(ok):
         bad = int(torch.nonzero(~ok)[0])

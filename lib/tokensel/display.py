@@ -14,11 +14,10 @@ from .validation import check_real_array
 def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 102, 172") -> str:
     """One review as HTML, each word shaded by its attention weight (relative to the largest
     weight in the review); out-of-vocabulary words are shown in grey and take no attention."""
-    words = [w for w in words] if not isinstance(words, str) else None
-    if words is None or not all(isinstance(w, str) for w in words):
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         raise InvalidArgumentError("words must be a list of str (the review's words, e.g. from tokenize)")
     weights = check_real_array(weights, "weights", ndim=1)
-    if isinstance(in_vocab, str):
+    if not isinstance(in_vocab, (list, tuple, np.ndarray)) or not all(isinstance(b, (bool, np.bool_)) for b in in_vocab):
         raise InvalidArgumentError("in_vocab must be a list of booleans, one per word")
     in_vocab = list(in_vocab)
     if len(in_vocab) != len(words):

@@ -13,6 +13,7 @@ import torch
 
 from .core import score_value_grads, score_value_grads_multiclass
 from .data import RaggedBatch
+from .errors import InvalidParameterError
 from .model import AttentionModel, MultiClassAttentionModel
 
 
@@ -54,6 +55,11 @@ class Gradients:
 
 def gradients(model, batch: RaggedBatch, stable: bool = True) -> Gradients:
     """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``."""
+    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
+        raise InvalidParameterError(f"model must be an AttentionModel or MultiClassAttentionModel, got "
+                                    f"{type(model).__name__}")
+    if not isinstance(stable, bool):
+        raise InvalidParameterError(f"stable must be True or False, got {stable!r}")
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
     if isinstance(model, MultiClassAttentionModel):

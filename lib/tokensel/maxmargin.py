@@ -57,11 +57,12 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
     :func:`tokensel.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
     """
-    selected = torch.as_tensor(selected)
-    if selected.dtype != torch.bool or selected.shape != batch.ids.shape:
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
+    if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
         raise InvalidParameterError(
             f"selected must be a boolean mask of shape {tuple(batch.ids.shape)}, got "
-            f"{selected.dtype} {tuple(selected.shape)}")
+            f"{getattr(selected, 'dtype', type(selected).__name__)} {tuple(getattr(selected, 'shape', ()))}")
     S = batch.vocab_size
     seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
     key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
@@ -84,7 +85,7 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
 
 def find_cycle(pairs: np.ndarray):
     """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
-    pairs = np.asarray(pairs)
+    pairs = _check_pairs(pairs)
     succ: dict[int, list[int]] = {}
     for a, b in pairs.tolist():
         succ.setdefault(a, []).append(b)

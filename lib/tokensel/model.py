@@ -17,7 +17,7 @@ import torch
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
 from .seeding import generator
-from .validation import check_choice, check_int
+from .validation import MAX_ELEMENTS, check_choice, check_int
 
 
 HALF = (torch.float16, torch.bfloat16)
@@ -26,9 +26,9 @@ HALF = (torch.float16, torch.bfloat16)
 def _check_dtype(dtype) -> None:
     """Parameters are float32 or float64: half precision is refused (its softmax sums overflow once a
     token repeats a few thousand times, and the book's statistics need more digits)."""
-    if dtype not in (torch.float32, torch.float64):
+    if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.float64):
         raise InvalidParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
-                                    + (": half precision is not supported for parameters" if dtype in HALF else ""))
+                                    + (": half precision is not supported for parameters" if isinstance(dtype, torch.dtype) and dtype in HALF else ""))
 
 
 def _check_tensor(name, t, shape, dtype=None, device=None):
@@ -109,6 +109,9 @@ class AttentionModel(_EmbeddingModel):
         check_int(seed, "seed", min=0, error=InvalidParameterError)
         check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
         _check_dtype(dtype)
+        if vocab_size * d > MAX_ELEMENTS:
+            raise InvalidParameterError(f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
+                                        "this library allocates: lower vocab_size or d")
         g = generator(seed)
         E = torch.randn(vocab_size, d, generator=g, dtype=torch.float64) / d**0.5
         p = torch.randn(d, generator=g, dtype=torch.float64) / d**0.5

@@ -27,7 +27,7 @@ def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> Non
     """
     seed = check_int(seed, "seed", min=0)
     if threads is not None:
-        threads = check_int(threads, "threads", min=1)
+        threads = check_int(threads, "threads", min=1, max=4096)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -37,7 +37,7 @@ def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> Non
 
 def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     """A fresh torch generator seeded with ``seed`` (an int; numpy ints are accepted)."""
-    seed = check_int(seed, "seed")
+    seed = check_int(seed, "seed", min=0)
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g

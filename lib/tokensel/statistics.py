@@ -47,6 +47,7 @@ def alpha(batch: RaggedBatch, normalise: str = "length") -> torch.Tensor:
     in positive minus occurrences in negative sequences.
     """
     y = _binary(batch)
+    check_choice(normalise, "normalise", ("length", "count"))
     if normalise == "length":
         per_occ = (y / batch.lengths.to(torch.float64))[batch.seg]
         return scatter_tokens(per_occ, batch) / batch.n
@@ -61,6 +62,7 @@ def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
     ``per="occurrence"`` counts occurrences; ``per="document"`` counts the documents containing ``s``.
     """
     y = _binary(batch)
+    check_choice(per, "per", ("occurrence", "document"))
     if per == "occurrence":
         pos, neg = counts(batch)
     elif per == "document":
@@ -81,6 +83,7 @@ def token_classes(batch: RaggedBatch, tol: float = 1e-12):
     """Classes of every token: a dict of boolean tensors ``positive``, ``negative``, ``irrelevant``
     (by the sign of ``alpha_s`` with tolerance ``tol``), ``completely_positive``,
     ``completely_negative`` and ``absent`` (tokens that never occur)."""
+    tol = check_real(tol, "tol", min=0.0)
     a = alpha(batch)
     pos, neg = counts(batch)
     return {
@@ -99,31 +102,50 @@ def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.T
     ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
     (``tol * ||p||``) when ``||p||`` is large.
     """
-    _check_token_vector(batch, c, "c", tol)
+    tol = _check_token_vector(batch, c, "c", tol)
     a = c[batch.ids]
     return a >= segment_max(a, batch)[batch.seg] - tol
+
+
+def _check_occurrence_vector(batch: RaggedBatch, x, name: str, boolean: bool = False) -> None:
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+    if not isinstance(x, torch.Tensor) or x.shape != (batch.num_tokens,) \
+            or (boolean and x.dtype != torch.bool) or (not boolean and not x.dtype.is_floating_point):
+        raise InvalidBatchError(f"{name} must be a {'boolean' if boolean else 'floating-point'} tensor with one entry "
+                                f"per token occurrence, shape ({batch.num_tokens},); got "
+                                f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+
+
+def _check_token_mask(batch: RaggedBatch, token_mask) -> None:
+    if not isinstance(token_mask, torch.Tensor) or token_mask.dtype != torch.bool \
+            or token_mask.shape != (batch.vocab_size,):
+        raise InvalidBatchError(f"token_mask must be a boolean tensor with one entry per vocabulary token, shape "
+                                f"({batch.vocab_size},); got {getattr(token_mask, 'dtype', type(token_mask).__name__)}")
 
 
 def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> None:
     if not isinstance(batch, RaggedBatch):
         raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-    if not isinstance(x, torch.Tensor) or x.shape != (batch.vocab_size,):
+    if not isinstance(x, torch.Tensor) or x.shape != (batch.vocab_size,) or not x.dtype.is_floating_point:
         raise InvalidBatchError(f"{name} must be a tensor of one value per token, shape ({batch.vocab_size},); "
                                 f"got {getattr(x, 'shape', type(x).__name__)}")
     if not bool(torch.isfinite(x).all()):
         raise InvalidBatchError(f"{name} contains NaN or inf")
-    check_real(tol, "tol", min=0.0)
+    return check_real(tol, "tol", min=0.0)
 
 
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
     """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask)."""
-    _check_token_vector(batch, w, "w", tol)
+    tol = _check_token_vector(batch, w, "w", tol)
     yu = _binary(batch).to(w.dtype)[batch.seg] * w[batch.ids]
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
 
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence softmax mass on the occurrences in ``mask``."""
+    _check_occurrence_vector(batch, q, "q")
+    _check_occurrence_vector(batch, mask, "mask", boolean=True)
     return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
 
 
@@ -132,6 +154,8 @@ def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -
 
     Sequences without such a token count as True.
     """
+    _check_occurrence_vector(batch, mask, "mask", boolean=True)
+    _check_token_mask(batch, token_mask)
     needed = token_mask[batch.ids]
     missing = needed & ~mask
     return torch.zeros(batch.n, dtype=torch.long, device=mask.device).index_add_(0, batch.seg, missing.long()) == 0
@@ -146,7 +170,7 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin."""
     import pandas as pd
 
-    bins = check_int(bins, "bins", min=1)
+    bins = check_int(bins, "bins", min=1, max=10**6)
     check_choice(out_of_range, "out_of_range", ("raise", "drop", "clip"))
     x = check_real_array(x, "x", finite=False)
     y = check_real_array(y, "y", finite=False)
@@ -203,6 +227,8 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
     tokens (``x`` and ``token_mask`` are per vocabulary token). Positive means every marked token is
     strictly above every unmarked one; ``+inf`` when a sequence has no unmarked token, ``-inf``
     when it has no marked token."""
+    _check_token_vector(batch, x, "x", 0.0)
+    _check_token_mask(batch, token_mask)
     vals = x[batch.ids].to(torch.float64)
     marked = token_mask.to(torch.bool)[batch.ids]
     inf = torch.full_like(vals, torch.inf)
@@ -215,6 +241,7 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
 def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
     every output is an average of its sequence's values (``w = E v``)."""
+    _check_token_vector(batch, w, "w", 0.0)
     best = segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
     return float(torch.nn.functional.softplus(-best).mean())
 
@@ -230,7 +257,7 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
     """
     from scipy.stats import spearmanr
 
-    bins = check_int(bins, "bins", min=1)
+    bins = check_int(bins, "bins", min=1, max=10**6)
     central = check_real(central, "central", min=0.0, min_inclusive=False)
     g = torch.from_numpy(check_real_array(gap, "gap", ndim=1, finite=False))
     s = torch.from_numpy(check_real_array(scores, "scores", ndim=1, finite=False))

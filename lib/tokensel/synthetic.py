@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from .data import RaggedBatch
-from .errors import InvalidBatchError
+from .errors import ArgumentTypeError, InvalidBatchError
+from .validation import check_int, check_real
 from .seeding import rng
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
@@ -45,10 +46,14 @@ class SyntheticData:
     planted_gap: np.ndarray | None = None
 
 
+MAX_SIZE = 10**8  # sequences, tokens per sequence or vocabulary: more would not fit in memory
+
+
 def _check_pos_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidBatchError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    try:
+        return check_int(value, name, min=minimum, max=MAX_SIZE, error=InvalidBatchError)
+    except ArgumentTypeError as exc:
+        raise InvalidBatchError(str(exc)) from None
 
 
 def _lengths(length, count, gen):
@@ -130,6 +135,7 @@ def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
     """Biases ``b_s`` for :func:`independent_tokens`: zero for a fraction of tokens, the rest
     evenly spaced in ``[-1, -h] ∪ [h, 1]`` (symmetric, so they sum to zero)."""
     vocab_size = _check_pos_int("vocab_size", vocab_size, 2)
+    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
     if not 0.0 <= frac_irrelevant < 1.0:
         raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
     m = vocab_size - int(round(frac_irrelevant * vocab_size))
@@ -155,8 +161,7 @@ def independent_tokens(n: int, vocab_size: int, length=20, delta: float = 1.0,
     n = _check_pos_int("n", n, 2)
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
-    if not 0.0 <= delta <= 1.0:
-        raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
+    delta = check_real(delta, "delta", min=0.0, max=1.0, error=InvalidBatchError)
     b = token_biases(vocab_size, frac_irrelevant)
     g = rng(seed)
     T = _lengths(length, n, g)
@@ -186,6 +191,7 @@ def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, len
         raise InvalidBatchError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
     if not 0.0 <= delta <= 1.0:
         raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
+    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
     if not 0.0 <= frac_irrelevant < 1.0:
         raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
     m = vocab_size - int(round(frac_irrelevant * vocab_size))

@@ -72,7 +72,10 @@ class Vocabulary:
         return word in self._index
 
     def id(self, word: str) -> int:
-        """The id of ``word``; KeyError if it is not in the vocabulary."""
+        """The id of ``word``; :class:`~tokensel.errors.UnknownWordError` (a KeyError) if it is not in the
+        vocabulary."""
+        if not isinstance(word, str):
+            raise ArgumentTypeError(f"word must be a str, got {type(word).__name__}")
         try:
             return self._index[word]
         except KeyError:
@@ -132,7 +135,10 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
         raise ArgumentTypeError(f"vocab must be a Vocabulary (from build_vocabulary), got {type(vocab).__name__}")
     if max_len is not None:
         max_len = check_int(max_len, "max_len", min=1)
-    labels = labels.cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    try:
+        labels = labels.cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    except ValueError:
+        raise InvalidBatchError("labels must be a flat list, one label per document") from None
     if labels.ndim != 1:
         raise InvalidBatchError(f"labels must be 1-D (one per document), got shape {labels.shape}")
     if len(labels) != len(tokenized):

@@ -25,9 +25,9 @@ from .core import score_value_grads
 from .data import RaggedBatch
 from .errors import DivergenceError, InvalidParameterError, SolverError
 from .gradients import gradients
-from .model import AttentionModel
+from .model import AttentionModel, MultiClassAttentionModel
 from .progress import bar
-from .validation import check_bool, check_int, check_path, check_real
+from .validation import MAX_STEPS, check_bool, check_choice, check_int, check_path, check_real
 
 
 @dataclass
@@ -87,9 +87,25 @@ def record_steps(steps: int, count: int = 200) -> np.ndarray:
     return np.unique(np.concatenate([[0], pts, [steps]]))
 
 
-def _check_positive(name, value):
-    if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-        raise InvalidParameterError(f"{name} must be a positive finite number, got {value!r}")
+def _check_positive(name, value) -> float:
+    return check_real(value, name, min=0.0, min_inclusive=False, error=InvalidParameterError)
+
+
+def _check_model(model, kinds=(AttentionModel,)):
+    if not isinstance(model, kinds):
+        raise InvalidParameterError(f"model must be {' or '.join(k.__name__ for k in kinds)}, got "
+                                    f"{type(model).__name__}")
+    model.validate()
+
+
+def _check_reference(reference, model):
+    if reference is None:
+        return None
+    if not isinstance(reference, torch.Tensor) or reference.shape != model.p.shape \
+            or not reference.dtype.is_floating_point or not bool(torch.isfinite(reference).all()):
+        raise InvalidParameterError(f"reference must be a finite floating-point tensor of shape {tuple(model.p.shape)} "
+                                    "(a direction such as p_mm), or None")
+    return reference.to(device=model.p.device, dtype=model.p.dtype)
 
 
 def one_step(model: AttentionModel, batch: RaggedBatch, eta0: float, stable: bool = True) -> AttentionModel:
@@ -97,7 +113,10 @@ def one_step(model: AttentionModel, batch: RaggedBatch, eta0: float, stable: boo
 
     ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
     """
-    _check_positive("eta0", eta0)
+    _check_model(model, (AttentionModel, MultiClassAttentionModel))
+    eta0 = _check_positive("eta0", eta0)
+    check_bool(stable, "stable")
+    model.check_batch(batch)
     out = model.copy()
     gradients(model, batch, stable=stable).apply_to_E(out.E, eta0)
     return out
@@ -114,17 +133,23 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
     the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
     ``monitor(p)``, if given, returns a dict of floats recorded with every record.
     """
-    if method not in ("gd", "normalized"):
-        raise InvalidParameterError(f"method must be 'gd' or 'normalized', got {method!r}")
-    _check_positive("lr", lr)
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InvalidParameterError(f"steps must be an int >= 1, got {steps!r}")
+    _check_model(model)
+    check_choice(method, "method", ("gd", "normalized"), error=InvalidParameterError)
+    lr = _check_positive("lr", lr)
+    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
+    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
+    check_bool(stable, "stable")
+    check_bool(progress, "progress", allow_none=True)
+    if max_norm is not None:
+        max_norm = _check_positive("max_norm", max_norm)
+    if monitor is not None and not callable(monitor):
+        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
+    ref = _check_reference(reference, model)
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
     w = E @ v
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method=method)
-    ref = None if reference is None else reference.to(device=p.device, dtype=p.dtype)
     with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
         for step in range(int(steps) + 1):
             r = score_value_grads(batch, E @ p, w, stable=stable)
@@ -165,7 +190,15 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     """
     from scipy.integrate import solve_ivp
 
-    _check_positive("t_max", t_max)
+    _check_model(model)
+    t_max = _check_positive("t_max", t_max)
+    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
+    rtol = _check_positive("rtol", rtol)
+    atol = _check_positive("atol", atol)
+    check_bool(stable, "stable")
+    if monitor is not None and not callable(monitor):
+        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
+    reference = _check_reference(reference, model)
     model.check_batch(batch)
     E, v = model.E, model.v
     w = E @ v
@@ -197,7 +230,7 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
 
 def check_training_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress) -> tuple:
     """Validate the settings every training loop shares; returns them in canonical types."""
-    steps = check_int(steps, "steps", min=1, error=InvalidParameterError)
+    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
     lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
     eval_every = check_int(eval_every, "eval_every", min=1, error=InvalidParameterError)
     checkpoint = check_path(checkpoint, "checkpoint")

@@ -19,6 +19,9 @@ import torch
 
 from .errors import ArgumentTypeError, InvalidArgumentError
 
+MAX_ELEMENTS = 2**34  # the largest tensor a function will allocate on request (128 GiB in float64)
+MAX_STEPS = 10**12  # more steps than any run can take: larger counts are typing errors
+
 __all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_path", "check_int_array",
            "check_real_array"]
 
@@ -38,6 +41,8 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
         else:
             raise ArgumentTypeError(f"{name} must be an int, got {type(value).__name__} {_short(value)}")
     value = int(value)
+    if not -(2**63) <= value < 2**63:
+        raise error(f"{name} = {value} is too large (it must fit in 64 bits)")
     if min is not None and value < min:
         raise error(f"{name} must be an int >= {min}, got {value}")
     if max is not None and value > max:
@@ -83,7 +88,9 @@ def check_choice(value, name: str, choices, error=InvalidArgumentError):
     """``value`` if it is one of ``choices`` (compared by equality, strings by exact spelling)."""
     if not isinstance(value, str) and all(isinstance(c, str) for c in choices):
         raise ArgumentTypeError(f"{name} must be one of {tuple(choices)}, got {type(value).__name__} {_short(value)}")
-    if value not in choices:
+    if isinstance(value, str) and value in choices:
+        return value
+    if isinstance(value, str) or not any(value is c for c in choices):
         raise error(f"{name} must be one of {tuple(choices)}, got {_short(value)}")
     return value
 
@@ -103,10 +110,16 @@ def _as_numpy(value, name: str) -> np.ndarray:
         return value.detach().cpu().numpy()
     if isinstance(value, (str, bytes)):
         raise ArgumentTypeError(f"{name} must be an array of numbers, got a {type(value).__name__}")
+    if value is None:
+        raise ArgumentTypeError(f"{name} must be an array of numbers, got None")
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError) as exc:  # ragged nested lists
-        raise InvalidArgumentError(f"{name} must be a rectangular array of numbers ({exc})") from None
+        raise InvalidArgumentError(f"{name} must be a rectangular array of numbers ({str(exc)[:80]})") from None
+    if arr.dtype.kind == "u":
+        if arr.size and arr.max() >= 2**63:
+            raise InvalidArgumentError(f"{name} has values too large for 64-bit integers")
+        arr = arr.astype(np.int64)
     return arr
 
 

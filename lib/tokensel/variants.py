@@ -138,6 +138,7 @@ class VariantModel(_EmbeddingModel):
     def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
         """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
         self.check_batch(batch)
+        chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
         outs = []
         for start in range(0, batch.n, chunk):
             sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
