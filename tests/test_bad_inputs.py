@@ -6,8 +6,12 @@ in ``test_data.py`` (``test_bad_batches`` and the batch constructor), ``test_gra
 (``test_bad_training_arguments``, checkpoint of another run), ``test_statistics.py``
 (``test_bad_generator_arguments``, statistics on the wrong label type), ``test_maxmargin.py``
 (``test_bad_pairs``, infeasible SVMs, bad masks), ``test_checks.py`` (``test_check_bad_arguments``,
-unfinished chapters) and ``test_text_and_loaders.py`` (unknown data sets and splits, missing,
-corrupted or wrong-schema parquet, a wrong data directory, an unreachable hub).
+unfinished chapters, non-boolean truth values, caught failures), ``test_text_and_loaders.py`` (unknown data
+sets and splits, missing, corrupted or wrong-schema parquet, a wrong data directory, an unreachable hub),
+``test_validation.py`` (silent coercions, Unicode, out-of-range binning, half precision, solver failures, empty
+files, an unwritable cache), ``test_checkpoints.py`` (checkpoints of other runs, crafted files, concurrent
+writers, settings checked before any change, divergence) and ``test_fuzz.py`` (every public entry point with
+malformed values).
 ``test_every_bad_input_is_counted`` counts them all.
 """
 
@@ -105,7 +109,8 @@ def test_every_bad_input_is_counted():
     here = Path(__file__).parent
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", str(here),
                           "-k", "bad or error or corrupt or missing or wrong or unreachable or infeasible "
-                                "or another_run or unfinished or no_record or unknown"],
+                                "or another_run or unfinished or no_record or unknown or refuse or coercion or half or malformed "
+                                "or diverg or crafted or collide or unwritable or singular or caught or boolean"],
                          capture_output=True, text=True, cwd=here.parent, timeout=300)
     ids = [line for line in out.stdout.splitlines() if "::" in line and "is_counted" not in line]
     print(f"{len(ids)} bad-input test cases")

@@ -1,0 +1,140 @@
+"""Validate first, reject rather than coerce: the cases found by trying the library with bad input, each
+raising a tokensel error that names the argument (they were truncated, coerced or crashed before)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import (ArgumentTypeError, DataUnavailableError, InvalidArgumentError, InvalidBatchError,
+                             InvalidParameterError, SolverError, TokenselError, UnknownWordError)
+
+
+def _batch():
+    return ts.synthetic.assumption1_pairs(6, 2, 5, length=(3, 5), seed=0).batch
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ts.RaggedBatch.from_sequences([[0.0, 1.7]], [1]), "must hold integers"),
+    (lambda: ts.RaggedBatch(torch.tensor([0.0, 1.0]), torch.tensor([0, 2]), [1], 2), "must be integers"),
+    (lambda: ts.RaggedBatch(np.array([0.0, 1.0]), np.array([0, 2]), [1], 2), "must hold integers"),
+    (lambda: _batch().subset([0.0, 1.9]), "integers or booleans"),
+    (lambda: _batch().subset(torch.tensor([0.0, 1.0])), "integers or booleans"),
+    (lambda: ts.RaggedBatch.from_sequences([[0, 1]], ["pos"]), "labels must be numbers"),
+    (lambda: ts.RaggedBatch.from_sequences(["ab"], [1]), "is a string"),
+])
+def test_no_silent_coercion_into_a_batch(call, message):
+    with pytest.raises(InvalidBatchError, match=message):
+        call()
+
+
+def test_float_svm_pairs_are_refused():
+    E = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(InvalidParameterError, match="pairs must hold integers"):
+        ts.max_margin(E, np.array([[0.0, 1.9]]))
+    with pytest.raises(InvalidParameterError, match="pairs must hold integers"):
+        ts.max_margin_scores(E, [[0.5, 1.0]])
+
+
+@pytest.mark.parametrize("docs", [["a good film", "a bad film"], "a good film", [["good"], "bad"]])
+def test_untokenized_documents_are_refused(docs):
+    with pytest.raises(ArgumentTypeError, match="tokenize"):
+        ts.text.build_vocabulary(docs, min_df=1)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Café naïve Ørsted", ["café", "naïve", "ørsted"]),
+    ("Cafe\u0301", ["café"]),  # decomposed accent: NFC makes it the same word
+    ("Ελληνικά γράμματα", ["ελληνικά", "γράμματα"]),
+    ("Привет, мир!", ["привет", "мир"]),
+    ("مرحبا بالعالم", ["مرحبا", "بالعالم"]),
+    ("שָׁלוֹם עוֹלָם", ["שָׁלוֹם", "עוֹלָם"]),
+    ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),
+    ("日本語の映画", ["日本語の映画"]),  # written without spaces: one run
+    ("좋은 영화", ["좋은", "영화"]),
+    ("don't it’s <br />fine", ["don't", "it's", "fine"]),
+])
+def test_tokenizer_keeps_letters_of_every_script(text, words):
+    assert ts.text.tokenize(text) == words
+
+
+def test_tokenizer_on_ascii_is_unchanged():
+    assert ts.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == \
+        ["it's", "a", "great", "film", "10", "10", "don't", "miss", "it"]
+
+
+def test_binned_handles_out_of_range_values_explicitly():
+    x, y = np.array([-2.0, 0.1, 0.5, 0.9, 3.0]), np.arange(5.0)
+    with pytest.raises(InvalidArgumentError, match="2 values of x lie outside range_"):
+        ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0))
+    dropped = ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="drop")
+    clipped = ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="clip")
+    assert dropped["count"].tolist() == [1, 2] and clipped["count"].tolist() == [2, 3]
+    with pytest.raises(InvalidArgumentError, match="lo < hi"):
+        ts.statistics.binned(x, y, range_=(1.0, 0.0))
+    with pytest.raises(InvalidArgumentError, match="same shape"):
+        ts.statistics.binned(x, y[:3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_parameters_are_refused(dtype):
+    with pytest.raises(InvalidParameterError, match="half precision"):
+        ts.AttentionModel.init(5, 3, dtype=dtype)
+    with pytest.raises(InvalidParameterError, match="half precision"):
+        ts.AttentionModel(torch.zeros(5, 3, dtype=dtype), torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype))
+    with pytest.raises(InvalidParameterError, match="half precision"):
+        ts.variants.VariantModel.init("mlp", 5, 3, dtype=dtype)
+
+
+def test_statistics_helpers_refuse_wrong_lengths():
+    b = _batch()
+    with pytest.raises(InvalidArgumentError, match="one entry per token"):
+        ts.statistics.shape_summary(np.zeros(5), np.zeros(6), np.zeros(5))
+    with pytest.raises(InvalidBatchError, match="one value per token"):
+        ts.statistics.loss_floor(b, torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(InvalidBatchError, match="one entry per token occurrence"):
+        ts.statistics.selected_mass(b, torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.bool))
+    with pytest.raises(InvalidBatchError, match="token_mask"):
+        ts.statistics.separation(b, torch.zeros(b.vocab_size, dtype=torch.float64), torch.zeros(2, dtype=torch.bool))
+    with pytest.raises(ArgumentTypeError, match="bins_v must be a table"):
+        ts.statistics.values_spread([1.0, 2.0])
+
+
+def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
+    G = torch.ones(3, 3, dtype=torch.float64)  # rank one
+    with pytest.raises(InvalidParameterError, match="singular or not positive definite"):
+        ts.max_margin_scores(G, np.array([[0, 1], [1, 2]]))
+    E = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(SolverError, match="not installed"):
+        ts.max_margin(E, np.array([[0, 1]]), solver="NO_SUCH_SOLVER")
+    with pytest.raises(SolverError, match="stopped with status|failed"):
+        ts.max_margin(torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)),
+                      np.array([[i, i + 1] for i in range(39)]), max_iter=1)
+    assert not issubclass(SolverError, ts.InfeasibleSVMError)
+
+
+def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(tmp_path, monkeypatch):
+    (tmp_path / "imdb").mkdir()
+    pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")}).to_parquet(
+        tmp_path / "imdb" / "test.parquet")
+    with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
+        ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    pd.DataFrame({"text": ["a fine film"], "label": [1]}).to_parquet(tmp_path / "imdb" / "test.parquet")
+
+    import datasets
+
+    def unwritable(*a, **k):
+        raise PermissionError(13, "Permission denied", "/read-only/cache")
+
+    monkeypatch.setattr(datasets, "load_dataset", unwritable)
+    with pytest.raises(DataUnavailableError, match="HF_DATASETS_CACHE") as info:
+        ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    assert "corrupted" not in str(info.value)
+
+
+def test_an_unknown_word_is_a_tokensel_key_error():
+    vocab = ts.text.build_vocabulary([["good", "film"]], min_df=1)
+    with pytest.raises(UnknownWordError) as info:
+        vocab.id("bad")
+    assert isinstance(info.value, KeyError) and isinstance(info.value, TokenselError)
