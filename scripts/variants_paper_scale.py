@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +39,10 @@ def main():
     ap.add_argument("--only", nargs="*", default=None,
                     help="models to run (one_layer mlp two_layer two_layer_wkq); each two-layer model needs "
                          "several minutes on an H100 at the defaults, so run them one per command there")
+    ap.add_argument("--scores-dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="dtype of the two-layer models' layer-1 score products during training (bfloat16: the "
+                         "GPU setting; softmax, parameters and evaluation stay float32)")
+    ap.add_argument("--commit", default=None, help="the library commit, recorded with the results")
     ap.add_argument("--out", default="results/variants")
     ap.add_argument("--checkpoints", default=None,
                     help="folder for the runs' checkpoints (default: <out>/checkpoints); a killed run started "
@@ -67,7 +72,8 @@ def main():
             model = ts.variants.VariantModel.init(kind, len(imdb.vocab), args.d, seed=0, device=args.device)
             hist = ts.variants.train_variant(model, train.to(args.device), steps=args.steps, lr=args.lr,
                                              test_batch=test.to(args.device), eval_every=50, chunk=args.chunk,
-                                             checkpoint=ckdir / f"{kind}.pt")
+                                             checkpoint=ckdir / f"{kind}.pt",
+                                             scores_dtype=torch.bfloat16 if args.scores_dtype == "bfloat16" else None)
         frame = hist.to_frame()
         bp, bv, u, rho = ts.statistics.shape_summary(gap, model.scores().detach(), model.values().detach())
         bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(out / f"bins_{kind}.csv", index=False)
@@ -75,6 +81,9 @@ def main():
                              test_loss=frame.test_loss.iloc[-1], u_gap=u, spearman_v=rho, seconds=time.time() - t0)
         print(kind, json.dumps({k: round(v, 4) for k, v in summary[kind].items()}), flush=True)
         summary[kind].update(steps=args.steps, d=args.d, max_len=args.max_len, lr=args.lr, n_train=train.n,
+                             scores_dtype=args.scores_dtype if kind in ("two_layer", "two_layer_wkq") else "float32",
+                             commit=args.commit, command=" ".join(sys.argv),
+                             spread_v=ts.statistics.values_spread(bv),
                              device=torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
                              torch=torch.__version__)
         (out / f"summary_{kind}.json").write_text(json.dumps(summary[kind], indent=1))

@@ -55,10 +55,47 @@ def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
         t.requires_grad_(True)
     m.p.data *= 5.0  # peaked attention
     sparse = _loss_and_grads(m, m.forward_prepared(*m.prepare(batch)))
-    dense = _loss_and_grads(m, m.forward_padded(*ts.variants.padded(batch)))
+    dense = _loss_and_grads(m, m.forward_reference(*ts.variants.padded(batch)))
     for a, b in zip(sparse, dense):
         assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
     assert sparse[1][15:].abs().max() == 0  # unused tokens get no gradient
+
+
+@pytest.mark.parametrize("kind", ["two_layer", "two_layer_wkq"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed):
+    """forward_padded never forms H and applies W1 to E once; in float64 it equals forward_reference."""
+    data = ts.synthetic.independent_tokens(30, 15, length=(2, 9), delta=0.8, seed=seed)
+    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[7], [3, 3, 3]],
+                                          data.batch.labels.tolist() + [1, -1], vocab_size=19)
+    m = ts.variants.VariantModel.init(kind, 19, 6, seed=seed, dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    for w in m.extra.values():  # away from the identity start, so W1 and W2 matter
+        w.add_(0.3 * torch.randn(w.shape, generator=g, dtype=torch.float64))
+    params = [m.E, m.p, *m.extra.values()]
+    for t in params:
+        t.requires_grad_(True)
+    m.p.data *= 4.0
+    ids, mask = ts.variants.padded(batch)
+
+    def grads(f):
+        loss = torch.nn.functional.softplus(-f).square().sum()
+        return [loss.detach()] + list(torch.autograd.grad(loss, params))
+
+    for a, b in zip(grads(m.forward_padded(ids, mask)), grads(m.forward_reference(ids, mask))):
+        assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
+
+
+def test_two_layer_bfloat16_scores_stay_close_to_float32():
+    data = ts.synthetic.independent_tokens(50, 30, length=(5, 20), delta=0.8, seed=3)
+    m = ts.variants.VariantModel.init("two_layer_wkq", 30, 32, seed=0)
+    ids, mask = ts.variants.padded(data.batch)
+    f32 = m.forward_padded(ids, mask)
+    bf16 = m.forward_padded(ids, mask, scores_dtype=torch.bfloat16)
+    assert f32.dtype == bf16.dtype == torch.float32
+    assert (f32 - bf16).abs().max() < 2e-2 * f32.abs().max()
+    with pytest.raises(InvalidParameterError, match="scores_dtype"):
+        m.forward_padded(ids, mask, scores_dtype=torch.float16)
 
 
 def test_mix_gradients_by_finite_differences():
@@ -138,11 +175,11 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     real = ts.variants.VariantModel.forward_padded
     calls = {"n": 0}
 
-    def dying(self, *a):  # dies in the middle of step 7 (3 chunks a step)
+    def dying(self, *a, **k):  # dies in the middle of step 7 (3 chunks a step)
         calls["n"] += 1
         if calls["n"] == 3 * 7 + 2:
             raise KeyboardInterrupt("killed")
-        return real(self, *a)
+        return real(self, *a, **k)
 
     monkeypatch.setattr(ts.variants.VariantModel, "forward_padded", dying)
     with pytest.raises(KeyboardInterrupt):

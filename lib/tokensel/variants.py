@@ -49,6 +49,15 @@ def padded(batch: RaggedBatch):
     return ids, mask
 
 
+def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
+    """Indices of the sequences of ``batch`` in parts of at most ``chunk`` (all of them when None), taken
+    in order of length, so that each padded part is as short as its longest member allows."""
+    if chunk is None or chunk >= batch.n:
+        return [torch.arange(batch.n)]
+    order = torch.argsort(batch.lengths.cpu(), stable=True)
+    return list(torch.split(order, chunk))
+
+
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1)
 
@@ -106,9 +115,12 @@ class VariantModel(_EmbeddingModel):
         models."""
         return (batch, MixPlan(batch)) if self.kind == "mlp" else padded(batch)
 
-    def forward_prepared(self, *prepared) -> torch.Tensor:
-        """Outputs from the result of :meth:`prepare`."""
-        return self.forward_entries(*prepared) if self.kind == "mlp" else self.forward_padded(*prepared)
+    def forward_prepared(self, *prepared, scores_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Outputs from the result of :meth:`prepare` (``scores_dtype``: see :meth:`forward_padded`; the MLP
+        head ignores it)."""
+        if self.kind == "mlp":
+            return self.forward_entries(*prepared)
+        return self.forward_padded(*prepared, scores_dtype=scores_dtype)
 
     def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
         """MLP head over the distinct entries of ``batch``: ``z = Q E`` as one sparse product
@@ -118,9 +130,42 @@ class VariantModel(_EmbeddingModel):
         z = mix(entry_attention(self.E @ self.p, plan), self.E, plan)
         return torch.relu(z @ self.extra["W1"].T) @ self.extra["W2"].T @ self.v
 
-    def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward_padded(self, ids: torch.Tensor, mask: torch.Tensor, scores_dtype: torch.dtype | None = None
+                       ) -> torch.Tensor:
         """Outputs over padded ids (n x T) and mask; for the MLP head the dense reference of
-        :meth:`forward_entries`."""
+        :meth:`forward_entries`.
+
+        The two-layer models never form ``H`` (n x T x d): the read-out needs only ``H u = X u + A (X u)``
+        for ``u = p'`` (``p``, or ``W2 p``) and ``u = v``, so the per-token work is the layer-1 score
+        product ``K X^T`` (with ``K = (E W1)[ids]``: ``W1`` is applied once to the |S| rows of ``E``, not to
+        every position) and a softmax, and ``A`` multiplies an (n x T x 2) tensor. Equal to
+        :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes ``K X^T`` from
+        bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU setting of
+        the paper-scale runs."""
+        if self.kind == "mlp":
+            return self.forward_reference(ids, mask)
+        if scores_dtype not in (None, torch.bfloat16):
+            raise InvalidParameterError(f"scores_dtype must be None or torch.bfloat16, got {scores_dtype!r}")
+        flat = ids.reshape(-1)
+        n, T = ids.shape
+        read = self.E @ torch.stack([self.effective_p(), self.v], 1)  # |S| x 2: c'_s and w_s
+        g = read.index_select(0, flat).view(n, T, 2)
+        low = (lambda t: t) if scores_dtype is None else (lambda t: t.to(scores_dtype))
+        # the 1/sqrt(d) of the scores is folded into the |S| x d tables before the gather
+        if self.kind == "two_layer_wkq":
+            X = low(self.E).index_select(0, flat).view(n, T, self.d)
+            K = low(self.E @ (self.extra["W1"] / self.d**0.5)).index_select(0, flat).view(n, T, self.d)
+        else:
+            X = K = low(self.E / self.d**0.25).index_select(0, flat).view(n, T, self.d)
+        S = torch.bmm(K, X.transpose(1, 2)).masked_fill(~mask[:, None, :], -torch.inf)
+        A = torch.softmax(S, dim=-1, dtype=self.E.dtype)  # float32 (or 64) even from bfloat16 scores
+        mixed = g + torch.bmm(A, g)  # [H p', H v] at every position
+        q = _masked_softmax(mixed[..., 0], mask)
+        return (q * mixed[..., 1]).sum(-1)
+
+    def forward_reference(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The models as written: gather ``X = E[ids]`` (n x T x d), form ``H = X + A X`` and read out
+        (the test reference of :meth:`forward_padded` and :meth:`forward_entries`)."""
         # n x T x d; index_select because its backward (index_add) sums in a fixed order on the
         # CPU, where that of E[ids] (index_put with accumulation) does not: runs must repeat bitwise
         X = self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
@@ -167,14 +212,18 @@ class VariantModel(_EmbeddingModel):
 
 def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float = 3e-3,
                   test_batch: RaggedBatch | None = None, eval_every: int = 25, progress: bool | None = None,
-                  chunk: int | None = None, checkpoint=None, checkpoint_every: int = 25):
+                  chunk: int | None = None, checkpoint=None, checkpoint_every: int = 25,
+                  scores_dtype: torch.dtype | None = None):
     """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed), gradients by
     autograd. With ``chunk``, each full-batch gradient is accumulated over chunks of ``chunk``
     sequences (the same gradient, less memory). Returns a :class:`~tokensel.training.Trajectory`.
 
     With ``checkpoint`` (a file path) the run saves its state every ``checkpoint_every`` steps and
     at the end, and a run started again with the same configuration resumes from there and ends
-    with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`)."""
+    with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`).
+
+    ``scores_dtype=torch.bfloat16`` computes the two-layer models' layer-1 scores in bfloat16 during
+    training (see :meth:`VariantModel.forward_padded`); evaluation stays in the parameters' dtype."""
     if not isinstance(model, VariantModel):
         raise InvalidParameterError(f"model must be a VariantModel, got {type(model).__name__}")
     steps, lr, eval_every, checkpoint, checkpoint_every = check_training_settings(
@@ -182,11 +231,13 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     if chunk is not None:
         chunk = check_int(chunk, "chunk", min=1,
                           error=InvalidParameterError)
+    if scores_dtype not in (None, torch.bfloat16):
+        raise InvalidParameterError(f"scores_dtype must be None or torch.bfloat16, got {scores_dtype!r}")
     model.validate()
     model.check_batch(batch)
     if test_batch is not None:
         model.check_batch(test_batch)
-    chunks = [torch.arange(s, min(s + (chunk or batch.n), batch.n)) for s in range(0, batch.n, chunk or batch.n)]
+    chunks = length_chunks(batch, chunk)
     parts = [(model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype)) for ix in chunks]
     params = [model.E, model.p, *model.extra.values()]
     opt = torch.optim.Adam(params, lr=lr, fused=True)
@@ -196,7 +247,8 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     start = 0
     if checkpoint is not None:
         meta = checkpoints.fingerprint(f"variant/{model.kind}", batch, {**saved, "v": model.v},
-                                       dict(lr=lr, steps=steps, eval_every=eval_every, chunk=chunk), test_batch)
+                                       dict(lr=lr, steps=steps, eval_every=eval_every, chunk=chunk,
+                                            scores_dtype=str(scores_dtype)), test_batch)
         start, traj = checkpoints.resume(checkpoint, saved, opt, meta, Trajectory) or (0, traj)
     for t in params:
         t.requires_grad_(True)
@@ -207,7 +259,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                 opt.zero_grad()
                 loss, correct = 0.0, 0.0
                 for prepared, y in parts:
-                    f = model.forward_prepared(*prepared)
+                    f = model.forward_prepared(*prepared, scores_dtype=scores_dtype)
                     part = torch.nn.functional.softplus(-y * f).sum() / batch.n
                     if step < steps:
                         part.backward()
