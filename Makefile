@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py
 	$(BIN)/python benchmarks/bench_svm.py
 	$(BIN)/python benchmarks/bench_variants.py
+	$(BIN)/python benchmarks/bench_two_layer.py
 
 notebooks: $(STAMP)
 	$(BIN)/jupytext --to ipynb book/*.md
