@@ -1,7 +1,8 @@
-"""Compare two paper-scale runs of the two-layer models (bfloat16 layer-1 scores against float32) with
-the tolerances fixed in book/recorded/variants_paper_scale/PRECISION.md before the float32 run was made.
+"""Compare two paper-scale runs of the two-layer models (e.g. bfloat16 layer-1 scores against float32)
+with the tolerances fixed in book/recorded/variants_paper_scale/PRECISION.md before the float32 run was
+made; the second folder is the reference (the bin tolerance is relative to its range).
 
-    python scripts/compare_precision.py BF16_FOLDER FLOAT32_FOLDER
+    python scripts/compare_precision.py FIRST_FOLDER SECOND_FOLDER
 
 Prints one line per model and quantity and exits 1 if any tolerance is exceeded.
 """
@@ -29,7 +30,7 @@ def main(low, full) -> int:
             limit = tol * abs(b.loc[name, key]) if kind == "rel" else tol
             ok = diff <= limit
             bad += not ok
-            print(f"{'ok ' if ok else 'BAD'} {name:18s} {key:10s} bf16 {a.loc[name, key]:8.4f} float32 "
+            print(f"{'ok ' if ok else 'BAD'} {name:18s} {key:10s} first {a.loc[name, key]:8.4f} second "
                   f"{b.loc[name, key]:8.4f} |diff| {diff:.4f} <= {limit:.4f}")
         for which, col in (("E_s^T p", 0), ("E_s^T v", 1)):
             x, y = abins[name][col]["mean"].to_numpy(), bbins[name][col]["mean"].to_numpy()
