@@ -160,6 +160,17 @@ def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
     assert [r["run"] for r in _records(tmp_path, "c")] != ["dead"] and len(_records(tmp_path, "c")) == 1
 
 
+def test_a_chapter_restarted_in_the_same_process_replaces_its_unfinished_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.checks.mark_build_start()
+    ts.start_chapter("again")  # interrupted: never finished
+    ts.check("x", 1.0, 1.0, tol=0.0)
+    ts.start_chapter("again")
+    ts.end_chapter()
+    assert len(_records(tmp_path, "again")) == 1
+    assert ts.checks.verify(tmp_path, expected=["again"]) == (0, 1)
+
+
 def test_toc_chapters(tmp_path):
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
                                       "  - file: book/01_model\n    sections:\n      - file: book/01a\n"

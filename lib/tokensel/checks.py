@@ -105,15 +105,17 @@ def _alive(rec: dict) -> bool:
 def start_chapter(chapter: str) -> None:
     """Begin recording the checks of ``chapter``.
 
-    Earlier records of the same chapter are replaced: finished ones, and unfinished ones whose process
-    has ended (a kernel that crashed). A record of a run still in progress in another process is kept.
+    Earlier records of the same chapter are replaced: finished ones, unfinished ones of this process (a
+    notebook run again after an interrupted cell) and unfinished ones whose process has ended (a kernel
+    that crashed). A record of a run still in progress in another process is kept.
     """
     if not isinstance(chapter, str) or not chapter.strip() or any(c in chapter for c in "/\\@"):
         raise InvalidArgumentError(f"chapter must be a plain name (no '/', '\\' or '@'), got {chapter!r}")
     d = results_dir()
     with _lock(d):
         for old in load_results(d, chapter=chapter):
-            if "finished" in old or not _alive(old):
+            mine = old.get("pid") == os.getpid() and old.get("host") == socket.gethostname()
+            if "finished" in old or mine or not _alive(old):
                 (d / old["_file"]).unlink(missing_ok=True)
         _state.clear()
         _state.update(chapter=chapter, run=uuid.uuid4().hex[:12], pid=os.getpid(), host=socket.gethostname(),
