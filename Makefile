@@ -8,28 +8,30 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book test browser-check bench notebooks venv clean help
+.PHONY: book test browser-check bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make test       run the test suite"
-	@echo "make browser-check  load every page of the built book in headless Chromium (after make book)"
-	@echo "make bench      run the benchmarks (not tests)"
+	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium (after make book)"
+	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
+	@echo "make bench-quick  the same benchmarks at a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
+	@echo "make lab        open the chapters as notebooks in JupyterLab (MyST rendered; failed claims reported, not fatal)"
 	@echo "make clean      remove _build"
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab]"
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py
 
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
@@ -48,8 +50,25 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_variants.py
 	$(BIN)/python benchmarks/bench_two_layer.py
 
+# CI's benchmarks: the same code and checks at a fifth of IMDB's size (the ratios are smaller there:
+# the fixed costs weigh more); `make bench` gives the IMDB-scale figures the README quotes
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/bench_gradient.py --n 5000
+	$(BIN)/python benchmarks/bench_svm.py --pairs 1500
+	$(BIN)/python benchmarks/bench_variants.py --n 5000
+	$(BIN)/python benchmarks/bench_two_layer.py
+
+# JupyterLab with jupytext and jupyterlab-myst (lemmas, proofs and exercises rendered). Each chapter opens
+# as its .ipynb, paired with the .md by jupytext.toml: what you save goes to both, the .md stays the source.
+# TOKENSEL_CLAIMS=report: a claim broken by a changed parameter is shown in red and the notebook runs on.
+lab: notebooks
+	TOKENSEL_CLAIMS=report PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter lab --notebook-dir=$(CURDIR) book/intro.ipynb
+
+# the paired .ipynb of every chapter that has none yet (git-ignored); the .md is then touched so that
+# jupytext reads a chapter's cells from it (the newer file of a pair) and an existing .ipynb is never overwritten
 notebooks: $(STAMP)
-	$(BIN)/jupytext --to ipynb book/*.md
+	@for f in book/*.md; do [ -f "$${f%.md}.ipynb" ] || { $(BIN)/jupytext --quiet --to ipynb "$$f" && touch "$$f"; }; done
+	@echo "chapters as notebooks: book/*.ipynb (paired with book/*.md)"
 
 clean:
 	rm -rf _build

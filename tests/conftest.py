@@ -20,10 +20,20 @@ def shared_data_dir():
     return guess if guess.is_dir() else None
 
 
+@pytest.fixture(scope="session")
+def _cache_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("tokensel-cache")
+
+
 @pytest.fixture(autouse=True)
-def _results_dir(tmp_path, monkeypatch):
-    # checks recorded by tests never touch the book's results
+def _results_dir(tmp_path, monkeypatch, _cache_root):
+    # checks recorded by tests never touch the book's results; data caches never touch the user's
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path / "checks"))
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(_cache_root))
+    # a test sets the data sources it means to use (CI exports an IMDB mirror for the book)
+    for var in ("TOKENSEL_IMDB_ARCHIVE", "TOKENSEL_IMDB_SHA256", "TOKENSEL_YELP_SOURCE", "TOKENSEL_YELP_SIZE",
+                "TOKENSEL_CLAIMS"):
+        monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture

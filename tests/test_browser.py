@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -152,10 +153,21 @@ def test_every_page_of_the_book_renders(tmp_path):
         pytest.fail(f"no built book at {HTML}: run `make book` first")
     SHOTS.mkdir(parents=True, exist_ok=True)
     report, links, totals = {}, set(), {"math": 0, "images": 0}
+    notebooks = {}
     with serve(HTML) as base, chromium(tmp_path) as driver:
         for page in pages:
             rel = page.relative_to(HTML).as_posix()
             problems, info = page_problems(driver, base + rel)
+            if rel.startswith("book/") and (ROOT / rel).with_suffix(".md").read_text().count("```{code-cell}"):
+                # every chapter offers its notebook in the download menu, and the file is a notebook
+                nb = [link for link in info["links"] if link.endswith(f"_sources/{rel[:-5]}.ipynb")]
+                if not nb:
+                    problems.append("no .ipynb download link")
+                else:
+                    with urllib.request.urlopen(nb[0], timeout=30) as resp:
+                        notebooks[rel] = json.loads(resp.read().decode("utf-8"))
+                    if not notebooks[rel].get("cells") or notebooks[rel].get("nbformat") != 4:
+                        problems.append(f"{nb[0]} is not a notebook")
             if problems:
                 report[rel] = problems
             links.update(info["links"])
@@ -171,6 +183,7 @@ def test_every_page_of_the_book_renders(tmp_path):
     # the browser saw every image the HTML holds, and the book really has math and figures
     assert totals["images"] >= sum(p.read_text().count("<img") for p in pages), totals
     assert totals["math"] > 100 and totals["images"] > 10, totals
+    assert len(notebooks) >= 8, sorted(notebooks)
     assert (SHOTS / "book_intro.png").stat().st_size > 10_000
     assert (SHOTS / "book_05_max_margin.png").stat().st_size > 10_000
 

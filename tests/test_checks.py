@@ -176,3 +176,19 @@ def test_toc_chapters(tmp_path):
                                       "  - file: book/01_model\n    sections:\n      - file: book/01a\n"
                                       "  - file: book/status\n")
     assert ts.checks.toc_chapters(tmp_path) == ["intro", "01_model", "01a", "status"]
+
+
+def test_report_mode_shows_a_failure_runs_on_and_fails_at_the_end(tmp_path, monkeypatch):
+    """TOKENSEL_CLAIMS=report (make lab): a reader who breaks a lemma sees it break, and the rest runs."""
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("TOKENSEL_CLAIMS", "report")
+    ts.start_chapter("demo")
+    with pytest.warns(ts.checks.ClaimFailedWarning, match=r"\[FAILED\] broken: 2 = 1 ± 0.1"):
+        assert ts.check("broken", 2.0, 1.0, tol=0.1) == 2.0
+    ts.check("fine", 1.0, 1.0, tol=0.1)  # the notebook runs on
+    rec = _records(tmp_path, "demo")[0]
+    assert [c["passed"] for c in rec["checks"]] == [False, True]
+    with pytest.raises(ClaimFailedError, match="1 of 2 claims failed: \\['broken'\\]"):
+        ts.end_chapter()
+    with pytest.raises(ClaimFailedError, match="broken"):
+        ts.checks.verify(tmp_path, expected=["demo"])

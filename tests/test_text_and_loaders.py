@@ -49,9 +49,11 @@ def _write(dirpath, rel, texts, labels):
 
 def test_local_parquet_through_datasets(tmp_path):
     _write(tmp_path, "imdb/train.parquet", ["good film", "bad film"], [1, 0])
+    ts.manifest.write_manifest(tmp_path)
     ds = ts.load_reviews("imdb", "train", data_dir=tmp_path)
     assert ds.num_rows == 2 and ds["label"] == [1, 0]
-    assert "local parquet" in ds.info.description
+    assert "local copy imdb/train.parquet (SHA-256" in ds.info.description
+    assert str(tmp_path) not in ds.info.description  # provenance by checksum, never a local path
     import datasets
     assert isinstance(ds, datasets.Dataset)
 
@@ -61,7 +63,7 @@ def test_loader_errors(tmp_path, monkeypatch):
         ts.load_reviews("mnist")
     with pytest.raises(ValueError, match="split"):
         ts.load_reviews("imdb", "validation", data_dir=tmp_path)
-    with pytest.raises(DataUnavailableError, match="does not exist.*TOKENSEL_DATA_DIR.*hub"):
+    with pytest.raises(DataUnavailableError, match="does not exist.*TOKENSEL_IMDB_ARCHIVE.*TOKENSEL_DATA_DIR"):
         ts.load_reviews("imdb", data_dir=tmp_path / "nowhere")
     with pytest.raises(DataUnavailableError, match="missing data file .*imdb/test.parquet"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
@@ -76,31 +78,39 @@ def test_loader_errors(tmp_path, monkeypatch):
     import datasets
     import pyarrow as pa2
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
+    ts.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="lacks column"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
 
 
-def test_unreachable_hub_names_both_fixes(monkeypatch):
+def test_unreachable_sources_name_every_fix(monkeypatch):
     monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
     import datasets
 
     def refuse(*a, **k):
-        raise ConnectionError("hub unreachable")
+        raise ConnectionError("unreachable")
 
     monkeypatch.setattr(datasets, "load_dataset", refuse)
-    with pytest.raises(DataUnavailableError, match="hub unreachable.*TOKENSEL_DATA_DIR.*stanfordnlp/imdb"):
+    with pytest.raises(DataUnavailableError, match="unreachable.*fancyzhx/yelp_polarity.*TOKENSEL_DATA_DIR"):
+        ts.load_reviews("yelp_polarity", "train")
+    monkeypatch.setattr(datasets.DownloadManager, "download", refuse)
+    with pytest.raises(DataUnavailableError, match="(?s)could not download the IMDB archive 'https://ai.stanford.edu/"
+                       ".*unreachable.*TOKENSEL_IMDB_ARCHIVE.*TOKENSEL_DATA_DIR"):
         ts.load_reviews("imdb", "train")
 
 
-def test_offline_hub_in_a_fresh_process(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "TOKENSEL_DATA_DIR"}
-    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+def test_no_data_and_no_network_in_a_fresh_process(tmp_path):
+    """prepare_reviews with no data folder, no archive setting and no network: one clear message."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSEL_")}
+    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
+               TOKENSEL_CACHE_DIR=str(tmp_path / "cache"))
     code = ("import tokensel as ts\n"
-            "try:\n    ts.load_reviews('imdb', 'test')\n"
+            "try:\n    ts.reviews.prepare_reviews('imdb')\n"
             "except ts.DataUnavailableError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert "ERR could not load 'stanfordnlp/imdb'" in out.stdout, out.stdout + out.stderr
-    assert "TOKENSEL_DATA_DIR" in out.stdout
+    assert "ERR could not download the IMDB archive" in out.stdout, out.stdout + out.stderr
+    assert "To get IMDB" in out.stdout and "TOKENSEL_IMDB_ARCHIVE" in out.stdout and "TOKENSEL_DATA_DIR" in out.stdout
+    assert "Traceback" not in out.stdout
 
 
 def test_real_yelp_sample_and_imdb_schema():

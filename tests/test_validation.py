@@ -121,6 +121,7 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
     with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     pd.DataFrame({"text": ["a fine film"], "label": [1]}).to_parquet(tmp_path / "imdb" / "test.parquet")
+    ts.manifest.write_manifest(tmp_path)
 
     import datasets
 
@@ -128,7 +129,7 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
         raise PermissionError(13, "Permission denied", "/read-only/cache")
 
     monkeypatch.setattr(datasets, "load_dataset", unwritable)
-    with pytest.raises(DataUnavailableError, match="HF_DATASETS_CACHE") as info:
+    with pytest.raises(DataUnavailableError, match="TOKENSEL_CACHE_DIR at a writable folder") as info:
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     assert "corrupted" not in str(info.value)
 

@@ -26,13 +26,14 @@ import numbers
 import os
 import socket
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 
+from . import config
+from .files import write_json_atomic
 from .errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
@@ -51,8 +52,8 @@ def book_root(start: Path | None = None) -> Path:
 
 
 def results_dir() -> Path:
-    d = os.environ.get(RESULTS_ENV)
-    return Path(d) if d else book_root() / "_build" / "checks"
+    """Where claims are recorded (:func:`tokensel.config.results_dir`)."""
+    return config.results_dir(book_root())
 
 
 def _lock(directory: Path):
@@ -60,22 +61,6 @@ def _lock(directory: Path):
 
     directory.mkdir(parents=True, exist_ok=True)
     return FileLock(str(directory / ".records.lock"), timeout=120)
-
-
-def write_json_atomic(path: Path, data) -> None:
-    """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
-    an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
-    collide on the temporary name."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _record() -> dict:
@@ -233,8 +218,38 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
     line = f"[{'ok' if ok else 'FAILED'}] {name}: {_fmt(m)} {rel}" + (f" ({reason})" if reason else "")
     print(line)
     if not ok:
-        raise ClaimFailedError(f"claim failed in chapter {_state.get('chapter')!r}: {line}")
+        message = f"claim failed in chapter {_state.get('chapter')!r}: {line}"
+        if config.claims_mode() == "report":
+            _show_failure(message)
+        else:
+            raise ClaimFailedError(message)
     return measured
+
+
+def _show_failure(message: str) -> None:
+    """``TOKENSEL_CLAIMS=report``: make a failed claim impossible to miss and let the notebook run on
+    (the record says it failed; ``end_chapter`` and ``python -m tokensel verify`` raise)."""
+    import html
+    import warnings
+
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        display(HTML('<div style="border:2px solid #b00020;background:#fdecea;color:#5f0010;padding:0.5em 0.8em;'
+                     'font-weight:bold">' + html.escape(message) + "<br><span style='font-weight:normal'>The "
+                     "notebook runs on (TOKENSEL_CLAIMS=report); end_chapter() will list every failed claim."
+                     "</span></div>"))
+    else:
+        warnings.warn(message, ClaimFailedWarning, stacklevel=3)
+
+
+class ClaimFailedWarning(UserWarning):
+    """A claim failed while ``TOKENSEL_CLAIMS=report``: shown, recorded, raised at ``end_chapter``."""
 
 
 def load_results(directory: Path | None = None, chapter: str | None = None) -> list[dict]:

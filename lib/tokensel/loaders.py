@@ -1,13 +1,20 @@
 """Real review data through Hugging Face ``datasets``.
 
-``load_reviews(name, split)`` reads
+``load_reviews(name, split)`` finds its data as :mod:`tokensel.config` says, in this order:
 
-* from the local data directory when one is configured (argument ``data_dir`` or the environment
-  variable ``TOKENSEL_DATA_DIR``): ``load_dataset("parquet", data_files=...)`` on the files laid out
-  as in ``shared/data`` (``imdb/{train,test}.parquet``, ``yelp_polarity_sample/test.parquet``);
-* otherwise from the Hugging Face hub (``stanfordnlp/imdb``, ``fancyzhx/yelp_polarity``).
+* IMDB: the archive named by ``TOKENSEL_IMDB_ARCHIVE`` when that is set (parsed once, see
+  :mod:`tokensel.imdb_archive`); else the local data folder (argument ``data_dir`` or
+  ``TOKENSEL_DATA_DIR``); else the Stanford release ``aclImdb_v1.tar.gz``, downloaded once. A
+  ``data_dir`` argument wins over both environment variables.
+* Yelp polarity: the local data folder's 1,000-review sample of the test split when a folder is
+  configured; else the hub copy (``TOKENSEL_YELP_SOURCE``, default ``fancyzhx/yelp_polarity``), of
+  which a deterministic stratified sample of ``TOKENSEL_YELP_SIZE`` reviews per split is kept
+  (default 25,000; ``full`` keeps all 560,000 + 38,000).
 
-When neither works the error names both ways to fix it.
+Every local parquet file is checked against its SHA-256 (:mod:`tokensel.manifest`) before it is read,
+and ``datasets``' own cache of it is keyed by that checksum. The returned dataset's
+``info.description`` says where the data came from. When nothing works, the error says how to get
+the data.
 """
 
 from __future__ import annotations
@@ -17,10 +24,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from . import config, imdb_archive
 from .errors import DataUnavailableError, InvalidArgumentError
+from .manifest import verify
 from .validation import check_choice, check_path
 
-DATA_DIR_ENV = "TOKENSEL_DATA_DIR"
+DATA_DIR_ENV = config.DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -31,9 +42,9 @@ class Source:
 
 
 SOURCES = {
-    "imdb": Source("stanfordnlp/imdb", {"train": "imdb/train.parquet", "test": "imdb/test.parquet"}),
+    "imdb": Source("aclImdb_v1.tar.gz", {"train": "imdb/train.parquet", "test": "imdb/test.parquet"}),
     "yelp_polarity": Source(
-        "fancyzhx/yelp_polarity", {"test": "yelp_polarity_sample/test.parquet"},
+        config.DEFAULT_YELP_SOURCE, {"test": "yelp_polarity_sample/test.parquet"},
         note="the local copy is a real 1,000-review sample of the Yelp polarity test split",
     ),
 }
@@ -41,29 +52,96 @@ SOURCES = {
 
 def data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     """The configured local data directory, or None when none is configured."""
-    d = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
-    return None if d is None else Path(d).expanduser()
+    return Path(data_dir).expanduser() if data_dir is not None else config.data_dir()
 
 
 def _fix_hint(name: str, split: str) -> str:
-    src = SOURCES[name]
-    local = src.local_files.get(split, f"{name}/{split}.parquet")
-    return (f"To fix: either set {DATA_DIR_ENV} to a directory holding '{local}' "
-            f"(for example the project's ../shared/data), or run on a machine that can reach the "
-            f"Hugging Face hub (dataset '{src.hub_id}', with HF_DATASETS_OFFLINE unset).")
+    if name == "imdb":
+        return imdb_archive.HOW_TO_GET
+    local = SOURCES[name].local_files.get(split, f"{name}/{split}.parquet")
+    return (f"To get the data: on a machine that can reach the Hugging Face hub, leave {DATA_DIR_ENV} unset "
+            f"(dataset {config.yelp_source()!r}, with HF_DATASETS_OFFLINE unset; or {config.YELP_SOURCE} naming "
+            f"a local copy in the hub's layout), or set {DATA_DIR_ENV} to a folder holding '{local}'.")
 
 
-def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
-    """Load a review data set split as a :class:`datasets.Dataset` with columns ``text``, ``label``.
-
-    ``label`` is 0 (negative) or 1 (positive); the local IMDB files also have ``rating``. The
-    returned dataset's ``info.description`` says where the data came from.
-    """
+def _datasets():
     with warnings.catch_warnings():
         # datasets imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets
         warnings.filterwarnings("ignore", message="IProgress not found")
         import datasets
+    return datasets
 
+
+def _load_local(root: Path, rel: str, name: str, split: str):
+    """One verified local parquet file as a dataset, and its SHA-256; ``datasets``' cache of it is keyed by
+    that checksum."""
+    datasets = _datasets()
+    if not root.is_dir():
+        raise DataUnavailableError(f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist. "
+                                   + _fix_hint(name, split))
+    path = root / rel
+    if not path.is_file():
+        raise DataUnavailableError(f"missing data file {str(path)!r}. " + _fix_hint(name, split))
+    import pyarrow.parquet as pq
+
+    try:  # read the file's own metadata first: a damaged file is told apart from a cache problem
+        rows = pq.read_metadata(str(path)).num_rows
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise DataUnavailableError(
+            f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {exc}); the file may be "
+            "corrupted or truncated: fetch it again.") from exc
+    if rows == 0:
+        raise DataUnavailableError(f"{str(path)!r} is a valid parquet file with no rows: point "
+                                   f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split))
+    digest = verify(root, rel)
+    try:
+        return datasets.load_dataset("parquet", data_files={split: str(path)}, split=split,
+                                     cache_dir=str(config.cache_dir() / "datasets" / digest[:16])), digest
+    except OSError as exc:
+        raise DataUnavailableError(
+            f"{str(path)!r} is readable, but Hugging Face datasets could not prepare it in its cache "
+            f"({type(exc).__name__}: {exc}): make the cache folder writable or point {config.CACHE_DIR} at "
+            "a writable folder.") from exc
+
+
+def stratified_sample(ds, n: int, seed: int = 0):
+    """``n`` rows of ``ds`` drawn without replacement, each label keeping its share (largest remainders),
+    in their original order; the same ``n`` and ``seed`` give the same rows."""
+    labels = np.asarray(ds["label"])
+    if n >= len(labels):
+        return ds
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = counts * n / len(labels)
+    take = np.floor(quota).astype(int)
+    take[np.argsort(-(quota - take), kind="stable")[: n - take.sum()]] += 1
+    g = np.random.default_rng(seed)
+    keep = np.concatenate([g.choice(np.flatnonzero(labels == c), size=k, replace=False) for c, k in zip(classes, take)])
+    return ds.select(np.sort(keep))
+
+
+def _load_hub(name: str, split: str):
+    datasets = _datasets()
+    source = config.yelp_source()
+    try:
+        ds = datasets.load_dataset(source, split=split)
+    except Exception as exc:
+        raise DataUnavailableError(f"could not load {source!r} split {split!r} ({type(exc).__name__}: {exc}). "
+                                   + _fix_hint(name, split)) from exc
+    size, total = config.yelp_size(), ds.num_rows
+    if size is None or size >= total:
+        return ds, f"{name}/{split} from {source}: all {total:,} reviews"
+    seed = {"train": 0, "test": 1}[split]
+    return (stratified_sample(ds, size, seed=seed),
+            f"{name}/{split} from {source}: a stratified sample of {size:,} of its {total:,} reviews "
+            f"(seed {seed}; {config.YELP_SIZE}=full for all)")
+
+def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
+    """Load a review data set split as a :class:`datasets.Dataset` with columns ``text``, ``label``.
+
+    ``label`` is 0 (negative) or 1 (positive); IMDB also has ``rating`` (the reviewer's stars) and
+    ``review_id``. The returned dataset's ``info.description`` says where the data came from (by
+    checksum, not by local path).
+    """
     if not isinstance(name, str) or name not in SOURCES:
         raise InvalidArgumentError(f"unknown data set {name!r}; known: {sorted(SOURCES)}")
     check_choice(split, "split", ("train", "test"))
@@ -71,46 +149,22 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
         check_path(data_dir, "data_dir")
     src = SOURCES[name]
     root = globals()["data_dir"](data_dir)
-    if root is not None:
-        if not root.is_dir():
-            raise DataUnavailableError(
-                f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist. "
-                + _fix_hint(name, split))
+    archive, explicit = config.imdb_archive()
+    if name == "imdb" and (root is None or (explicit and data_dir is None)):
+        rel = src.local_files[split]
+        folder = imdb_archive.prepare(archive)
+        ds, digest = _load_local(folder, rel, name, split)
+        desc = f"{name}/{split} parsed from {imdb_archive.describe(folder)}"
+    elif root is not None:
         if split not in src.local_files:
             raise DataUnavailableError(
                 f"the local data directory has no {split!r} split of {name!r} "
                 f"(only {sorted(src.local_files)}; {src.note}). " + _fix_hint(name, split))
-        path = root / src.local_files[split]
-        if not path.is_file():
-            raise DataUnavailableError(f"missing data file {str(path)!r}. " + _fix_hint(name, split))
-        import pyarrow.parquet as pq
-
-        try:  # read the file's own metadata first: a damaged file is told apart from a cache problem
-            rows = pq.read_metadata(str(path)).num_rows
-        except Exception as exc:  # pyarrow raises several types for damaged files
-            raise DataUnavailableError(
-                f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {exc}); the file may be "
-                "corrupted or truncated: compare it with the checksums in the data README and fetch it again "
-                "if they differ.") from exc
-        if rows == 0:
-            raise DataUnavailableError(f"{str(path)!r} is a valid parquet file with no rows: point "
-                                       f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split))
-        try:
-            ds = datasets.load_dataset("parquet", data_files={split: str(path)}, split=split)
-        except OSError as exc:
-            raise DataUnavailableError(
-                f"{str(path)!r} is readable, but Hugging Face datasets could not prepare it in its cache "
-                f"({type(exc).__name__}: {exc}): make the cache folder writable or point HF_DATASETS_CACHE at "
-                "a writable folder.") from exc
-        desc = f"{name}/{split} from local parquet {path}" + (f" ({src.note})" if src.note else "")
+        ds, digest = _load_local(root, src.local_files[split], name, split)
+        desc = (f"{name}/{split} from the local copy {src.local_files[split]} (SHA-256 {digest[:12]}...)"
+                + (f" ({src.note})" if src.note else ""))
     else:
-        try:
-            ds = datasets.load_dataset(src.hub_id, split=split)
-        except Exception as exc:
-            raise DataUnavailableError(
-                f"could not load {src.hub_id!r} split {split!r} from the Hugging Face hub "
-                f"({type(exc).__name__}: {exc}). " + _fix_hint(name, split)) from exc
-        desc = f"{name}/{split} from the Hugging Face hub ({src.hub_id})"
+        ds, desc = _load_hub(name, split)
     missing = {"text", "label"} - set(ds.column_names)
     if missing:
         raise DataUnavailableError(f"{desc} lacks column(s) {sorted(missing)}; got {ds.column_names}")

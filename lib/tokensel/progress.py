@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import os
+
+from . import config
 
 
 def enabled() -> bool:
-    return os.environ.get("TOKENSEL_PROGRESS", "1") not in ("0", "false", "no", "off")
+    return config.progress()
 
 
 class _Silent:

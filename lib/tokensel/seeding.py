@@ -8,24 +8,27 @@ generators of Python, NumPy and torch and the number of torch threads, for code 
 
 from __future__ import annotations
 
-import os
 import random
 
 import numpy as np
 import torch
 
+from . import config
 from .validation import check_int
 
-DEFAULT_THREADS = int(os.environ.get("TOKENSEL_THREADS", "2"))
+_FROM_CONFIG = object()
 
 
-def seed_everything(seed: int = 0, threads: int | None = DEFAULT_THREADS) -> None:
-    """Seed Python, NumPy and torch, and fix torch's intra-op thread count.
+def seed_everything(seed: int = 0, threads: int | None = _FROM_CONFIG) -> None:
+    """Seed Python, NumPy and torch, and fix torch's intra-op thread count (default
+    :func:`tokensel.config.threads`, i.e. ``TOKENSEL_THREADS`` or 2; None leaves it as it is).
 
     A fixed thread count matters for bitwise determinism: the order of floating-point
     reductions in torch's CPU kernels depends on how work is split between threads.
     """
     seed = check_int(seed, "seed", min=0)
+    if threads is _FROM_CONFIG:
+        threads = config.threads()
     if threads is not None:
         threads = check_int(threads, "threads", min=1, max=4096)
     random.seed(seed)

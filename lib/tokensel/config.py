@@ -1,0 +1,137 @@
+"""Every setting tokensel reads from the environment, in one place, read when used (never at import).
+
+A notebook started by hand in Jupyter therefore behaves like ``make book``: both ask these functions,
+and the Makefile only sets variables that a reader may set too.
+
+========================  ==========================================================================
+variable                  meaning
+========================  ==========================================================================
+``TOKENSEL_DATA_DIR``     a local data folder (``imdb/{train,test}.parquet``,
+                          ``yelp_polarity_sample/test.parquet``), checked against the manifest
+``TOKENSEL_CACHE_DIR``    where downloaded and parsed data are kept (default ``~/.cache/tokensel``)
+``TOKENSEL_IMDB_ARCHIVE`` the IMDB archive ``aclImdb_v1.tar.gz``: a URL or a local path (default the
+                          Stanford release); when set, it is used even if ``TOKENSEL_DATA_DIR`` is set
+``TOKENSEL_IMDB_SHA256``  the SHA-256 such an archive must have (the canonical archive's is built in)
+``TOKENSEL_YELP_SOURCE``  Yelp polarity: a hub id or a local folder in the hub's layout
+                          (default ``fancyzhx/yelp_polarity``)
+``TOKENSEL_YELP_SIZE``    reviews per split taken from the full Yelp data (stratified, deterministic):
+                          a number, or ``full`` (default 25000)
+``TOKENSEL_PROGRESS``     ``0`` turns progress bars off
+``TOKENSEL_THREADS``      torch's thread count set by :func:`tokensel.seed_everything` (default 2)
+``TOKENSEL_RESULTS_DIR``  where checked claims are recorded (default ``<book>/_build/checks``)
+``TOKENSEL_CLAIMS``       ``raise`` (default): a failed claim raises at once; ``report``: it is shown
+                          and recorded, the notebook runs on, and ``end_chapter`` raises
+========================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .errors import InvalidArgumentError
+
+DATA_DIR = "TOKENSEL_DATA_DIR"
+CACHE_DIR = "TOKENSEL_CACHE_DIR"
+IMDB_ARCHIVE = "TOKENSEL_IMDB_ARCHIVE"
+IMDB_SHA256 = "TOKENSEL_IMDB_SHA256"
+YELP_SOURCE = "TOKENSEL_YELP_SOURCE"
+YELP_SIZE = "TOKENSEL_YELP_SIZE"
+PROGRESS = "TOKENSEL_PROGRESS"
+THREADS = "TOKENSEL_THREADS"
+RESULTS_DIR = "TOKENSEL_RESULTS_DIR"
+CLAIMS = "TOKENSEL_CLAIMS"
+
+CANONICAL_IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+DEFAULT_YELP_SOURCE = "fancyzhx/yelp_polarity"
+DEFAULT_YELP_SIZE = 25_000
+DEFAULT_THREADS = 2
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else None
+
+
+def _bad(name: str, value: str, want: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"environment variable {name}={value!r} is not {want}; set it to {want} "
+                                f"or unset it (see tokensel.config)")
+
+
+def data_dir() -> Path | None:
+    """The local data folder named by ``TOKENSEL_DATA_DIR``, or None."""
+    value = _get(DATA_DIR)
+    return None if value is None else Path(value).expanduser()
+
+
+def cache_dir() -> Path:
+    """Where downloaded and parsed data are kept: ``TOKENSEL_CACHE_DIR``, else ``~/.cache/tokensel``
+    (``$XDG_CACHE_HOME/tokensel`` when that is set)."""
+    value = _get(CACHE_DIR)
+    if value is not None:
+        return Path(value).expanduser()
+    base = _get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "tokensel"
+
+
+def imdb_archive() -> tuple[str, bool]:
+    """The IMDB archive location and whether it was set explicitly (``TOKENSEL_IMDB_ARCHIVE``)."""
+    value = _get(IMDB_ARCHIVE)
+    return (CANONICAL_IMDB_URL, False) if value is None else (value, True)
+
+
+def imdb_sha256() -> str | None:
+    """The SHA-256 the IMDB archive must have when ``TOKENSEL_IMDB_SHA256`` is set (64 hex digits)."""
+    value = _get(IMDB_SHA256)
+    if value is None:
+        return None
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", value.strip()):
+        raise _bad(IMDB_SHA256, value, "64 hexadecimal digits (a SHA-256)")
+    return value.strip().lower()
+
+
+def yelp_source() -> str:
+    """The Yelp polarity source: a hub id, or a local folder laid out as the hub copy."""
+    return _get(YELP_SOURCE) or DEFAULT_YELP_SOURCE
+
+
+def yelp_size() -> int | None:
+    """Reviews per split taken from the full Yelp polarity data; None means all of them."""
+    value = _get(YELP_SIZE)
+    if value is None:
+        return DEFAULT_YELP_SIZE
+    if value.strip().lower() == "full":
+        return None
+    if not re.fullmatch(r"[0-9_]+", value.strip()) or int(value.replace("_", "")) < 2:
+        raise _bad(YELP_SIZE, value, "a number of reviews per split (at least 2) or 'full'")
+    return int(value.replace("_", ""))
+
+
+def progress() -> bool:
+    """Whether progress bars are shown (``TOKENSEL_PROGRESS`` not 0/false/no/off)."""
+    return (_get(PROGRESS) or "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def threads() -> int:
+    """torch's thread count for :func:`tokensel.seed_everything` (``TOKENSEL_THREADS``, default 2)."""
+    value = _get(THREADS)
+    if value is None:
+        return DEFAULT_THREADS
+    if not value.strip().isdigit() or not 1 <= int(value) <= 4096:
+        raise _bad(THREADS, value, "a whole number of threads between 1 and 4096")
+    return int(value)
+
+
+def results_dir(book_root: Path) -> Path:
+    """Where claims are recorded: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""
+    value = _get(RESULTS_DIR)
+    return Path(value).expanduser() if value else book_root / "_build" / "checks"
+
+
+def claims_mode() -> str:
+    """``raise`` (a failed claim raises at once) or ``report`` (shown and recorded, raised at the end)."""
+    value = (_get(CLAIMS) or "raise").strip().lower()
+    if value not in ("raise", "report"):
+        raise _bad(CLAIMS, value, "'raise' or 'report'")
+    return value

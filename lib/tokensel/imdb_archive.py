@@ -1,0 +1,246 @@
+"""IMDB from its canonical archive, the Large Movie Review Dataset v1.0 (``aclImdb_v1.tar.gz``).
+
+The archive holds one review per file, ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt``: the star
+rating is in the file name (the hub copy of IMDB drops it). :func:`prepare` fetches the archive through
+Hugging Face ``datasets``' download manager (its cache and retries; a local path is used in place),
+checks its SHA-256, parses it once into the table the book uses (``text``, ``label``, ``rating``,
+``review_id``; rows by label, then review id) and keeps that as parquet in a cache folder named by
+the archive's checksum, with a manifest of the parquet files' checksums. Later calls reuse the folder
+after checking the manifest.
+
+:func:`write_archive` writes a table back into the original layout: a mirror for offline machines,
+and the small archives of the tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import warnings
+from pathlib import Path
+
+from . import config
+from .errors import DataUnavailableError, InvalidArgumentError
+from .files import lock, write_json_atomic
+from .manifest import MANIFEST, read_manifest, sha256_file, verify
+
+#: SHA-256 of the Stanford release (84,125,825 bytes), as published with the data set's loaders
+CANONICAL_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+#: bump when the parsed table changes: cached folders of another parser version are not reused
+PARSER_VERSION = 1
+SPLITS = ("train", "test")
+_MEMBER = re.compile(r"^(?:\./)?aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
+_LABEL = {"neg": 0, "pos": 1}
+
+HOW_TO_GET = (
+    "To get IMDB: (1) on a machine with internet access, leave TOKENSEL_IMDB_ARCHIVE unset and "
+    "HF_DATASETS_OFFLINE unset, and rerun: the 84 MB archive is downloaded once from "
+    f"{config.CANONICAL_IMDB_URL} and cached under TOKENSEL_CACHE_DIR (default ~/.cache/tokensel); "
+    "(2) or download aclImdb_v1.tar.gz yourself (or take a mirror of it) and set "
+    "TOKENSEL_IMDB_ARCHIVE=/path/to/aclImdb_v1.tar.gz; (3) or set TOKENSEL_DATA_DIR to a folder holding "
+    "imdb/train.parquet and imdb/test.parquet."
+)
+
+
+def _is_url(location: str) -> bool:
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", location) is not None
+
+
+def fetch(location: str) -> Path:
+    """The archive at ``location`` as a local file: a path is used as it is, a URL is downloaded into
+    the cache by ``datasets``' download manager (a cached download is reused)."""
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidArgumentError(f"the IMDB archive location must be a URL or a path, got {location!r}")
+    if not _is_url(location) or location.startswith("file://"):
+        path = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
+        if not path.is_file():
+            raise DataUnavailableError(f"the IMDB archive {str(path)!r} (TOKENSEL_IMDB_ARCHIVE) does not exist or "
+                                       "is not a file. " + HOW_TO_GET)
+        return path
+    from datasets import DownloadConfig, DownloadManager
+
+    cfg = DownloadConfig(cache_dir=str(config.cache_dir() / "downloads"), disable_tqdm=not config.progress())
+    try:
+        return Path(DownloadManager(download_config=cfg).download(location))
+    except Exception as exc:  # offline, unreachable, missing HTTP backend: one message for all
+        raise DataUnavailableError(f"could not download the IMDB archive {location!r} "
+                                   f"({type(exc).__name__}: {exc}). " + HOW_TO_GET) from exc
+
+
+def expected_sha256(location: str) -> str | None:
+    """The checksum the archive must have: ``TOKENSEL_IMDB_SHA256`` when set, the canonical one for the
+    canonical URL, else None (an archive of your own, not verified)."""
+    given = config.imdb_sha256()
+    if given is not None:
+        return given
+    return CANONICAL_SHA256 if location == config.CANONICAL_IMDB_URL else None
+
+
+def parse_archive(path: str | Path) -> dict:
+    """Parse an archive in the original layout into ``{"train": table, "test": table}`` (pyarrow tables
+    with ``text``, ``label``, ``rating``, ``review_id``; rows by label, then review id). Other members
+    (``unsup``, the bag-of-words files, READMEs) are skipped. Refuses, naming the member, a review that
+    is not UTF-8, a rating outside 1-10 or on the wrong side of the label (negative <= 4, positive >= 7),
+    a review given twice, and an archive without reviews of every split and label."""
+    import pyarrow as pa
+
+    rows = {s: [] for s in SPLITS}
+    seen = set()
+    try:  # one pass through gzip's own reader, which raises on a truncated archive (tarfile's does not)
+        gz = gzip.open(str(path), "rb")
+        tar = tarfile.open(fileobj=gz, mode="r|")
+        for member in tar:
+            name = member.name
+            m = _MEMBER.match(name)
+            if m is None or not member.isfile():
+                continue
+            fh = tar.extractfile(member)
+            split, folder, rid, rating = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+            label = _LABEL[folder]
+            if not (1 <= rating <= 10) or (label == 0 and rating > 4) or (label == 1 and rating < 7):
+                raise DataUnavailableError(f"{name}: rating {rating} does not fit the IMDB layout (negative reviews "
+                                           "are rated 1-4, positive 7-10): this is not the IMDB archive.")
+            key = (split, label, rid)
+            if key in seen:
+                raise DataUnavailableError(f"{name}: review {rid} of {split}/{folder} occurs twice in the archive.")
+            seen.add(key)
+            try:
+                text = fh.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataUnavailableError(f"{name} is not UTF-8 text ({exc}): the archive is damaged.") from exc
+            rows[split].append((label, rid, rating, text))
+        while gz.read(1 << 20):  # to the end of the gzip stream, so that a cut after the last member shows
+            pass
+        tar.close()
+        gz.close()
+    except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as exc:
+        raise DataUnavailableError(f"could not read {str(path)!r} as a .tar.gz archive ({type(exc).__name__}: {exc}); "
+                                   "it may be truncated: fetch it again.") from exc
+    for split in SPLITS:
+        labels = {r[0] for r in rows[split]}
+        if labels != {0, 1}:
+            raise DataUnavailableError(
+                f"{str(path)!r} has no {split} reviews of label(s) {sorted({0, 1} - labels)} under "
+                f"aclImdb/{split}/{{neg,pos}}/<id>_<rating>.txt: it is not in the original IMDB layout.")
+    tables = {}
+    for split in SPLITS:
+        r = sorted(rows[split])
+        tables[split] = pa.table({"text": pa.array([x[3] for x in r], pa.string()),
+                                  "label": pa.array([x[0] for x in r], pa.int64()),
+                                  "rating": pa.array([x[2] for x in r], pa.int64()),
+                                  "review_id": pa.array([x[1] for x in r], pa.int64())})
+    return tables
+
+
+def _valid_folder(folder: Path, digest: str) -> bool:
+    """Whether a cached folder is complete, of this parser, of this archive, and matches its manifest."""
+    try:
+        meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = read_manifest(folder)
+        if meta.get("archive_sha256") != digest or meta.get("parser") != PARSER_VERSION:
+            return False
+        for split in SPLITS:
+            rel = f"imdb/{split}.parquet"
+            if rel not in files:
+                return False
+            verify(folder, rel)
+        return True
+    except (OSError, ValueError, DataUnavailableError, AttributeError):
+        return False
+
+
+def prepare(location: str | None = None, sha256: str | None = None, cache: str | Path | None = None) -> Path:
+    """A data folder holding ``imdb/{train,test}.parquet`` parsed from the IMDB archive at ``location``
+    (default: ``TOKENSEL_IMDB_ARCHIVE``, else the Stanford release), checked against ``sha256`` (default
+    :func:`expected_sha256`). Nothing is cached from an archive that fails its check."""
+    if location is None:
+        location = config.imdb_archive()[0]
+    archive = fetch(location)
+    expected = expected_sha256(location) if sha256 is None else sha256
+    digest = sha256_file(archive)
+    if expected is not None and digest != expected:
+        raise DataUnavailableError(
+            f"the IMDB archive {str(archive)!r} (from {location}) has SHA-256 {digest}, not the expected {expected}"
+            + (" (TOKENSEL_IMDB_SHA256)" if config.imdb_sha256() else " (the published checksum of the Stanford release)")
+            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, or correct "
+              "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust.")
+    if expected is None and digest != CANONICAL_SHA256:
+        warnings.warn(f"the IMDB archive {location} is not the Stanford release (SHA-256 {digest[:16]}...) and "
+                      "TOKENSEL_IMDB_SHA256 is not set, so it is used unverified", stacklevel=2)
+    root = Path(cache) if cache is not None else config.cache_dir() / "imdb"
+    folder = root / f"{digest[:16]}-v{PARSER_VERSION}"
+    with lock(root, ".prepare.lock", timeout=1800):
+        if _valid_folder(folder, digest):
+            return folder
+        tables = parse_archive(archive)
+        import pyarrow.parquet as pq
+
+        tmp = Path(tempfile.mkdtemp(prefix=".parsing-", dir=root))
+        try:
+            (tmp / "imdb").mkdir()
+            for split, table in tables.items():
+                pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
+            files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
+            write_json_atomic(tmp / MANIFEST, {"files": files, "archive_sha256": digest, "source": location,
+                                               "verified": expected is not None, "parser": PARSER_VERSION,
+                                               "rows": {s: tables[s].num_rows for s in SPLITS}})
+            if folder.exists():  # an incomplete or damaged earlier parse: ours to replace
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return folder
+
+
+def describe(folder: Path) -> str:
+    """Where a parsed folder came from, for a reader: the archive by name and checksum, never a local path."""
+    meta = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    digest = meta["archive_sha256"]
+    which = ("the Stanford release" if digest == CANONICAL_SHA256 else
+             "a mirror, verified against TOKENSEL_IMDB_SHA256" if meta.get("verified") else "an unverified copy")
+    return f"aclImdb_v1.tar.gz (SHA-256 {digest[:12]}..., {which})"
+
+
+def write_archive(tables: dict, path: str | Path, extras: bool = True) -> Path:
+    """Write ``{"train": table, "test": table}`` (columns ``text``, ``label``, ``rating``, ``review_id``;
+    pyarrow tables, pandas frames or dicts of lists) as a ``.tar.gz`` in the original layout. With
+    ``extras``, also the members a parser must skip (a README, an ``unsup`` review, a bag-of-words file).
+    The bytes depend on the tables only (sorted members, zero timestamps)."""
+    import pandas as pd
+
+    members = []
+    for split in SPLITS:
+        if split not in tables:
+            raise InvalidArgumentError(f"tables must have a {split!r} table; got {sorted(tables)}")
+        t = tables[split]
+        df = t.to_pandas() if hasattr(t, "to_pandas") else pd.DataFrame(t)
+        missing = {"text", "label", "rating", "review_id"} - set(df.columns)
+        if missing:
+            raise InvalidArgumentError(f"tables[{split!r}] lacks column(s) {sorted(missing)}")
+        for text, label, rating, rid in zip(df["text"], df["label"], df["rating"], df["review_id"]):
+            folder = {0: "neg", 1: "pos"}.get(int(label))
+            if folder is None:
+                raise InvalidArgumentError(f"tables[{split!r}]: label {label!r} is not 0 or 1")
+            members.append((f"aclImdb/{split}/{folder}/{int(rid)}_{int(rating)}.txt", str(text).encode("utf-8")))
+    if extras:
+        members += [("aclImdb/README", b"Large Movie Review Dataset v1.0 (layout mirror)\n"),
+                    ("aclImdb/train/unsup/0_0.txt", b"An unlabelled review the parser must skip.\n"),
+                    ("aclImdb/train/labeledBow.feat", b"0 0:1\n"), ("aclImdb/imdb.vocab", b"the\n")]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,138 @@
+"""`make lab` as a reader uses it: a chapter opened in JupyterLab as a notebook (jupytext pairing), its
+MyST rendered by jupyterlab-myst (a lemma is a lemma, not a raw fence), and a claim broken on purpose
+shown in red while the rest of the notebook runs on (TOKENSEL_CLAIMS=report, as `make lab` sets).
+
+Runs under `make browser-check` (needs Chromium and its driver, like tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_browser import chromium
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+CHAPTER = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A chapter to break
+
+````{prf:lemma} Arithmetic
+:label: lem-arith
+
+For every $x \\in \\mathbb{R}$, $x + x = 2x$.
+````
+
+```{code-cell} ipython3
+import tokensel as ts
+ts.start_chapter("lab_demo")
+x = 3.0  # a reader changes a parameter here
+ts.check("doubling", x + x, 7.0, tol=1e-9)
+```
+
+```{code-cell} ipython3
+print("the next cell ran")
+```
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"JupyterLab: timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    labextensions = subprocess.run([str(BIN / "jupyter"), "labextension", "list"], capture_output=True, text=True)
+    listing = labextensions.stdout + labextensions.stderr
+    for ext in ("jupyterlab-myst", "jupyterlab-jupytext"):
+        line = next((ln for ln in listing.splitlines() if ext in ln), "")
+        assert "enabled" in line and "OK" in line, f"{ext} is not enabled and compatible:\n{listing}"
+    work = tmp_path / "book"
+    work.mkdir()
+    shutil.copy(ROOT / "jupytext.toml", tmp_path / "jupytext.toml")
+    (tmp_path / "_config.yml").write_text("title: lab test\n")
+    (work / "demo.md").write_text(CHAPTER)
+    # what `make notebooks` does: the paired .ipynb, then the .md touched so that it is the newer file
+    subprocess.run([str(BIN / "jupytext"), "--quiet", "--to", "ipynb", str(work / "demo.md")], check=True)
+    os.utime(work / "demo.md")
+    port, token = _free_port(), "tokensel-test"
+    env = dict(os.environ, TOKENSEL_CLAIMS="report", TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"),
+               PATH=f"{BIN}:{os.environ.get('PATH', '')}", JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--ServerApp.token={token}", f"--notebook-dir={tmp_path}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        with chromium(tmp_path) as driver:
+            driver.set_window_size(1400, 1000)
+            url = f"http://127.0.0.1:{port}/lab/workspaces/test/tree/book/demo.ipynb?token={token}&reset"
+            _wait(lambda: _try_get(driver, url), 60, "the server to answer")
+            _wait(lambda: len(driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")) >= 2, 90,
+                  "the chapter to open as a notebook")
+            rendered = _wait(lambda: driver.find_element(By.CSS_SELECTOR, ".jp-Notebook").text
+                             if "Lemma" in driver.find_element(By.CSS_SELECTOR, ".jp-Notebook").text else None,
+                             60, "jupyterlab-myst to render the lemma")
+            assert "{prf:lemma}" not in rendered and "Arithmetic" in rendered
+            # Run > Run All Cells, as a reader would
+            next(e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if e.text == "Run").click()
+            _wait(lambda: [e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item")
+                           if e.text.startswith("Run All Cells")], 10, "the Run menu")[0].click()
+            def outputs():
+                text = "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output"))
+                return text if "the next cell ran" in text else None
+
+            out = _wait(outputs, 180, "the notebook to run to its last cell")
+            assert "[FAILED] doubling: 6 = 7" in out and "end_chapter() will list every failed claim" in out
+            assert driver.find_elements(By.XPATH, "//div[contains(@style, 'b00020')]"), "no red failure box"
+            SHOTS = ROOT / "_build" / "browser"
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(SHOTS / "lab-broken-claim.png"))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _try_get(driver, url) -> bool:
+    try:
+        driver.get(url)
+        return "JupyterLab" in driver.title or bool(driver.find_elements("css selector", "#main"))
+    except Exception:  # the server is still starting
+        return False
