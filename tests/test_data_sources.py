@@ -233,3 +233,41 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
                          text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert "imdb/train: 5 reviews, columns text, label, rating, review_id" in run.stdout
+
+
+def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, tmp_path):
+    """The reader's path end to end: an http(s) URL fetched by datasets' download manager (fsspec +
+    aiohttp), cached, verified and parsed; a second process reuses the cached download."""
+    import functools
+    import http.server
+    import threading
+
+    served = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            served.append(self.path)
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(archive.parent)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{archive.name}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENSEL_", "HF_"))}
+        env.update(TOKENSEL_IMDB_ARCHIVE=url, TOKENSEL_IMDB_SHA256=sha256_file(archive),
+                   TOKENSEL_CACHE_DIR=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf"),
+                   HF_DATASETS_DISABLE_PROGRESS_BARS="1")
+        for _ in range(2):
+            run = subprocess.run([sys.executable, "-m", "tokensel", "data", "imdb"], env=env, capture_output=True,
+                                 text=True, timeout=300, cwd=ROOT)
+            assert run.returncode == 0, run.stdout + run.stderr
+            assert "imdb/test: 4 reviews, columns text, label, rating, review_id" in run.stdout
+        assert list((tmp_path / "cache" / "downloads").rglob("*")), "nothing was cached by the download manager"
+        gets = [p for p in served if p.endswith(archive.name)]
+        assert len(gets) == 1, served  # the second process used the cached download (a HEAD check at most)
+    finally:
+        server.shutdown()
+        server.server_close()
