@@ -36,7 +36,7 @@ def autograd_full_batch(model: ts.AttentionModel, batch: ts.RaggedBatch, chunk: 
         X = E[sub.ids]  # (tokens in chunk) x d: the O(tokens x d) gather
         q, _ = ts.core.segment_softmax(X @ p, sub)
         f = ts.core.segment_sum(q * (X @ v), sub)
-        loss = torch.nn.functional.softplus(-sub.labels.to(E.dtype) * f).sum() / batch.n
+        loss = ts.loss.logistic(sub.labels.to(E.dtype) * f).sum() / batch.n
         loss.backward()
         total += float(loss.detach())
     return total, E.grad, p.grad

@@ -34,7 +34,7 @@ def gradient(model, parts, n, forward):
         t.grad = None
     total = 0.0
     for (ids, mask), y in parts:
-        loss = torch.nn.functional.softplus(-y * forward(ids, mask)).sum() / n
+        loss = ts.loss.logistic(y * forward(ids, mask)).sum() / n
         loss.backward()
         total += float(loss.detach())
     return total, [t.grad.clone() for t in params]

@@ -32,7 +32,7 @@ def gradient(model, parts, n, forward):
         t.grad = None
     total = 0.0
     for prepared, y in parts:
-        loss = torch.nn.functional.softplus(-y * forward(*prepared)).sum() / n
+        loss = ts.loss.logistic(y * forward(*prepared)).sum() / n
         loss.backward()
         total += float(loss.detach())
     return total, [t.grad.clone() for t in params]

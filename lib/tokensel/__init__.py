@@ -1,7 +1,7 @@
 """tokensel: the library behind the executable book on *Attention with Trained Embeddings Provably
 Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025)."""
 
-from . import (checks, config, core, display, imdb_archive, manifest, mixing, plots, reviews, statistics, synthetic,
+from . import (checks, config, core, display, imdb_archive, loss, manifest, mixing, plots, reviews, statistics, synthetic,
                text, variants)
 from .checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
@@ -21,7 +21,7 @@ __all__ = [
     "AttentionModel", "MultiClassAttentionModel", "ClaimFailedError", "DataUnavailableError", "Gradients", "InfeasibleSVMError",
     "InvalidBatchError", "InvalidParameterError", "RaggedBatch", "SVMResult", "TokenselError",
     "Trajectory", "autograd_gradients", "check", "checks", "config", "core", "cosine", "end_chapter",
-    "find_cycle", "generator", "imdb_archive", "manifest", "gradient_flow", "gradients", "labels_from_01", "load_reviews",
+    "find_cycle", "generator", "imdb_archive", "loss", "manifest", "gradient_flow", "gradients", "labels_from_01", "load_reviews",
     "max_margin", "max_margin_for_selection", "max_margin_scores", "one_step", "plots", "rng", "seed_everything",
     "selection_pairs", "start_chapter", "statistics", "synthetic", "text", "train_joint", "train_p",
 ]

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from .data import RaggedBatch
+from .loss import logistic_slope, mean_logistic
 
 
 def segment_sum(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
@@ -60,8 +60,8 @@ def outputs(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor):
 
 
 def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean of ``log(1 + exp(-y f))``, computed without overflow."""
-    return F.softplus(-y * f).mean()
+    """Mean of ``log(1 + exp(-y f))`` (:func:`tokensel.loss.mean_logistic`)."""
+    return mean_logistic(f, y)
 
 
 @dataclass
@@ -117,7 +117,7 @@ def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
     f, umf = f[:, 0], umf[:, 0]
     y = batch.labels.to(f.dtype)
     loss = logistic_loss(f, y)
-    g = -torch.sigmoid(-y * f) * y / batch.n  # dL/df_i
+    g = logistic_slope(y * f) * y / batch.n  # dL/df_i
     h = (g / Z)[dt.seg] * e  # g_i q_t n_t
     S = batch.vocab_size
     return ScoreValueGrads(loss, f, _scatter(dt, h * umf, S), _scatter(dt, h, S))

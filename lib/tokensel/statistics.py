@@ -19,6 +19,7 @@ import torch
 
 from .core import scatter_tokens, segment_max
 from .data import RaggedBatch
+from .loss import logistic
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
 from .validation import check_choice, check_int, check_real, check_real_array
 
@@ -243,7 +244,7 @@ def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     every output is an average of its sequence's values (``w = E v``)."""
     _check_token_vector(batch, w, "w", 0.0)
     best = segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
-    return float(torch.nn.functional.softplus(-best).mean())
+    return float(logistic(best).mean())
 
 
 def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from .data import RaggedBatch
+from .loss import logistic, mean_logistic
 from .errors import DataUnavailableError, InvalidBatchError, InvalidParameterError
 from .mixing import MixPlan, entry_attention, mix
 from .model import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
@@ -203,7 +204,7 @@ class VariantModel(_EmbeddingModel):
 
     def loss(self, batch: RaggedBatch) -> float:
         with torch.no_grad():
-            return float(torch.nn.functional.softplus(-batch.labels.to(self.E.dtype) * self.forward(batch)).mean())
+            return float(mean_logistic(self.forward(batch), batch.labels.to(self.E.dtype)))
 
     def accuracy(self, batch: RaggedBatch) -> float:
         with torch.no_grad():
@@ -260,7 +261,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                 loss, correct = 0.0, 0.0
                 for prepared, y in parts:
                     f = model.forward_prepared(*prepared, scores_dtype=scores_dtype)
-                    part = torch.nn.functional.softplus(-y * f).sum() / batch.n
+                    part = logistic(y * f).sum() / batch.n
                     if step < steps:
                         part.backward()
                     loss += float(part.detach())
