@@ -29,7 +29,7 @@ import numpy as np
 from . import config, imdb_archive
 from .errors import DataUnavailableError, InvalidArgumentError
 from .manifest import verify
-from .validation import check_choice, check_path
+from .validation import check_choice, check_int, check_path
 
 DATA_DIR_ENV = config.DATA_DIR
 
@@ -107,6 +107,10 @@ def _load_local(root: Path, rel: str, name: str, split: str):
 def stratified_sample(ds, n: int, seed: int = 0):
     """``n`` rows of ``ds`` drawn without replacement, each label keeping its share (largest remainders),
     in their original order; the same ``n`` and ``seed`` give the same rows."""
+    n = check_int(n, "n", min=1)
+    seed = check_int(seed, "seed", min=0)
+    if not hasattr(ds, "select") or "label" not in getattr(ds, "column_names", ()):
+        raise InvalidArgumentError(f"ds must be a datasets.Dataset with a 'label' column, got {type(ds).__name__}")
     labels = np.asarray(ds["label"])
     if n >= len(labels):
         return ds
