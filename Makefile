@@ -8,11 +8,12 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book test browser-check bench bench-quick notebooks lab venv clean help
+.PHONY: book test test-fast browser-check bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
-	@echo "make test       run the test suite"
+	@echo "make test       run the test suite (what CI runs)"
+	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium (after make book)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
 	@echo "make bench-quick  the same benchmarks at a fifth of the size (what CI runs)"
@@ -30,13 +31,16 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
 browser-check: $(STAMP)
 	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py
 
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
 book: $(STAMP)
-	$(BIN)/python -c "import tokensel.checks as c; c.mark_build_start('_build/checks')"
+	$(BIN)/python -c "import tokensel.book.checks as c; c.mark_build_start('_build/checks')"
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going

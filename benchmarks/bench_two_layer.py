@@ -2,10 +2,10 @@
 
 Two implementations of the same loss, gradients by autograd, accumulated over chunks of reviews:
 
-* fast (``VariantModel.forward_padded``): never forms ``H = X + A X`` (n x T x d); the read-out needs only
+* fast (``TwoLayer.forward_prepared``): never forms ``H = X + A X`` (n x T x d); the read-out needs only
   ``H p'`` and ``H v``, i.e. ``A`` times an (n x T x 2) tensor, and ``W1`` is applied to the |S| rows of E
   once instead of to every position. Optionally the layer-1 scores in bfloat16 (``--scores-dtype bf16``);
-* reference (``VariantModel.forward_reference``): the models as written.
+* reference (``TwoLayer.forward_reference``): the models as written.
 
 Defaults: chapter 07's CI size on the CPU (3,000 reviews, 48 tokens, d = 64); with ``--paper`` the paper's
 size (25,000 reviews, 256 tokens, d = 2048; a GPU). Reports seconds per full-batch gradient, peak memory,
@@ -29,7 +29,7 @@ PEAK_TFLOPS = {"bf16": 989.0, "fp32": 67.0}  # H100 SXM dense (float32 without T
 
 
 def gradient(model, parts, n, forward):
-    params = [model.E, model.p, *model.extra.values()]
+    params = [model.E, model.p, *model.matrices.values()]
     for t in params:
         t.grad = None
     total = 0.0
@@ -42,13 +42,13 @@ def gradient(model, parts, n, forward):
 
 def check_agreement(kind):
     data = ts.synthetic.independent_tokens(40, 30, length=(2, 20), delta=0.8, seed=0)
-    m = ts.variants.VariantModel.init(kind, 30, 16, seed=0, dtype=torch.float64)
-    for w in m.extra.values():
+    m = ts.variants.make(kind, 30, 16, seed=0, dtype=torch.float64)
+    for w in m.matrices.values():
         w.add_(0.1)
-    for t in [m.E, m.p, *m.extra.values()]:
+    for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)
     parts = [(ts.variants.padded(data.batch), data.batch.labels)]
-    l1, g1 = gradient(m, parts, 40, m.forward_padded)
+    l1, g1 = gradient(m, parts, 40, m.forward_prepared)
     l2, g2 = gradient(m, parts, 40, m.forward_reference)
     err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2))
     assert abs(l1 - l2) < 1e-12 and err < 1e-10, (kind, l1, l2, err)
@@ -80,12 +80,12 @@ def main():
           f"{torch.get_num_threads()} threads; score products {flop / 1e12:.1f} TFLOP a step")
     speed = None
     for kind in ("two_layer", "two_layer_wkq"):
-        model = ts.variants.VariantModel.init(kind, 7_900, d, seed=0, device=args.device)
-        for t in [model.E, model.p, *model.extra.values()]:
+        model = ts.variants.make(kind, 7_900, d, seed=0, device=args.device)
+        for t in [model.E, model.p, *model.matrices.values()]:
             t.requires_grad_(True)
-        runs = [("fast float32", model.forward_padded, "fp32")]
+        runs = [("fast float32", model.forward_prepared, "fp32")]
         if gpu:
-            runs.append(("fast bf16 scores", lambda i, m: model.forward_padded(i, m, scores_dtype=torch.bfloat16), "bf16"))
+            runs.append(("fast bf16 scores", lambda i, m: model.forward_prepared(i, m, scores_dtype=torch.bfloat16), "bf16"))
         if not args.paper or args.reference:
             runs.append(("reference float32", model.forward_reference, "fp32"))
         times = {}

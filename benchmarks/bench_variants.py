@@ -5,9 +5,9 @@ to 256 tokens, |S| = 7,900, d = 256, float32, gradients accumulated over chunks 
 Both paths compute the loss and the gradients with respect to E, p, W1 and W2 by autograd and must
 agree (checked in float64 on the first chunk):
 
-* sparse (``VariantModel.forward_entries``): the attention mixture ``z = Q E`` as CSR products over
+* sparse (``MLPHead.forward_entries``): the attention mixture ``z = Q E`` as CSR products over
   the distinct (sequence, token) entries (:mod:`tokensel.mixing`);
-* padded (``VariantModel.forward_padded``): gather ``E[ids]`` into an (n x T x d) tensor per chunk,
+* padded (``MLPHead.forward_reference``): gather ``E[ids]`` into an (n x T x d) tensor per chunk,
   the straightforward implementation and the one the paper-scale H100 runs of the other variants use.
 
 The one-off preparation of each path (padding, or the entries' sparse pattern) is timed apart.
@@ -27,7 +27,7 @@ from common import peak_rss_gb, timeit, zipf_batch
 
 def gradient(model, parts, n, forward):
     """Loss and gradients of the mean logistic loss, accumulated over the prepared chunks."""
-    params = [model.E, model.p, *model.extra.values()]
+    params = [model.E, model.p, *model.matrices.values()]
     for t in params:
         t.grad = None
     total = 0.0
@@ -47,7 +47,7 @@ def hidden_preactivation(model, batch, path):
         ids, mask = ts.variants.padded(batch)
         X = model.E[ids]
         z = torch.einsum("nt,ntd->nd", torch.softmax((X @ model.p).masked_fill(~mask, -torch.inf), -1), X)
-    return z @ model.extra["W1"].T
+    return z @ model.W1.T
 
 
 def main():
@@ -65,8 +65,8 @@ def main():
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else None
 
     batch = zipf_batch(args.n, args.mean_len, args.vocab, device=args.device).truncate(args.max_len)
-    model = ts.variants.VariantModel.init("mlp", args.vocab, args.d, seed=0, device=args.device)
-    for t in [model.E, model.p, *model.extra.values()]:
+    model = ts.variants.make("mlp", args.vocab, args.d, seed=0, device=args.device)
+    for t in [model.E, model.p, *model.matrices.values()]:
         t.requires_grad_(True)
     print(f"batch: {batch.n} sequences, {batch.num_tokens:,} tokens (at most {args.max_len} each), "
           f"|S| = {args.vocab}, d = {args.d}, float32, device {args.device}, {torch.get_num_threads()} threads")
@@ -87,7 +87,7 @@ def main():
                                 repeat=max(args.repeat, 3), sync=sync)
     peak_sparse = peak_rss_gb()
     print(f"sparse (CSR products):  {t_sparse:8.2f} s  (peak resident memory so far {peak_sparse:.2f} GB)")
-    t_padded, (l2, g2) = timeit(lambda: gradient(model, padded_parts, batch.n, model.forward_padded),
+    t_padded, (l2, g2) = timeit(lambda: gradient(model, padded_parts, batch.n, model.forward_reference),
                                 repeat=args.repeat, sync=sync)
     print(f"padded gather baseline: {t_padded:8.2f} s  (peak resident memory of the whole run {peak_rss_gb():.2f} GB)")
 
@@ -95,19 +95,19 @@ def main():
     print(f"float32 difference between the paths: |loss diff| = {abs(l1 - l2):.1e}, max over E, p, W1, W2 of "
           f"max |diff| / max |grad| = {err32:.1e} (float32 rounding; the float64 check follows)")
     # the two paths must compute the same gradient: check it in float64 on the first chunk
-    m64 = ts.variants.VariantModel.init("mlp", args.vocab, args.d, seed=0, dtype=torch.float64, device=args.device)
-    for t in [m64.E, m64.p, *m64.extra.values()]:
+    m64 = ts.variants.make("mlp", args.vocab, args.d, seed=0, dtype=torch.float64, device=args.device)
+    for t in [m64.E, m64.p, *m64.matrices.values()]:
         t.requires_grad_(True)
     sub, y = batch.subset(chunks[0]), labels[0].to(torch.float64)
     l1, g1 = gradient(m64, [(m64.prepare(sub), y)], sub.n, m64.forward_entries)
-    l2, g2 = gradient(m64, [(ts.variants.padded(sub), y)], sub.n, m64.forward_padded)
+    l2, g2 = gradient(m64, [(ts.variants.padded(sub), y)], sub.n, m64.forward_reference)
     err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2))
     assert abs(l1 - l2) < 1e-12 and err < 1e-10, f"gradients disagree: loss {l1} vs {l2}, rel err {err}"
     print(f"agreement in float64 on the first {sub.n:,} reviews: |loss diff| = {abs(l1 - l2):.1e}, "
           f"max |diff| / max |grad| = {err:.1e}")
     # how far is each float32 path from the exact gradient? (same chunk, float64 as the reference)
     e32 = gradient(model, [sparse_parts[0]], sub.n, model.forward_entries)[1]
-    p32 = gradient(model, [padded_parts[0]], sub.n, model.forward_padded)[1]
+    p32 = gradient(model, [padded_parts[0]], sub.n, model.forward_reference)[1]
 
     def off(g):
         return max(float((a.double() - b).abs().max() / b.abs().max()) for a, b in zip(g, g1))

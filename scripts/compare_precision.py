@@ -21,8 +21,8 @@ BIN_TOL = 0.05  # each bin mean within 5% of the float32 bin means' range
 
 
 def main(low, full) -> int:
-    a, abins = ts.variants.read_paper_scale(low)
-    b, bbins = ts.variants.read_paper_scale(full)
+    a, abins = ts.experiments.read_runs(low)
+    b, bbins = ts.experiments.read_runs(full)
     bad = 0
     for name in ("two layers", "two layers + W_KQ"):
         for key, (kind, tol) in TOL.items():

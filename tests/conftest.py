@@ -2,8 +2,9 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-import torch
 
 import tokensel as ts
 
@@ -34,6 +35,31 @@ def _results_dir(tmp_path, monkeypatch, _cache_root):
     for var in ("TOKENSEL_IMDB_ARCHIVE", "TOKENSEL_IMDB_SHA256", "TOKENSEL_YELP_SOURCE", "TOKENSEL_YELP_SIZE",
                 "TOKENSEL_CLAIMS"):
         monkeypatch.delenv(var, raising=False)
+
+
+# tiny review data sets in the project's local layout (data_dir fixture)
+POS = ["a great and wonderful film", "great acting, wonderful story", "wonderful, simply great"]
+NEG = ["a bad and boring film", "boring story, bad acting", "simply bad <br /> and boring"]
+
+
+def _write(root, rel, texts, labels, ratings=None):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols = {"text": texts, "label": labels}
+    if ratings is not None:
+        cols["rating"] = ratings
+    pq.write_table(pa.table(cols), path)
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    texts, labels = POS + NEG, [1] * 3 + [0] * 3
+    _write(tmp_path, "imdb/train.parquet", texts, labels, [9, 8, 10, 1, 2, 3])
+    _write(tmp_path, "imdb/test.parquet", texts[::-1] + ["unknown words only"], labels[::-1] + [1],
+           [3, 2, 1, 10, 8, 9, 7])
+    _write(tmp_path, "yelp_polarity_sample/test.parquet", texts * 5, labels * 5)
+    ts.manifest.write_manifest(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def _multiclass():
 
 
 def _variant(vocab=None):
-    return ts.variants.VariantModel.init("two_layer", vocab or _batch().vocab_size, 4, seed=0)
+    return ts.variants.make("two_layer", vocab or _batch().vocab_size, 4, seed=0)
 
 
 CASES = [
@@ -73,7 +73,7 @@ CASES = [
     ("min_df above 1 but not an int", lambda: ts.text.build_vocabulary([["a", "b"]], min_df=1.5), ValueError,
      "min_df must be"),
     ("unknown review data set", lambda: ts.reviews.prepare_reviews("mnist"), ValueError, "unknown data set"),
-    ("unknown variant", lambda: ts.variants.VariantModel.init("lstm", 5, 3), InvalidParameterError, "kind"),
+    ("unknown variant", lambda: ts.variants.make("lstm", 5, 3), InvalidParameterError, "kind"),
     ("variant on a multi-class batch", lambda: _variant(_multiclass().vocab_size).forward(_multiclass()),
      InvalidBatchError, "binary models"),
     ("variant on another vocabulary", lambda: _variant(99).forward(_batch()), InvalidBatchError, "E has 99 rows"),
@@ -104,6 +104,7 @@ def test_data_directory_that_is_a_file(tmp_path):
         ts.load_reviews("imdb", "test", data_dir=f)
 
 
+@pytest.mark.slow
 def test_every_bad_input_is_counted():
     """The issue asks for at least 25 distinct bad inputs: count the collected cases."""
     here = Path(__file__).parent

@@ -119,6 +119,7 @@ def _save_many(args):
     return k
 
 
+@pytest.mark.slow
 def test_two_processes_saving_one_checkpoint_collide_on_nothing(tmp_path):
     path = str(tmp_path / "shared.pt")
     with multiprocessing.get_context("spawn").Pool(2) as pool:
@@ -161,7 +162,7 @@ def test_a_diverging_run_stops_with_the_model_of_the_last_finite_step():
 
 def test_a_diverging_variant_stops_with_finite_parameters():
     batch = _data()
-    model = ts.variants.VariantModel.init("two_layer", 30, 8, seed=0)
+    model = ts.variants.make("two_layer", 30, 8, seed=0)
     with pytest.raises(DivergenceError):
         ts.variants.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
     model.validate()

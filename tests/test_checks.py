@@ -95,6 +95,7 @@ def test_report_requires_every_chapter_from_this_build(tmp_path, monkeypatch):
     assert claims["name"].tolist() == ["x"] and chapters["claims"].tolist() == [1]
 
 
+@pytest.mark.slow
 def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
     """A claim that failed inside try/except (or a cell tagged raises-exception) is on record: the
     status page and the build's verification both refuse it, naming the claim."""
@@ -138,6 +139,7 @@ def _run_chapter(args):
     return k
 
 
+@pytest.mark.slow
 def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:

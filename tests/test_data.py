@@ -1,6 +1,5 @@
 """RaggedBatch: construction, views, and every malformed input."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -35,7 +35,7 @@ def _model():
 
 
 def _variant():
-    return ts.variants.VariantModel.init("mlp", S, 4, seed=0)
+    return ts.variants.make("mlp", S, 4, seed=0)
 
 
 def _pairs():
@@ -92,7 +92,7 @@ ENTRY_POINTS = {
     "encode": (ts.text.encode, lambda: dict(tokenized=WORDS, labels=[1, -1, 1], vocab=VOCAB, max_len=None)),
     "decode": (ts.text.decode, lambda: dict(ids=[0, 1], vocab=VOCAB)),
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
-    "VariantModel.init": (ts.variants.VariantModel.init, lambda: dict(kind="mlp", vocab_size=S, d=4, seed=0)),
+    "variants.make": (ts.variants.make, lambda: dict(kind="mlp", vocab_size=S, d=4, seed=0)),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
     "train_variant": (ts.variants.train_variant, lambda: dict(model=_variant(), batch=BATCH, steps=2, lr=0.01,
                                                               eval_every=1, progress=False, chunk=None)),
@@ -114,7 +114,7 @@ def _state(kwargs, results: Path):
     for v in kwargs.values():
         tensors = [v] if isinstance(v, torch.Tensor) else [getattr(v, a) for a in ("E", "p", "v", "V")
                                                            if isinstance(getattr(v, a, None), torch.Tensor)]
-        tensors += list(getattr(v, "extra", {}).values()) if isinstance(getattr(v, "extra", None), dict) else []
+        tensors += list(v.matrices.values()) if isinstance(v, ts.variants.VariantModel) else []
         for t in tensors:
             h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
                      if t.dtype != torch.bool else t.cpu().numpy().tobytes())

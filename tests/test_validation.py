@@ -84,7 +84,7 @@ def test_half_precision_parameters_are_refused(dtype):
     with pytest.raises(InvalidParameterError, match="half precision"):
         ts.AttentionModel(torch.zeros(5, 3, dtype=dtype), torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype))
     with pytest.raises(InvalidParameterError, match="half precision"):
-        ts.variants.VariantModel.init("mlp", 5, 3, dtype=dtype)
+        ts.variants.make("mlp", 5, 3, dtype=dtype)
 
 
 def test_statistics_helpers_refuse_wrong_lengths():

@@ -1,27 +1,46 @@
 """tokensel: the library behind the executable book on *Attention with Trained Embeddings Provably
-Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025)."""
+Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025).
 
-from . import (checks, config, core, display, imdb_archive, loss, manifest, mixing, plots, reviews, statistics, synthetic,
-               text, variants)
-from .checks import check, end_chapter, start_chapter
+Layers (each imports only those above it; ARCHITECTURE.md has the picture): configuration, errors and
+validation; data (ragged batches, text, loaders); the model and its exact gradients; training (the one
+Adam loop in :mod:`.loop`, phase-1/phase-2 training in :mod:`.training`, the variants); statistics and
+the max-margin solvers; the named experiments (:mod:`.experiments`); the book's own tooling
+(:mod:`.book`: claims, figures, HTML views, Sphinx extensions)."""
+
+from . import (config, core, experiments, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
+               text, training, variants)
+from .book import checks, display, plots
+from .book.checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
                      InvalidParameterError, TokenselError)
-from .gradients import Gradients, autograd_gradients, gradients
+from .gradients import Gradients, autograd_gradients, gradients, p_gradient
 from .loaders import load_reviews
+from .loop import Trajectory
 from .maxmargin import (SVMResult, find_cycle, max_margin, max_margin_for_selection, max_margin_scores,
                         selection_pairs)
 from .model import AttentionModel, MultiClassAttentionModel
 from .seeding import generator, rng, seed_everything
-from .training import Trajectory, cosine, gradient_flow, one_step, train_joint, train_p
+from .training import cosine, gradient_flow, one_step, train_joint, train_p
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401 (the package version)
 
 __all__ = [
-    "AttentionModel", "MultiClassAttentionModel", "ClaimFailedError", "DataUnavailableError", "Gradients", "InfeasibleSVMError",
-    "InvalidBatchError", "InvalidParameterError", "RaggedBatch", "SVMResult", "TokenselError",
-    "Trajectory", "autograd_gradients", "check", "checks", "config", "core", "cosine", "end_chapter",
-    "find_cycle", "generator", "imdb_archive", "loss", "manifest", "gradient_flow", "gradients", "labels_from_01", "load_reviews",
-    "max_margin", "max_margin_for_selection", "max_margin_scores", "one_step", "plots", "rng", "seed_everything",
-    "selection_pairs", "start_chapter", "statistics", "synthetic", "text", "train_joint", "train_p",
+    # modules
+    "checks", "config", "core", "display", "experiments", "imdb_archive", "loop", "loss", "manifest", "mixing",
+    "plots", "reviews", "statistics", "synthetic", "text", "training", "variants",
+    # data and models
+    "RaggedBatch", "labels_from_01", "load_reviews", "AttentionModel", "MultiClassAttentionModel",
+    # gradients and training
+    "Gradients", "gradients", "p_gradient", "autograd_gradients", "Trajectory", "cosine", "gradient_flow", "one_step",
+    "train_joint", "train_p",
+    # max-margin
+    "SVMResult", "find_cycle", "max_margin", "max_margin_for_selection", "max_margin_scores", "selection_pairs",
+    # seeding
+    "generator", "rng", "seed_everything",
+    # claims
+    "check", "end_chapter", "start_chapter",
+    # errors
+    "ClaimFailedError", "DataUnavailableError", "InfeasibleSVMError", "InvalidBatchError", "InvalidParameterError",
+    "TokenselError",
 ]

@@ -1,6 +1,6 @@
 """Command line: ``python -m tokensel <command>``.
 
-* ``verify [RESULTS_DIR]``: check a built book's claim records (:func:`tokensel.checks.verify`); exits 1
+* ``verify [RESULTS_DIR]``: check a built book's claim records (:func:`tokensel.book.checks.verify`); exits 1
   naming every failed claim and unfinished chapter.
 * ``data [NAME ...]``: fetch the data sets the book reads (``imdb``, ``yelp_polarity``), as the chapters
   will, and print their sizes, columns and sources.
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "verify":
-            from .checks import main as verify_main
+            from .book.checks import main as verify_main
 
             return verify_main(["verify"] + ([args.results_dir] if args.results_dir else []))
         if args.command == "data":

@@ -62,7 +62,7 @@ def fingerprint(recipe: str, batch, start: dict, settings: dict, test_batch=None
     """What identifies a run: ``recipe`` (e.g. ``"train_joint"``, ``"variant/mlp"``), digests of the
     training and test data and of the ``start`` tensors (the parameters before the first step), their
     dtype, the ``settings`` (learning rate, steps, ...) and the library version."""
-    from . import __version__
+    from .version import __version__
 
     dtypes = sorted({str(t.dtype) for t in start.values() if t is not None})
     return {"recipe": str(recipe), "library": __version__, "data": digest_batch(batch),

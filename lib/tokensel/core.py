@@ -53,12 +53,6 @@ def segment_softmax(a: torch.Tensor, batch: RaggedBatch):
     return e / segment_sum(e, batch)[batch.seg], amax
 
 
-def outputs(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor):
-    """Model outputs ``f`` (per sequence) and attention ``q`` (per occurrence) from scores and values."""
-    q, _ = segment_softmax(c[batch.ids], batch)
-    return segment_sum(q * w[batch.ids], batch), q
-
-
 def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean of ``log(1 + exp(-y f))`` (:func:`tokensel.loss.mean_logistic`)."""
     return mean_logistic(f, y)

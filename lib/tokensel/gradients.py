@@ -73,6 +73,13 @@ def gradients(model, batch: RaggedBatch, stable: bool = True) -> Gradients:
     return Gradients(float(r.loss), r.f, r.A, r.B, gpv[0], gpv[1], p, v)
 
 
+def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
+    """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
+    by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor)."""
+    r = score_value_grads(batch, E @ p, w, stable=stable)
+    return r.loss, E.T @ r.A
+
+
 def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
     """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
 

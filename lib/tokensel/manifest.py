@@ -62,6 +62,9 @@ def verify(root: Path, rel: str) -> str:
     """Check ``root/rel`` against its expected SHA-256 and return the digest; raise
     :class:`DataUnavailableError` naming the file, both digests and where the expected one comes from."""
     root = Path(root)
+    if not (root / rel).is_file():
+        raise DataUnavailableError(f"{str(root / rel)!r} does not exist: the data folder needs {rel} (see the "
+                                   "README's data section for where the files come from)")
     files = read_manifest(root)
     if files is not None and rel in files:
         expected, origin = files[rel], f"{root / MANIFEST}"

@@ -7,6 +7,8 @@ train and test parts (80/20 by a fixed seed) and ``is_sample`` is set, so a chap
 
 Vocabulary rule (default): words in at least 0.15% of the training reviews (38 of IMDB's 25,000),
 which gives 7,903 words on IMDB with the Unicode tokenizer; no truncation: every review keeps all its in-vocabulary words.
+
+Data preparation only: the experiments run on these data sets are in :mod:`tokensel.experiments`.
 """
 
 from __future__ import annotations
@@ -79,56 +81,3 @@ def prepare_reviews(name: str, min_df: int | float = DEFAULT_MIN_DF, max_len: in
                       ratings(train, kept_tr), source + (f"; split {sample_train_fraction:.0%}/"
                       f"{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""), is_sample,
                       (len(tr_words) - btr.n, len(te_words) - bte.n))
-
-
-# ---------------------------------------------------------------- experiment recipes
-PAPER_D = 2048
-
-
-def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-               eval_every: int = 25, checkpoint=None):
-    """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
-    vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
-    resumes where it stopped (see :func:`tokensel.training.train_joint`); a checkpoint of another recipe,
-    data set, seed or setting is refused."""
-    from .model import AttentionModel
-    from .training import train_joint
-
-    model = AttentionModel.init(len(data.vocab), d, seed=seed)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe="full")
-    return model, traj.to_frame()
-
-
-def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-                 eval_every: int = 25, checkpoint=None):
-    """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
-    are trained."""
-    from .model import AttentionModel
-    from .training import train_joint
-
-    model = AttentionModel.init(len(data.vocab), d, seed=seed)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe="frozen_E")
-    return model, traj.to_frame()
-
-
-def one_step_eta(data: ReviewData) -> float:
-    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
-    from .statistics import alpha
-
-    return float(2.0 / alpha(data.train).abs().max())
-
-
-def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3,
-                               seed: int = 0, eta0: float | None = None, eval_every: int = 25, checkpoint=None):
-    """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
-    then ``E`` frozen and only ``p`` and ``v`` trained."""
-    from .model import AttentionModel
-    from .training import one_step, train_joint
-
-    eta0 = one_step_eta(data) if eta0 is None else eta0
-    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe=f"one_step_then_freeze(eta0={eta0!r})")
-    return model, traj.to_frame()

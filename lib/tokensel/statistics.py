@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .core import scatter_tokens, segment_max
+from .core import scatter_tokens, segment_max, segment_softmax
 from .data import RaggedBatch
 from .loss import logistic
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
@@ -143,6 +143,14 @@ def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> to
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
 
+def attention(batch: RaggedBatch, c: torch.Tensor) -> torch.Tensor:
+    """The softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``) for the
+    per-token scores ``c`` (e.g. ``E @ p`` for any ``p``; :meth:`~tokensel.AttentionModel.attention` for
+    the model's own ``p``)."""
+    _check_token_vector(batch, c, "c", 0.0)
+    return segment_softmax(c[batch.ids], batch)[0]
+
+
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence softmax mass on the occurrences in ``mask``."""
     _check_occurrence_vector(batch, q, "q")
@@ -239,12 +247,24 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
     return torch.where(has_marked, low - high, torch.full_like(low, -torch.inf))
 
 
+def value_lead(batch: RaggedBatch, w: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    """Per sequence: ``y_i u`` of its marked tokens (the lowest of them) minus the best ``y_i u`` of its
+    other tokens, with ``u = w`` the values (:func:`separation` of ``y_i w``). Positive when the marked
+    token has the best value for its sequence's label: the hypothesis of the loss-floor argument."""
+    _binary(batch)
+    return torch.where(batch.labels > 0, separation(batch, w, token_mask), separation(batch, -w, token_mask))
+
+
+def best_value(batch: RaggedBatch, w: torch.Tensor) -> torch.Tensor:
+    """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens (``u = w``)."""
+    _check_token_vector(batch, w, "w", 0.0)
+    return segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
+
+
 def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
     every output is an average of its sequence's values (``w = E v``)."""
-    _check_token_vector(batch, w, "w", 0.0)
-    best = segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
-    return float(logistic(best).mean())
+    return float(logistic(best_value(batch, w)).mean())
 
 
 def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
@@ -275,6 +295,16 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
     u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
     rho = float(spearmanr(fv.center, fv["mean"]).statistic)
     return bins_p, bins_v, float(u_gap), rho
+
+
+def spread_ratio(gap, x, reference, bins: int = 20, min_count: int = 5) -> np.ndarray:
+    """Per bin of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens, the standard deviation of
+    ``x`` divided by that of ``reference`` (e.g. ``E_s^T v`` under an ablation against full training):
+    below 1 where ``x`` varies less than ``reference`` among tokens of similar gap."""
+    min_count = check_int(min_count, "min_count", min=1)
+    ref = binned(gap, reference, bins=bins)
+    keep = (ref["count"] >= min_count).values
+    return binned(gap, x, bins=bins)["std"].values[keep] / ref["std"].values[keep]
 
 
 def values_spread(bins_v) -> float:

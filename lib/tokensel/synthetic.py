@@ -45,6 +45,16 @@ class SyntheticData:
     description: str
     planted_gap: np.ndarray | None = None
 
+    @property
+    def important(self) -> torch.Tensor:
+        """Boolean mask of the tokens with a planted role (``planted != 0``), one entry per token."""
+        return torch.from_numpy(np.asarray(self.planted) != 0)
+
+    @property
+    def important_occurrences(self) -> torch.Tensor:
+        """Boolean mask of the important token occurrences, aligned with ``batch.ids``."""
+        return self.important.to(self.batch.device)[self.batch.ids]
+
 
 MAX_SIZE = 10**8  # sequences, tokens per sequence or vocabulary: more would not fit in memory
 
@@ -102,6 +112,16 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
     return SyntheticData(batch, _planted_roles(P, n_irrelevant),
                          f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
                          f"{n_irrelevant} irrelevant tokens, length {length}")
+
+
+#: the Assumption-1 data that chapters 03-05 share
+THEORY_PAIRS = dict(n_pairs=100, n_important=3, n_irrelevant=30, length=8, seed=0)
+
+
+def theory_pairs() -> SyntheticData:
+    """``assumption1_pairs(**THEORY_PAIRS)``: 200 sequences of 8 tokens over 3 + 3 important and 30
+    irrelevant tokens, the data chapters 03-05 share."""
+    return assumption1_pairs(**THEORY_PAIRS)
 
 
 def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:

@@ -86,6 +86,17 @@ class Vocabulary:
         index = self._index
         return [index[w] for w in words if w in index]
 
+    def extremes(self, x: torch.Tensor, among: torch.Tensor | None = None, k: int = 15) -> tuple[list, list]:
+        """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), each
+        list from the extreme inwards; ``among`` (word ids) limits the ranking to those words."""
+        if not isinstance(x, torch.Tensor) or x.shape != (len(self),):
+            raise ArgumentTypeError(f"x must be a tensor of one value per word, shape ({len(self)},); "
+                                    f"got {getattr(x, 'shape', type(x).__name__)}")
+        idx = torch.arange(len(self)) if among is None else torch.as_tensor(among, dtype=torch.long)
+        k = check_int(k, "k", min=1)
+        order = idx[torch.argsort(x[idx], descending=True)]
+        return [self.words[i] for i in order[:k].tolist()], [self.words[i] for i in order[-k:].flip(0).tolist()]
+
     def rule(self) -> str:
         """The vocabulary rule in words."""
         s = f"words in at least {self.min_df} training documents"
@@ -156,6 +167,21 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
     kept = np.array(kept, dtype=np.int64)
     batch = RaggedBatch.from_sequences(seqs, labels[kept], vocab_size=len(vocab), num_classes=num_classes)
     return batch, kept
+
+
+def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None) -> list[bool]:
+    """Which words of the tokenized ``doc`` its encoding keeps (:func:`encode`'s rule): the in-vocabulary
+    words, the first ``max_len`` of them when ``max_len`` is given."""
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
+    _check_documents([doc])
+    budget = len(doc) if max_len is None else check_int(max_len, "max_len", min=0)
+    out = []
+    for w in doc:
+        ok = budget > 0 and w in vocab
+        budget -= ok
+        out.append(ok)
+    return out
 
 
 def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:

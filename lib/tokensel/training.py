@@ -15,60 +15,17 @@ All use the exact closed-form gradients of :mod:`tokensel.gradients`, and record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
-from . import checkpoints
-from .core import score_value_grads
+from . import checkpoints, loop
 from .data import RaggedBatch
-from .errors import DivergenceError, InvalidParameterError, SolverError
-from .gradients import gradients
+from .errors import InvalidParameterError, SolverError
+from .gradients import gradients, p_gradient
+from .loop import StepResult, Trajectory
 from .model import AttentionModel, MultiClassAttentionModel
 from .progress import bar
-from .validation import MAX_STEPS, check_bool, check_choice, check_int, check_path, check_real
-
-
-@dataclass
-class Trajectory:
-    """Recorded quantities of a training run, one entry per recorded step.
-
-    ``t`` is the gradient-flow time (``lr * step`` for plain GD, the integrator's time for
-    :func:`gradient_flow`, the step count for normalised GD and Adam). ``stopped`` says why the run
-    ended: ``"steps"``, ``"t_max"``, ``"underflow"`` (the float gradient became exactly zero),
-    ``"max_norm"`` or ``"loss_flat"``.
-    """
-
-    method: str
-    step: list = field(default_factory=list)
-    t: list = field(default_factory=list)
-    loss: list = field(default_factory=list)
-    norm_p: list = field(default_factory=list)
-    grad_norm: list = field(default_factory=list)
-    cos_ref: list = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
-    stopped: str = "steps"
-
-    def append(self, step, t, loss, norm_p, grad_norm, cos_ref=float("nan"), **extra):
-        self.step.append(int(step))
-        self.t.append(float(t))
-        self.loss.append(float(loss))
-        self.norm_p.append(float(norm_p))
-        self.grad_norm.append(float(grad_norm))
-        self.cos_ref.append(float(cos_ref))
-        for k, val in extra.items():
-            self.extra.setdefault(k, []).append(float(val))
-
-    def to_frame(self):
-        import pandas as pd
-
-        data = dict(step=self.step, t=self.t, loss=self.loss, norm_p=self.norm_p,
-                    grad_norm=self.grad_norm, cos_ref=self.cos_ref, **self.extra)
-        return pd.DataFrame(data)
-
-    def __len__(self):
-        return len(self.step)
+from .validation import MAX_STEPS, check_bool, check_choice, check_int, check_real
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -152,13 +109,12 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
     traj = Trajectory(method=method)
     with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
         for step in range(int(steps) + 1):
-            r = score_value_grads(batch, E @ p, w, stable=stable)
-            grad = E.T @ r.A
+            loss, grad = p_gradient(E, p, w, batch, stable)
             gnorm = float(grad.norm())
             last = step == steps
             if step in rec or last or gnorm == 0.0:
                 t = lr * step if method == "gd" else step
-                traj.append(step, t, r.loss, p.norm(), gnorm, cosine(p, ref) if ref is not None else float("nan"),
+                traj.append(step, t, loss, p.norm(), gnorm, cosine(p, ref) if ref is not None else float("nan"),
                             **(monitor(p) if monitor else {}))
             if gnorm == 0.0:
                 traj.stopped = "underflow"
@@ -166,7 +122,7 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
             if max_norm is not None and float(p.norm()) > max_norm:
                 traj.stopped = "max_norm"
                 if step not in rec:
-                    traj.append(step, lr * step if method == "gd" else step, r.loss, p.norm(), gnorm,
+                    traj.append(step, lr * step if method == "gd" else step, loss, p.norm(), gnorm,
                                 cosine(p, ref) if ref is not None else float("nan"),
                                 **(monitor(p) if monitor else {}))
                 break
@@ -206,7 +162,7 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
 
     def rhs(_t, y):
         p = torch.from_numpy(y).to(device=device, dtype=dtype)
-        return -(E.T @ score_value_grads(batch, E @ p, w, stable=stable).A).cpu().numpy().astype(np.float64)
+        return -p_gradient(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
@@ -218,31 +174,14 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     ref = None if reference is None else reference.to(device=device, dtype=dtype)
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
-        r = score_value_grads(batch, E @ p, w, stable=stable)
-        traj.append(k, t, r.loss, p.norm(), (E.T @ r.A).norm(), cosine(p, ref) if ref is not None else float("nan"),
+        loss, grad = p_gradient(E, p, w, batch, stable)
+        traj.append(k, t, loss, p.norm(), grad.norm(), cosine(p, ref) if ref is not None else float("nan"),
                     **(monitor(p) if monitor else {}))
     traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
     traj.stopped = "t_max"
     model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
     model.validate()
     return traj
-
-
-def check_training_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress) -> tuple:
-    """Validate the settings every training loop shares; returns them in canonical types."""
-    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
-    lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
-    eval_every = check_int(eval_every, "eval_every", min=1, error=InvalidParameterError)
-    checkpoint = check_path(checkpoint, "checkpoint")
-    checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min=1, error=InvalidParameterError)
-    check_bool(progress, "progress", allow_none=True)
-    return steps, lr, eval_every, checkpoint, checkpoint_every
-
-
-def _diverged(step: int, lr: float, what: str) -> DivergenceError:
-    return DivergenceError(
-        f"training diverged at step {step}: {what} is not finite. The model holds the parameters of step "
-        f"{step} (before the failing update); lr={lr:g} is probably too large: try a smaller lr.", step=step)
 
 
 def _finite_product_bound(*pairs) -> bool:
@@ -281,8 +220,7 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
             or len(set(params)) != len(params):
         raise InvalidParameterError(f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), "
                                     f"got {params!r}")
-    steps, lr, eval_every, checkpoint, checkpoint_every = check_training_settings(
-        steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+    settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
     if not isinstance(recipe, str) or not recipe:
         raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
     model.validate()
@@ -290,44 +228,21 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     if test_batch is not None:
         model.check_batch(test_batch)
     tensors = {name: getattr(model, name) for name in params}
-    # the fused kernel: one pass over each tensor per step (7x faster than the default on the
-    # IMDB-size E on 2 CPU cores; see benchmarks/PROFILE.md); element-wise, so deterministic
-    opt = torch.optim.Adam(list(tensors.values()), lr=lr, fused=True)
-    traj = Trajectory(method="adam")
     y = batch.labels.to(model.E.dtype)
-    saved = {"E": model.E, "p": model.p, "v": model.v}
-    meta = None
-    if checkpoint is not None:
-        meta = checkpoints.fingerprint(recipe, batch, saved, dict(params=tuple(params), lr=lr, steps=steps,
-                                                                  eval_every=eval_every), test_batch)
-        start, traj = checkpoints.resume(checkpoint, saved, opt, meta, Trajectory) or (0, traj)
-    else:
-        start = 0
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
-    with bar(steps, "train (Adam)", disable=None if progress is None else not progress) as pb:
-        pb.update(start)
-        for step in range(start, steps + 1):
-            gr = gradients(model, batch)
-            if not (np.isfinite(gr.loss) and torch.isfinite(gr.p).all() and torch.isfinite(gr.v).all()
-                    and _finite_product_bound((gr.A, model.p), (gr.B, model.v))):
-                raise _diverged(step, lr, "the loss or its gradient")
-            if step % eval_every == 0 or step == steps:
-                extra = {"train_acc": float((gr.f * y > 0).double().mean())}
-                if test_batch is not None:
-                    extra["test_loss"] = model.loss(test_batch)
-                    extra["test_acc"] = model.accuracy(test_batch)
-                traj.append(step, step, gr.loss, model.p.norm(), gr.p.norm(), **extra)
-            if step == steps:
-                if checkpoint is not None:
-                    checkpoints.save(checkpoint, saved, opt, step, traj, meta)
-                break
+
+    def step(take_grad: bool) -> StepResult:
+        gr = gradients(model, batch)
+        finite = bool(np.isfinite(gr.loss) and torch.isfinite(gr.p).all() and torch.isfinite(gr.v).all()
+                      and _finite_product_bound((gr.A, model.p), (gr.B, model.v)))
+        if take_grad and finite:
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
-            opt.step()
-            pb.update(1)
-            if checkpoint is not None and (step + 1) % checkpoint_every == 0:
-                checkpoints.save(checkpoint, saved, opt, step, traj, meta)
-    for t in tensors.values():
-        t.grad = None
-    model.validate()
-    return traj
+        return StepResult(gr.loss, float((gr.f * y > 0).double().mean()), float(gr.p.norm()), finite)
+
+    saved = {"E": model.E, "p": model.p, "v": model.v}
+    meta = None if settings.checkpoint is None else checkpoints.fingerprint(
+        recipe, batch, saved, dict(params=tuple(params), lr=settings.lr, steps=settings.steps,
+                                   eval_every=settings.eval_every), test_batch)
+    return loop.adam(model, list(tensors.values()), step, settings, method="adam", label="train (Adam)",
+                     test_batch=test_batch, saved=saved, fingerprint=meta)

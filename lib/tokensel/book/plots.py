@@ -35,6 +35,31 @@ def binned_band(ax, table, label: str | None = None, color=None, spread: str = "
     return ax
 
 
+def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap $\Delta_s$", title=None):
+    """The paper's two shapes side by side: binned ``E_s^T p`` on ``ax_p`` and ``E_s^T v`` on ``ax_v``
+    (tables of :func:`tokensel.statistics.binned`), each mean ± std against ``xlabel``."""
+    binned_band(ax_p, bins_p, color=PALETTE["p"])
+    binned_band(ax_v, bins_v, color=PALETTE["v"])
+    ax_p.set(xlabel=xlabel, ylabel=r"$E_s^\top p$")
+    ax_v.set(xlabel=xlabel, ylabel=r"$E_s^\top v$")
+    if title is not None:
+        ax_p.set_title(title)
+    return ax_p, ax_v
+
+
+def shape_bins(bins: dict, width: float = 3.1, height: float = 2.7):
+    """One column per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``): the scores on
+    top, the values below, against the posterior gap; y labels on the first column only."""
+    fig, axes = subplots(len(bins), 2, width=width, height=height, squeeze=False)
+    for j, (name, (bp, bv)) in enumerate(bins.items()):
+        score_value_bands(axes[0, j], axes[1, j], bp, bv, xlabel=r"$\Delta_s$", title=name)
+        axes[0, j].set(xlabel="")
+        if j:
+            axes[0, j].set(ylabel="")
+            axes[1, j].set(ylabel="")
+    return fig, axes
+
+
 def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float = 0.6):
     """Scatter of one point per token, coloured by role (+1 positive, -1 negative, 0 irrelevant)."""
     x, y = np.asarray(x), np.asarray(y)

@@ -35,7 +35,7 @@ def _check_config(app, config):
     from sphinx.errors import ConfigError
 
     if config.mathjax_path != LOCAL_PATH:
-        raise ConfigError(f"tokensel.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
+        raise ConfigError(f"tokensel.book.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
                           f"(got {config.mathjax_path!r})")
 
 

@@ -1,4 +1,5 @@
-"""Tokenizer, vocabulary, encoding, and the datasets-based loader (local parquet and hub errors)."""
+"""tokensel.loaders: reviews through Hugging Face datasets from local copies, the hub layout and the project's data folder; what a reader sees when nothing is reachable."""
+
 
 import os
 import subprocess
@@ -10,34 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokensel as ts
-from tokensel.errors import DataUnavailableError, InvalidBatchError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 from conftest import shared_data_dir
-
-
-def test_tokenize():
-    assert ts.text.tokenize("Great movie!<br /><br />I didn't LIKE it, 10/10") == \
-        ["great", "movie", "i", "didn't", "like", "it", "10", "10"]
-    with pytest.raises(TypeError):
-        ts.text.tokenize(None)
-
-
-def test_vocabulary_rule_and_encoding():
-    docs = [ts.text.tokenize(t) for t in ["a good film", "a bad film", "good good good", "the end"]]
-    vocab = ts.text.build_vocabulary(docs, min_df=2)
-    assert set(vocab.words) == {"a", "good", "film"} and vocab.rule().startswith("words in at least 2")
-    batch, kept = ts.text.encode(docs, [1, -1, 1, -1], vocab, max_len=2)
-    assert kept.tolist() == [0, 1, 2]  # "the end" has no in-vocabulary word
-    assert ts.text.decode(batch.sequence(0), vocab) == ["a", "good"]
-    assert "bad" not in vocab and vocab.id("good") in (0, 1, 2)
-    with pytest.raises(KeyError, match="not in the vocabulary"):
-        vocab.id("bad")
-    with pytest.raises(ValueError, match="min_df"):
-        ts.text.build_vocabulary(docs, min_df=0)
-    with pytest.raises(ValueError, match="no word occurs"):
-        ts.text.build_vocabulary(docs, min_df=10)
-    with pytest.raises(InvalidBatchError, match="labels"):
-        ts.text.encode(docs, [1], vocab)
 
 
 def _write(dirpath, rel, texts, labels):
@@ -45,6 +21,18 @@ def _write(dirpath, rel, texts, labels):
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"text": texts, "label": labels}), path)
     return path
+
+
+def _hub_layout(root, n_train, n_test, seed=0):
+    """A local copy laid out as the hub's parquet export (plain_text/<split>-00000-of-00001.parquet)."""
+    g = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("test", n_test)):
+        labels = g.permutation(np.arange(n) % 2)
+        texts = [f"{'good' if y else 'bad'} place number {i}" for i, y in enumerate(labels)]
+        (root / "plain_text").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"text": texts, "label": labels.astype(np.int64)}),
+                       root / "plain_text" / f"{split}-00000-of-00001.parquet")
+    return root
 
 
 def test_local_parquet_through_datasets(tmp_path):
@@ -56,6 +44,7 @@ def test_local_parquet_through_datasets(tmp_path):
     assert str(tmp_path) not in ds.info.description  # provenance by checksum, never a local path
     import datasets
     assert isinstance(ds, datasets.Dataset)
+
 
 
 def test_loader_errors(tmp_path, monkeypatch):
@@ -75,12 +64,12 @@ def test_loader_errors(tmp_path, monkeypatch):
     with pytest.raises(DataUnavailableError, match="corrupted"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     _write(tmp_path, "yelp_polarity_sample/test.parquet", ["x"], [1])
-    import datasets
     import pyarrow as pa2
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
     ts.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="lacks column"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
+
 
 
 def test_unreachable_sources_name_every_fix(monkeypatch):
@@ -99,6 +88,8 @@ def test_unreachable_sources_name_every_fix(monkeypatch):
         ts.load_reviews("imdb", "train")
 
 
+
+@pytest.mark.slow
 def test_no_data_and_no_network_in_a_fresh_process(tmp_path):
     """prepare_reviews with no data folder, no archive setting and no network: one clear message."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSEL_")}
@@ -113,6 +104,7 @@ def test_no_data_and_no_network_in_a_fresh_process(tmp_path):
     assert "Traceback" not in out.stdout
 
 
+
 def test_real_yelp_sample_and_imdb_schema():
     d = shared_data_dir()
     if d is None:
@@ -125,3 +117,37 @@ def test_real_yelp_sample_and_imdb_schema():
     vocab = ts.text.build_vocabulary(docs, min_df=3)
     batch, kept = ts.text.encode(docs, ts.labels_from_01(np.array(yelp["label"][:200])), vocab)
     assert batch.n == len(kept) > 150
+
+
+def test_yelp_from_the_hub_layout_is_a_stated_stratified_sample(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    monkeypatch.setenv("TOKENSEL_YELP_SOURCE", str(_hub_layout(tmp_path / "yelp", 60, 30)))
+    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "20")
+    train = ts.load_reviews("yelp_polarity", "train")
+    assert train.num_rows == 20 and sum(train["label"]) == 10
+    assert "a stratified sample of 20 of its 60 reviews" in train.info.description
+    assert ts.load_reviews("yelp_polarity", "train")["text"] == train["text"]  # deterministic
+    data = ts.reviews.prepare_reviews("yelp_polarity", min_df=1)
+    assert not data.is_sample and data.train.n == 20 and data.test.n == 20 and "stratified sample" in data.source
+    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "full")
+    assert ts.load_reviews("yelp_polarity", "train").num_rows == 60
+    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "lots")
+    with pytest.raises(InvalidArgumentError, match="TOKENSEL_YELP_SIZE='lots'.*'full'"):
+        ts.load_reviews("yelp_polarity", "train")
+
+
+
+def test_stratified_sample_keeps_label_shares():
+    import datasets
+
+    labels = [0] * 70 + [1] * 30
+    ds = datasets.Dataset.from_dict({"text": [str(i) for i in range(100)], "label": labels})
+    sub = ts.loaders.stratified_sample(ds, 10, seed=3)
+    assert sub.num_rows == 10 and sum(sub["label"]) == 3
+    assert [int(t) for t in sub["text"]] == sorted(int(t) for t in sub["text"])
+    assert ts.loaders.stratified_sample(ds, 10, seed=3)["text"] == sub["text"]
+    assert ts.loaders.stratified_sample(ds, 200).num_rows == 100
+    with pytest.raises(TypeError, match="n must be an int"):
+        ts.loaders.stratified_sample(ds, 2.5)
+    with pytest.raises(InvalidArgumentError, match="'label' column"):
+        ts.loaders.stratified_sample({"label": [0, 1]}, 1)

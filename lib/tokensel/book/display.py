@@ -5,10 +5,9 @@ from __future__ import annotations
 import html
 
 import numpy as np
-import torch
 
-from .errors import InvalidArgumentError
-from .validation import check_real_array
+from ..errors import InvalidArgumentError
+from ..validation import check_real_array
 
 
 def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 102, 172") -> str:
@@ -43,17 +42,15 @@ def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 
 
 
 def review_attention(model, data, i: int) -> str:
-    """HTML of test review ``i`` of a :class:`~tokensel.reviews.ReviewData` under ``model``."""
+    """HTML of test review ``i`` of a :class:`~tokensel.reviews.ReviewData` under ``model`` (its attention,
+    :meth:`~tokensel.AttentionModel.attention`, over the words the encoding kept)."""
+    from ..text import kept_words
+
     words = data.test_words[i]
-    seq = data.test.sequence(i)
-    q = torch.softmax(model.scores()[seq], 0).cpu().numpy()
-    known, budget = [], len(seq)  # with truncation only the first len(seq) known words are in the batch
-    for w in words:
-        ok = w in data.vocab and budget > 0
-        budget -= ok
-        known.append(ok)
-    # attention per distinct position: the encoding keeps in-vocabulary words in order
-    f = float(model.forward(data.test.subset([i]))[0])
+    review = data.test.subset([i])
+    q = model.attention(review).cpu().numpy()
+    known = kept_words(words, data.vocab, max_len=review.num_tokens)  # the batch may be truncated
+    f = float(model.forward(review)[0])
     label = "positive" if data.test.labels[i] > 0 else "negative"
     title = f"test review {i}: label {label}, model output f = {f:+.2f}"
     return attention_html(words, q, known, title=title)

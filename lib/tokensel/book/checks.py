@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config
-from .files import write_json_atomic
-from .errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
+from .. import config
+from ..files import write_json_atomic
+from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
 KINDS = ("abs", "rel", "le", "ge", "true")
@@ -292,8 +292,9 @@ def _stamp(d: Path):
             raise InvalidArgumentError(f"{str(f)!r} is not a build stamp: rebuild the book") from None
 
 
-def toc_chapters(root: Path | None = None) -> list[str]:
-    """Chapter names (file stems) listed in the book's ``_toc.yml``, in order."""
+def toc_files(root: Path | None = None) -> list[str]:
+    """The book's pages as listed in ``_toc.yml`` (the one list of chapters), in order: paths relative to
+    the book's root without suffix (``"book/01_model"``), the root page first."""
     import yaml
 
     root = root or book_root()
@@ -309,7 +310,12 @@ def toc_chapters(root: Path | None = None) -> list[str]:
     walk(toc.get("chapters"))
     for part in toc.get("parts", []):
         walk(part.get("chapters"))
-    return [Path(f).stem for f in files]
+    return [str(Path(f).with_suffix("")) if Path(f).suffix in (".md", ".ipynb") else f for f in files]
+
+
+def toc_chapters(root: Path | None = None) -> list[str]:
+    """Chapter names (file stems) listed in the book's ``_toc.yml``, in order."""
+    return [Path(f).stem for f in toc_files(root)]
 
 
 def checked_chapters(root: Path | None = None) -> list[str]:

@@ -1,13 +1,11 @@
-"""The reader's data path: IMDB from an archive in the original layout (parse, verify, cache, reuse),
-checksum manifests of local folders, Yelp from a copy in the hub's layout with a stratified sample,
-and the settings that choose among them."""
+"""tokensel.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch over HTTP) and the mirror command that writes one."""
+
 
 import json
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,7 +15,7 @@ from tokensel import config, imdb_archive
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 from tokensel.manifest import sha256_file, write_manifest
 
-from conftest import ROOT, shared_data_dir
+from conftest import ROOT
 
 # a few reviews per split and label, ratings in the names as in aclImdb/{split}/{pos,neg}/<id>_<rating>.txt
 SMALL = {
@@ -33,6 +31,7 @@ def archive(tmp_path):
     return imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
 
 
+
 @pytest.fixture
 def use_archive(archive, monkeypatch, tmp_path):
     monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
@@ -40,6 +39,7 @@ def use_archive(archive, monkeypatch, tmp_path):
     monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
     return archive
+
 
 
 def test_archive_is_parsed_into_the_books_table(use_archive, tmp_path):
@@ -53,6 +53,7 @@ def test_archive_is_parsed_into_the_books_table(use_archive, tmp_path):
     assert train.num_rows == 5 and sorted(train["rating"]) == [1, 2, 4, 7, 10]  # the unsup review is skipped
     data = ts.reviews.prepare_reviews("imdb", min_df=1)
     assert data.test_ratings.tolist() == [1, 3, 8, 9] and data.train.n == 5
+
 
 
 def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
@@ -73,6 +74,7 @@ def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
     assert ts.load_reviews("imdb", "train").num_rows == 5
 
 
+
 def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypatch):
     first = imdb_archive.prepare()
     other = dict(SMALL, test={**SMALL["test"], "text": ["changed"] + SMALL["test"]["text"][1:]})
@@ -82,6 +84,7 @@ def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypat
     assert "changed" in ts.load_reviews("imdb", "test")["text"]
     folders = sorted((tmp_path / "cache" / "imdb").glob("*-v*"))
     assert len(folders) == 2 and first in folders  # same names and sizes, other content: another folder
+
 
 
 def test_checksum_failure_caches_nothing(use_archive, monkeypatch, tmp_path):
@@ -94,10 +97,12 @@ def test_checksum_failure_caches_nothing(use_archive, monkeypatch, tmp_path):
         ts.load_reviews("imdb", "train")
 
 
+
 def test_canonical_checksum_is_required_for_the_canonical_url(monkeypatch):
     monkeypatch.delenv("TOKENSEL_IMDB_SHA256", raising=False)
     assert imdb_archive.expected_sha256(config.CANONICAL_IMDB_URL) == imdb_archive.CANONICAL_SHA256
     assert imdb_archive.expected_sha256("/somewhere/else.tar.gz") is None
+
 
 
 def test_unverified_archive_is_used_with_a_warning(archive, monkeypatch, tmp_path):
@@ -107,6 +112,7 @@ def test_unverified_archive_is_used_with_a_warning(archive, monkeypatch, tmp_pat
     with pytest.warns(UserWarning, match="not the Stanford release.*unverified"):
         ds = ts.load_reviews("imdb", "test")
     assert "an unverified copy" in ds.info.description
+
 
 
 def test_damaged_and_foreign_archives_are_refused(tmp_path):
@@ -125,99 +131,8 @@ def test_damaged_and_foreign_archives_are_refused(tmp_path):
         imdb_archive.fetch(str(tmp_path / "missing.tar.gz"))
 
 
-def test_local_folder_is_checked_against_its_manifest(tmp_path):
-    root = tmp_path / "data"
-    (root / "imdb").mkdir(parents=True)
-    pq.write_table(pa.table({"text": ["good", "bad"], "label": [1, 0]}), root / "imdb" / "train.parquet")
-    # no manifest: the published checksum of the project's copy is expected, and this file is another one
-    with pytest.raises(DataUnavailableError, match="but 86ecb359.* is expected .*tokensel.manifest.KNOWN"):
-        ts.load_reviews("imdb", "train", data_dir=root)
-    pq.write_table(pa.table({"text": ["x"], "label": [1]}), root / "imdb" / "extra.parquet")
-    with pytest.raises(DataUnavailableError, match="no checksum is known.*python -m tokensel manifest"):
-        ts.manifest.verify(root, "imdb/extra.parquet")
-    write_manifest(root)
-    assert ts.load_reviews("imdb", "train", data_dir=root).num_rows == 2
-    # the file changes after the manifest was written: refused, both checksums named
-    pq.write_table(pa.table({"text": ["good", "bad", "ugly"], "label": [1, 0, 0]}), root / "imdb" / "train.parquet")
-    with pytest.raises(DataUnavailableError, match="has SHA-256 [0-9a-f]{64}, but [0-9a-f]{64} is expected"):
-        ts.load_reviews("imdb", "train", data_dir=root)
-    (root / "MANIFEST.json").write_text(json.dumps({"files": {"imdb/train.parquet": "1234"}}))
-    with pytest.raises(DataUnavailableError, match="'1234' is not a SHA-256"):
-        ts.load_reviews("imdb", "train", data_dir=root)
-    (root / "MANIFEST.json").write_text("{not json")
-    with pytest.raises(DataUnavailableError, match="not a readable JSON manifest"):
-        ts.load_reviews("imdb", "train", data_dir=root)
-    (root / "MANIFEST.json").write_text(json.dumps(["a list"]))
-    with pytest.raises(DataUnavailableError, match="no 'files' table"):
-        ts.load_reviews("imdb", "train", data_dir=root)
 
-
-def test_the_project_copy_matches_the_published_checksums():
-    d = shared_data_dir()
-    if d is None:
-        pytest.skip("no local copy of the data (set TOKENSEL_DATA_DIR)")
-    for rel, digest in ts.manifest.KNOWN.items():
-        assert sha256_file(d / rel) == digest, rel
-
-
-def _hub_layout(root, n_train, n_test, seed=0):
-    """A local copy laid out as the hub's parquet export (plain_text/<split>-00000-of-00001.parquet)."""
-    g = np.random.default_rng(seed)
-    for split, n in (("train", n_train), ("test", n_test)):
-        labels = g.permutation(np.arange(n) % 2)
-        texts = [f"{'good' if y else 'bad'} place number {i}" for i, y in enumerate(labels)]
-        (root / "plain_text").mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": texts, "label": labels.astype(np.int64)}),
-                       root / "plain_text" / f"{split}-00000-of-00001.parquet")
-    return root
-
-
-def test_yelp_from_the_hub_layout_is_a_stated_stratified_sample(tmp_path, monkeypatch):
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    monkeypatch.setenv("TOKENSEL_YELP_SOURCE", str(_hub_layout(tmp_path / "yelp", 60, 30)))
-    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "20")
-    train = ts.load_reviews("yelp_polarity", "train")
-    assert train.num_rows == 20 and sum(train["label"]) == 10
-    assert "a stratified sample of 20 of its 60 reviews" in train.info.description
-    assert ts.load_reviews("yelp_polarity", "train")["text"] == train["text"]  # deterministic
-    data = ts.reviews.prepare_reviews("yelp_polarity", min_df=1)
-    assert not data.is_sample and data.train.n == 20 and data.test.n == 20 and "stratified sample" in data.source
-    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "full")
-    assert ts.load_reviews("yelp_polarity", "train").num_rows == 60
-    monkeypatch.setenv("TOKENSEL_YELP_SIZE", "lots")
-    with pytest.raises(InvalidArgumentError, match="TOKENSEL_YELP_SIZE='lots'.*'full'"):
-        ts.load_reviews("yelp_polarity", "train")
-
-
-def test_stratified_sample_keeps_label_shares():
-    import datasets
-
-    labels = [0] * 70 + [1] * 30
-    ds = datasets.Dataset.from_dict({"text": [str(i) for i in range(100)], "label": labels})
-    sub = ts.loaders.stratified_sample(ds, 10, seed=3)
-    assert sub.num_rows == 10 and sum(sub["label"]) == 3
-    assert [int(t) for t in sub["text"]] == sorted(int(t) for t in sub["text"])
-    assert ts.loaders.stratified_sample(ds, 10, seed=3)["text"] == sub["text"]
-    assert ts.loaders.stratified_sample(ds, 200).num_rows == 100
-    with pytest.raises(TypeError, match="n must be an int"):
-        ts.loaders.stratified_sample(ds, 2.5)
-    with pytest.raises(InvalidArgumentError, match="'label' column"):
-        ts.loaders.stratified_sample({"label": [0, 1]}, 1)
-
-
-def test_settings_are_read_when_used(monkeypatch):
-    monkeypatch.setenv("TOKENSEL_THREADS", "3")
-    assert config.threads() == 3
-    monkeypatch.setenv("TOKENSEL_THREADS", "zero")
-    with pytest.raises(InvalidArgumentError, match="TOKENSEL_THREADS"):
-        ts.seed_everything(0)
-    monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
-    assert not ts.progress.enabled()
-    monkeypatch.setenv("TOKENSEL_CLAIMS", "maybe")
-    with pytest.raises(InvalidArgumentError, match="TOKENSEL_CLAIMS"):
-        config.claims_mode()
-
-
+@pytest.mark.slow
 def test_mirror_command_round_trips_a_data_folder(tmp_path):
     root = tmp_path / "data"
     (root / "imdb").mkdir(parents=True)
@@ -239,6 +154,8 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
     assert "imdb/train: 5 reviews, columns text, label, rating, review_id" in run.stdout
 
 
+
+@pytest.mark.slow
 def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, tmp_path):
     """The reader's path end to end: an http(s) URL fetched by datasets' download manager (fsspec +
     aiohttp), cached, verified and parsed; a second process reuses the cached download."""

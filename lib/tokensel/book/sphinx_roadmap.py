@@ -1,0 +1,68 @@
+"""Sphinx extension: the ``roadmap`` directive, the book's chapter list generated from ``_toc.yml``.
+
+    ```{roadmap}
+    ```
+
+writes one bullet per page of ``_toc.yml`` after the page that holds the directive: a link to the page
+and its summary, the ``summary`` entry of the page's front matter (MyST Markdown, math allowed). A page
+of the table of contents without a summary, or a summary that is not a string, stops the build with an
+error naming the page. So the table of contents is the one list of chapters: a chapter added to it
+appears in the roadmap (and on the status page) or the build says what is missing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import yaml
+from sphinx.errors import ExtensionError
+from sphinx.util.docutils import SphinxDirective
+
+
+def front_matter(path: Path) -> dict:
+    """The YAML front matter of a MyST Markdown file (empty when it has none)."""
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return {}
+    end = text.find("\n---", 3)
+    data = yaml.safe_load(text[3:end]) if end > 0 else None
+    return data if isinstance(data, dict) else {}
+
+
+def roadmap_lines(root: Path, current: str) -> list[str]:
+    """The directive's MyST lines: ``- {doc}`page`: summary`` for every page of ``_toc.yml`` after
+    ``current`` (a docname such as ``book/intro``)."""
+    from .checks import toc_files
+
+    pages = toc_files(root)
+    after = pages[pages.index(current) + 1:] if current in pages else pages
+    lines = []
+    for page in after:
+        path = root / f"{page}.md"
+        summary = front_matter(path).get("summary") if path.is_file() else None
+        if not isinstance(summary, str) or not summary.strip():
+            raise ExtensionError(f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
+                                 "what the page shows); every page of _toc.yml needs one")
+        target = posixpath.relpath(page, posixpath.dirname(current) or ".")
+        lines.append(f"- {{doc}}`{target}`: {' '.join(summary.split())}")
+    return lines
+
+
+class Roadmap(SphinxDirective):
+    has_content = False
+
+    def run(self):
+        root = Path(self.env.srcdir)
+        self.env.note_dependency(str(root / "_toc.yml"))
+        lines = roadmap_lines(root, self.env.docname)
+        for line in lines:  # a changed summary rebuilds this page
+            page = line.split("`")[1]
+            self.env.note_dependency(str(root / posixpath.dirname(self.env.docname) / f"{page}.md"))
+        # parsed by the page's own parser (MyST), so roles such as {doc} and $math$ work
+        return self.parse_text_to_nodes("\n".join(lines))
+
+
+def setup(app):
+    app.add_directive("roadmap", Roadmap)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,309 @@
+"""The book's named experiments on real reviews, with their settings: what chapters 06 and 07 run and
+what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the same calls.
+
+* :func:`train_full` — the paper's setup: ``E`` and ``p`` trained jointly (full-batch Adam), ``v`` fixed.
+* :func:`train_frozen` — ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained.
+* :func:`train_one_step_then_freeze` — ablation: one gradient step on ``E``, then as :func:`train_frozen`.
+* :func:`rating_classes` — IMDB's four rating classes as a multi-class batch.
+* :func:`run_model`, :func:`compare_variants` — the one-layer model and the variants of
+  :mod:`tokensel.variants` trained on the same reviews and measured by the same two shapes;
+  :func:`write_run` / :func:`read_runs` store and read one run per model (the recorded paper-scale runs).
+
+A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["ci"]`` is the chapter's
+(3,000 reviews, 48 words, ``d = 64``), ``SCALES["paper"]`` the paper's (full splits, 256 words,
+``d = 2048``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import statistics, variants
+from .data import RaggedBatch
+from .errors import DataUnavailableError, InvalidParameterError
+from .files import write_json_atomic
+from .model import AttentionModel, MultiClassAttentionModel
+from .reviews import ReviewData
+from .training import one_step, train_joint
+from .validation import check_choice
+
+PAPER_D = 2048
+
+
+def _check_data(data) -> ReviewData:
+    if not isinstance(data, ReviewData):
+        raise InvalidParameterError(f"data must be a ReviewData (from tokensel.reviews.prepare_reviews), "
+                                    f"got {type(data).__name__}")
+    return data
+
+
+def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
+               eval_every: int = 25, checkpoint=None):
+    """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
+    vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
+    resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
+    data set, seed or setting is refused."""
+    _check_data(data)
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
+                       eval_every=eval_every, checkpoint=checkpoint, recipe="full")
+    return model, traj.to_frame()
+
+
+def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
+                 eval_every: int = 25, checkpoint=None):
+    """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
+    are trained."""
+    _check_data(data)
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
+                       eval_every=eval_every, checkpoint=checkpoint, recipe="frozen_E")
+    return model, traj.to_frame()
+
+
+def one_step_eta(data: ReviewData) -> float:
+    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
+    _check_data(data)
+    return float(2.0 / statistics.alpha(data.train).abs().max())
+
+
+def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3,
+                               seed: int = 0, eta0: float | None = None, eval_every: int = 25, checkpoint=None):
+    """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
+    then ``E`` frozen and only ``p`` and ``v`` trained."""
+    eta0 = one_step_eta(data) if eta0 is None else eta0
+    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
+    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
+                       eval_every=eval_every, checkpoint=checkpoint, recipe=f"one_step_then_freeze(eta0={eta0!r})")
+    return model, traj.to_frame()
+
+
+#: IMDB's star ratings 1-2, 3-4, 7-8 and 9-10 as classes 0..3 (``np.digitize`` edges)
+RATING_EDGES = (3, 5, 9)
+
+
+def rating_classes(data: ReviewData) -> RaggedBatch:
+    """The training reviews of ``data`` with four rating classes (1-2, 3-4, 7-8, 9-10 stars) as labels."""
+    _check_data(data)
+    if data.train_ratings is None:
+        raise DataUnavailableError(f"{data.name} has no star ratings: the four rating classes need IMDB's "
+                                   "ratings (the original archive carries them)")
+    classes = np.digitize(data.train_ratings, RATING_EDGES)
+    return RaggedBatch(data.train.ids, data.train.offsets, torch.from_numpy(classes), len(data.vocab),
+                       num_classes=len(RATING_EDGES) + 1)
+
+
+@dataclass
+class OneStepMulticlass:
+    """One gradient step of the K-class model from ``p = 0``: the signed frequencies ``alpha`` (|S| x K),
+    the step size and the change ``dW`` of every token's K values."""
+
+    alpha: torch.Tensor
+    eta0: float
+    dW: torch.Tensor
+
+
+def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
+    """One step of size ``eta0 = 2 / max|alpha_{s,k}|`` (the largest predicted shift is 2) on the
+    K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes."""
+    alpha = statistics.alpha_multiclass(batch)
+    eta0 = 2.0 / float(alpha.abs().max())
+    m0 = MultiClassAttentionModel.init(batch.vocab_size, d, batch.num_classes, seed=seed, p_init="zero")
+    return OneStepMulticlass(alpha, eta0, (one_step(m0, batch, eta0).E - m0.E) @ m0.V)
+
+
+# ---------------------------------------------------------------- the variant comparison
+@dataclass(frozen=True)
+class Scale:
+    """Sizes and optimiser settings of the variant comparison. ``n_train``/``n_test``: reviews drawn
+    (without replacement, by ``seed``) from each split, None for all; ``max_len``: words kept per review;
+    ``chunk``: reviews per gradient-accumulation chunk of the variants (None: one chunk);
+    ``one_layer_dtype``: the one-layer model's parameter dtype (the variants train in float32)."""
+
+    name: str
+    d: int
+    steps: int
+    lr: float
+    eval_every: int
+    n_train: int | None
+    n_test: int | None
+    max_len: int
+    chunk: int | None
+    one_layer_dtype: torch.dtype
+
+
+SCALES = {
+    "ci": Scale("ci", d=64, steps=150, lr=3e-3, eval_every=50, n_train=3000, n_test=3000, max_len=48, chunk=None,
+                one_layer_dtype=torch.float64),
+    "paper": Scale("paper", d=PAPER_D, steps=300, lr=3e-3, eval_every=50, n_train=None, n_test=None, max_len=256,
+                   chunk=2500, one_layer_dtype=torch.float32),
+}
+
+#: every model of the comparison by short name, with its display name
+MODEL_NAMES = {"one_layer": "one layer", **{k: cls.name for k, cls in variants.MODELS.items()}}
+
+
+def scale(which, **changes) -> Scale:
+    """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``)."""
+    if isinstance(which, Scale):
+        base = which
+    else:
+        base = SCALES[check_choice(which, "scale", tuple(SCALES), error=InvalidParameterError)]
+    try:
+        return replace(base, **changes)
+    except TypeError as err:
+        raise InvalidParameterError(f"unknown Scale setting in {sorted(changes)}: the settings are "
+                                    f"{', '.join(base.__dataclass_fields__)}") from err
+
+
+def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
+    """The training and test reviews of the comparison: ``sc.n_train`` and ``sc.n_test`` reviews drawn
+    from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``."""
+    _check_data(data)
+    rng = np.random.default_rng(seed)
+    train, test = data.train, data.test
+    if sc.n_train is not None:
+        train = train.subset(np.sort(rng.choice(train.n, sc.n_train, replace=False)))
+    if sc.n_test is not None:
+        test = test.subset(np.sort(rng.choice(test.n, sc.n_test, replace=False)))
+    return train.truncate(sc.max_len), test.truncate(sc.max_len)
+
+
+@dataclass
+class Run:
+    """One model of the comparison, trained and measured: the training history, the 20-bin tables of
+    ``E_s^T p`` (``bins_p``) and ``E_s^T v`` (``bins_v``) against the posterior gap of the training
+    reviews, and the summary numbers (:meth:`summary`)."""
+
+    kind: str
+    model: object
+    history: object  # pandas DataFrame
+    bins_p: object
+    bins_v: object
+    u_gap: float
+    spearman_v: float
+    seconds: float
+    words: int  # words with a posterior gap on the training reviews (the binned ones)
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAMES[self.kind]
+
+    def summary(self) -> dict:
+        last = self.history.iloc[-1]
+        return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss),
+                    u_gap=float(self.u_gap), spearman_v=float(self.spearman_v),
+                    spread_v=statistics.values_spread(self.bins_v), seconds=float(self.seconds))
+
+
+def run_model(kind: str, train: RaggedBatch, test: RaggedBatch, sc: Scale, seed: int = 0, device="cpu",
+              scores_dtype: torch.dtype | None = None, checkpoint=None, progress: bool | None = None) -> Run:
+    """Train model ``kind`` (a key of :data:`MODEL_NAMES`) on ``train`` with the settings of ``sc``, and
+    measure the two shapes (:func:`tokensel.statistics.shape_summary`) against the posterior gap of
+    ``train``: words absent from it are left out of the bins."""
+    check_choice(kind, "kind", tuple(MODEL_NAMES), error=InvalidParameterError)
+    if not isinstance(sc, Scale):
+        raise InvalidParameterError(f"sc must be a Scale (tokensel.experiments.scale('ci')), got {type(sc).__name__}")
+    gap = statistics.posterior_gap(train)
+    t0 = time.time()
+    train_d, test_d = train.to(device), test.to(device)
+    if kind == "one_layer":
+        model = AttentionModel.init(train.vocab_size, sc.d, seed=seed, dtype=sc.one_layer_dtype, device=device)
+        traj = train_joint(model, train_d, steps=sc.steps, lr=sc.lr, test_batch=test_d, eval_every=sc.eval_every,
+                           checkpoint=checkpoint, progress=progress)
+    else:
+        model = variants.make(kind, train.vocab_size, sc.d, seed=seed, device=device)
+        traj = variants.train_variant(model, train_d, steps=sc.steps, lr=sc.lr, test_batch=test_d,
+                                      eval_every=sc.eval_every, chunk=sc.chunk, checkpoint=checkpoint,
+                                      scores_dtype=scores_dtype, progress=progress)
+    seconds = time.time() - t0
+    bp, bv, u, rho = statistics.shape_summary(gap, model.scores().detach().cpu(), model.values().detach().cpu())
+    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, int(torch.isfinite(gap).sum()))
+
+
+def compare_variants(data: ReviewData, sc="ci", kinds=None, seed: int = 0, **run_kw) -> dict:
+    """:func:`run_model` for every model in ``kinds`` (default all four: the one-layer model first) on the
+    reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
+    sc = scale(sc)
+    kinds = tuple(MODEL_NAMES) if kinds is None else check_kinds(kinds)
+    train, test = variant_batches(data, sc, seed=seed)
+    return {MODEL_NAMES[k]: run_model(k, train, test, sc, seed=seed, **run_kw) for k in kinds}
+
+
+def verdicts(runs: dict):
+    """One row per model: accuracies, the two shape statistics and whether each criterion holds
+    (U-gap at least 1; rank correlation at least 0.9)."""
+    import pandas as pd
+
+    rows = []
+    for name, run in runs.items():
+        s = run.summary()
+        rows.append({"model": name, "train acc": s["train_acc"], "test acc": s["test_acc"], "test loss": s["test_loss"],
+                     "U-gap of E_s p (std)": s["u_gap"], "Spearman of E_s v bins": s["spearman_v"],
+                     "spread of E_s v bins (std)": s["spread_v"],
+                     "U-shape holds (>= 1)": s["u_gap"] >= 1, "values monotone (>= 0.9)": s["spearman_v"] >= 0.9})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def write_run(run: Run, folder, **provenance) -> None:
+    """Store ``run`` in ``folder``: ``bins_<kind>.csv`` (bins of ``E_s^T p``, with ``mean_v``/``std_v`` of
+    ``E_s^T v``) and ``summary_<kind>.json`` (:meth:`Run.summary` plus ``provenance``: settings, device,
+    commit, command)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(folder / f"bins_{run.kind}.csv",
+                                                                                 index=False)
+    write_json_atomic(folder / f"summary_{run.kind}.json", {**run.summary(), **provenance})
+
+
+def read_runs(folder):
+    """Read what :func:`write_run` stored. Returns ``(summary, bins)``: a frame indexed by display name and
+    a dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of
+    :func:`tokensel.statistics.binned`. Models without files are left out."""
+    import pandas as pd
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataUnavailableError(f"no recorded runs at {folder}")
+    rows, bins = [], {}
+    for kind, name in MODEL_NAMES.items():
+        summary, table = folder / f"summary_{kind}.json", folder / f"bins_{kind}.csv"
+        if not (summary.is_file() and table.is_file()):
+            continue
+        try:
+            values = json.loads(summary.read_text())
+            bp = pd.read_csv(table)
+            bv = bp[["bin", "left", "right", "center", "count"]].assign(mean=bp["mean_v"], std=bp["std_v"])
+        except (ValueError, KeyError) as err:
+            raise DataUnavailableError(f"{summary.name} / {table.name} in {folder} cannot be read ({err}): "
+                                       "write them again with tokensel.experiments.write_run") from err
+        missing = {"train_acc", "test_acc", "test_loss", "u_gap", "spearman_v"} - set(values)
+        if missing:
+            raise DataUnavailableError(f"{summary} lacks {sorted(missing)}: write it again with write_run")
+        rows.append({"model": name, **values})
+        bins[name] = (bp.drop(columns=["mean_v", "std_v"]), bv)
+    if not rows:
+        raise DataUnavailableError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
+    return pd.DataFrame(rows).set_index("model"), bins
+
+
+def check_kinds(kinds) -> tuple:
+    """``kinds`` as a tuple of model short names (keys of :data:`MODEL_NAMES`), each checked."""
+    if isinstance(kinds, str) or not isinstance(kinds, (tuple, list)) or not kinds:
+        raise InvalidParameterError(f"kinds must be a non-empty list of model names from {tuple(MODEL_NAMES)}, "
+                                    f"got {kinds!r}")
+    kinds = tuple(kinds)
+    for k in kinds:
+        check_choice(k, "kinds", tuple(MODEL_NAMES), error=InvalidParameterError)
+    return kinds
+
+
+__all__ = ["PAPER_D", "SCALES", "MODEL_NAMES", "Scale", "Run", "scale", "train_full", "train_frozen", "one_step_eta",
+           "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "variant_batches", "run_model",
+           "compare_variants", "verdicts", "write_run", "read_runs", "check_kinds"]

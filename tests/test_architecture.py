@@ -1,0 +1,115 @@
+"""The library's shape: layered imports (no cycles, nothing imports upward), the book's tooling kept in
+tokensel.book, and no block of six or more lines written twice inside lib/."""
+
+import ast
+import re
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import tokensel as ts
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "lib" / "tokensel"
+
+# lowest first; a module may import modules of its own layer or of layers below (ARCHITECTURE.md)
+LAYERS = [
+    {"errors", "version", "files", "loss"},
+    {"config", "validation"},
+    {"progress", "seeding", "manifest", "checkpoints", "data"},
+    {"text", "imdb_archive", "mixing", "core", "synthetic"},
+    {"loaders", "model", "maxmargin"},
+    {"reviews", "gradients", "statistics", "loop"},
+    {"training", "variants"},
+    {"experiments"},
+    {"book", "book.checks", "book.display", "book.plots", "book.sphinx_mathjax", "book.sphinx_notebooks",
+     "book.sphinx_roadmap"},
+    {"__init__", "__main__"},
+]
+
+
+def _modules():
+    for f in sorted(LIB.rglob("*.py")):
+        yield ".".join(f.relative_to(LIB).with_suffix("").parts).replace(".__init__", ""), f
+
+
+def _imports(mod: str, path: Path) -> set:
+    """The tokensel modules ``path`` imports (relative imports, at any depth of the file)."""
+    pkg = mod.split(".")[:-1] if not path.name == "__init__.py" else mod.split(".")
+    pkg = [] if mod == "__init__" else pkg
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = pkg[:len(pkg) - (node.level - 1)]
+            names = [node.module] if node.module else [a.name for a in node.names]
+            for name in names:
+                out.add(".".join(base + name.split(".")))
+    return out
+
+
+def test_every_module_has_a_layer():
+    known = set().union(*LAYERS)
+    assert {m for m, _ in _modules()} == known
+
+
+def test_no_upward_imports_and_no_cycles():
+    layer = {m: i for i, group in enumerate(LAYERS) for m in group}
+    graph = {m: _imports(m, f) for m, f in _modules()}
+    for mod, deps in graph.items():
+        for dep in deps:
+            assert dep in layer, f"{mod} imports {dep}, which is not a module of tokensel"
+            assert layer[dep] <= layer[mod], f"{mod} (layer {layer[mod]}) imports {dep} (layer {layer[dep]})"
+    # no cycles, within layers too
+    state = {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            assert state.get(d) != "open", f"import cycle: {' -> '.join(stack + [m, d])}"
+            if d not in state:
+                visit(d, stack + [m])
+        state[m] = "done"
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])
+
+
+def test_only_the_book_imports_the_book_tooling():
+    for mod, f in _modules():
+        if mod.startswith("book") or mod in ("__init__", "__main__"):
+            continue
+        assert not any(d.startswith("book") for d in _imports(mod, f)), mod
+
+
+def _code_lines(path: Path):
+    """(line number, normalised text) of the lines that carry code: no blank lines, comments, docstrings."""
+    tree = ast.parse(path.read_text())
+    doc = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) \
+                and isinstance(node.value.value, str):
+            doc.update(range(node.lineno, node.end_lineno + 1))
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        text = re.sub(r"\s+", " ", line.strip())
+        if text and not text.startswith("#") and i not in doc and not text.startswith(("import ", "from ")):
+            yield i, text
+
+
+def test_no_block_of_six_lines_written_twice_in_lib():
+    window = 6
+    seen = defaultdict(list)
+    for mod, f in _modules():
+        lines = list(_code_lines(f))
+        for k in range(len(lines) - window + 1):
+            block = tuple(t for _, t in lines[k:k + window])
+            if sum(len(t) for t in block) < 120:  # short structural lines (e.g. closing brackets) do not count
+                continue
+            seen[block].append(f"{mod}:{lines[k][0]}")
+    repeated = {b: where for b, where in seen.items() if len(where) > 1}
+    assert not repeated, "\n\n".join(f"{', '.join(w)}:\n" + "\n".join(b) for b, w in repeated.items())
+
+
+def test_version_is_the_projects():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert ts.__version__ == meta["project"]["version"]

@@ -1,0 +1,101 @@
+"""tokensel.experiments: the named recipes, the scales, the variant comparison and its stored runs."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel import experiments as ex
+from tokensel.errors import DataUnavailableError, InvalidParameterError
+
+
+def test_recipes_run_and_differ(data_dir):
+    d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    full, h_full = ex.train_full(d, d=8, steps=20, lr=0.05, eval_every=10)
+    frozen, h_frozen = ex.train_frozen(d, d=8, steps=20, lr=0.05, eval_every=10)
+    one, h_one = ex.train_one_step_then_freeze(d, d=8, steps=20, lr=0.05, eval_every=10)
+    assert h_full.loss.iloc[-1] < h_full.loss.iloc[0]
+    init = ts.AttentionModel.init(len(d.vocab), 8, seed=0)
+    assert torch.equal(frozen.E, init.E) and not torch.equal(full.E, init.E)
+    assert not torch.equal(frozen.v, init.v) and torch.equal(full.v, init.v)  # v trained only in ablations
+    assert ex.one_step_eta(d) > 0 and list(h_one.columns) == list(h_full.columns)
+
+
+def test_recipes_refuse_other_data():
+    with pytest.raises(InvalidParameterError, match="ReviewData"):
+        ex.train_full("imdb")
+
+
+def test_rating_classes_and_one_step(data_dir):
+    d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    four = ex.rating_classes(d)
+    assert four.num_classes == 4 and four.labels.tolist() == [3, 2, 3, 0, 0, 1]  # ratings 9 8 10 1 2 3
+    step = ex.one_step_multiclass(four, d=512)
+    assert step.dW.shape == (len(d.vocab), 4)
+    # lemma: the class-k value moves by eta0 * alpha_{s,k} (p = 0, orthonormal V), up to O(1/sqrt(d))
+    assert float((step.dW - step.eta0 * step.alpha).norm() / (step.eta0 * step.alpha).norm()) < 0.2
+    yelp = ts.reviews.prepare_reviews("yelp_polarity", min_df=2, data_dir=data_dir)
+    with pytest.raises(DataUnavailableError, match="ratings"):
+        ex.rating_classes(yelp)
+
+
+def test_scale_and_batches(data_dir):
+    sc = ex.scale("ci", n_train=4, n_test=3, max_len=2)
+    assert sc.d == 64 and ex.SCALES["ci"].n_train == 3000  # the table itself is not changed
+    with pytest.raises(InvalidParameterError, match="scale"):
+        ex.scale("huge")
+    with pytest.raises(InvalidParameterError, match="unknown Scale setting"):
+        ex.scale("ci", width=3)
+    d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    train, test = ex.variant_batches(d, sc)
+    assert train.n == 4 and test.n == 3 and int(train.lengths.max()) <= 2
+    again = ex.variant_batches(d, sc)[0]
+    assert torch.equal(train.ids, again.ids)  # seeded
+
+
+def test_compare_variants_and_stored_runs(data_dir, tmp_path):
+    d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    sc = ex.scale("ci", d=8, steps=4, eval_every=2, n_train=None, n_test=None)
+    runs = ex.compare_variants(d, sc, kinds=["one_layer", "mlp"], progress=False)
+    assert list(runs) == ["one layer", "MLP head"]
+    table = ex.verdicts(runs)
+    assert list(table.index) == ["one layer", "MLP head"] and table["U-shape holds (>= 1)"].dtype == bool
+    for run in runs.values():
+        ex.write_run(run, tmp_path, steps=sc.steps)
+    summary, bins = ex.read_runs(tmp_path)
+    assert list(summary.index) == ["one layer", "MLP head"] and (summary.steps == 4).all()
+    for name, run in runs.items():
+        assert summary.loc[name, "u_gap"] == pytest.approx(run.u_gap, nan_ok=True)
+        pd.testing.assert_series_equal(bins[name][1]["mean"], run.bins_v["mean"], check_names=False)
+    with pytest.raises(InvalidParameterError, match="kinds"):
+        ex.compare_variants(d, sc, kinds=["transformer"])
+    with pytest.raises(InvalidParameterError, match="kinds"):
+        ex.compare_variants(d, sc, kinds="mlp")
+
+
+def test_read_runs_errors(tmp_path):
+    gap = torch.linspace(-0.9, 0.9, 200, dtype=torch.float64)
+    bp, bv, u, rho = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(tmp_path / "bins_two_layer.csv", index=False)
+    (tmp_path / "summary_two_layer.json").write_text(json.dumps({"test_acc": 0.5, "u_gap": u}))
+    with pytest.raises(DataUnavailableError, match="lacks"):
+        ex.read_runs(tmp_path)
+    (tmp_path / "summary_two_layer.json").write_text("{not json")
+    with pytest.raises(DataUnavailableError, match="cannot be read"):
+        ex.read_runs(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no recorded runs"):
+        ex.read_runs(tmp_path / "absent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="summary_<kind>.json"):
+        ex.read_runs(empty)
+
+
+def test_recorded_paper_scale_runs_are_readable():
+    summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
+    assert list(summary.index) == list(ex.MODEL_NAMES.values())
+    assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()

@@ -1,0 +1,86 @@
+"""tokensel.loop: the one Adam loop every model trains through (evaluation, divergence, gradients)."""
+
+import math
+
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel import loop
+from tokensel.errors import DivergenceError, InvalidParameterError
+
+
+class _Quadratic:
+    """A stand-in model: minimise ||p - 1||^2 / 2 by Adam through the loop's step-function interface."""
+
+    def __init__(self):
+        self.p = torch.zeros(3, dtype=torch.float64)
+
+    def loss(self, batch):
+        return float(((self.p - 1) ** 2).sum() / 2)
+
+    def accuracy(self, batch):
+        return 0.5
+
+    def validate(self):
+        return self
+
+
+def _step(model, blow_up_at=None):
+    calls = []
+
+    def step(take_grad):
+        calls.append(take_grad)
+        loss = float(((model.p.detach() - 1) ** 2).sum() / 2)
+        if blow_up_at is not None and len(calls) > blow_up_at:
+            loss = math.inf
+        if take_grad:
+            model.p.grad = (model.p - 1).detach()
+        return loop.StepResult(loss, 1.0, float((model.p.detach() - 1).norm()), True)
+
+    return step, calls
+
+
+def test_adam_records_evaluates_and_clears_gradients():
+    model = _Quadratic()
+    step, calls = _step(model)
+    settings = loop.check_settings(40, 0.1, 10, None, 10, False)
+    traj = loop.adam(model, [model.p], step, settings, method="adam", label="q", test_batch=object())
+    assert traj.step == [0, 10, 20, 30, 40] and traj.loss[-1] < traj.loss[0]
+    assert traj.extra["test_loss"][-1] == pytest.approx(traj.loss[-1]) and traj.extra["train_acc"] == [1.0] * 5
+    assert calls == [True] * 40 + [False]  # no gradient for the final evaluation
+    assert model.p.grad is None and not model.p.requires_grad
+
+
+def test_a_diverging_step_stops_before_the_update():
+    model = _Quadratic()
+    step, _ = _step(model, blow_up_at=5)
+    settings = loop.check_settings(40, 0.1, 10, None, 10, False)
+    with pytest.raises(DivergenceError, match="diverged at step 5"):
+        loop.adam(model, [model.p], step, settings, method="adam", label="q")
+    assert model.p.grad is None
+
+
+def test_autograd_flag_is_undone_however_the_run_ends(tmp_path):
+    model = _Quadratic()
+    step, _ = _step(model, blow_up_at=2)
+    settings = loop.check_settings(5, 0.1, 1, None, 1, False)
+    with pytest.raises(DivergenceError):
+        loop.adam(model, [model.p], step, settings, method="adam", label="q", autograd=True)
+    assert not model.p.requires_grad
+
+
+def test_settings_are_checked():
+    with pytest.raises(InvalidParameterError, match="lr"):
+        loop.check_settings(5, 0.0, 1, None, 1, None)
+    with pytest.raises(InvalidParameterError, match="steps"):
+        loop.check_settings(0, 0.1, 1, None, 1, None)
+    with pytest.raises(InvalidParameterError, match="eval_every"):
+        loop.check_settings(5, 0.1, 0, None, 1, None)
+
+
+def test_trajectory_frame():
+    traj = ts.Trajectory("adam")
+    traj.append(0, 0.0, 1.0, 2.0, 3.0, acc=0.5)
+    frame = traj.to_frame()
+    assert list(frame.columns) == ["step", "t", "loss", "norm_p", "grad_norm", "cos_ref", "acc"] and len(traj) == 1

@@ -1,0 +1,40 @@
+"""tokensel.model: the one-layer models, their initialisation, outputs and attention."""
+
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import InvalidParameterError
+
+from conftest import random_batch
+
+
+def test_init_follows_the_paper_and_is_seeded():
+    m = ts.AttentionModel.init(50, 400, seed=3)
+    assert m.E.shape == (50, 400) and m.p.shape == (400,) and m.E.dtype == torch.float64
+    assert float(m.v.norm()) == pytest.approx(1.0)  # a unit read-out
+    assert float(m.E.var()) == pytest.approx(1 / 400, rel=0.05)  # E_s ~ N(0, I/d)
+    again = ts.AttentionModel.init(50, 400, seed=3)
+    assert torch.equal(m.E, again.E) and torch.equal(m.p, again.p) and torch.equal(m.v, again.v)
+    assert torch.all(ts.AttentionModel.init(5, 4, p_init="zero").p == 0)
+
+
+def test_attention_and_output_of_a_sequence():
+    batch = random_batch(1)
+    m = ts.AttentionModel.init(batch.vocab_size, 6, seed=0)
+    q = m.attention(batch)
+    sums = torch.zeros(batch.n, dtype=q.dtype).index_add_(0, batch.seg, q)
+    assert torch.allclose(sums, torch.ones(batch.n, dtype=q.dtype))
+    seq = batch.sequence(0)
+    by_hand = torch.softmax(m.E[seq] @ m.p, 0) @ (m.E[seq] @ m.v)
+    assert float(m.forward(batch)[0]) == pytest.approx(float(by_hand), rel=1e-12)
+    assert m.loss(batch) == pytest.approx(float(ts.loss.mean_logistic(m.forward(batch), batch.labels.double())))
+
+
+def test_copy_is_independent_and_validate_refuses_nan():
+    m = ts.AttentionModel.init(5, 4, seed=0)
+    c = m.copy()
+    c.E[0, 0] = float("nan")
+    assert torch.isfinite(m.E).all()
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        c.validate()

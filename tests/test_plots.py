@@ -1,0 +1,30 @@
+"""tokensel.book.plots: the figure types the chapters share."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import torch  # noqa: E402
+
+import tokensel as ts  # noqa: E402
+
+
+def test_shape_bins_has_a_column_per_model():
+    gap = torch.linspace(-1, 1, 300, dtype=torch.float64)
+    bp, bv, _, _ = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    fig, axes = ts.plots.shape_bins({"a": (bp, bv), "b": (bp, bv), "c": (bp, bv)})
+    assert axes.shape == (2, 3)
+    assert [ax.get_title() for ax in axes[0]] == ["a", "b", "c"]
+    assert axes[0, 0].get_ylabel() and not axes[0, 1].get_ylabel()  # y labels on the first column only
+    assert len(axes[1, 2].lines) == 1 and len(axes[1, 2].collections) == 1  # the mean and its band
+    one, _ = ts.plots.shape_bins({"only": (bp, bv)})  # a single model still gets a 2 x 1 grid
+    matplotlib.pyplot.close("all")
+
+
+def test_score_value_bands_label_their_axes():
+    gap = torch.linspace(-1, 1, 300, dtype=torch.float64)
+    bp, bv, _, _ = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    fig, (a, b) = ts.plots.subplots(2)
+    ts.plots.score_value_bands(a, b, bp, bv, xlabel="x")
+    assert a.get_xlabel() == b.get_xlabel() == "x" and "p" in a.get_ylabel() and "v" in b.get_ylabel()
+    matplotlib.pyplot.close("all")

@@ -1,0 +1,29 @@
+"""tokensel.book.sphinx_roadmap: the intro's chapter list, generated from _toc.yml."""
+
+from pathlib import Path
+
+import pytest
+from sphinx.errors import ExtensionError
+
+from tokensel.book.checks import toc_files
+from tokensel.book.sphinx_roadmap import front_matter, roadmap_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_page_of_the_book_has_a_summary():
+    lines = roadmap_lines(ROOT, "book/intro")
+    assert [line.split("`")[1] for line in lines] == [Path(p).name for p in toc_files(ROOT)[1:]]
+
+
+def test_a_page_without_summary_stops_the_build(tmp_path):
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: a\n  - file: sub/b\n")
+    (tmp_path / "intro.md").write_text("# Intro\n")
+    (tmp_path / "a.md").write_text("---\nsummary: 'the first $x$\n  page.'\n---\n# A\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("# B, no front matter\n")
+    with pytest.raises(ExtensionError, match=r"sub/b.md has no `summary:`"):
+        roadmap_lines(tmp_path, "intro")
+    (tmp_path / "sub" / "b.md").write_text("---\nsummary: second\n---\n# B\n")
+    assert roadmap_lines(tmp_path, "intro") == ["- {doc}`a`: the first $x$ page.", "- {doc}`sub/b`: second"]
+    assert front_matter(tmp_path / "intro.md") == {}

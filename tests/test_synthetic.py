@@ -1,0 +1,32 @@
+"""tokensel.synthetic: the data models of the theory chapters."""
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+
+
+def test_theory_pairs_hold_assumption_1_in_the_sample():
+    data = ts.synthetic.theory_pairs()
+    assert data.batch.n == 2 * ts.synthetic.THEORY_PAIRS["n_pairs"]
+    alpha = ts.statistics.alpha(data.batch)
+    irrelevant = ~data.important
+    assert torch.all(alpha[irrelevant] == 0)  # exactly, by the pairing
+    assert torch.equal(data.important, torch.from_numpy(data.planted != 0))
+    occ = data.important_occurrences
+    assert occ.shape == data.batch.ids.shape
+    # exactly one important occurrence per sequence, of the label's sign
+    per_seq = torch.zeros(data.batch.n, dtype=torch.long).index_add_(0, data.batch.seg, occ.long())
+    assert torch.all(per_seq == 1)
+    signs = torch.from_numpy(np.sign(data.planted))[data.batch.ids][occ]
+    assert torch.equal(signs.long(), data.batch.labels.long())
+
+
+def test_value_lead_is_the_signed_separation():
+    data = ts.synthetic.theory_pairs()
+    w = torch.from_numpy(data.planted.astype(np.float64))  # planted roles as values: the important token leads by 1
+    lead = ts.statistics.value_lead(data.batch, w, data.important)
+    assert torch.all(lead == 1.0)
+    assert ts.statistics.loss_floor(data.batch, w) == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-14)
+    assert torch.all(ts.statistics.best_value(data.batch, w) == 1.0)
