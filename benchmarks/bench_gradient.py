@@ -4,7 +4,7 @@ Sizes (defaults): 25,000 sequences of about 230 tokens (5.75 M token occurrences
 d = 2048, float64, the paper's IMDB setting. Both methods compute the loss and the full gradients
 with respect to E (materialised, |S| x d) and p, and must agree.
 
-* ours: ``tokensel.gradients`` — gather/scatter over token ids plus O(|S| d) matrix-vector work;
+* ours: ``tokensel.grads.gradients`` — gather/scatter over token ids plus O(|S| d) matrix-vector work;
 * baseline: a straightforward PyTorch implementation — gather the embeddings of every occurrence
   (``E[ids]``), compute scores, a segment softmax and the outputs, and call ``backward``; processed
   in minibatches of sequences so the gathered (tokens x d) tensor fits in memory.

@@ -19,7 +19,7 @@ LAYERS = [
     {"progress", "seeding", "manifest", "checkpoints", "data"},
     {"text", "imdb_archive", "mixing", "core", "synthetic"},
     {"loaders", "model", "maxmargin"},
-    {"reviews", "gradients", "statistics", "loop"},
+    {"reviews", "grads", "statistics", "loop"},
     {"training", "variants"},
     {"experiments"},
     {"book", "book.checks", "book.display", "book.plots", "book.sphinx_mathjax", "book.sphinx_notebooks",
@@ -113,3 +113,17 @@ def test_no_block_of_six_lines_written_twice_in_lib():
 def test_version_is_the_projects():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert ts.__version__ == meta["project"]["version"]
+
+
+# library modules whose tests live in a module named otherwise
+TESTED_IN = {"version": "test_architecture", "book": "test_checks", "book.sphinx_mathjax": "test_sphinx_extensions",
+             "book.sphinx_notebooks": "test_sphinx_extensions", "__main__": "test_cli", "__init__": "test_fuzz"}
+
+
+def test_every_library_module_has_a_test_module():
+    missing = []
+    for mod, _ in _modules():
+        name = TESTED_IN.get(mod, "test_" + mod.split(".")[-1])
+        if not (ROOT / "tests" / f"{name}.py").is_file():
+            missing.append(f"{mod} (tests/{name}.py)")
+    assert not missing, f"library modules without a test module: {missing}"

@@ -194,3 +194,15 @@ def test_report_mode_shows_a_failure_runs_on_and_fails_at_the_end(tmp_path, monk
         ts.end_chapter()
     with pytest.raises(ClaimFailedError, match="broken"):
         ts.checks.verify(tmp_path, expected=["demo"])
+
+
+def test_claims_table_shows_each_relation():
+    import pandas as pd
+
+    claims = pd.DataFrame([dict(chapter="a", name="x", measured=0.1234567891, expected=0.1, tol=0.05, kind="rel",
+                                passed=True),
+                           dict(chapter="a", name="y", measured=True, expected=None, tol=None, kind="true",
+                                passed=False)])
+    t = ts.checks.claims_table(claims)
+    assert t.loc[0, "measured"] == "0.123457" and t.loc[0, "claim"] == "= expected ± tol·|expected|"
+    assert t.loc[1, "expected"] == "" and t.loc[1, "passed"] == "NO" and t.loc[1, "claim"] == "holds"

@@ -1,7 +1,6 @@
 """tokensel.config: every TOKENSEL_* setting, read when it is used."""
 
 
-
 import pytest
 
 import tokensel as ts

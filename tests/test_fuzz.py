@@ -68,7 +68,7 @@ ENTRY_POINTS = {
     "gradient_flow": (ts.gradient_flow, lambda: dict(model=_model(), batch=BATCH, t_max=1.0, records=3)),
     "train_joint": (ts.train_joint, lambda: dict(model=_model(), batch=BATCH, steps=2, lr=0.01, params=("E", "p"),
                                                  test_batch=BATCH, eval_every=1, progress=False)),
-    "alpha": (ts.statistics.alpha, lambda: dict(batch=BATCH, normalise="length")),
+    "alpha": (ts.statistics.alpha, lambda: dict(batch=BATCH, normalize="length")),
     "posterior_gap": (ts.statistics.posterior_gap, lambda: dict(batch=BATCH, per="occurrence")),
     "token_classes": (ts.statistics.token_classes, lambda: dict(batch=BATCH, tol=1e-12)),
     "selection": (ts.statistics.selection, lambda: dict(batch=BATCH, c=torch.zeros(S, dtype=torch.float64), tol=0.0)),

@@ -1,5 +1,5 @@
-"""tokensel.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch over HTTP) and the mirror command that writes one."""
-
+"""tokensel.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch
+over HTTP) and the mirror command that writes one."""
 
 import json
 import os

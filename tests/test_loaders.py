@@ -1,5 +1,5 @@
-"""tokensel.loaders: reviews through Hugging Face datasets from local copies, the hub layout and the project's data folder; what a reader sees when nothing is reachable."""
-
+"""tokensel.loaders: reviews through Hugging Face datasets from local copies, the hub layout and the
+project's data folder; what a reader sees when nothing is reachable."""
 
 import os
 import subprocess

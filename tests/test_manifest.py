@@ -1,5 +1,5 @@
-"""tokensel.manifest: checksum manifests of local data folders and the published checksums of the project's copy."""
-
+"""tokensel.manifest: checksum manifests of local data folders and the published checksums of the
+project's copy."""
 
 import json
 

@@ -27,3 +27,10 @@ def test_a_page_without_summary_stops_the_build(tmp_path):
     (tmp_path / "sub" / "b.md").write_text("---\nsummary: second\n---\n# B\n")
     assert roadmap_lines(tmp_path, "intro") == ["- {doc}`a`: the first $x$ page.", "- {doc}`sub/b`: second"]
     assert front_matter(tmp_path / "intro.md") == {}
+
+
+def test_the_readmes_contents_are_the_books():
+    from tokensel.book.sphinx_roadmap import contents_markdown
+
+    readme = (ROOT / "README.md").read_text()
+    assert contents_markdown(ROOT) in readme, "README's contents are stale: paste `python -m tokensel contents`"

@@ -12,7 +12,7 @@ def test_alpha_both_normalisations():
     b = ts.RaggedBatch.from_sequences([[0, 0, 1], [1, 2]], [1, -1], vocab_size=4)
     assert torch.allclose(ts.statistics.alpha(b), torch.tensor([2 / 3 / 2, (1 / 3 - 1 / 2) / 2, -1 / 4, 0.0], dtype=torch.float64))
     assert ts.statistics.alpha(b, "count").tolist() == [2.0, 0.0, -1.0, 0.0]
-    with pytest.raises(ValueError, match="normalise"):
+    with pytest.raises(ValueError, match="normalize"):
         ts.statistics.alpha(b, "bogus")
 
 

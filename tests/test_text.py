@@ -1,7 +1,6 @@
 """tokensel.text: the tokenizer, the vocabulary rule and the encoding."""
 
 
-
 import pytest
 
 import tokensel as ts

@@ -4,6 +4,8 @@
   naming every failed claim and unfinished chapter.
 * ``data [NAME ...]``: fetch the data sets the book reads (``imdb``, ``yelp_polarity``), as the chapters
   will, and print their sizes, columns and sources.
+* ``contents``: the book's contents, one line per page of ``_toc.yml`` with its title and summary (the
+  README's list; run from the project folder).
 * ``manifest DIR``: record the SHA-256 of every parquet file of a data folder of your own in
   ``DIR/MANIFEST.json``.
 * ``imdb-mirror DATA_DIR ARCHIVE``: write ``DATA_DIR/imdb/{train,test}.parquet`` back into the original
@@ -27,6 +29,7 @@ def main(argv=None) -> int:
     d.add_argument("names", nargs="*", default=["imdb", "yelp_polarity"])
     m = sub.add_parser("manifest", help="record the checksums of a data folder's parquet files")
     m.add_argument("folder")
+    sub.add_parser("contents", help="print the book's contents (from _toc.yml and each page's summary)")
     im = sub.add_parser("imdb-mirror", help="write local IMDB parquet files in the original archive layout")
     im.add_argument("data_dir")
     im.add_argument("archive")
@@ -56,6 +59,12 @@ def main(argv=None) -> int:
                         raise
                     print(f"{name}/{split}: {ds.num_rows:,} reviews, columns {', '.join(ds.column_names)}; "
                           f"{ds.info.description}")
+            return 0
+        if args.command == "contents":
+            from .book.checks import book_root
+            from .book.sphinx_roadmap import contents_markdown
+
+            print(contents_markdown(book_root()))
             return 0
         if args.command == "manifest":
             from .manifest import write_manifest

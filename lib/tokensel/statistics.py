@@ -41,20 +41,20 @@ def counts(batch: RaggedBatch):
     return scatter_tokens(ones * (y > 0), batch), scatter_tokens(ones * (y < 0), batch)
 
 
-def alpha(batch: RaggedBatch, normalise: str = "length") -> torch.Tensor:
+def alpha(batch: RaggedBatch, normalize: str = "length") -> torch.Tensor:
     """Average signed frequency of every token (float64, length |S|).
 
-    ``normalise="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalise="count"``: occurrences
+    ``normalize="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalize="count"``: occurrences
     in positive minus occurrences in negative sequences.
     """
     y = _binary(batch)
-    check_choice(normalise, "normalise", ("length", "count"))
-    if normalise == "length":
+    check_choice(normalize, "normalize", ("length", "count"))
+    if normalize == "length":
         per_occ = (y / batch.lengths.to(torch.float64))[batch.seg]
         return scatter_tokens(per_occ, batch) / batch.n
-    if normalise == "count":
+    if normalize == "count":
         return scatter_tokens(y[batch.seg], batch)
-    raise InvalidArgumentError(f"normalise must be 'length' or 'count', got {normalise!r}")
+    raise InvalidArgumentError(f"normalize must be 'length' or 'count', got {normalize!r}")
 
 
 def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:

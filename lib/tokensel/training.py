@@ -9,7 +9,7 @@
 * :func:`train_joint` — ``E`` and ``p`` (optionally ``v``) together with full-batch Adam, for the
   real-data experiments.
 
-All use the exact closed-form gradients of :mod:`tokensel.gradients`, and record a
+All use the exact closed-form gradients of :mod:`tokensel.grads`, and record a
 :class:`Trajectory`.
 """
 
@@ -21,7 +21,7 @@ import torch
 from . import checkpoints, loop
 from .data import RaggedBatch
 from .errors import InvalidParameterError, SolverError
-from .gradients import gradients, p_gradient
+from .grads import gradients, p_gradient
 from .loop import StepResult, Trajectory
 from .model import AttentionModel, MultiClassAttentionModel
 from .progress import bar

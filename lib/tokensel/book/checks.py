@@ -394,6 +394,29 @@ def report(expected: list[str], directory: Path | None = None):
     return claims, chapters
 
 
+RELATIONS = {"abs": "= expected ± tol", "rel": "= expected ± tol·|expected|", "le": "≤ expected",
+             "ge": "≥ expected", "true": "holds"}
+
+
+def _shown(x) -> str:
+    """A recorded number as the status page prints it (6 significant digits; blank for none)."""
+    import pandas as pd
+
+    if x is None or (isinstance(x, float) and pd.isna(x)):
+        return ""
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def claims_table(claims):
+    """The status page's table of claims (from :func:`report`): one row per claim with its chapter, name,
+    measured value, the relation it must satisfy, the expected value, the tolerance and whether it held."""
+    table = claims.assign(
+        measured=claims["measured"].map(_shown), expected=claims["expected"].map(_shown),
+        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS),
+        passed=claims["passed"].map({True: "yes", False: "NO"}))
+    return table[["chapter", "name", "measured", "claim", "expected", "tol", "passed"]]
+
+
 def main(argv=None) -> int:
     """``python -m tokensel verify [DIR]``: exit 1 with every problem named, else print a summary."""
     argv = list(sys.argv[1:] if argv is None else argv)

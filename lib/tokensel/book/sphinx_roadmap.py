@@ -30,6 +30,35 @@ def front_matter(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def page_title(path: Path) -> str:
+    """The first level-1 heading of a MyST Markdown page (outside code cells)."""
+    fenced = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("# "):
+            return line[2:].strip()
+    raise ExtensionError(f"{path.name} has no level-1 heading (`# Title`)")
+
+
+def _summary(root: Path, page: str) -> str:
+    path = root / f"{page}.md"
+    summary = front_matter(path).get("summary") if path.is_file() else None
+    if not isinstance(summary, str) or not summary.strip():
+        raise ExtensionError(f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
+                             "what the page shows); every page of _toc.yml needs one")
+    return " ".join(summary.split())
+
+
+def contents_markdown(root: Path) -> str:
+    """The README's list of contents: ``N. **title**: summary`` for every page of ``_toc.yml``, in order
+    (``python -m tokensel contents`` prints it; a test keeps the README equal to it)."""
+    from .checks import toc_files
+
+    return "\n".join(f"{k}. **{page_title(root / f'{page}.md')}**: {_summary(root, page)}"
+                     for k, page in enumerate(toc_files(root), 1))
+
+
 def roadmap_lines(root: Path, current: str) -> list[str]:
     """The directive's MyST lines: ``- {doc}`page`: summary`` for every page of ``_toc.yml`` after
     ``current`` (a docname such as ``book/intro``)."""
@@ -39,13 +68,8 @@ def roadmap_lines(root: Path, current: str) -> list[str]:
     after = pages[pages.index(current) + 1:] if current in pages else pages
     lines = []
     for page in after:
-        path = root / f"{page}.md"
-        summary = front_matter(path).get("summary") if path.is_file() else None
-        if not isinstance(summary, str) or not summary.strip():
-            raise ExtensionError(f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
-                                 "what the page shows); every page of _toc.yml needs one")
         target = posixpath.relpath(page, posixpath.dirname(current) or ".")
-        lines.append(f"- {{doc}}`{target}`: {' '.join(summary.split())}")
+        lines.append(f"- {{doc}}`{target}`: {_summary(root, page)}")
     return lines
 
 
