@@ -205,4 +205,21 @@ def test_claims_table_shows_each_relation():
                                 passed=False)])
     t = ts.checks.claims_table(claims)
     assert t.loc[0, "measured"] == "0.123457" and t.loc[0, "claim"] == "= expected ± tol·|expected|"
-    assert t.loc[1, "expected"] == "" and t.loc[1, "passed"] == "NO" and t.loc[1, "claim"] == "holds"
+    assert t.loc[1, "expected"] == "" and t.loc[1, "status"] == "FAILED" and t.loc[1, "claim"] == "holds"
+    assert t.loc[0, "status"] == "holds"
+    marked = claims.assign(deviation=[True, False])
+    assert ts.checks.claims_table(marked).loc[0, "status"] == "deviation"
+    assert list(ts.checks.claims_table(marked, deviations=True).name) == ["x"]
+    assert list(ts.checks.claims_table(marked, deviations=False).name) == ["y"]
+
+
+def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
+    ts.start_chapter("dev")
+    ts.check("values NOT monotone here (observed)", 0.5, 0.9, kind="le", deviation=True)
+    assert "[deviation] values NOT monotone" in capsys.readouterr().out
+    with pytest.raises(ts.ClaimFailedError):  # the paper's behaviour came back: the text must change
+        ts.check("values NOT monotone elsewhere (observed)", 0.95, 0.9, kind="le", deviation=True)
+    with pytest.raises(TypeError, match="deviation"):
+        ts.check("x", 1.0, 1.0, tol=0.1, deviation="yes")
+    recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
+    assert [c.get("deviation") for c in recs] == [True, True]

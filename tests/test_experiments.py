@@ -99,3 +99,15 @@ def test_recorded_paper_scale_runs_are_readable():
     summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
     assert list(summary.index) == list(ex.MODEL_NAMES.values())
     assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()
+
+
+def test_multiclass_training_runs_through_the_one_loop(data_dir):
+    d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    model, hist = ex.train_multiclass(d, d=8, steps=30, lr=0.05, eval_every=10)
+    assert isinstance(model, ts.MultiClassAttentionModel) and hist.loss.iloc[-1] < hist.loss.iloc[0]
+    assert list(hist.step) == [0, 10, 20, 30] and 0 <= hist.test_acc.iloc[-1] <= 1
+    assert hist.train_acc.iloc[-1] == pytest.approx(model.accuracy(ex.rating_classes(d, "train")))
+    init = ts.MultiClassAttentionModel.init(len(d.vocab), 8, 4, seed=0)
+    assert torch.equal(model.V, init.V)  # the class read-outs stay fixed
+    with pytest.raises(InvalidParameterError, match="split"):
+        ex.rating_classes(d, "validation")

@@ -165,3 +165,27 @@ def test_values_spread_separates_moved_values_from_noise():
         ts.statistics.values_spread(flat.assign(count=0))
     with pytest.raises(ValueError, match="zero"):
         ts.statistics.values_spread(flat.assign(std=0.0))
+
+
+def test_class_gap_is_one_vs_rest_per_occurrence():
+    b = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2, 2]], [0, 1, 2], vocab_size=4, num_classes=3)
+    g = ts.statistics.class_gap(b)
+    assert g[0].tolist() == [1.0, -1.0, -1.0] and g[1].tolist() == [0.0, 0.0, -1.0]
+    assert torch.allclose(g[2], torch.tensor([-1.0, -1 / 3, 1 / 3], dtype=torch.float64))
+    assert torch.isnan(g[3]).all()
+    binary = ts.RaggedBatch.from_sequences([[0, 1], [1, 2]], [0, 1], vocab_size=3, num_classes=2)
+    plain = ts.RaggedBatch.from_sequences([[0, 1], [1, 2]], [-1, 1], vocab_size=3)
+    assert torch.equal(ts.statistics.class_gap(binary)[:, 1], ts.statistics.posterior_gap(plain))
+    with pytest.raises(ValueError, match="multi-class"):
+        ts.statistics.class_gap(plain)
+
+
+def test_within_bin_spread_is_scale_free():
+    gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
+    noise = torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
+    x = gap + 0.1 * noise
+    s = ts.statistics.within_bin_spread(gap, x)
+    assert s == pytest.approx(ts.statistics.within_bin_spread(gap, 1000 * x))  # the scale does not count
+    assert s < ts.statistics.within_bin_spread(gap, gap + 1.0 * noise) < 1.2
+    with pytest.raises(ValueError, match="does not vary"):
+        ts.statistics.within_bin_spread(gap, torch.ones(400, dtype=torch.float64))

@@ -4,7 +4,8 @@ what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the s
 * :func:`train_full` — the paper's setup: ``E`` and ``p`` trained jointly (full-batch Adam), ``v`` fixed.
 * :func:`train_frozen` — ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained.
 * :func:`train_one_step_then_freeze` — ablation: one gradient step on ``E``, then as :func:`train_frozen`.
-* :func:`rating_classes` — IMDB's four rating classes as a multi-class batch.
+* :func:`rating_classes`, :func:`one_step_multiclass`, :func:`train_multiclass` — IMDB's four rating
+  classes: as a multi-class batch, after one gradient step, and trained.
 * :func:`run_model`, :func:`compare_variants` — the one-layer model and the variants of
   :mod:`tokensel.variants` trained on the same reviews and measured by the same two shapes;
   :func:`write_run` / :func:`read_runs` store and read one run per model (the recorded paper-scale runs).
@@ -88,15 +89,30 @@ def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 
 RATING_EDGES = (3, 5, 9)
 
 
-def rating_classes(data: ReviewData) -> RaggedBatch:
-    """The training reviews of ``data`` with four rating classes (1-2, 3-4, 7-8, 9-10 stars) as labels."""
+def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
+    """The reviews of ``split`` (``"train"`` or ``"test"``) of ``data`` with four rating classes (1-2, 3-4,
+    7-8, 9-10 stars) as labels."""
     _check_data(data)
-    if data.train_ratings is None:
+    check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
+    batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
+    if ratings is None:
         raise DataUnavailableError(f"{data.name} has no star ratings: the four rating classes need IMDB's "
                                    "ratings (the original archive carries them)")
-    classes = np.digitize(data.train_ratings, RATING_EDGES)
-    return RaggedBatch(data.train.ids, data.train.offsets, torch.from_numpy(classes), len(data.vocab),
+    classes = np.digitize(ratings, RATING_EDGES)
+    return RaggedBatch(batch.ids, batch.offsets, torch.from_numpy(classes), len(data.vocab),
                        num_classes=len(RATING_EDGES) + 1)
+
+
+def train_multiclass(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
+                     eval_every: int = 25, checkpoint=None):
+    """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
+    full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy. Returns
+    ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are top-class accuracies."""
+    train, test = rating_classes(data, "train"), rating_classes(data, "test")
+    model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed)
+    traj = train_joint(model, train, steps=steps, lr=lr, params=("E", "p"), test_batch=test,
+                       eval_every=eval_every, checkpoint=checkpoint, recipe="multiclass")
+    return model, traj.to_frame()
 
 
 @dataclass
@@ -305,5 +321,5 @@ def check_kinds(kinds) -> tuple:
 
 
 __all__ = ["PAPER_D", "SCALES", "MODEL_NAMES", "Scale", "Run", "scale", "train_full", "train_frozen", "one_step_eta",
-           "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "variant_batches", "run_model",
+           "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "train_multiclass", "variant_batches", "run_model",
            "compare_variants", "verdicts", "write_run", "read_runs", "check_kinds"]

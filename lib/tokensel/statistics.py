@@ -231,6 +231,41 @@ def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
     return out.index_add_(0, batch.ids, per_occ) / batch.n
 
 
+def class_gap(batch: RaggedBatch) -> torch.Tensor:
+    """One-vs-rest posterior gap of every token and class, (|S| x K), per occurrence:
+    ``P(y = k | s) - P(y != k | s)``; NaN for tokens that never occur. With two classes it is
+    :func:`posterior_gap` for class 1 (and its negative for class 0)."""
+    if not isinstance(batch, RaggedBatch) or batch.num_classes is None:
+        raise InvalidBatchError("class_gap needs a multi-class batch (num_classes=K)")
+    K = batch.num_classes
+    onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64)[batch.seg]  # per occurrence
+    per_class = torch.zeros(batch.vocab_size, K, dtype=torch.float64, device=onehot.device)
+    per_class.index_add_(0, batch.ids, onehot)
+    total = per_class.sum(1, keepdim=True)
+    return torch.where(total > 0, (2 * per_class - total) / total.clamp(min=1), torch.nan)
+
+
+def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5) -> float:
+    """The average over the bins of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens of the
+    within-bin standard deviation of ``x``, with ``x`` first divided by its standard deviation over the
+    binned tokens: how much tokens of similar gap differ, on a scale that does not depend on the size of
+    ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of the gap)."""
+    min_count = check_int(min_count, "min_count", min=2)
+    g = torch.as_tensor(check_real_array(gap, "gap", ndim=1, finite=False))
+    v = torch.as_tensor(check_real_array(x, "x", ndim=1, finite=False))
+    if g.shape != v.shape:
+        raise InvalidArgumentError(f"gap and x need one entry per token each, got lengths {len(g)} and {len(v)}")
+    seen = torch.isfinite(g) & torch.isfinite(v)
+    scale = float(v[seen].std())
+    if not scale > 0:
+        raise InvalidArgumentError("x does not vary over the binned tokens: its spread cannot be normalised")
+    table = binned(g, v / scale, bins=bins)
+    kept = table[table["count"] >= min_count]
+    if kept.empty:
+        raise InvalidArgumentError(f"no bin holds {min_count} tokens: use fewer bins or a smaller min_count")
+    return float(kept["std"].mean())
+
+
 def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Per sequence: ``min`` of ``x`` over its tokens in ``token_mask`` minus ``max`` over its other
     tokens (``x`` and ``token_mask`` are per vocabulary token). Positive means every marked token is
@@ -276,8 +311,6 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
     tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
     non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
     """
-    from scipy.stats import spearmanr
-
     bins = check_int(bins, "bins", min=1, max=10**6)
     central = check_real(central, "central", min=0.0, min_inclusive=False)
     g = torch.from_numpy(check_real_array(gap, "gap", ndim=1, finite=False))
@@ -288,23 +321,26 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
                                    f"{len(g)}, {len(s)}, {len(v)}")
     seen = torch.isfinite(g)
     bins_p, bins_v = binned(g, s, bins=bins), binned(g, v, bins=bins)
-    fp, fv = bins_p[bins_p["count"] > 0], bins_v[bins_v["count"] > 0]
+    fp = bins_p[bins_p["count"] > 0]
     centre = fp[fp.center.abs() < central]["mean"]
     if centre.empty or len(fp) < 2:
         raise InvalidArgumentError("too few filled bins to measure the U-shape")
     u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
-    rho = float(spearmanr(fv.center, fv["mean"]).statistic)
-    return bins_p, bins_v, float(u_gap), rho
+    return bins_p, bins_v, float(u_gap), bin_rank_correlation(bins_v)
 
 
-def spread_ratio(gap, x, reference, bins: int = 20, min_count: int = 5) -> np.ndarray:
-    """Per bin of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens, the standard deviation of
-    ``x`` divided by that of ``reference`` (e.g. ``E_s^T v`` under an ablation against full training):
-    below 1 where ``x`` varies less than ``reference`` among tokens of similar gap."""
-    min_count = check_int(min_count, "min_count", min=1)
-    ref = binned(gap, reference, bins=bins)
-    keep = (ref["count"] >= min_count).values
-    return binned(gap, x, bins=bins)["std"].values[keep] / ref["std"].values[keep]
+def bin_rank_correlation(table) -> float:
+    """Spearman rank correlation of the non-empty bin means of a :func:`binned` table with the bin centres
+    (1 when the means increase with the binning variable)."""
+    from scipy.stats import spearmanr
+
+    if not hasattr(table, "columns") or not {"count", "mean", "center"} <= set(table.columns):
+        raise ArgumentTypeError(f"table must come from binned() (columns count, mean, center), got "
+                                f"{type(table).__name__}")
+    filled = table[table["count"] > 0]
+    if len(filled) < 3:
+        raise InvalidArgumentError("fewer than 3 filled bins: a rank correlation says nothing")
+    return float(spearmanr(filled.center, filled["mean"]).statistic)
 
 
 def values_spread(bins_v) -> float:

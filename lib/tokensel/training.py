@@ -190,7 +190,8 @@ def _finite_product_bound(*pairs) -> bool:
     for a, b in pairs:
         if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
             return False
-        total += float(a.abs().max()) * float(b.abs().max())
+        width = b.shape[1] if b.ndim == 2 else 1  # a (K-column) product sums K terms per entry
+        total += width * float(a.abs().max()) * float(b.abs().max())
     return total < float(torch.finfo(pairs[0][0].dtype).max) / 4
 
 
@@ -213,8 +214,9 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     :mod:`tokensel.checkpoints`) resumes from it, and finishes with exactly the result of an
     uninterrupted run. A checkpoint of another run is refused.
     """
-    if not isinstance(model, AttentionModel):
-        raise InvalidParameterError(f"model must be an AttentionModel, got {type(model).__name__}")
+    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
+        raise InvalidParameterError(f"model must be an AttentionModel or MultiClassAttentionModel, got "
+                                    f"{type(model).__name__}")
     if isinstance(params, str) or not isinstance(params, (tuple, list)) or not params \
             or not all(isinstance(n, str) for n in params) or set(params) - {"E", "p", "v"} \
             or len(set(params)) != len(params):
@@ -228,7 +230,8 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     if test_batch is not None:
         model.check_batch(test_batch)
     tensors = {name: getattr(model, name) for name in params}
-    y = batch.labels.to(model.E.dtype)
+    multiclass = isinstance(model, MultiClassAttentionModel)
+    y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
 
     def step(take_grad: bool) -> StepResult:
@@ -238,7 +241,8 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
         if take_grad and finite:
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
-        return StepResult(gr.loss, float((gr.f * y > 0).double().mean()), float(gr.p.norm()), finite)
+        correct = (gr.f.argmax(1) == y) if multiclass else (gr.f * y > 0)
+        return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite)
 
     saved = {"E": model.E, "p": model.p, "v": model.v}
     meta = None if settings.checkpoint is None else checkpoints.fingerprint(

@@ -172,8 +172,14 @@ def _evaluate(measured, expected, tol, kind):
     return m >= e, m, e, None
 
 
-def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs"):
+def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs",
+          deviation: bool = False):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
+
+    ``deviation=True`` marks a *tripwire*: the claim states an observed departure from the paper (e.g.
+    "the values are NOT monotone at this size"). It is checked like any claim, so a change that restores
+    the paper's behaviour fails the build and forces the text to be rewritten, and the status page lists
+    it among the deviations, not among the results that hold.
 
     A claim whose definition is malformed (no name, unknown kind, missing or NaN expected value or
     tolerance) raises :class:`~tokensel.errors.InvalidArgumentError`; one whose measurement is NaN, inf,
@@ -184,6 +190,8 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
         raise InvalidArgumentError(f"a claim needs a non-empty name, got {name!r}")
     if not isinstance(kind, str) or kind not in KINDS:
         raise InvalidArgumentError(f"claim {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    if not isinstance(deviation, bool):
+        raise ArgumentTypeError(f"claim {name!r}: deviation must be True or False, got {deviation!r}")
     if kind in ("abs", "rel"):
         tol = _scalar(tol, "tol")
         if tol is None or not _real(tol) or not math.isfinite(float(tol)) or float(tol) < 0:
@@ -209,13 +217,16 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
     except InvalidArgumentError as exc:  # an array where one value belongs: the claim cannot hold
         ok, m, e, reason = False, repr(measured)[:80], expected, str(exc)
     rec = dict(name=name, measured=m, expected=e, tol=tol, kind=kind, passed=bool(ok))
+    if deviation:
+        rec["deviation"] = True
     if reason:
         rec["reason"] = reason
     _state.setdefault("checks", []).append(rec)
     _write()
     rel = {"abs": f"= {_fmt(e)} ± {_fmt(tol)}", "rel": f"= {_fmt(e)} ± {_fmt(tol)} (relative)",
            "le": f"<= {_fmt(e)}", "ge": f">= {_fmt(e)}", "true": "holds"}[kind]
-    line = f"[{'ok' if ok else 'FAILED'}] {name}: {_fmt(m)} {rel}" + (f" ({reason})" if reason else "")
+    verdict = ("deviation" if deviation else "ok") if ok else "FAILED"
+    line = f"[{verdict}] {name}: {_fmt(m)} {rel}" + (f" ({reason})" if reason else "")
     print(line)
     if not ok:
         message = f"claim failed in chapter {_state.get('chapter')!r}: {line}"
@@ -385,9 +396,10 @@ def report(expected: list[str], directory: Path | None = None):
         if stamp is None or r.get("started", 0) >= stamp:
             latest[r["chapter"]] = r
     claims = pd.DataFrame([dict(chapter=ch, **{k: c.get(k) for k in ("name", "measured", "expected", "tol",
-                                                                      "kind", "passed")})
+                                                                      "kind", "passed")},
+                                deviation=bool(c.get("deviation", False)))
                            for ch in expected for c in latest[ch]["checks"]],
-                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed"])
+                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation"])
     chapters = pd.DataFrame([dict(chapter=ch, claims=len(latest[ch]["checks"]),
                                   passed=sum(c["passed"] for c in latest[ch]["checks"]),
                                   seconds=latest[ch]["seconds"]) for ch in expected])
@@ -407,14 +419,21 @@ def _shown(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-def claims_table(claims):
+def claims_table(claims, deviations: bool | None = None):
     """The status page's table of claims (from :func:`report`): one row per claim with its chapter, name,
-    measured value, the relation it must satisfy, the expected value, the tolerance and whether it held."""
+    measured value, the relation it must satisfy, the expected value, the tolerance and its status:
+    ``holds``, ``deviation`` (a tripwire that recorded a departure from the paper, see :func:`check`) or
+    ``FAILED``. ``deviations=False`` keeps the claims of the paper's results, ``True`` the deviations."""
+    if "deviation" not in claims:
+        claims = claims.assign(deviation=False)
+    if deviations is not None:
+        claims = claims[claims["deviation"] == deviations]
+    dev = claims["deviation"].astype(bool)
+    status = claims["passed"].map({True: "holds", False: "FAILED"}).where(~(claims["passed"] & dev), "deviation")
     table = claims.assign(
         measured=claims["measured"].map(_shown), expected=claims["expected"].map(_shown),
-        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS),
-        passed=claims["passed"].map({True: "yes", False: "NO"}))
-    return table[["chapter", "name", "measured", "claim", "expected", "tol", "passed"]]
+        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS), status=status)
+    return table[["chapter", "name", "measured", "claim", "expected", "tol", "status"]]
 
 
 def main(argv=None) -> int:
