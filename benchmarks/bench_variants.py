@@ -1,14 +1,15 @@
-"""Benchmark: one full-batch gradient of the MLP-head variant at the paper-scale setting of chapter 07.
+"""Benchmark: one full-batch gradient of the MLP-head variant at IMDB's size with a reduced width.
 
-Sizes (defaults, those of ``scripts/variants_paper_scale.py``): 25,000 IMDB-like reviews truncated
-to 256 tokens, |S| = 7,900, d = 256, float32, gradients accumulated over chunks of 2,500 reviews.
+Sizes (defaults): 25,000 IMDB-like reviews truncated to 256 tokens (as ``experiments.SCALES["paper"]``),
+|S| = 7,900, d = 256 (the paper and the paper-scale runs use d = 2048: ``--d 2048``), float32, gradients
+accumulated over chunks of 2,500 reviews.
 Both paths compute the loss and the gradients with respect to E, p, W1 and W2 by autograd and must
 agree (checked in float64 on the first chunk):
 
 * sparse (``MLPHead.forward_entries``): the attention mixture ``z = Q E`` as CSR products over
   the distinct (sequence, token) entries (:mod:`tokensel.mixing`);
 * padded (``MLPHead.forward_reference``): gather ``E[ids]`` into an (n x T x d) tensor per chunk,
-  the straightforward implementation and the one the paper-scale H100 runs of the other variants use.
+  the straightforward implementation (the two-layer models' fast path also pads).
 
 The one-off preparation of each path (padding, or the entries' sparse pattern) is timed apart.
 Last line: ``variants: speedup=<x>``.

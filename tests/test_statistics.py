@@ -189,3 +189,12 @@ def test_within_bin_spread_is_scale_free():
     assert s < ts.statistics.within_bin_spread(gap, gap + 1.0 * noise) < 1.2
     with pytest.raises(ValueError, match="does not vary"):
         ts.statistics.within_bin_spread(gap, torch.ones(400, dtype=torch.float64))
+
+
+def test_within_bin_spread_in_raw_units():
+    gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
+    noise = torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
+    raw = ts.statistics.within_bin_spread(gap, 3 * (gap + 0.1 * noise), normalize=False)
+    assert raw == pytest.approx(3 * ts.statistics.within_bin_spread(gap, gap + 0.1 * noise, normalize=False))
+    with pytest.raises(TypeError, match="normalize"):
+        ts.statistics.within_bin_spread(gap, gap, normalize="yes")

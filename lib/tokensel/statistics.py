@@ -21,7 +21,7 @@ from .core import scatter_tokens, segment_max, segment_softmax
 from .data import RaggedBatch
 from .loss import logistic
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
-from .validation import check_choice, check_int, check_real, check_real_array
+from .validation import check_bool, check_choice, check_int, check_real, check_real_array
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -245,18 +245,20 @@ def class_gap(batch: RaggedBatch) -> torch.Tensor:
     return torch.where(total > 0, (2 * per_class - total) / total.clamp(min=1), torch.nan)
 
 
-def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5) -> float:
+def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: bool = True) -> float:
     """The average over the bins of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens of the
-    within-bin standard deviation of ``x``, with ``x`` first divided by its standard deviation over the
-    binned tokens: how much tokens of similar gap differ, on a scale that does not depend on the size of
-    ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of the gap)."""
+    within-bin standard deviation of ``x``. With ``normalize`` (default) ``x`` is first divided by its
+    standard deviation over the binned tokens: how much tokens of similar gap differ, on a scale that does
+    not depend on the size of ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of
+    the gap); without, in the units of ``x``."""
     min_count = check_int(min_count, "min_count", min=2)
+    check_bool(normalize, "normalize")
     g = torch.as_tensor(check_real_array(gap, "gap", ndim=1, finite=False))
     v = torch.as_tensor(check_real_array(x, "x", ndim=1, finite=False))
     if g.shape != v.shape:
         raise InvalidArgumentError(f"gap and x need one entry per token each, got lengths {len(g)} and {len(v)}")
     seen = torch.isfinite(g) & torch.isfinite(v)
-    scale = float(v[seen].std())
+    scale = float(v[seen].std()) if normalize else 1.0
     if not scale > 0:
         raise InvalidArgumentError("x does not vary over the binned tokens: its spread cannot be normalised")
     table = binned(g, v / scale, bins=bins)
