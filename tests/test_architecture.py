@@ -115,6 +115,19 @@ def test_version_is_the_projects():
     assert ts.__version__ == meta["project"]["version"]
 
 
+def test_license_and_citation_agree_with_the_project():
+    import yaml
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["license"]["text"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["version"] == ts.__version__ and cff["license"] == "MIT"
+    paper = cff["preferred-citation"]
+    assert paper["year"] == 2025 and [a["family-names"] for a in paper["authors"]] == [
+        "Wu", "Shevchenko", "Oymak", "Mondelli"]
+
+
 # library modules whose tests live in a module named otherwise
 TESTED_IN = {"version": "test_architecture", "book": "test_checks", "book.sphinx_mathjax": "test_sphinx_extensions",
              "book.sphinx_notebooks": "test_sphinx_extensions", "__main__": "test_cli", "__init__": "test_fuzz"}

@@ -211,6 +211,23 @@ def test_claims_table_shows_each_relation():
     assert ts.checks.claims_table(marked).loc[0, "status"] == "deviation"
     assert list(ts.checks.claims_table(marked, deviations=True).name) == ["x"]
     assert list(ts.checks.claims_table(marked, deviations=False).name) == ["y"]
+    assert list(t.threshold) == ["with a run in view"] * 2
+    pre = ts.checks.claims_table(claims.assign(preregistered=[True, False]))
+    assert list(pre.threshold) == ["before the first run", "with a run in view"]
+    assert ts.checks.claims_table(claims, links=True).loc[0, "chapter"] == '<a href="a.html">a</a>'
+    with pytest.raises(TypeError, match="links"):
+        ts.checks.claims_table(claims, links="yes")
+
+
+def test_a_preregistered_threshold_is_recorded(tmp_path):
+    ts.start_chapter("pre")
+    ts.check("fixed in advance", 0.5, 0.9, kind="le", preregistered=True)
+    ts.check("set later", 0.5, 0.9, kind="le")
+    with pytest.raises(TypeError, match="preregistered"):
+        ts.check("x", 1.0, 1.0, tol=0.1, preregistered=1)
+    recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
+    assert [c.get("preregistered") for c in recs] == [True, None]
+    ts.end_chapter()
 
 
 def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
@@ -223,3 +240,12 @@ def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
         ts.check("x", 1.0, 1.0, tol=0.1, deviation="yes")
     recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
     assert [c.get("deviation") for c in recs] == [True, True]
+
+
+def test_build_info_names_the_commit_and_the_time(tmp_path):
+    import re
+
+    info = ts.checks.build_info()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", info["built"])
+    assert info["commit"] == "unknown" or re.match(r"[0-9a-f]{12}", info["commit"])
+    assert ts.checks.build_info(tmp_path)["commit"] == "unknown"  # not a git checkout

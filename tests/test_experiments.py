@@ -71,6 +71,13 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
     for name, run in runs.items():
         assert summary.loc[name, "u_gap"] == pytest.approx(run.u_gap, nan_ok=True)
         pd.testing.assert_series_equal(bins[name][1]["mean"], run.bins_v["mean"], check_names=False)
+    noise = ex.value_noise(runs)
+    assert list(noise.index) == ["one layer", "MLP head"]
+    # the one-layer model reads E_s v itself; the MLP head reads head(E_s)
+    assert noise.loc["one layer", "E_s v: Spearman"] == noise.loc["one layer", "token value: Spearman"]
+    assert runs["MLP head"].bins_h["mean"].ne(runs["MLP head"].bins_v["mean"]).any()
+    with pytest.raises(InvalidParameterError, match="Run"):
+        ex.value_noise({"x": 1})
     with pytest.raises(InvalidParameterError, match="kinds"):
         ex.compare_variants(d, sc, kinds=["transformer"])
     with pytest.raises(InvalidParameterError, match="kinds"):
@@ -97,7 +104,7 @@ def test_read_runs_errors(tmp_path):
 
 def test_recorded_paper_scale_runs_are_readable():
     summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
-    assert list(summary.index) == list(ex.MODEL_NAMES.values())
+    assert list(summary.index) == [ex.MODEL_NAMES[k] for k in ("one_layer", *ts.variants.COMPARED)]
     assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()
 
 
@@ -107,7 +114,7 @@ def test_multiclass_training_runs_through_the_one_loop(data_dir):
     assert isinstance(model, ts.MultiClassAttentionModel) and hist.loss.iloc[-1] < hist.loss.iloc[0]
     assert list(hist.step) == [0, 10, 20, 30] and 0 <= hist.test_acc.iloc[-1] <= 1
     assert hist.train_acc.iloc[-1] == pytest.approx(model.accuracy(ex.rating_classes(d, "train")))
-    init = ts.MultiClassAttentionModel.init(len(d.vocab), 8, 4, seed=0)
-    assert torch.equal(model.V, init.V)  # the class read-outs stay fixed
+    init = ts.MultiClassAttentionModel.init(len(d.vocab), 8, 4, seed=0, dtype=torch.float32)
+    assert model.E.dtype == torch.float32 and torch.equal(model.V, init.V)  # the class read-outs stay fixed
     with pytest.raises(InvalidParameterError, match="split"):
         ex.rating_classes(d, "validation")

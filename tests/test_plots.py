@@ -28,3 +28,21 @@ def test_score_value_bands_label_their_axes():
     ts.plots.score_value_bands(a, b, bp, bv, xlabel="x")
     assert a.get_xlabel() == b.get_xlabel() == "x" and "p" in a.get_ylabel() and "v" in b.get_ylabel()
     matplotlib.pyplot.close("all")
+
+
+def test_value_bins_show_the_noise_of_a_bin_mean():
+    import numpy as np
+    import pytest
+
+    gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
+    noisy = gap + torch.randn(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    bv = ts.statistics.binned(gap, noisy, bins=10)
+    fig, axes = ts.plots.value_bins({"a": (bv, bv), "b": (bv, bv)})
+    assert axes.shape == (2, 2) and [ax.get_title() for ax in axes[0]] == ["a", "b"]
+    band = axes[0, 0].collections[0].get_paths()[0].vertices[:, 1]
+    se = ts.statistics.standard_errors(bv).to_numpy()
+    # the band spans mean ± 2 SE, far narrower than mean ± std
+    assert np.ptp(band) < float(bv["mean"].max() - bv["mean"].min()) + 4 * se.max() + 1e-9
+    with pytest.raises(ValueError, match="spread"):
+        ts.plots.binned_band(axes[0, 0], bv, spread="iqr")
+    matplotlib.pyplot.close("all")

@@ -167,6 +167,24 @@ def test_values_spread_separates_moved_values_from_noise():
         ts.statistics.values_spread(flat.assign(std=0.0))
 
 
+def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
+    import pandas as pd
+
+    table = pd.DataFrame({"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0],
+                          "std": [1.0, 1.0, 1.0, np.nan, 1.0]})
+    se = ts.statistics.standard_errors(table)
+    assert np.allclose(se[[0, 1, 2, 4]], 0.1) and np.isnan(se[3])
+    # 1.0 -> 0.5 drops by 0.5 > 2 * sqrt(0.01 + 0.01) = 0.283; with z = 4 (0.566) it is noise
+    assert ts.statistics.bin_noise_summary(table) == {"range_se": pytest.approx(20.0), "reversals": 1, "steps": 3}
+    assert ts.statistics.bin_noise_summary(table, z=4.0)["reversals"] == 0
+    with pytest.raises(ValueError, match="z"):
+        ts.statistics.bin_noise_summary(table, z=0)
+    with pytest.raises(ValueError, match="zero"):
+        ts.statistics.bin_noise_summary(table.assign(std=0.0))
+    with pytest.raises(TypeError, match="binned"):
+        ts.statistics.standard_errors([1.0])
+
+
 def test_class_gap_is_one_vs_rest_per_occurrence():
     b = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2, 2]], [0, 1, 2], vocab_size=4, num_classes=3)
     g = ts.statistics.class_gap(b)

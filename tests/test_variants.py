@@ -112,6 +112,25 @@ def test_wkq_read_out_and_training_reduces_loss():
         ts.variants.VariantModel.init(30, 12)
     assert {k: c.kind for k, c in ts.variants.MODELS.items()} == {k: k for k in ts.variants.KINDS}
     assert set(ts.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"} and not ts.variants.TwoLayer.init(30, 4).matrices
+    assert set(ts.variants.COMPARED) | set(ts.variants.MLP_PLACEMENTS) == set(ts.variants.KINDS)
+
+
+def test_mlp_placements():
+    """The residual head adds v^T z to the MLP head; only the 'v trained' head moves v; token values are
+    the head's output at a lone token."""
+    data = ts.synthetic.independent_tokens(100, 20, length=(3, 9), delta=0.9, seed=1)
+    plain, res, tv = (ts.variants.make(k, 20, 8, seed=0, dtype=torch.float64) for k in ts.variants.MLP_PLACEMENTS)
+    z = torch.randn(5, 8, dtype=torch.float64)
+    assert torch.allclose(res.head(z), plain.head(z) + z @ plain.v)
+    assert torch.allclose(plain.token_values(), plain.head(plain.E))
+    two = ts.variants.make("two_layer", 20, 8, seed=0)
+    assert torch.equal(two.token_values(), two.values())
+    ids, mask = ts.variants.padded(data.batch)
+    assert torch.allclose(res.forward(data.batch), res.forward_reference(ids, mask))
+    v0 = tv.v.clone()
+    for m in (plain, tv):
+        ts.variants.train_variant(m, data.batch, steps=5, lr=0.01, eval_every=5, progress=False)
+    assert torch.equal(plain.v, v0) and not torch.equal(tv.v, v0) and not tv.v.requires_grad
 
 
 def test_chunked_accumulation_is_the_full_batch_gradient():

@@ -75,7 +75,10 @@ class ScoreValueGrads:
 def _attend(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool):
     """Attention statistics over the distinct (sequence, token) entries for value columns ``W``
     (|S| x K). Returns ``(dt, e, Z, f, u_minus_f)`` with ``e`` the count-weighted unnormalised
-    attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and ``u_minus_f`` (M x K)."""
+    attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and ``u_minus_f`` (M x K).
+
+    The stable reference ``k`` of a sequence is its last top-scoring entry, found on the scores alone
+    (an M-vector), so only the gather of ``u`` and two differences touch M x K arrays."""
     dt = batch.distinct()
     seg, off = dt.seg, dt.offsets
     a, u = c[dt.ids], W[dt.ids]
@@ -84,14 +87,15 @@ def _attend(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool):
     e = torch.exp(a - amax_t) * dt.counts.to(c.dtype)
     Z = torch.segment_reduce(e, "sum", offsets=off)
     if stable:
-        top = (a == amax_t)[:, None]
-        u_top = torch.where(top, u, torch.full_like(u, -torch.inf))
-        u_ref = torch.segment_reduce(u_top, "max", offsets=off, axis=0)  # u_k of a top token k
+        pos = torch.arange(a.numel(), device=a.device)
+        top = torch.where(a == amax_t, pos, -1)
+        ref = torch.full_like(amax, -1, dtype=pos.dtype).scatter_reduce_(0, seg, top, "amax")  # a top entry
+        u_ref = W[dt.ids[ref]]  # u_k of that top token, n x K
         dev = u - u_ref[seg]  # u_t - u_k
         m = torch.segment_reduce(e[:, None] * dev, "sum", offsets=off, axis=0) / Z[:, None]  # f - u_k
-        return dt, e, Z, u_ref + m, dev - m[seg]
+        return dt, e, Z, u_ref + m, dev.sub_(m[seg])
     f = torch.segment_reduce(e[:, None] * u, "sum", offsets=off, axis=0) / Z[:, None]
-    return dt, e, Z, f, u - f[seg]
+    return dt, e, Z, f, u.sub_(f[seg])
 
 
 def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
@@ -128,6 +132,6 @@ def score_value_grads_multiclass(batch: RaggedBatch, c: torch.Tensor, W: torch.T
     G = torch.exp(logp)
     G[torch.arange(batch.n, device=G.device), y] -= 1.0
     G /= batch.n  # dL/df_{i,k}
-    h = (e / Z[dt.seg])[:, None] * G[dt.seg]  # (M x K): G_ik q_t n_t
+    h = G[dt.seg].mul_((e / Z[dt.seg])[:, None])  # (M x K): G_ik q_t n_t
     S = batch.vocab_size
-    return ScoreValueGrads(loss, f, _scatter(dt, (h * umf).sum(1), S), _scatter(dt, h, S))
+    return ScoreValueGrads(loss, f, _scatter(dt, umf.mul_(h).sum(1), S), _scatter(dt, h, S))

@@ -104,12 +104,14 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
 
 
 def train_multiclass(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-                     eval_every: int = 25, checkpoint=None):
+                     eval_every: int = 25, checkpoint=None, dtype=torch.float32):
     """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
-    full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy. Returns
-    ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are top-class accuracies."""
+    full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy, parameters in
+    ``dtype`` (float32 by default: the statistics read from this model are rank correlations of bin means,
+    far above float32 rounding). Returns ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are
+    top-class accuracies."""
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
-    model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed)
+    model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
     traj = train_joint(model, train, steps=steps, lr=lr, params=("E", "p"), test_batch=test,
                        eval_every=eval_every, checkpoint=checkpoint, recipe="multiclass")
     return model, traj.to_frame()
@@ -194,8 +196,9 @@ def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedB
 @dataclass
 class Run:
     """One model of the comparison, trained and measured: the training history, the 20-bin tables of
-    ``E_s^T p`` (``bins_p``) and ``E_s^T v`` (``bins_v``) against the posterior gap of the training
-    reviews, and the summary numbers (:meth:`summary`)."""
+    ``E_s^T p`` (``bins_p``), ``E_s^T v`` (``bins_v``) and the token values as the model reads them
+    (``bins_h``, :meth:`tokensel.variants.VariantModel.token_values`; ``E_s^T v`` except for the MLP heads)
+    against the posterior gap of the training reviews, and the summary numbers (:meth:`summary`)."""
 
     kind: str
     model: object
@@ -206,6 +209,7 @@ class Run:
     spearman_v: float
     seconds: float
     words: int  # words with a posterior gap on the training reviews (the binned ones)
+    bins_h: object = None
 
     @property
     def name(self) -> str:
@@ -239,15 +243,20 @@ def run_model(kind: str, train: RaggedBatch, test: RaggedBatch, sc: Scale, seed:
                                       eval_every=sc.eval_every, chunk=sc.chunk, checkpoint=checkpoint,
                                       scores_dtype=scores_dtype, progress=progress)
     seconds = time.time() - t0
-    bp, bv, u, rho = statistics.shape_summary(gap, model.scores().detach().cpu(), model.values().detach().cpu())
-    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, int(torch.isfinite(gap).sum()))
+    with torch.no_grad():
+        scores, values = model.scores().cpu(), model.values().cpu()
+        token_values = values if kind == "one_layer" else model.token_values().cpu()
+    bp, bv, u, rho = statistics.shape_summary(gap, scores, values)
+    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, int(torch.isfinite(gap).sum()),
+               bins_h=statistics.binned(gap, token_values))
 
 
 def compare_variants(data: ReviewData, sc="ci", kinds=None, seed: int = 0, **run_kw) -> dict:
-    """:func:`run_model` for every model in ``kinds`` (default all four: the one-layer model first) on the
+    """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
+    model and :data:`tokensel.variants.COMPARED`) on the
     reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
     sc = scale(sc)
-    kinds = tuple(MODEL_NAMES) if kinds is None else check_kinds(kinds)
+    kinds = ("one_layer", *variants.COMPARED) if kinds is None else check_kinds(kinds)
     train, test = variant_batches(data, sc, seed=seed)
     return {MODEL_NAMES[k]: run_model(k, train, test, sc, seed=seed, **run_kw) for k in kinds}
 
@@ -264,6 +273,27 @@ def verdicts(runs: dict):
                      "U-gap of E_s p (std)": s["u_gap"], "Spearman of E_s v bins": s["spearman_v"],
                      "spread of E_s v bins (std)": s["spread_v"],
                      "U-shape holds (>= 1)": s["u_gap"] >= 1, "values monotone (>= 0.9)": s["spearman_v"] >= 0.9})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def value_noise(runs: dict, z: float = 2.0):
+    """One row per model: how its value bins compare with the noise of a bin mean
+    (:func:`tokensel.statistics.bin_noise_summary`), for ``E_s^T v`` and for the token values as the model
+    reads them (``bins_h``): rank correlation with the gap, range in standard errors of a bin mean, and the
+    number of reversals larger than ``z`` standard errors."""
+    import pandas as pd
+
+    rows = []
+    for name, run in runs.items():
+        if not isinstance(run, Run) or run.bins_h is None:
+            raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
+        row = {"model": name}
+        for label, table in (("E_s v", run.bins_v), ("token value", run.bins_h)):
+            noise = statistics.bin_noise_summary(table, z=z)
+            row[f"{label}: Spearman"] = statistics.bin_rank_correlation(table)
+            row[f"{label}: range (SE)"] = noise["range_se"]
+            row[f"{label}: reversals > {z:g} SE"] = f"{noise['reversals']} of {noise['steps']}"
+        rows.append(row)
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -322,4 +352,4 @@ def check_kinds(kinds) -> tuple:
 
 __all__ = ["PAPER_D", "SCALES", "MODEL_NAMES", "Scale", "Run", "scale", "train_full", "train_frozen", "one_step_eta",
            "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "train_multiclass", "variant_batches", "run_model",
-           "compare_variants", "verdicts", "write_run", "read_runs", "check_kinds"]
+           "compare_variants", "verdicts", "value_noise", "write_run", "read_runs", "check_kinds"]

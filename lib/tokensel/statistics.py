@@ -350,13 +350,46 @@ def values_spread(bins_v) -> float:
     bin means of ``E_s^T v``, in units of the median within-bin standard deviation. Near 1 when
     the bin means differ by no more than the token-to-token noise (as at initialisation); the
     attention-only models of chapter 07 reach 6 to 8 at paper scale."""
-    if not hasattr(bins_v, "columns") or not {"count", "mean", "std"} <= set(bins_v.columns):
-        raise ArgumentTypeError("bins_v must be a table from binned() (columns count, mean, std), got "
-                                f"{type(bins_v).__name__}")
-    filled = bins_v[bins_v["count"] > 0]
+    filled = _filled_bins(bins_v, "bins_v")
     if len(filled) < 2:
         raise InvalidArgumentError("too few filled bins to measure the spread of the values")
     scale = float(filled["std"].median())
     if not scale > 0:
         raise InvalidArgumentError("the bins' standard deviations are zero: the spread is undefined")
     return float((filled["mean"].max() - filled["mean"].min()) / scale)
+
+
+def _filled_bins(table, what: str):
+    if not hasattr(table, "columns") or not {"count", "mean", "std"} <= set(table.columns):
+        raise ArgumentTypeError(f"{what} must be a table from binned() (columns count, mean, std), got "
+                                f"{type(table).__name__}")
+    return table[table["count"] > 0]
+
+
+def standard_errors(table):
+    """The standard error of each bin mean of a :func:`binned` table, ``std / sqrt(count)`` (NaN for an empty
+    bin): the noise level of a bin mean, as opposed to the token-to-token spread ``std``."""
+    _filled_bins(table, "table")
+    count = table["count"].astype(float)
+    return table["std"] / np.sqrt(count.where(count > 0))
+
+
+def bin_noise_summary(table, z: float = 2.0) -> dict:
+    """How the bin means of a :func:`binned` table compare with their own noise (the standard error of a
+    bin mean, :func:`standard_errors`): ``range_se`` is the range of the filled bins' means in units of
+    their median standard error; ``reversals`` counts the adjacent filled bins whose mean *decreases* by
+    more than ``z`` standard errors of the difference (``z * sqrt(se_a^2 + se_b^2)``), i.e. reversals that
+    the noise of the bin means does not explain; ``steps`` is the number of adjacent pairs compared."""
+    z = check_real(z, "z", min=0.0, min_inclusive=False)
+    filled = _filled_bins(table, "table")
+    if len(filled) < 2:
+        raise InvalidArgumentError("too few filled bins to compare their means")
+    se = standard_errors(filled).to_numpy(float)
+    mean = filled["mean"].to_numpy(float)
+    scale = float(np.median(se))
+    if not scale > 0:
+        raise InvalidArgumentError("the bin means' standard errors are zero: their noise level is undefined")
+    drop = mean[:-1] - mean[1:]
+    noise = z * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
+    return {"range_se": float((mean.max() - mean.min()) / scale), "reversals": int((drop > noise).sum()),
+            "steps": int(len(mean) - 1)}

@@ -10,6 +10,9 @@ Each variant is a small class with one interface (:class:`VariantModel`): ``init
 
 * :class:`MLPHead` (``"mlp"``) — an MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)`` with
   ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
+* :class:`MLPResidual` (``"mlp_residual"``) — the MLP head with a residual connection,
+  ``f = v^T (z + W2 relu(W1 z))``; :class:`MLPTrainedV` (``"mlp_trained_v"``) — the MLP head with ``v``
+  trained too. The three MLP placements are compared in chapter 07 (:data:`MLP_PLACEMENTS`).
 * :class:`TwoLayer` (``"two_layer"``) — a self-attention layer over the sequence before the ``<cls>`` read-out, with a
   residual connection: ``H = X + softmax(X X^T / sqrt(d)) X`` (rows of ``X`` are ``E_{x_t}``), then
   ``f = softmax(H p)^T H v``. The residual keeps each position's own embedding in ``H``, so the
@@ -113,9 +116,17 @@ class VariantModel(_EmbeddingModel):
             _check_tensor(name, w, (self.d, self.d), self.E.dtype, self.E.device)
         return self
 
+    #: whether training also updates the read-out ``v`` (fixed, as in the paper, unless a subclass says so)
+    trains_v: ClassVar[bool] = False
+
     def read_out(self) -> torch.Tensor:
         """The vector whose inner product with ``E_s`` is the token's read-out score (``p`` here)."""
         return self.p
+
+    def token_values(self) -> torch.Tensor:
+        """Each token's value as the model reads it: the output when all the attention sits on that token.
+        ``E_s^T v`` here (for the two-layer models a lone token gives ``2 E_s^T v``: the same order)."""
+        return self.values()
 
     def scores(self) -> torch.Tensor:
         return self.E @ self.read_out()
@@ -185,6 +196,11 @@ class MLPHead(VariantModel):
     def head(self, z: torch.Tensor) -> torch.Tensor:
         return torch.relu(z @ self.W1.T) @ self.W2.T @ self.v
 
+    def token_values(self) -> torch.Tensor:
+        """``head(E_s)``: the output when all the attention sits on token ``s`` (the MLP's analogue of
+        ``E_s^T v``, which the head does not read directly)."""
+        return self.head(self.E)
+
     def prepare(self, batch):
         """The sparse pattern of the batch's distinct entries (:class:`tokensel.mixing.MixPlan`)."""
         return batch, MixPlan(batch)
@@ -202,6 +218,28 @@ class MLPHead(VariantModel):
         X = self.gather(ids)
         q = _masked_softmax(X @ self.p, mask)
         return self.head(torch.einsum("nt,ntd->nd", q, X))
+
+
+@dataclass
+class MLPResidual(MLPHead):
+    """The MLP head with a residual connection around the MLP: ``f = v^T (z + W2 relu(W1 z))``, so ``v``
+    also reads the attention output directly, as in the one-layer model."""
+
+    kind: ClassVar[str] = "mlp_residual"
+    name: ClassVar[str] = "MLP head + residual"
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        return (z + torch.relu(z @ self.W1.T) @ self.W2.T) @ self.v
+
+
+@dataclass
+class MLPTrainedV(MLPHead):
+    """The MLP head of :class:`MLPHead` with the read-out ``v`` trained too (it starts as the same unit
+    vector): ``E_s^T v`` then uses the trained ``v``."""
+
+    kind: ClassVar[str] = "mlp_trained_v"
+    name: ClassVar[str] = "MLP head, v trained"
+    trains_v: ClassVar[bool] = True
 
 
 @dataclass
@@ -280,8 +318,12 @@ class TwoLayerWKQ(TwoLayer):
 
 
 #: the variants by short name (command lines, recorded files)
-MODELS = {cls.kind: cls for cls in (MLPHead, TwoLayer, TwoLayerWKQ)}
+MODELS = {cls.kind: cls for cls in (MLPHead, TwoLayer, TwoLayerWKQ, MLPResidual, MLPTrainedV)}
 KINDS = tuple(MODELS)
+#: the three variants of the paper's discussion, compared with the one-layer model (chapter 07)
+COMPARED = ("mlp", "two_layer", "two_layer_wkq")
+#: where the read-out ``v`` sits relative to the MLP (chapter 07's MLP study)
+MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v")
 
 
 def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu") -> VariantModel:
@@ -294,7 +336,8 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
                   test_batch: RaggedBatch | None = None, eval_every: int = 25, progress: bool | None = None,
                   chunk: int | None = None, checkpoint=None, checkpoint_every: int = 25,
                   scores_dtype: torch.dtype | None = None):
-    """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed), gradients by
+    """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed unless the class says
+    :attr:`~VariantModel.trains_v`), gradients by
     autograd, through the one training loop (:func:`tokensel.loop.adam`). With ``chunk``, each
     full-batch gradient is accumulated over chunks of ``chunk`` sequences (the same gradient, less
     memory). Returns a :class:`~tokensel.loop.Trajectory`.
@@ -317,7 +360,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
         model.check_batch(test_batch)
     parts = [(model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
              for ix in length_chunks(batch, chunk)]
-    params = [model.E, model.p, *model.matrices.values()]
+    params = [model.E, model.p, *model.matrices.values(), *([model.v] if model.trains_v else [])]
 
     def step(take_grad: bool) -> StepResult:
         for t in params:
@@ -333,7 +376,7 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
         finite = not take_grad or all(t.grad is not None and bool(torch.isfinite(t.grad).all()) for t in params)
         return StepResult(loss, correct / batch.n, float("nan"), finite)
 
-    saved = {"E": model.E, "p": model.p, **model.matrices}
+    saved = {"E": model.E, "p": model.p, **model.matrices, **({"v": model.v} if model.trains_v else {})}
     meta = None if settings.checkpoint is None else checkpoints.fingerprint(
         f"variant/{model.kind}", batch, {**saved, "v": model.v},
         dict(lr=settings.lr, steps=settings.steps, eval_every=settings.eval_every, chunk=chunk,

@@ -173,13 +173,17 @@ def _evaluate(measured, expected, tol, kind):
 
 
 def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs",
-          deviation: bool = False):
+          deviation: bool = False, preregistered: bool = False):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
 
     ``deviation=True`` marks a *tripwire*: the claim states an observed departure from the paper (e.g.
     "the values are NOT monotone at this size"). It is checked like any claim, so a change that restores
     the paper's behaviour fails the build and forces the text to be rewritten, and the status page lists
     it among the deviations, not among the results that hold.
+
+    ``preregistered=True`` records that the threshold (expected value, tolerance, direction) was written
+    down before the measured value had ever been seen; the status page lists every other claim as having
+    a threshold set with a run in view.
 
     A claim whose definition is malformed (no name, unknown kind, missing or NaN expected value or
     tolerance) raises :class:`~tokensel.errors.InvalidArgumentError`; one whose measurement is NaN, inf,
@@ -192,6 +196,8 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
         raise InvalidArgumentError(f"claim {name!r}: kind must be one of {KINDS}, got {kind!r}")
     if not isinstance(deviation, bool):
         raise ArgumentTypeError(f"claim {name!r}: deviation must be True or False, got {deviation!r}")
+    if not isinstance(preregistered, bool):
+        raise ArgumentTypeError(f"claim {name!r}: preregistered must be True or False, got {preregistered!r}")
     if kind in ("abs", "rel"):
         tol = _scalar(tol, "tol")
         if tol is None or not _real(tol) or not math.isfinite(float(tol)) or float(tol) < 0:
@@ -219,6 +225,8 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
     rec = dict(name=name, measured=m, expected=e, tol=tol, kind=kind, passed=bool(ok))
     if deviation:
         rec["deviation"] = True
+    if preregistered:
+        rec["preregistered"] = True
     if reason:
         rec["reason"] = reason
     _state.setdefault("checks", []).append(rec)
@@ -324,6 +332,21 @@ def toc_files(root: Path | None = None) -> list[str]:
     return [str(Path(f).with_suffix("")) if Path(f).suffix in (".md", ".ipynb") else f for f in files]
 
 
+def toc_numbers(root: Path | None = None) -> dict[str, int]:
+    """The chapter number of every page in a ``numbered`` part of ``_toc.yml`` (as the sidebar shows it):
+    ``{"book/01_model": 1, ...}``; pages outside numbered parts are absent."""
+    import yaml
+
+    root = root or book_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    numbered = [e["file"] for part in toc.get("parts", []) if part.get("numbered")
+                for e in part.get("chapters") or [] if "file" in e]
+    if (toc.get("options") or {}).get("numbered"):
+        numbered += [e["file"] for e in toc.get("chapters") or [] if "file" in e]
+    strip = [str(Path(f).with_suffix("")) if Path(f).suffix in (".md", ".ipynb") else f for f in numbered]
+    return {page: k for k, page in enumerate(strip, 1)}
+
+
 def toc_chapters(root: Path | None = None) -> list[str]:
     """Chapter names (file stems) listed in the book's ``_toc.yml``, in order."""
     return [Path(f).stem for f in toc_files(root)]
@@ -397,13 +420,37 @@ def report(expected: list[str], directory: Path | None = None):
             latest[r["chapter"]] = r
     claims = pd.DataFrame([dict(chapter=ch, **{k: c.get(k) for k in ("name", "measured", "expected", "tol",
                                                                       "kind", "passed")},
-                                deviation=bool(c.get("deviation", False)))
+                                deviation=bool(c.get("deviation", False)),
+                                preregistered=bool(c.get("preregistered", False)))
                            for ch in expected for c in latest[ch]["checks"]],
-                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation"])
+                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation",
+                                   "preregistered"])
     chapters = pd.DataFrame([dict(chapter=ch, claims=len(latest[ch]["checks"]),
                                   passed=sum(c["passed"] for c in latest[ch]["checks"]),
                                   seconds=latest[ch]["seconds"]) for ch in expected])
     return claims, chapters
+
+
+def build_info(root: Path | None = None) -> dict:
+    """When and from what this build was made: ``built`` (UTC time of the build's start stamp, else now),
+    ``commit`` (the git commit of the book's root, with ``+ local changes`` when the work tree differs;
+    ``unknown`` outside a git checkout)."""
+    import datetime
+    import subprocess
+
+    root = root or book_root()
+    stamp = _stamp(results_dir()) if results_dir().is_dir() else None
+    when = datetime.datetime.fromtimestamp(stamp or time.time(), tz=datetime.timezone.utc)
+    try:
+        def git(*args):
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20, check=True).stdout
+
+        commit = git("rev-parse", "--short=12", "HEAD").strip()
+        if git("status", "--porcelain", "--untracked-files=no").strip():
+            commit += " + local changes"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {"built": when.strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
 
 
 RELATIONS = {"abs": "= expected ± tol", "rel": "= expected ± tol·|expected|", "le": "≤ expected",
@@ -419,21 +466,34 @@ def _shown(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-def claims_table(claims, deviations: bool | None = None):
+def claims_table(claims, deviations: bool | None = None, links: bool = False):
     """The status page's table of claims (from :func:`report`): one row per claim with its chapter, name,
     measured value, the relation it must satisfy, the expected value, the tolerance and its status:
     ``holds``, ``deviation`` (a tripwire that recorded a departure from the paper, see :func:`check`) or
-    ``FAILED``. ``deviations=False`` keeps the claims of the paper's results, ``True`` the deviations."""
+    ``FAILED``; and when its threshold was set: ``before the first run`` (``preregistered=True`` in
+    :func:`check`) or ``with a run in view``. ``deviations=False`` keeps the claims of the paper's results,
+    ``True`` the deviations. ``links=True`` writes each chapter as an HTML link to its page (``<chapter>.html``,
+    for a table rendered by the book's status page)."""
+    import html
+
+    if not isinstance(links, bool):
+        raise ArgumentTypeError(f"links must be True or False, got {links!r}")
     if "deviation" not in claims:
         claims = claims.assign(deviation=False)
+    if "preregistered" not in claims:
+        claims = claims.assign(preregistered=False)
     if deviations is not None:
         claims = claims[claims["deviation"] == deviations]
     dev = claims["deviation"].astype(bool)
     status = claims["passed"].map({True: "holds", False: "FAILED"}).where(~(claims["passed"] & dev), "deviation")
     table = claims.assign(
         measured=claims["measured"].map(_shown), expected=claims["expected"].map(_shown),
-        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS), status=status)
-    return table[["chapter", "name", "measured", "claim", "expected", "tol", "status"]]
+        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS), status=status,
+        threshold=claims["preregistered"].map({True: "before the first run", False: "with a run in view"}))
+    if links:
+        table = table.assign(chapter=table["chapter"].map(
+            lambda c: f'<a href="{html.escape(str(c))}.html">{html.escape(str(c))}</a>'))
+    return table[["chapter", "name", "measured", "claim", "expected", "tol", "status", "threshold"]]
 
 
 def main(argv=None) -> int:

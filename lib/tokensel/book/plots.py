@@ -26,10 +26,19 @@ def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float =
 
 
 def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
-    """Per-bin mean with a band (``spread="std"``: mean ± std; ``"quantiles"``: 10%–90%) from
+    """Per-bin mean with a band (``spread="std"``: mean ± std, the token-to-token spread; ``"se"``: mean ± 2
+    standard errors of the bin mean, its noise level; ``"quantiles"``: 10%–90%) from
     :func:`tokensel.statistics.binned`. Empty bins are left out."""
+    from ..statistics import standard_errors
+    from ..validation import check_choice
+
+    check_choice(spread, "spread", ("std", "se", "quantiles"))
     t = table[table["count"] > 0]
-    lo, hi = ((t["mean"] - t["std"], t["mean"] + t["std"]) if spread == "std" else (t["q10"], t["q90"]))
+    if spread == "quantiles":
+        lo, hi = t["q10"], t["q90"]
+    else:
+        half = t["std"] if spread == "std" else 2 * standard_errors(t)
+        lo, hi = t["mean"] - half, t["mean"] + half
     ax.plot(t["center"], t["mean"], "o-", ms=3.5, color=color, label=label)
     ax.fill_between(t["center"], lo, hi, color=color, alpha=0.2, lw=0)
     return ax
@@ -57,6 +66,20 @@ def shape_bins(bins: dict, width: float = 3.1, height: float = 2.7):
         if j:
             axes[0, j].set(ylabel="")
             axes[1, j].set(ylabel="")
+    return fig, axes
+
+
+def value_bins(bins: dict, width: float = 3.1, height: float = 2.7):
+    """One column per model of ``bins`` (``name -> (bins of E_s^T v, bins of the token values as the model
+    reads them)``), each bin mean ± 2 standard errors of the mean, against the posterior gap."""
+    fig, axes = subplots(len(bins), 2, width=width, height=height, squeeze=False)
+    for j, (name, (bv, bh)) in enumerate(bins.items()):
+        binned_band(axes[0, j], bv, color=PALETTE["v"], spread="se")
+        binned_band(axes[1, j], bh, color=PALETTE["p"], spread="se")
+        axes[0, j].set_title(name)
+        axes[1, j].set(xlabel=r"$\Delta_s$")
+    axes[0, 0].set(ylabel=r"$E_s^\top v$")
+    axes[1, 0].set(ylabel="token value")
     return fig, axes
 
 

@@ -51,12 +51,14 @@ def _summary(root: Path, page: str) -> str:
 
 
 def contents_markdown(root: Path) -> str:
-    """The README's list of contents: ``N. **title**: summary`` for every page of ``_toc.yml``, in order
+    """The README's list of contents: ``N. **title**: summary`` for every numbered chapter of ``_toc.yml``
+    (numbered as the book's sidebar numbers them) and ``- **title**: summary`` for the other pages, in order
     (``python -m tokensel contents`` prints it; a test keeps the README equal to it)."""
-    from .checks import toc_files
+    from .checks import toc_files, toc_numbers
 
-    return "\n".join(f"{k}. **{page_title(root / f'{page}.md')}**: {_summary(root, page)}"
-                     for k, page in enumerate(toc_files(root), 1))
+    numbers = toc_numbers(root)
+    return "\n".join(f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(root / f'{page}.md')}**: "
+                     f"{_summary(root, page)}" for page in toc_files(root))
 
 
 def roadmap_lines(root: Path, current: str) -> list[str]:
@@ -64,12 +66,17 @@ def roadmap_lines(root: Path, current: str) -> list[str]:
     ``current`` (a docname such as ``book/intro``)."""
     from .checks import toc_files
 
+    from .checks import toc_numbers
+
+    numbers = toc_numbers(root)
     pages = toc_files(root)
     after = pages[pages.index(current) + 1:] if current in pages else pages
     lines = []
     for page in after:
         target = posixpath.relpath(page, posixpath.dirname(current) or ".")
-        lines.append(f"- {{doc}}`{target}`: {_summary(root, page)}")
+        number = numbers.get(page)
+        label = f"Chapter {number}, " if number else ""
+        lines.append(f"- {label}{{doc}}`{target}`: {_summary(root, page)}")
     return lines
 
 
