@@ -35,7 +35,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py
 
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
@@ -58,7 +58,7 @@ bench: $(STAMP)
 # the fixed costs weigh more); `make bench` gives the IMDB-scale figures the README quotes
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py --n 5000
-	$(BIN)/python benchmarks/bench_svm.py --pairs 1500
+	$(BIN)/python benchmarks/bench_svm.py --pairs 800 --irrelevant 300
 	$(BIN)/python benchmarks/bench_variants.py --n 5000
 	$(BIN)/python benchmarks/bench_two_layer.py
 

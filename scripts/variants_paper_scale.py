@@ -2,7 +2,7 @@
 
     python scripts/variants_paper_scale.py --device cuda --out results/variants
 
-A command line over ``tokensel.experiments``: the chapter runs ``compare_variants(imdb, "ci")``, this
+A command line over ``tokensel.experiments``: the chapter runs ``compare_variants(imdb, "reduced")``, this
 runs the same models with ``SCALES["paper"]`` (full IMDB splits truncated to 256 words, d = 2048, 300
 steps of full-batch Adam, gradients accumulated over chunks of 2,500 reviews), binning every model's
 ``E_s^T p`` and ``E_s^T v`` by the posterior gap of the training reviews it saw. Each model's result is

@@ -44,12 +44,12 @@ def test_rating_classes_and_one_step(data_dir):
 
 
 def test_scale_and_batches(data_dir):
-    sc = ex.scale("ci", n_train=4, n_test=3, max_len=2)
-    assert sc.d == 64 and ex.SCALES["ci"].n_train == 3000  # the table itself is not changed
+    sc = ex.scale("reduced", n_train=4, n_test=3, max_len=2)
+    assert sc.d == 64 and ex.SCALES["reduced"].n_train == 3000  # the table itself is not changed
     with pytest.raises(InvalidParameterError, match="scale"):
         ex.scale("huge")
     with pytest.raises(InvalidParameterError, match="unknown Scale setting"):
-        ex.scale("ci", width=3)
+        ex.scale("reduced", width=3)
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     train, test = ex.variant_batches(d, sc)
     assert train.n == 4 and test.n == 3 and int(train.lengths.max()) <= 2
@@ -59,7 +59,7 @@ def test_scale_and_batches(data_dir):
 
 def test_compare_variants_and_stored_runs(data_dir, tmp_path):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
-    sc = ex.scale("ci", d=8, steps=4, eval_every=2, n_train=None, n_test=None)
+    sc = ex.scale("reduced", d=8, steps=4, eval_every=2, n_train=None, n_test=None)
     runs = ex.compare_variants(d, sc, kinds=["one_layer", "mlp"], progress=False)
     assert list(runs) == ["one layer", "MLP head"]
     table = ex.verdicts(runs)

@@ -10,7 +10,7 @@ what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the s
   :mod:`tokensel.variants` trained on the same reviews and measured by the same two shapes;
   :func:`write_run` / :func:`read_runs` store and read one run per model (the recorded paper-scale runs).
 
-A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["ci"]`` is the chapter's
+A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["reduced"]`` is the chapter's
 (3,000 reviews, 48 words, ``d = 64``), ``SCALES["paper"]`` the paper's (full splits, 256 words,
 ``d = 2048``).
 """
@@ -157,7 +157,7 @@ class Scale:
 
 
 SCALES = {
-    "ci": Scale("ci", d=64, steps=150, lr=3e-3, eval_every=50, n_train=3000, n_test=3000, max_len=48, chunk=None,
+    "reduced": Scale("reduced", d=64, steps=150, lr=3e-3, eval_every=50, n_train=3000, n_test=3000, max_len=48, chunk=None,
                 one_layer_dtype=torch.float64),
     "paper": Scale("paper", d=PAPER_D, steps=300, lr=3e-3, eval_every=50, n_train=None, n_test=None, max_len=256,
                    chunk=2500, one_layer_dtype=torch.float32),
@@ -229,7 +229,7 @@ def run_model(kind: str, train: RaggedBatch, test: RaggedBatch, sc: Scale, seed:
     ``train``: words absent from it are left out of the bins."""
     check_choice(kind, "kind", tuple(MODEL_NAMES), error=InvalidParameterError)
     if not isinstance(sc, Scale):
-        raise InvalidParameterError(f"sc must be a Scale (tokensel.experiments.scale('ci')), got {type(sc).__name__}")
+        raise InvalidParameterError(f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}")
     gap = statistics.posterior_gap(train)
     t0 = time.time()
     train_d, test_d = train.to(device), test.to(device)
@@ -251,7 +251,7 @@ def run_model(kind: str, train: RaggedBatch, test: RaggedBatch, sc: Scale, seed:
                bins_h=statistics.binned(gap, token_values))
 
 
-def compare_variants(data: ReviewData, sc="ci", kinds=None, seed: int = 0, **run_kw) -> dict:
+def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
     """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
     model and :data:`tokensel.variants.COMPARED`) on the
     reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
