@@ -106,6 +106,14 @@ def test_recorded_paper_scale_runs_are_readable():
     summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
     assert list(summary.index) == [ex.MODEL_NAMES[k] for k in ("one_layer", *ts.variants.COMPARED)]
     assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()
+    # chapter 07's paragraphs under the recorded table describe these files: keep them true if the files change
+    attention_only = ["one layer", "two layers", "two layers + W_KQ"]
+    assert (summary.u_gap >= 1).all()
+    assert (summary.loc[attention_only, "spearman_v"] >= 0.9).all()
+    assert (summary.loc[attention_only, "spread_v"] >= 5).all()
+    assert summary.loc["MLP head", "spearman_v"] < 0.9 and summary.loc["MLP head", "spread_v"] < 1.5
+    assert 0.02 < bins["MLP head"][1]["std"].median() < 0.027  # the initial spread, 1/sqrt(2048)
+    assert summary.test_loss.idxmax() == "MLP head" and summary.loc["MLP head", "train_acc"] == 1.0
 
 
 def test_multiclass_training_runs_through_the_one_loop(data_dir):

@@ -55,3 +55,30 @@ def test_every_page_speaks_to_readers_only():
              for p in pages}
     found = {k: v for k, v in found.items() if v}
     assert not found, "\n".join(f"{page}: {hit}" for page, hits in found.items() for hit in hits)
+
+
+def undescribed_images(page: str) -> list[str]:
+    """The ``<img>`` tags of an HTML page whose alt text is missing, a file name, or under 15 characters."""
+    out = []
+    for tag in re.findall(r"<img\b[^>]*>", page):
+        alt = re.search(r'\balt="([^"]*)"', tag)
+        text = html.unescape(alt.group(1)).strip() if alt else ""
+        if len(text) < 15 or re.search(r"\.(png|jpe?g|svg|gif)$", text, re.IGNORECASE):
+            out.append(tag[:120])
+    return out
+
+
+def test_the_alt_text_rule():
+    assert undescribed_images('<img src="a.png" alt="../_images/0f3a.png">') != []
+    assert undescribed_images('<img src="a.png">') != []
+    assert undescribed_images('<img src="a.png" alt="Bin means of the values against the gap">') == []
+
+
+@pytest.mark.browser
+def test_every_figure_has_a_descriptive_alt_text():
+    pages = [p for p in HTML.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(HTML).parts)]
+    if not pages:
+        pytest.fail(f"no built book at {HTML}: run `make book` first")
+    found = {str(p.relative_to(HTML)): undescribed_images(p.read_text(encoding="utf-8")) for p in pages}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, "\n".join(f"{page}: {tag}" for page, tags in found.items() for tag in tags)

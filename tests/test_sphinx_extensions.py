@@ -28,3 +28,17 @@ def test_executed_notebook_is_offered_for_download(tmp_path):
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/status_not_run", "page.html", context, doctree=object())
     assert "ipynb_source" not in context  # only pages that were executed
+
+
+def test_a_captioned_figure_without_alt_text_takes_its_caption():
+    from docutils import nodes
+
+    doc = nodes.document(None, None)
+    plain, described = nodes.image(uri="a.png"), nodes.image(uri="b.png", alt="kept as written")
+    for image in (plain, described):
+        doc += nodes.figure("", image, nodes.caption("", "Bin means of  the values\n against the gap."))
+    lone = nodes.image(uri="c.png")
+    doc += lone
+    sphinx_notebooks.caption_alt_text(None, doc, "page")
+    assert plain["alt"] == "Bin means of the values against the gap."
+    assert described["alt"] == "kept as written" and "alt" not in lone

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-PALETTE = {"positive": "#1b7837", "negative": "#b2182b", "irrelevant": "#7f7f7f",
-           "p": "#2166ac", "v": "#d6604d"}
+#: colours safe for the common colour-vision deficiencies (Okabe and Ito's palette)
+PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999",
+           "p": "#009E73", "v": "#CC79A7"}
+#: a second cue for the token roles, so that no figure relies on colour alone
+MARKERS = {"positive": "^", "negative": "v", "irrelevant": "o"}
 
 
 def theme() -> None:
@@ -16,6 +19,19 @@ def theme() -> None:
     sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
     mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 4.0),
                          "axes.titlesize": "medium", "figure.autolayout": False})
+    _retina()
+
+
+def _retina() -> None:
+    """In a notebook, figures as PNG at twice the pixel density, shown at their normal size (sharp on
+    high-density screens and when zoomed)."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kw):
@@ -93,7 +109,8 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
         for val, name in ((0, "irrelevant"), (1, "positive"), (-1, "negative")):
             m = np.sign(roles) == val
             if m.any():
-                ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], lw=0, label=name)
+                ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], marker=MARKERS[name], lw=0,
+                           label=name)
     if labels is not None:
         for i, text in labels:
             ax.annotate(text, (x[i], y[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
