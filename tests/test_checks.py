@@ -249,3 +249,19 @@ def test_build_info_names_the_commit_and_the_time(tmp_path):
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", info["built"])
     assert info["commit"] == "unknown" or re.match(r"[0-9a-f]{12}", info["commit"])
     assert ts.checks.build_info(tmp_path)["commit"] == "unknown"  # not a git checkout
+
+
+def test_paper_claims_table_maps_claims_to_checks():
+    import pandas as pd
+
+    claims = pd.DataFrame([dict(chapter="a", name="x: one", passed=True, deviation=False),
+                           dict(chapter="a", name="x: two", passed=True, deviation=True),
+                           dict(chapter="b", name="y: one", passed=False, deviation=False)])
+    t = ts.checks.paper_claims_table(claims, {"X": ("chapter a", [("a", "x:")]), "Y": ("b", [("b", "y:")]),
+                                              "Z": ("c", [("c", "z:")])}).set_index("the paper's claim")
+    assert t.loc["X", "checks"] == 2 and t.loc["X", "status"] == "holds in part (1 of 2 checks record deviations)"
+    assert t.loc["Y", "status"] == "FAILED" and t.loc["Z", "status"] == "not checked"
+    only = ts.checks.paper_claims_table(claims, {"X2": ("a", [("a", "x: two")])})
+    assert only.loc[0, "status"] == "deviates"
+    with pytest.raises(ValueError, match="claim_map"):
+        ts.checks.paper_claims_table(claims, {"X": ("a", [])})

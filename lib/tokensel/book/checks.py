@@ -431,6 +431,38 @@ def report(expected: list[str], directory: Path | None = None):
     return claims, chapters
 
 
+def paper_claims_table(claims, claim_map: dict):
+    """The paper's claims against this build's checks: ``claim_map`` maps each claim of the paper to
+    ``(where the book states it, [(chapter, name prefix), ...])``; a recorded check belongs to a claim when its
+    chapter matches and its name starts with the prefix. One row per claim: where it is stated, how many checks
+    test it, how many of them record deviations, and its status (``holds``; ``holds in part`` when some of its
+    checks record deviations; ``deviates`` when all do; ``FAILED``; or ``not checked`` when no recorded check matches, so a renamed check cannot vanish silently)."""
+    import pandas as pd
+
+    if not isinstance(claim_map, dict) or not claim_map:
+        raise InvalidArgumentError("claim_map must be a non-empty dict: claim -> (where stated, [(chapter, prefix)])")
+    rows = []
+    for claim, entry in claim_map.items():
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list) and entry[1]):
+            raise InvalidArgumentError(f"claim_map[{claim!r}] must be (where stated, [(chapter, name prefix), ...])")
+        hit = pd.Series(False, index=claims.index)
+        for chapter, prefix in entry[1]:
+            hit |= (claims["chapter"] == chapter) & claims["name"].str.startswith(prefix)
+        mine = claims[hit]
+        dev = int(mine["deviation"].sum()) if "deviation" in mine else 0
+        if mine.empty:
+            status = "not checked"
+        elif not mine["passed"].all():
+            status = "FAILED"
+        else:
+            status = ("holds" if dev == 0 else "deviates" if dev == len(mine)
+                      else f"holds in part ({dev} of {len(mine)} checks record deviations)")
+        rows.append({"the paper's claim": claim, "stated in": entry[0], "checks": len(mine), "deviations": dev,
+                     "status": status})
+    return pd.DataFrame(rows)
+
+
 def build_info(root: Path | None = None) -> dict:
     """When and from what this build was made: ``built`` (UTC time of the build's start stamp, else now),
     ``commit`` (the git commit of the book's root, with ``+ local changes`` when the work tree differs;
