@@ -8,13 +8,14 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book test test-fast browser-check bench bench-quick notebooks lab venv clean help
+.PHONY: book test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make test       run the test suite (what CI runs)"
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
-	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium (after make book)"
+	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
+	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
 	@echo "make bench-quick  the same benchmarks at a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
@@ -35,7 +36,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py
 
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
@@ -47,6 +48,10 @@ book: $(STAMP)
 	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
 	$(BIN)/python -m tokensel verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+# the built book as one PDF (after make book), printed by headless Chromium: _build/pdf/tokensel.pdf
+pdf: $(STAMP)
+	$(BIN)/python -m tokensel pdf _build/html _build/pdf/tokensel.pdf
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py

@@ -8,6 +8,8 @@
   README's list; run from the project folder).
 * ``manifest DIR``: record the SHA-256 of every parquet file of a data folder of your own in
   ``DIR/MANIFEST.json``.
+* ``pdf [HTML_DIR] [OUT]``: print the built book (default ``_build/html``) to one PDF (default
+  ``_build/pdf/tokensel.pdf``) with headless Chromium (:mod:`tokensel.book.pdf`); run from the project folder.
 * ``imdb-mirror DATA_DIR ARCHIVE``: write ``DATA_DIR/imdb/{train,test}.parquet`` back into the original
   ``aclImdb_v1.tar.gz`` layout (an offline mirror; also what CI feeds to ``TOKENSEL_IMDB_ARCHIVE``).
 """
@@ -30,6 +32,9 @@ def main(argv=None) -> int:
     m = sub.add_parser("manifest", help="record the checksums of a data folder's parquet files")
     m.add_argument("folder")
     sub.add_parser("contents", help="print the book's contents (from _toc.yml and each page's summary)")
+    pp = sub.add_parser("pdf", help="print the built book to one PDF with headless Chromium")
+    pp.add_argument("html_dir", nargs="?", default="_build/html")
+    pp.add_argument("out", nargs="?", default="_build/pdf/tokensel.pdf")
     im = sub.add_parser("imdb-mirror", help="write local IMDB parquet files in the original archive layout")
     im.add_argument("data_dir")
     im.add_argument("archive")
@@ -65,6 +70,13 @@ def main(argv=None) -> int:
             from .book.sphinx_roadmap import contents_markdown
 
             print(contents_markdown(book_root()))
+            return 0
+        if args.command == "pdf":
+            from .book.checks import book_root, toc_files
+            from .book.pdf import print_book
+
+            out = print_book(args.html_dir, args.out, toc_files(book_root()))
+            print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
             return 0
         if args.command == "manifest":
             from .manifest import write_manifest
