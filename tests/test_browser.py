@@ -12,35 +12,24 @@ after ``make book``) selects them with ``--browser``.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
-import os
 import re
-import shutil
-import threading
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tokensel.book.pdf import WAIT_FOR_MATH, chromium, serve
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "browser"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-quic",
-                  "--window-size=1280,1600")
 SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "_panels_static"}
 
-WAIT_FOR_MATH = """
-const done = arguments[arguments.length - 1];
-if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) { done("MathJax not loaded"); return; }
-MathJax.startup.promise.then(() => done("ok"), (e) => done("MathJax failed: " + e));
-"""
+
 INSPECT = """
 const math = Array.from(document.querySelectorAll("span.math, div.math"));
 return {
@@ -60,49 +49,6 @@ return {
 def book_pages(root: Path) -> list[Path]:
     """Every HTML page of a build, without Sphinx's static and source folders."""
     return sorted(p for p in root.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(root).parts))
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@contextmanager
-def serve(directory: Path):
-    """Serve ``directory`` on an ephemeral localhost port; yields the base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_QuietHandler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def chromium(tmp_path: Path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    browser = os.environ.get("TOKENSEL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_bin = os.environ.get("TOKENSEL_CHROMEDRIVER") or shutil.which("chromedriver")
-    if not browser or not driver_bin:
-        pytest.fail("Chromium and its driver are needed (Debian: apt-get install chromium chromium-driver; "
-                    "or set TOKENSEL_CHROMIUM / TOKENSEL_CHROMEDRIVER)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    for flag in CHROMIUM_FLAGS:
-        opts.add_argument(flag)
-    opts.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def page_problems(driver, url: str) -> tuple[list[str], dict]:
