@@ -8,10 +8,12 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
+.PHONY: book book-student format test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
+	@echo "make book-student  the student edition: the executed book without solutions (after make book, or runs it)"
+	@echo "make format     format the chapters' code cells with ruff (make test checks that they are)"
 	@echo "make test       run the test suite (what CI runs)"
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
@@ -36,7 +38,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py
 
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
@@ -48,6 +50,19 @@ book: $(STAMP)
 	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
 	$(BIN)/python -m tokensel verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+# the student edition: the notebooks executed by `make book` (run first when there are none), every solution
+# left out (sphinx-exercise's hide_solutions; gated solutions removed from the notebooks), nothing executed again
+book-student: $(STAMP)
+	@[ -d _build/jupyter_execute ] || $(MAKE) book
+	$(BIN)/python -m tokensel student _build _build/student
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build _build/student --builder html -W -n --keep-going
+	@echo "The student edition is at $(CURDIR)/_build/student/_build/html/index.html"
+
+# the chapters' code cells formatted by ruff's formatter (the rest of each page untouched); a test fails
+# on a chapter that is not
+format: $(STAMP)
+	$(BIN)/python -m tokensel format
 
 # the built book as one PDF (after make book), printed by headless Chromium: _build/pdf/tokensel.pdf
 pdf: $(STAMP)

@@ -22,7 +22,8 @@ LAYERS = [
     {"reviews", "grads", "statistics", "loop"},
     {"training", "variants"},
     {"experiments"},
-    {"book", "book.checks", "book.display", "book.pdf", "book.plots", "book.sphinx_mathjax", "book.sphinx_notebooks",
+    {"book", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
+     "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student",
      "book.sphinx_roadmap"},
     {"__init__", "__main__"},
 ]

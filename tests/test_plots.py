@@ -9,15 +9,17 @@ import torch  # noqa: E402
 import tokensel as ts  # noqa: E402
 
 
-def test_shape_bins_has_a_column_per_model():
+def test_shape_bins_has_a_row_per_model_and_two_panels_per_row():
     gap = torch.linspace(-1, 1, 300, dtype=torch.float64)
     bp, bv, _, _ = ts.statistics.shape_summary(gap, gap.abs(), gap)
     fig, axes = ts.plots.shape_bins({"a": (bp, bv), "b": (bp, bv), "c": (bp, bv)})
-    assert axes.shape == (2, 3)
-    assert [ax.get_title() for ax in axes[0]] == ["a", "b", "c"]
-    assert axes[0, 0].get_ylabel() and not axes[0, 1].get_ylabel()  # y labels on the first column only
-    assert len(axes[1, 2].lines) == 1 and len(axes[1, 2].collections) == 1  # the mean and its band
-    one, _ = ts.plots.shape_bins({"only": (bp, bv)})  # a single model still gets a 2 x 1 grid
+    assert axes.shape == (3, 2)  # at most two panels per row: legible on a narrow screen
+    assert [ax.get_title(loc="left") for ax in axes[:, 0]] == ["a", "b", "c"]
+    assert "p" in axes[0, 0].get_ylabel() and "v" in axes[0, 1].get_ylabel()
+    assert not axes[0, 0].get_xlabel() and axes[2, 0].get_xlabel()  # x labels on the last row only
+    assert len(axes[2, 1].lines) == 1 and len(axes[2, 1].collections) == 1  # the mean and its band
+    one, axes1 = ts.plots.shape_bins({"only": (bp, bv)})  # a single model still gets a 1 x 2 grid
+    assert axes1.shape == (1, 2)
     matplotlib.pyplot.close("all")
 
 
@@ -38,11 +40,24 @@ def test_value_bins_show_the_noise_of_a_bin_mean():
     noisy = gap + torch.randn(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     bv = ts.statistics.binned(gap, noisy, bins=10)
     fig, axes = ts.plots.value_bins({"a": (bv, bv), "b": (bv, bv)})
-    assert axes.shape == (2, 2) and [ax.get_title() for ax in axes[0]] == ["a", "b"]
+    assert axes.shape == (2, 2) and [ax.get_title(loc="left") for ax in axes[:, 0]] == ["a", "b"]
     band = axes[0, 0].collections[0].get_paths()[0].vertices[:, 1]
     se = ts.statistics.standard_errors(bv).to_numpy()
     # the band spans mean ± 2 SE, far narrower than mean ± std
     assert np.ptp(band) < float(bv["mean"].max() - bv["mean"].min()) + 4 * se.max() + 1e-9
     with pytest.raises(ValueError, match="spread"):
         ts.plots.binned_band(axes[0, 0], bv, spread="iqr")
+    matplotlib.pyplot.close("all")
+
+
+def test_panel_grid_puts_at_most_two_panels_in_a_row():
+    import pytest
+
+    fig, axes = ts.plots.panel_grid(4, ylabel="y")
+    assert len(axes) == 4 and fig.axes[0].get_gridspec().get_geometry() == (2, 2)
+    assert axes[0].get_ylabel() == axes[2].get_ylabel() == "y" and not axes[1].get_ylabel()
+    fig3, axes3 = ts.plots.panel_grid(3)
+    assert len(axes3) == 3 and sum(ax.get_visible() for ax in fig3.axes) == 3  # the fourth cell hidden
+    with pytest.raises(ValueError, match="n"):
+        ts.plots.panel_grid(0)
     matplotlib.pyplot.close("all")

@@ -10,6 +10,12 @@
   ``DIR/MANIFEST.json``.
 * ``pdf [HTML_DIR] [OUT]``: print the built book (default ``_build/html``) to one PDF (default
   ``_build/pdf/tokensel.pdf``) with headless Chromium (:mod:`tokensel.book.pdf`); run from the project folder.
+* ``student [BUILD_DIR] [OUT]``: write the student edition's sources (the executed notebooks of ``BUILD_DIR``,
+  default ``_build``, without solutions; :mod:`tokensel.book.student`) to ``OUT`` (default
+  ``_build/student``), for ``jupyter-book build OUT``; ``make book-student`` runs both.
+* ``format [--check] [PAGE ...]``: format the code cells of the chapters (default ``book/*.md``) with ruff's
+  formatter (:mod:`tokensel.book.formatting`); ``--check`` changes nothing and exits 1 naming the pages
+  that are not formatted.
 * ``imdb-mirror DATA_DIR ARCHIVE``: write ``DATA_DIR/imdb/{train,test}.parquet`` back into the original
   ``aclImdb_v1.tar.gz`` layout (an offline mirror; also what CI feeds to ``TOKENSEL_IMDB_ARCHIVE``).
 """
@@ -35,6 +41,12 @@ def main(argv=None) -> int:
     pp = sub.add_parser("pdf", help="print the built book to one PDF with headless Chromium")
     pp.add_argument("html_dir", nargs="?", default="_build/html")
     pp.add_argument("out", nargs="?", default="_build/pdf/tokensel.pdf")
+    st = sub.add_parser("student", help="write the student edition's sources from a built book")
+    st.add_argument("build_dir", nargs="?", default="_build")
+    st.add_argument("out", nargs="?", default="_build/student")
+    fm = sub.add_parser("format", help="format the code cells of the chapters with ruff's formatter")
+    fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming unformatted pages")
+    fm.add_argument("pages", nargs="*")
     im = sub.add_parser("imdb-mirror", help="write local IMDB parquet files in the original archive layout")
     im.add_argument("data_dir")
     im.add_argument("archive")
@@ -77,6 +89,25 @@ def main(argv=None) -> int:
 
             out = print_book(args.html_dir, args.out, toc_files(book_root()))
             print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
+            return 0
+        if args.command == "student":
+            from .book.checks import book_root
+            from .book.student import prepare_student_sources
+
+            print(f"wrote the student edition's sources to {prepare_student_sources(book_root(), args.build_dir, args.out)}")
+            return 0
+        if args.command == "format":
+            from .book.checks import book_root
+            from .book.formatting import format_pages, unformatted
+
+            pages = args.pages or sorted(str(p) for p in (book_root() / "book").glob("*.md"))
+            if args.check:
+                bad = unformatted(pages)
+                for page in bad:
+                    print(f"not formatted: {page} (run `python -m tokensel format`)")
+                return 1 if bad else 0
+            for page in format_pages(pages):
+                print(f"formatted {page}")
             return 0
         if args.command == "manifest":
             from .manifest import write_manifest

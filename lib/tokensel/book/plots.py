@@ -72,30 +72,51 @@ def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap 
     return ax_p, ax_v
 
 
-def shape_bins(bins: dict, width: float = 3.1, height: float = 2.7):
-    """One column per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``): the scores on
-    top, the values below, against the posterior gap; y labels on the first column only."""
-    fig, axes = subplots(len(bins), 2, width=width, height=height, squeeze=False)
-    for j, (name, (bp, bv)) in enumerate(bins.items()):
-        score_value_bands(axes[0, j], axes[1, j], bp, bv, xlabel=r"$\Delta_s$", title=name)
-        axes[0, j].set(xlabel="")
-        if j:
-            axes[0, j].set(ylabel="")
-            axes[1, j].set(ylabel="")
+def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, ylabel: str | None = None, **kw):
+    """``n`` panels in rows of ``ncols`` (two by default, so a figure stays legible on a narrow screen): the
+    figure and a flat array of its first ``n`` axes (unused cells of the last row are hidden); ``ylabel`` goes
+    on the first column."""
+    from ..validation import check_int
+
+    check_int(n, "n", min=1)
+    check_int(ncols, "ncols", min=1)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = subplots(ncols, nrows, width=width, height=height, squeeze=False, **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    if ylabel is not None:
+        for ax in axes[:, 0]:
+            ax.set_ylabel(ylabel)
+    return fig, axes.flat[:n]
+
+
+def shape_bins(bins: dict, width: float = 3.4, height: float = 2.6):
+    """One row per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``): the scores on the
+    left, the values on the right, against the posterior gap; x labels on the last row only."""
+    fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
+    for i, (name, (bp, bv)) in enumerate(bins.items()):
+        score_value_bands(axes[i, 0], axes[i, 1], bp, bv, xlabel=r"$\Delta_s$")
+        axes[i, 0].set_title(name, loc="left")
+        if i < len(bins) - 1:
+            axes[i, 0].set(xlabel="")
+            axes[i, 1].set(xlabel="")
     return fig, axes
 
 
-def value_bins(bins: dict, width: float = 3.1, height: float = 2.7):
-    """One column per model of ``bins`` (``name -> (bins of E_s^T v, bins of the token values as the model
-    reads them)``), each bin mean ± 2 standard errors of the mean, against the posterior gap."""
-    fig, axes = subplots(len(bins), 2, width=width, height=height, squeeze=False)
-    for j, (name, (bv, bh)) in enumerate(bins.items()):
-        binned_band(axes[0, j], bv, color=PALETTE["v"], spread="se")
-        binned_band(axes[1, j], bh, color=PALETTE["p"], spread="se")
-        axes[0, j].set_title(name)
-        axes[1, j].set(xlabel=r"$\Delta_s$")
-    axes[0, 0].set(ylabel=r"$E_s^\top v$")
-    axes[1, 0].set(ylabel="token value")
+def value_bins(bins: dict, width: float = 3.4, height: float = 2.6):
+    """One row per model of ``bins`` (``name -> (bins of E_s^T v, bins of the token values as the model
+    reads them)``): ``E_s^T v`` on the left, the token values on the right, each bin mean ± 2 standard errors
+    of the mean, against the posterior gap."""
+    fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
+    for i, (name, (bv, bh)) in enumerate(bins.items()):
+        binned_band(axes[i, 0], bv, color=PALETTE["v"], spread="se")
+        binned_band(axes[i, 1], bh, color=PALETTE["p"], spread="se")
+        axes[i, 0].set_title(name, loc="left")
+        axes[i, 0].set(ylabel=r"$E_s^\top v$")
+        axes[i, 1].set(ylabel="token value")
+    axes[-1, 0].set(xlabel=r"$\Delta_s$")
+    axes[-1, 1].set(xlabel=r"$\Delta_s$")
     return fig, axes
 
 
@@ -113,7 +134,7 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
                            label=name)
     if labels is not None:
         for i, text in labels:
-            ax.annotate(text, (x[i], y[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(text, (x[i], y[i]), fontsize=8.5, xytext=(3, 3), textcoords="offset points")
     return ax
 
 
@@ -141,5 +162,5 @@ def phase_diagram(ax, table, x: str, y: str, value: str, annot: str | None = Non
         extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
         labels = labels + "\n(" + extra.map(fmt.format) + ")"
     sns.heatmap(grid, ax=ax, vmin=vmin, vmax=vmax, cmap=cmap, annot=labels.values, fmt="",
-                annot_kws={"fontsize": 7}, cbar_kws={"label": cbar_label or value})
+                annot_kws={"fontsize": 8.5}, cbar_kws={"label": cbar_label or value})
     return ax

@@ -20,8 +20,22 @@ from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 
 
+def page_source(root: Path, page: str) -> Path:
+    """The source file of a page of ``_toc.yml``: its MyST Markdown file, or its notebook where it has no
+    ``.md`` (the student edition builds from the executed notebooks)."""
+    md = root / f"{page}.md"
+    nb = root / f"{page}.ipynb"
+    return nb if nb.is_file() and not md.is_file() else md
+
+
 def front_matter(path: Path) -> dict:
-    """The YAML front matter of a MyST Markdown file (empty when it has none)."""
+    """The YAML front matter of a MyST Markdown file, or the metadata of a notebook (empty when it has
+    none)."""
+    if path.suffix == ".ipynb":
+        import json
+
+        data = json.loads(path.read_text(encoding="utf-8")).get("metadata")
+        return data if isinstance(data, dict) else {}
     text = path.read_text(encoding="utf-8")
     if not text.startswith("---"):
         return {}
@@ -31,9 +45,16 @@ def front_matter(path: Path) -> dict:
 
 
 def page_title(path: Path) -> str:
-    """The first level-1 heading of a MyST Markdown page (outside code cells)."""
+    """The first level-1 heading of a MyST Markdown page or of a notebook's Markdown cells (outside code)."""
+    if path.suffix == ".ipynb":
+        import json
+
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        text = "\n".join("".join(c["source"]) for c in cells if c.get("cell_type") == "markdown")
+    else:
+        text = path.read_text(encoding="utf-8")
     fenced = False
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         if line.startswith("```"):
             fenced = not fenced
         elif not fenced and line.startswith("# "):
@@ -42,7 +63,7 @@ def page_title(path: Path) -> str:
 
 
 def _summary(root: Path, page: str) -> str:
-    path = root / f"{page}.md"
+    path = page_source(root, page)
     summary = front_matter(path).get("summary") if path.is_file() else None
     if not isinstance(summary, str) or not summary.strip():
         raise ExtensionError(f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
@@ -57,16 +78,14 @@ def contents_markdown(root: Path) -> str:
     from .checks import toc_files, toc_numbers
 
     numbers = toc_numbers(root)
-    return "\n".join(f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(root / f'{page}.md')}**: "
+    return "\n".join(f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(page_source(root, page))}**: "
                      f"{_summary(root, page)}" for page in toc_files(root))
 
 
 def roadmap_lines(root: Path, current: str) -> list[str]:
     """The directive's MyST lines: ``- {doc}`page`: summary`` for every page of ``_toc.yml`` after
     ``current`` (a docname such as ``book/intro``)."""
-    from .checks import toc_files
-
-    from .checks import toc_numbers
+    from .checks import toc_files, toc_numbers
 
     numbers = toc_numbers(root)
     pages = toc_files(root)
@@ -87,9 +106,10 @@ class Roadmap(SphinxDirective):
         root = Path(self.env.srcdir)
         self.env.note_dependency(str(root / "_toc.yml"))
         lines = roadmap_lines(root, self.env.docname)
-        for line in lines:  # a changed summary rebuilds this page
-            page = line.split("`")[1]
-            self.env.note_dependency(str(root / posixpath.dirname(self.env.docname) / f"{page}.md"))
+        from .checks import toc_files
+
+        for page in toc_files(root):  # a changed summary rebuilds this page
+            self.env.note_dependency(str(page_source(root, page)))
         # parsed by the page's own parser (MyST), so roles such as {doc} and $math$ work
         return self.parse_text_to_nodes("\n".join(lines))
 

@@ -1,0 +1,80 @@
+"""tokensel.book.formatting: the chapters' code cells formatted by ruff, nothing else of a page touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokensel.book.formatting import code_cells, format_page, unformatted
+from tokensel.errors import InvalidArgumentError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PAGE = """---
+kernelspec:
+  name: python3
+---
+# A page
+
+```python
+x=1   # a code block that is not a cell: untouched
+```
+
+```{code-cell} ipython3
+:tags: [hide-input]
+import numpy as np
+y = np.array([1,2,3])
+```
+
+Text with `code=1`.
+
+````{code-cell} ipython3
+---
+mystnb:
+  figure:
+    caption: |
+      keep   this
+---
+z = f( 1,2 );
+````
+"""
+
+
+def test_code_cells_finds_the_code_after_options_and_yaml():
+    lines = PAGE.split("\n")
+    cells = code_cells(PAGE)
+    assert ["\n".join(lines[a:b]) for a, b in cells] == ["import numpy as np\ny = np.array([1,2,3])", "z = f( 1,2 );"]
+    with pytest.raises(InvalidArgumentError, match="never closed"):
+        code_cells("```{code-cell} ipython3\nx = 1\n")
+
+
+def test_format_page_formats_cells_only_and_keeps_a_trailing_semicolon():
+    out = format_page(PAGE)
+    assert "y = np.array([1, 2, 3])" in out
+    assert "z = f(1, 2);" in out  # the semicolon that hides a cell's value stays
+    assert "x=1   # a code block" in out and "keep   this" in out and "`code=1`" in out
+    assert format_page(out) == out
+    expected = (PAGE.replace("import numpy as np\ny = np.array([1,2,3])", "import numpy as np\n\ny = np.array([1, 2, 3])")
+                .replace("f( 1,2 );", "f(1, 2);"))
+    assert out == expected
+
+
+def test_every_chapter_is_formatted():
+    pages = sorted((ROOT / "book").glob("*.md"))
+    assert unformatted(pages) == [], "run `make format` (python -m tokensel format)"
+
+
+def test_no_check_is_hidden():
+    # plumbing cells are collapsed (hide-input); a cell that checks a claim stays visible
+    for page in sorted((ROOT / "book").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for a, b in code_cells(text):
+            header = []
+            h = a - 1
+            while not lines[h].startswith("```{code-cell}"):
+                header.append(lines[h])
+                h -= 1
+            hidden = any("hide-input" in line or "remove-input" in line or "remove-cell" in line for line in header)
+            assert not (hidden and "check(" in "\n".join(lines[a:b])), f"{page.name}:{h + 1} hides a check"
