@@ -2,7 +2,8 @@
 
 Measured in headless Chromium after MathJax has typeset, with every dropdown opened: a display equation, a
 cell output or a table whose content is wider than its own box (``scrollWidth > clientWidth``) is reported,
-as is a page that scrolls sideways. The book's own rules make them fit: long equations are split over lines
+as is an inline formula that runs past the right edge of its paragraph (inline math cannot wrap) and a page
+that scrolls sideways. The book's own rules make them fit: long equations are split over lines
 in the sources, outputs wrap at spaces, and a table too wide for the column turns into one card per row
 (``_static/tokensel.js`` and ``tokensel.css``). Code cells are not measured: a code line keeps its
 characters and may scroll in its box. A negative control runs the same measurement on a crafted page.
@@ -42,6 +43,18 @@ for (const [kind, selector] of kinds) {
     }
   }
 }
+// inline math cannot wrap: a formula must fit the line of the block that holds it
+for (const el of article.querySelectorAll('mjx-container:not([display="true"])')) {
+  if (el.getClientRects().length === 0) continue;
+  let block = el.parentElement;
+  while (block && getComputedStyle(block).display.startsWith('inline')) block = block.parentElement;
+  const r = el.getBoundingClientRect(), b = block.getBoundingClientRect();
+  const right = b.right - (parseFloat(getComputedStyle(block).paddingRight) || 0);
+  if (r.right > right + 1) {
+    found.push(`inline math ${Math.round(r.width)} px, ${Math.round(r.right - right)} px beyond its line: `
+               + el.textContent.slice(0, 80));
+  }
+}
 const page = document.documentElement;
 if (page.scrollWidth > page.clientWidth + 1) {
   found.push(`the page scrolls sideways: ${page.scrollWidth} px in ${page.clientWidth} px`);
@@ -73,6 +86,7 @@ def test_nothing_is_clipped_at_desktop_and_phone_width(tmp_path):
 
 CRAMPED_PAGE = """<!DOCTYPE html><html><head><link rel="stylesheet" href="tokensel.css">
 <script src="tokensel.js"></script></head><body><article class="bd-article" style="width: 300px">
+<p>text <mjx-container style="display: inline-block; width: 500px">long formula</mjx-container></p>
 <div class="cell_output"><pre style="white-space: pre">{line}</pre></div>
 <div style="width: 200px; overflow: hidden"><table style="display: block; overflow: hidden"><tbody><tr>{cells}</tr>
 </tbody></table></div>
@@ -95,5 +109,6 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
     # the unlabelled table without a header cannot become cards: reported; the dataframe-like one does
     assert "table" in text and "value_number_0" in text, text
     assert sum(f.startswith("table") for f in found) == 1, text
+    assert any(f.startswith("inline math") and "long formula" in f for f in found), text
     # an output line that cannot wrap (white-space: pre forced on the element) is reported
     assert any(f.startswith("output") and "xxxx" in f for f in found), text

@@ -61,3 +61,34 @@ def test_panel_grid_puts_at_most_two_panels_in_a_row():
     with pytest.raises(ValueError, match="n"):
         ts.plots.panel_grid(0)
     matplotlib.pyplot.close("all")
+
+
+def test_mosaic_places_panels_by_name():
+    import pytest
+
+    fig, axd = ts.plots.mosaic([["p", "v"], ["tokens", "tokens"]], height_ratios=[1, 1.5])
+    assert set(axd) == {"p", "v", "tokens"}
+    w, h = fig.get_size_inches()
+    assert w == pytest.approx(6.8) and h == pytest.approx(2.8 * 2.5)
+    assert axd["tokens"].get_position().width > 1.8 * axd["p"].get_position().width  # spans both columns
+    with pytest.raises(ValueError, match="layout"):
+        ts.plots.mosaic([["a", "b"], ["c"]])
+    matplotlib.pyplot.close("all")
+
+
+def test_label_points_keeps_labels_one_line_apart():
+    import numpy as np
+
+    fig, ax = ts.plots.subplots(1)
+    x = np.r_[np.full(6, -1.0), np.full(6, 1.0)]
+    y = np.r_[np.full(6, 0.0), np.linspace(0, 0.01, 6)]  # two tight clusters: labels would overprint
+    ax.scatter(x, y)
+    texts = ts.plots.label_points(ax, x, y, [(i, f"word{i}") for i in range(12)])
+    assert len(texts) == 12
+    for side in (texts[:6], texts[6:]):
+        ys = sorted(t.xyann[1] for t in side)
+        assert min(np.diff(ys)) > 0.02  # spread, not stacked
+        assert 0 <= ys[0] and ys[-1] <= 1
+    assert {t.get_ha() for t in texts} == {"left", "right"}  # each side away from its nearer edge
+    assert ts.plots.label_points(ax, x, y, []) == []
+    matplotlib.pyplot.close("all")

@@ -34,3 +34,22 @@ def test_the_readmes_contents_are_the_books():
 
     readme = (ROOT / "README.md").read_text()
     assert contents_markdown(ROOT) in readme, "README's contents are stale: paste `python -m tokensel contents`"
+
+
+def test_a_notebook_page_gives_its_summary_and_title_from_its_metadata_and_cells(tmp_path):
+    # the student edition builds from executed notebooks, with no .md beside them
+    import json
+
+    from tokensel.book.sphinx_roadmap import page_source, page_title
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: a\n")
+    (tmp_path / "intro.md").write_text("# Intro\n")
+    nb = {"metadata": {"summary": "from the notebook"},
+          "cells": [{"cell_type": "code", "source": "# not a title"},
+                    {"cell_type": "markdown", "source": ["# The title\n", "text"]}]}
+    (tmp_path / "a.ipynb").write_text(json.dumps(nb))
+    assert page_source(tmp_path, "a") == tmp_path / "a.ipynb"
+    assert roadmap_lines(tmp_path, "intro") == ["- {doc}`a`: from the notebook"]
+    assert page_title(tmp_path / "a.ipynb") == "The title"
+    (tmp_path / "a.md").write_text("---\nsummary: from the source\n---\n# A\n")
+    assert page_source(tmp_path, "a") == tmp_path / "a.md"  # the .md is the source where both exist

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
+
 #: colours safe for the common colour-vision deficiencies (Okabe and Ito's palette)
 PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999",
            "p": "#009E73", "v": "#CC79A7"}
@@ -72,6 +74,23 @@ def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap 
     return ax_p, ax_v
 
 
+def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
+    """Panels placed by name (matplotlib's ``subplot_mosaic``; a name repeated spans cells), each cell
+    ``width`` x ``height`` inches: the figure and a dict of its axes. Keep rows to two cells so the figure
+    stays legible on a narrow screen."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(layout, list) or not layout or not all(isinstance(r, list) and r for r in layout) \
+            or len({len(r) for r in layout}) != 1:
+        raise InvalidArgumentError("layout must be a non-empty list of rows of equal length, each a list of "
+                                   "panel names, e.g. [['p', 'v'], ['tokens', 'tokens']]")
+    rows = kw.pop("height_ratios", None)
+    total = sum(rows) if rows else len(layout)
+    fig, axd = plt.subplot_mosaic(layout, figsize=(width * len(layout[0]), height * total),
+                                  constrained_layout=True, height_ratios=rows, **kw)
+    return fig, axd
+
+
 def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, ylabel: str | None = None, **kw):
     """``n`` panels in rows of ``ncols`` (two by default, so a figure stays legible on a narrow screen): the
     figure and a flat array of its first ``n`` axes (unused cells of the last row are hidden); ``ylabel`` goes
@@ -133,9 +152,41 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
                 ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], marker=MARKERS[name], lw=0,
                            label=name)
     if labels is not None:
-        for i, text in labels:
-            ax.annotate(text, (x[i], y[i]), fontsize=8.5, xytext=(3, 3), textcoords="offset points")
+        label_points(ax, x, y, labels)
     return ax
+
+
+def label_points(ax, x, y, labels, fontsize: float = 8.5):
+    """Label points ``(x[i], y[i])`` for ``(i, text)`` in ``labels`` without overprinting: each label goes
+    to the side of its point away from the nearer edge, and the labels of a side are spread vertically to
+    one line apart, each joined to its point by a thin line. Returns the text artists."""
+    labels = list(labels)
+    if not labels:
+        return []
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ax.autoscale_view()
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    fx = (x[[i for i, _ in labels]] - x0) / (x1 - x0)
+    fy = (y[[i for i, _ in labels]] - y0) / (y1 - y0)
+    height_pt = ax.figure.get_size_inches()[1] * 72 * ax.get_position().height
+    gap = 1.3 * fontsize / max(height_pt, 1.0)  # one line, as a fraction of the axes' height
+    texts = []
+    for right in (False, True):
+        side = [k for k in range(len(labels)) if (fx[k] > 0.5) == right]
+        side.sort(key=lambda k: fy[k])
+        placed = []
+        for k in side:
+            placed.append(max(fy[k], placed[-1] + gap) if placed else fy[k])
+        overflow = (placed[-1] - 0.97) if placed else 0.0
+        if overflow > 0:  # push the column down, keeping the spacing, as far as the bottom allows
+            placed = [max(p - overflow, 0.03 + gap * j) for j, p in enumerate(placed)]
+        for k, ty in zip(side, placed):
+            i, text = labels[k]
+            tx = fx[k] - 0.06 if right else fx[k] + 0.06
+            texts.append(ax.annotate(text, (x[i], y[i]), xytext=(tx, ty), textcoords="axes fraction",
+                                     fontsize=fontsize, ha="right" if right else "left", va="center",
+                                     arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"}))
+    return texts
 
 
 def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: bool = True, **kw):
