@@ -72,16 +72,26 @@ def clipped(driver, url: str, width: int) -> list[str]:
     return driver.execute_script(MEASURE)
 
 
-def test_nothing_is_clipped_at_desktop_and_phone_width(tmp_path):
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """Every chapter page loaded once per width: what is clipped, and each figure as shown
+    ``(page, src, natural width, shown width)``."""
     pages = sorted(p for p in HTML.glob("book/*.html") if p.name != "print.html")
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
-    problems = []
-    with serve(HTML) as base, chromium(tmp_path) as driver:
+    found = {"clipped": [], "figures": {}}
+    with serve(HTML) as base, chromium(tmp_path_factory.mktemp("chromium")) as driver:
         for width in WIDTHS:
             for page in pages:
-                problems += [f"{width} px, {page.name}: {p}" for p in clipped(driver, f"{base}book/{page.name}", width)]
-    assert not problems, "\n".join(problems)
+                found["clipped"] += [f"{width} px, {page.name}: {p}"
+                                     for p in clipped(driver, f"{base}book/{page.name}", width)]
+                found["figures"].setdefault(width, []).extend(
+                    (page.name, *fig) for fig in driver.execute_script(FIGURES))
+    return found
+
+
+def test_nothing_is_clipped_at_desktop_and_phone_width(measured):
+    assert not measured["clipped"], "\n".join(measured["clipped"])
 
 
 CRAMPED_PAGE = """<!DOCTYPE html><html><head><link rel="stylesheet" href="tokensel.css">
@@ -112,3 +122,48 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
     assert any(f.startswith("inline math") and "long formula" in f for f in found), text
     # an output line that cannot wrap (white-space: pre forced on the element) is reported
     assert any(f.startswith("output") and "xxxx" in f for f in found), text
+
+
+def png_dpi(path: Path) -> float | None:
+    """The resolution a PNG records (its ``pHYs`` chunk), in dots per inch; None when it records none."""
+    import struct
+
+    data = path.read_bytes()
+    at = data.find(b"pHYs")
+    if at < 0:
+        return None
+    ppu_x, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    return ppu_x * 0.0254 if unit == 1 else None
+
+
+FIGURES = """
+return Array.from(document.querySelectorAll('article img')).filter((i) => i.getClientRects().length)
+  .map((i) => [new URL(i.src).pathname, i.naturalWidth, i.getBoundingClientRect().width]);
+"""
+
+
+def test_figure_text_is_legible_at_desktop_width(measured):
+    # a figure's smallest text (its tick labels) must be at least 10 px high as shown in a 1400 px window;
+    # at 400 px the sizes are printed (a PNG cannot reflow: two panels per row are the most a phone gets)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tokensel.book import plots
+
+    plots.theme()
+    tick_pt = plots.tick_label_pt()
+    small, sizes = [], {}
+    for width, figures in measured["figures"].items():
+        for page, src, natural, shown in figures:
+            dpi = png_dpi(HTML / src.lstrip("/"))
+            if dpi is None:
+                small.append(f"{page}: {src} records no resolution")
+                continue
+            px = tick_pt / 72 * shown / (natural / dpi)  # points -> inches -> CSS pixels as shown
+            sizes.setdefault(width, []).append(px)
+            if width == 1400 and px < 10:
+                small.append(f"{page}: tick labels {px:.1f} px high in {src}")
+    print("\ntick labels as shown: " + "; ".join(f"{w} px window: {min(v):.1f} to {max(v):.1f} px"
+                                                for w, v in sizes.items()))
+    assert sizes.get(1400), "no figures found"
+    assert not small, "\n".join(small)

@@ -13,6 +13,18 @@ PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999"
 MARKERS = {"positive": "^", "negative": "v", "irrelevant": "o"}
 
 
+#: the size of word labels and annotations in figures (points)
+ANNOTATION_PT = 9.5
+
+
+def tick_label_pt() -> float:
+    """The size in points of the tick labels under the current theme: the smallest text of every figure."""
+    import matplotlib as mpl
+    from matplotlib.font_manager import FontProperties
+
+    return min(FontProperties(size=mpl.rcParams[k]).get_size_in_points() for k in ("xtick.labelsize", "ytick.labelsize"))
+
+
 def theme() -> None:
     """The book's seaborn theme (call once per chapter)."""
     import matplotlib as mpl
@@ -156,7 +168,7 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
     return ax
 
 
-def label_points(ax, x, y, labels, fontsize: float = 8.5):
+def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
     """Label points ``(x[i], y[i])`` for ``(i, text)`` in ``labels`` without overprinting: each label goes
     to the side of its point away from the nearer edge, and the labels of a side are spread vertically to
     one line apart, each joined to its point by a thin line. Returns the text artists."""
@@ -213,5 +225,5 @@ def phase_diagram(ax, table, x: str, y: str, value: str, annot: str | None = Non
         extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
         labels = labels + "\n(" + extra.map(fmt.format) + ")"
     sns.heatmap(grid, ax=ax, vmin=vmin, vmax=vmax, cmap=cmap, annot=labels.values, fmt="",
-                annot_kws={"fontsize": 8.5}, cbar_kws={"label": cbar_label or value})
+                annot_kws={"fontsize": ANNOTATION_PT}, cbar_kws={"label": cbar_label or value})
     return ax
