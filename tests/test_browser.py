@@ -47,8 +47,12 @@ return {
 
 
 def book_pages(root: Path) -> list[Path]:
-    """Every HTML page of a build, without Sphinx's static and source folders."""
-    return sorted(p for p in root.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(root).parts))
+    """Every HTML page of a build, without Sphinx's static and source folders and without the print page
+    that ``make pdf`` adds (``tokensel.book.pdf.PRINT_PAGE``)."""
+    from tokensel.book.pdf import PRINT_PAGE
+
+    return sorted(p for p in root.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(root).parts)
+                  and p.relative_to(root).as_posix() != PRINT_PAGE)
 
 
 def page_problems(driver, url: str) -> tuple[list[str], dict]:
