@@ -8,7 +8,7 @@ every page of ``_toc.yml`` that the first build executed comes as its executed n
 sphinx-exercise 1.2 drops its start and keeps its end and every cell between, so
 :func:`strip_gated_solutions` takes those out of the notebooks first. So the student edition
 shows the very numbers and figures of the full book and costs a Sphinx build, not a second execution.
-``make book-student`` runs it after ``make book`` and builds ``_build/student/html``.
+``make book-student`` runs it after ``make book`` and builds ``_build/student/_build/html``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ SUPPORT_DIRS = ("_static",)
 TITLE_SUFFIX = " (student edition: exercises without solutions)"
 
 
-_FENCE = re.compile(r"^(`{3,}|:{3,})")
 _GATE_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}")
 _GATE_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}")
 
@@ -88,6 +87,7 @@ def prepare_student_sources(root, built, out) -> Path:
     (``_build``, with ``jupyter_execute/``). Every page of ``_toc.yml`` is taken from ``built`` when it was
     executed there, else from ``root`` (a page without code)."""
     from .checks import toc_files
+    from .sphinx_roadmap import front_matter
 
     root, built, out = Path(root), Path(built), Path(out)
     if not (root / "_config.yml").is_file() or not (root / "_toc.yml").is_file():
@@ -107,7 +107,7 @@ def prepare_student_sources(root, built, out) -> Path:
         md = root / f"{page}.md"
         if nb.is_file():
             sources[page] = nb
-        elif md.is_file() and "kernelspec" not in md.read_text(encoding="utf-8").split("\n---", 1)[0]:
+        elif md.is_file() and "kernelspec" not in front_matter(md):
             sources[page] = md
         else:
             raise DataUnavailableError(f"page {page!r} was not executed in {str(executed)!r}: run `make book` "
