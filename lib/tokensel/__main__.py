@@ -16,6 +16,9 @@
 * ``format [--check] [PAGE ...]``: format the code cells of the chapters (default ``book/*.md``) with ruff's
   formatter (:mod:`tokensel.book.formatting`); ``--check`` changes nothing and exits 1 naming the pages
   that are not formatted.
+* ``replicate [--chapters ...] [--seeds N] [--out DIR] [--scheduler ADDRESS] ...``: execute chapters at fresh
+  seeds, each (chapter, seed) a Dask task, and summarise in how many seeds each claim held
+  (:mod:`tokensel.book.replication`; ``--help`` lists the options).
 * ``imdb-mirror DATA_DIR ARCHIVE``: write ``DATA_DIR/imdb/{train,test}.parquet`` back into the original
   ``aclImdb_v1.tar.gz`` layout (an offline mirror; also what CI feeds to ``TOKENSEL_IMDB_ARCHIVE``).
 """
@@ -28,6 +31,16 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["replicate"]:
+        from .book.replication import main as replicate_main
+        from .errors import TokenselError
+
+        try:
+            return replicate_main(argv[1:])
+        except TokenselError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     ap = argparse.ArgumentParser(prog="python -m tokensel", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -50,6 +63,7 @@ def main(argv=None) -> int:
     im = sub.add_parser("imdb-mirror", help="write local IMDB parquet files in the original archive layout")
     im.add_argument("data_dir")
     im.add_argument("archive")
+    sub.add_parser("replicate", help="execute chapters at fresh seeds on Dask (see `replicate --help`)")
     args = ap.parse_args(argv)
 
     from .errors import TokenselError

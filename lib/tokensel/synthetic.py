@@ -118,10 +118,10 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
 THEORY_PAIRS = dict(n_pairs=100, n_important=3, n_irrelevant=30, length=8, seed=0)
 
 
-def theory_pairs() -> SyntheticData:
+def theory_pairs(seed: int = 0) -> SyntheticData:
     """``assumption1_pairs(**THEORY_PAIRS)``: 200 sequences of 8 tokens over 3 + 3 important and 30
-    irrelevant tokens, the data chapters 03-05 share."""
-    return assumption1_pairs(**THEORY_PAIRS)
+    irrelevant tokens, the data chapters 03-05 share (drawn with ``seed``; the book's is 0)."""
+    return assumption1_pairs(**{**THEORY_PAIRS, "seed": seed})
 
 
 def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:
