@@ -9,7 +9,7 @@ the max-margin solvers; the named experiments (:mod:`.experiments`); the book's 
 
 from . import (config, core, experiments, grads, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
                text, training, variants)
-from .book import checks, display, plots
+from .book import checks, display, plots, replication
 from .book.checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
@@ -28,7 +28,7 @@ from .version import __version__  # noqa: F401 (the package version)
 __all__ = [
     # modules
     "checks", "config", "core", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
-    "plots", "reviews", "statistics", "synthetic", "text", "training", "variants",
+    "plots", "replication", "reviews", "statistics", "synthetic", "text", "training", "variants",
     # data and models
     "RaggedBatch", "labels_from_01", "load_reviews", "AttentionModel", "MultiClassAttentionModel",
     # gradients and training

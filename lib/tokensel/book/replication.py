@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..files import write_json_atomic
 from ..validation import check_int
@@ -356,12 +356,16 @@ def _append_provenance(out: Path, sweep: dict) -> None:
     write_json_atomic(path, prov)
 
 
-def load_replication(out: Path) -> tuple[list[dict], list[dict]]:
-    """The task outcomes and the claim records (each with ``chapter`` and ``seed``) of a replication folder."""
+def load_replication(out: Path, root: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """The task outcomes and the claim records (each with ``chapter`` and ``seed``) of a replication folder.
+
+    With ``root`` (the book's folder), tasks whose chapter code has changed since they ran are left out
+    (:func:`stale_tasks` lists them)."""
     out = Path(out)
     if not (out / "tasks").is_dir():
         raise InvalidArgumentError(f"{str(out)!r} holds no replication (no tasks/ folder): run "
                                    f"`python -m tokensel replicate --out {shlex.quote(str(out))}` first")
+    digests: dict[str, str | None] = {}
     results, claims = [], []
     for folder in sorted((out / "tasks").glob("*/seed-*")):
         chapter, seed_s = folder.parent.name, folder.name.removeprefix("seed-")
@@ -370,17 +374,33 @@ def load_replication(out: Path) -> tuple[list[dict], list[dict]]:
         res = read_result(out, Task(chapter, int(seed_s)))
         if res is None:
             continue
+        if root is not None:
+            if chapter not in digests:
+                try:
+                    digests[chapter] = code_digest(Path(root), chapter)
+                except InvalidArgumentError:
+                    digests[chapter] = None
+            if res.get("code") != digests[chapter]:
+                continue
         results.append(res)
         for c in _task_claims(folder / "records"):
             claims.append({**c, "chapter": chapter, "seed": int(seed_s)})
     return results, claims
 
 
+def stale_tasks(out: Path, root: Path) -> list[str]:
+    """Tasks of ``out`` recorded on chapter code that has changed since (or on a chapter that is gone)."""
+    every, _ = load_replication(out)
+    current, _ = load_replication(out, root)
+    keep = {(r["chapter"], r["seed"]) for r in current}
+    return [f"{r['chapter']}/seed-{r['seed']}" for r in every if (r["chapter"], r["seed"]) not in keep]
+
+
 def _threshold(c: dict) -> tuple:
     return (c.get("kind"), c.get("expected"), c.get("tol"))
 
 
-def summarize(out: Path):
+def summarize(out: Path, root: Path | None = None):
     """One row per claim of a replication: seeds run, seeds where it held, the fraction, min / median /
     max of the measured value, and whether it is seed-dependent (held in fewer than 90 % of the seeds).
 
@@ -389,7 +409,7 @@ def summarize(out: Path):
     import numpy as np
     import pandas as pd
 
-    results, claims = load_replication(out)
+    results, claims = load_replication(out, root)
     seeds_by_chapter: dict[str, set] = {}
     for r in results:
         seeds_by_chapter.setdefault(r["chapter"], set()).add(r["seed"])
@@ -413,16 +433,17 @@ def summarize(out: Path):
                          kind=cs[0].get("kind"), expected=cs[0].get("expected"), tol=cs[0].get("tol"),
                          seed_dependent=bool(n and len(held) / n < SEED_DEPENDENT),
                          failed_seeds=sorted(seeds - held)))
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=["chapter", "claim", "seeds", "held", "fraction", "min", "median", "max",
+                                        "kind", "expected", "tol", "seed_dependent", "failed_seeds"])
     if len(frame):
         frame = frame.sort_values(["chapter", "claim"], kind="stable").reset_index(drop=True)
     return frame
 
 
-def threshold_changes(out: Path, build_claims: list[dict]) -> list[dict]:
+def threshold_changes(out: Path, build_claims: list[dict], root: Path | None = None) -> list[dict]:
     """Claims whose threshold (kind, expected value, tolerance) in a build differs from the one the sweep
     recorded, each with the reason from ``OUT/threshold_changes.json`` (None when none is given)."""
-    _, claims = load_replication(out)
+    _, claims = load_replication(out, root)
     swept = {}
     for c in claims:
         swept.setdefault((c["chapter"], c["name"]), _threshold(c))
@@ -498,13 +519,13 @@ def main(argv=None) -> int:
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number")
     args = ap.parse_args(argv)
-    from .checks import book_root, toc_chapters
+    from .checks import book_root, checked_chapters
 
     root = book_root()
     out = Path(args.out)
     out = out if out.is_absolute() else root / out
     if not args.summary:
-        chapters = args.chapters or toc_chapters(root)
+        chapters = args.chapters or checked_chapters(root)
         seeds = fresh_seeds(args.seeds, args.first_seed)
         settings = SweepSettings(out=out, workers=args.workers, threads=args.threads, scheduler=args.scheduler,
                                  timeout=args.timeout, retry=args.retry)
@@ -518,3 +539,29 @@ def main(argv=None) -> int:
             print(f"replicate: {len(bad)} tasks crashed or timed out", file=sys.stderr)
             return 1
     return 0
+
+
+def _num(x) -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+
+
+def status_table(claims, out: Path, root: Path | None = None):
+    """For the status page: every claim of this build (``claims``, the frame of
+    :func:`tokensel.book.checks.report`) with how it fared at the fresh seeds of the replication in ``out``:
+    ``held in k of N``, min / median / max of the measured value, and a verdict (``robust``: held in every
+    seed; ``held in most``: in at least 90 %; ``seed-dependent``: in fewer; ``not replicated``)."""
+    import pandas as pd
+
+    summary = summarize(out, root)
+    index = {(r.chapter, r.claim): r for r in summary.itertuples()} if len(summary) else {}
+    rows = []
+    for c in claims.itertuples():
+        r = index.get((c.chapter, c.name))
+        if r is None:
+            rows.append(dict(chapter=c.chapter, claim=c.name, **{"fresh seeds": "not replicated"},
+                             min="", median="", max="", verdict="not replicated"))
+            continue
+        verdict = ("robust" if r.held == r.seeds else "seed-dependent" if r.seed_dependent else "held in most")
+        rows.append(dict(chapter=c.chapter, claim=c.name, **{"fresh seeds": f"held in {r.held} of {r.seeds}"},
+                         min=_num(r.min), median=_num(r.median), max=_num(r.max), verdict=verdict))
+    return pd.DataFrame(rows, columns=["chapter", "claim", "fresh seeds", "min", "median", "max", "verdict"])
