@@ -8,7 +8,7 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: book book-student format test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
+.PHONY: replicate replicate-ci book book-student format test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
@@ -22,13 +22,15 @@ help:
 	@echo "make bench-quick  the same benchmarks at a tenth to a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
 	@echo "make lab        open the chapters as notebooks in JupyterLab (MyST rendered; failed claims reported, not fatal)"
+	@echo "make replicate  every chapter's claims at fresh seeds on Dask (chapters 1-5: 20 seeds, 6-7: 5), into book/recorded/replication"
+	@echo "make replicate-ci  chapters 1-5 at the first 2 fresh seeds (2 workers), compared with the recorded replication"
 	@echo "make clean      remove _build"
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab,replicate]"
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -96,3 +98,19 @@ notebooks: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# every claim at seeds the book never uses, each (chapter, seed) a Dask task (LocalCluster sized to the machine;
+# SCHEDULER=tcp://host:8786 for a running cluster); resumable: finished tasks are skipped
+SYNTHETIC := 01_model 02_one_step 03_divergence 04_selection 05_max_margin
+SEEDS ?= 20
+REAL_SEEDS ?= 5
+replicate: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+
+# CI's small replication: chapters 1-5 at the first two fresh seeds on a 2-worker LocalCluster, every task
+# compared claim by claim with the same task of the recorded replication
+replicate-ci: $(STAMP)
+	rm -rf _build/replication-ci
+	PATH=$(CURDIR)/$(BIN):$$PATH TOKENSEL_PROGRESS=0 $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) --seeds 2 \
+	  --workers 2 --out _build/replication-ci --compare book/recorded/replication --strict

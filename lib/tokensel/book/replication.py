@@ -152,14 +152,9 @@ def run_task(root: str, out: str, chapter: str, seed: int, timeout: float, threa
            "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
     cmd = [sys.executable, "-m", "papermill", str(source_nb), str(folder / "executed.ipynb"),
            "-y", json.dumps(params), "-k", "python3", "--cwd", str(root_p / "book"),
-           "--no-progress-bar", "--no-log-output", "--execution-timeout", str(int(timeout))]
+           "--no-progress-bar", "--no-log-output", "--execution-timeout", str(max(1, int(timeout)))]
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout + 60)
-        rc, tail = proc.returncode, (proc.stderr or "")[-4000:]
-        timed_out = "CellTimeoutError" in tail or "Cell execution timed out" in tail
-    except subprocess.TimeoutExpired as exc:
-        rc, tail, timed_out = None, str(exc)[-4000:], True
+    rc, tail, timed_out = _run_bounded(cmd, env, timeout)
     seconds = time.perf_counter() - t0
     source_nb.unlink(missing_ok=True)
     claims = _task_claims(records)
@@ -180,6 +175,31 @@ def run_task(root: str, out: str, chapter: str, seed: int, timeout: float, threa
     _keep_notebook(folder / "executed.ipynb", status)
     write_json_atomic(folder / "result.json", result)
     return result
+
+
+def _run_bounded(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str, bool]:
+    """Run ``cmd`` in a session of its own for at most ``timeout`` seconds; on time-out the whole session
+    (papermill and its kernel) is killed. Returns (exit code or None, the end of stderr, timed out)."""
+    import signal
+    import tempfile
+
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            rc, timed_out = None, True
+        err.seek(0)
+        tail = err.read()[-4000:]
+    if "CellTimeoutError" in tail or "Cell execution timed out" in tail:
+        timed_out = True
+    return rc, tail, timed_out
 
 
 def _keep_notebook(path: Path, status: str) -> None:
@@ -480,6 +500,45 @@ def chapter_times(out: Path):
     return frame.groupby("chapter").seconds.median()
 
 
+def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-6) -> list[str]:
+    """Differences between the tasks of ``out`` and the same (chapter, seed) tasks of ``recorded``, both on the
+    chapters' present code: a task that did not finish, a claim recorded in one and not the other, a claim that
+    held in one and failed in the other, or a measured value that differs by more than ``rtol`` (relative).
+    Empty when ``out`` reproduces the recorded replication."""
+    got_results, got = load_replication(out, root)
+    ref_results, ref = load_replication(recorded, root)
+    ref_tasks = {(r["chapter"], r["seed"]) for r in ref_results}
+    problems = [f"{r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}"
+                for r in got_results if r["status"] in ("crashed", "timed out")]
+    index = {}
+    for c in ref:
+        index.setdefault((c["chapter"], c["seed"], c["name"]), []).append(c)
+    seen = set()
+    for c in got:
+        key = (c["chapter"], c["seed"], c["name"])
+        if key[:2] not in ref_tasks:
+            continue
+        seen.add(key)
+        if key not in index:
+            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} is not in the recorded replication")
+            continue
+        r = index[key][0]
+        if (c.get("passed") is True) != (r.get("passed") is True):
+            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} {'held' if c.get('passed') else 'failed'} here, "
+                            f"{'held' if r.get('passed') else 'failed'} in the recorded replication")
+        m, e = c.get("measured"), r.get("measured")
+        if isinstance(m, (int, float)) and isinstance(e, (int, float)) and not isinstance(m, bool):
+            if not (m == e or abs(m - e) <= rtol * max(abs(m), abs(e))):
+                problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} measured {m!r} here, {e!r} recorded")
+    compared = {(r["chapter"], r["seed"]) for r in got_results} & ref_tasks
+    for key in index:
+        if key[:2] in compared and key not in seen:
+            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} recorded, missing here")
+    if not compared:
+        problems.append("no task of this run is in the recorded replication (other chapters, seeds or code)")
+    return problems
+
+
 def summary_text(out: Path) -> str:
     """The summary of a replication folder as lines for a terminal."""
     frame = summarize(out)
@@ -516,6 +575,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds a task may run (default 1800)")
     ap.add_argument("--retry", action="store_true", help="run again the tasks recorded as crashed or timed out")
     ap.add_argument("--summary", action="store_true", help="run nothing; summarise the results folder")
+    ap.add_argument("--compare", metavar="DIR",
+                    help="after the run, compare every task with the same task of the replication in DIR "
+                         "(exit 1 on any difference)")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number")
     args = ap.parse_args(argv)
@@ -532,6 +594,14 @@ def main(argv=None) -> int:
         command = "python -m tokensel replicate " + " ".join(shlex.quote(a) for a in (argv or sys.argv[2:]))
         run_sweep(chapters, seeds, settings, root=root, command=command.strip())
     print(summary_text(out))
+    if args.compare:
+        ref = Path(args.compare)
+        diffs = compare(out, ref if ref.is_absolute() else root / ref, root)
+        for line in diffs:
+            print(f"  differs: {line}")
+        print(f"replicate: {'reproduces' if not diffs else 'does NOT reproduce'} the replication in {args.compare}")
+        if diffs:
+            return 1
     if args.strict:
         results, _ = load_replication(out)
         bad = [r for r in results if r["status"] in ("crashed", "timed out")]

@@ -1,0 +1,217 @@
+"""Replication across fresh seeds (tokensel.book.replication): the chapters' seeds, the sweep on Dask
+(outcomes recorded, never dropped; resumed; stale tasks rerun), the summary and the status table."""
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tokensel.book import replication as rep
+from tokensel.errors import InvalidArgumentError, TokenselError
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "book").glob("0*.md"))
+
+
+def _code_cells(text):
+    return re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_has_one_visible_parameters_cell_with_its_seed(page):
+    cells = _code_cells(page.read_text())
+    params = [c for c in cells if re.search(r"^:tags: \[[^\]]*\bparameters\b", c, re.M)]
+    assert len(params) == 1, f"{page.name}: exactly one cell tagged parameters"
+    assert "hide-input" not in params[0], f"{page.name}: the parameters cell is shown to readers"
+    assert re.search(r"^seed = 0  # ", params[0], re.M), f"{page.name}: the book is built at seed = 0, with a comment"
+    for line in params[0].splitlines():
+        if line and not line.startswith(":"):
+            assert "  # " in line, f"{page.name}: every parameter has a comment: {line!r}"
+    # it comes right after the imports: the first code cell holds the imports, the second the parameters
+    assert re.search(r"^:tags: \[[^\]]*\bparameters\b", cells[1], re.M), page.name
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
+def test_no_literal_seed_and_offsets_stay_below_the_stride(page):
+    for cell in _code_cells(page.read_text()):
+        if re.search(r"^:tags: \[[^\]]*\bparameters\b", cell, re.M):
+            continue
+        assert not re.search(r"\bseed\s*=\s*\d", cell), f"{page.name}: a literal seed outside the parameters cell"
+        assert "seed_everything(0" not in cell
+        assert not re.search(r"for seed in", cell), f"{page.name}: a loop variable hides the parameter `seed`"
+        for k in re.findall(r"\bseed \+ (\d+)", cell):
+            assert int(k) < rep.STRIDE, f"{page.name}: seed + {k} reaches the next fresh seed"
+        for k in re.findall(r"for s in range\((\d+)\)", cell):
+            assert int(k) < rep.STRIDE
+
+
+def test_fresh_seeds_are_disjoint_from_the_book_and_from_each_other():
+    seeds = rep.fresh_seeds(30)
+    assert seeds[:3] == [1000, 1100, 1200]
+    ranges = [set(range(s, s + rep.STRIDE)) for s in [0, *seeds]]  # what each run may draw: seed + k, k < STRIDE
+    for i, a in enumerate(ranges):
+        for b in ranges[i + 1:]:
+            assert not a & b
+    assert rep.fresh_seeds(2, start=5) == [1500, 1600]
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(TokenselError):
+            rep.fresh_seeds(bad)
+
+
+# a tiny book: one chapter whose claim holds at some seeds only, one that crashes, one that runs long
+TINY = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# {name}
+
+```{{code-cell}} ipython3
+import time
+import tokensel as ts
+
+ts.start_chapter("{name}")
+```
+
+```{{code-cell}} ipython3
+:tags: [parameters]
+seed = 0  # the seed
+```
+
+```{{code-cell}} ipython3
+{body}
+ts.end_chapter()
+```
+"""
+
+
+def _tiny_book(tmp_path, chapters):
+    root = tmp_path / "book-root"
+    (root / "book").mkdir(parents=True)
+    (root / "_config.yml").write_text("title: tiny\n")
+    for name, body in chapters.items():
+        (root / "book" / f"{name}.md").write_text(TINY.format(name=name, body=body))
+    return root
+
+
+@pytest.mark.slow
+def test_a_sweep_records_every_outcome_resumes_and_reruns_changed_chapters(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOKENSEL_RESULTS_DIR", raising=False)
+    root = _tiny_book(tmp_path, {
+        "01_half": 'ts.check("even hundreds", seed % 200 == 0, kind="true")\nts.check("seed", seed, 1000, kind="ge")',
+        "02_crash": 'ts.check("before", 1.0, 1.0, tol=0.0)\nraise RuntimeError("boom")',
+        "03_slow": "time.sleep(600)",
+    })
+    out = tmp_path / "out"
+    settings = rep.SweepSettings(out=out, workers=1, timeout=300)
+    seeds = rep.fresh_seeds(2)
+    results = rep.run_sweep(["01_half", "02_crash"], seeds, settings, root=root)
+    status = {(r["chapter"], r["seed"]): r["status"] for r in results}
+    assert status == {("01_half", 1000): "ok", ("01_half", 1100): "claims failed",
+                      ("02_crash", 1000): "crashed", ("02_crash", 1100): "crashed"}
+    slow = rep.run_sweep(["03_slow"], seeds[:1], rep.SweepSettings(out=out, workers=1, timeout=20), root=root)
+    assert slow[0]["status"] == "timed out" and 20 <= slow[0]["seconds"] < 60
+    crashed = rep.read_result(out, rep.Task("02_crash", 1000))
+    assert "boom" in crashed["error"]
+    assert (out / "tasks" / "02_crash" / "seed-1000" / "executed.ipynb").exists()  # kept to diagnose
+    assert not (out / "tasks" / "01_half" / "seed-1000" / "executed.ipynb").exists()
+
+    summary = rep.summarize(out, root).set_index("claim")
+    assert summary.loc["even hundreds", "held"] == 1 and summary.loc["even hundreds", "seeds"] == 2
+    assert bool(summary.loc["even hundreds", "seed_dependent"])
+    assert summary.loc["seed", "held"] == 2 and summary.loc["seed", "min"] == 1000
+    assert summary.loc["before", "held"] == 2  # recorded before the crash
+
+    prov = json.loads((out / "provenance.json").read_text())
+    sweep = prov["sweeps"][-1]
+    assert sweep["seeds"] == seeds[:1] and sweep["workers"] == 1 and sweep["ran"] == ["03_slow/seed-1000"]
+    assert {"commit", "versions", "wall_seconds", "command", "cluster"} <= set(sweep)
+
+    # resumed: nothing to run; a changed chapter runs again, a changed prose does not
+    again = rep.run_sweep(["01_half"], seeds, settings, root=root)
+    assert json.loads((out / "provenance.json").read_text())["sweeps"][-1]["ran"] == []
+    assert [r["status"] for r in again] == ["ok", "claims failed"]
+    page = root / "book" / "01_half.md"
+    page.write_text(page.read_text().replace("# 01_half", "# 01_half, retitled"))
+    rep.run_sweep(["01_half"], seeds, settings, root=root)
+    assert json.loads((out / "provenance.json").read_text())["sweeps"][-1]["ran"] == []
+    page.write_text(page.read_text().replace("seed % 200 == 0", "seed >= 0"))
+    assert rep.stale_tasks(out, root) == ["01_half/seed-1000", "01_half/seed-1100"]
+    rep.run_sweep(["01_half"], seeds, settings, root=root)
+    assert rep.summarize(out, root).set_index("claim").loc["even hundreds", "held"] == 2
+
+
+def test_summary_status_table_and_threshold_changes_from_records(tmp_path):
+    out = tmp_path / "out"
+    root = _tiny_book(tmp_path, {"01_a": 'ts.check("x", 1.0, 1.0, tol=0.1)'})
+    digest = rep.code_digest(root, "01_a")
+    for seed, value in [(1000, 1.05), (1100, 0.5), (1200, 0.95)]:
+        folder = out / "tasks" / "01_a" / f"seed-{seed}"
+        (folder / "records").mkdir(parents=True)
+        ok = abs(value - 1) <= 0.1
+        (folder / "result.json").write_text(json.dumps(dict(chapter="01_a", seed=seed, code=digest,
+                                                            status="ok" if ok else "claims failed")))
+        (folder / "records" / "01_a@x.json").write_text(json.dumps(dict(chapter="01_a", finished=1, checks=[
+            dict(name="x", measured=value, expected=1.0, tol=0.1, kind="abs", passed=ok)])))
+    s = rep.summarize(out, root)
+    assert s.loc[0, "held"] == 2 and s.loc[0, "seeds"] == 3 and bool(s.loc[0, "seed_dependent"])
+    assert (s.loc[0, "min"], s.loc[0, "median"], s.loc[0, "max"]) == (0.5, 0.95, 1.05)
+    assert s.loc[0, "failed_seeds"] == [1100]
+    claims = pd.DataFrame([dict(chapter="01_a", name="x", expected=1.0, tol=0.2, kind="abs"),
+                           dict(chapter="01_a", name="new", expected=0.0, tol=0.0, kind="abs")])
+    table = rep.status_table(claims, out, root)
+    assert table["fresh seeds"].tolist() == ["held in 2 of 3", "not replicated"]
+    assert table.verdict.tolist() == ["seed-dependent", "not replicated"]
+    changed = rep.threshold_changes(out, claims.to_dict("records"), root)
+    assert changed == [dict(chapter="01_a", claim="x", swept=("abs", 1.0, 0.1), now=("abs", 1.0, 0.2), reason=None)]
+    (out / "threshold_changes.json").write_text(json.dumps([dict(chapter="01_a", claim="x", reason="why")]))
+    assert rep.threshold_changes(out, claims.to_dict("records"), root)[0]["reason"] == "why"
+    (out / "threshold_changes.json").write_text("{not json")
+    with pytest.raises(InvalidArgumentError, match="threshold_changes.json"):
+        rep.threshold_changes(out, claims.to_dict("records"), root)
+    # a task recorded on other code is left out
+    (root / "book" / "01_a.md").write_text((root / "book" / "01_a.md").read_text().replace("tol=0.1", "tol=0.3"))
+    assert rep.summarize(out, root).empty
+    assert len(rep.summarize(out)) == 1
+
+
+def test_a_corrupt_result_is_not_trusted(tmp_path):
+    folder = tmp_path / "tasks" / "01_a" / "seed-1000"
+    folder.mkdir(parents=True)
+    for bad in ["{", "[]", json.dumps(dict(chapter="01_b", seed=1000, status="ok")),
+                json.dumps(dict(chapter="01_a", seed=1000, status="fine"))]:
+        (folder / "result.json").write_text(bad)
+        assert rep.read_result(tmp_path, rep.Task("01_a", 1000)) is None
+
+
+def test_sweep_arguments_are_checked_before_anything_runs(tmp_path):
+    root = _tiny_book(tmp_path, {"01_a": "pass"})
+    s = rep.SweepSettings(out=tmp_path / "out")
+    with pytest.raises(InvalidArgumentError, match="no chapter '09_none'"):
+        rep.run_sweep(["09_none"], [1000], s, root=root)
+    with pytest.raises(TokenselError, match="seeds"):
+        rep.run_sweep(["01_a"], [1000, 1000], s, root=root)
+    with pytest.raises(TokenselError, match="chapters"):
+        rep.run_sweep("01_a", [1000], s, root=root)
+    with pytest.raises(TokenselError, match="timeout"):
+        rep.run_sweep(["01_a"], [1000], rep.SweepSettings(out=tmp_path / "out", timeout=float("nan")), root=root)
+    with pytest.raises(TokenselError, match="workers"):
+        rep.run_sweep(["01_a"], [1000], rep.SweepSettings(out=tmp_path / "out", workers=0), root=root)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InvalidArgumentError, match="no replication"):
+        rep.summarize(tmp_path / "nothing")
+
+
+def test_the_recorded_replication_is_current():
+    """Every chapter's recorded sweep was made on the chapter's present code (else it shows as not replicated)."""
+    recorded = ROOT / rep.RECORDED
+    assert (recorded / "provenance.json").is_file()
+    assert rep.stale_tasks(recorded, ROOT) == []
