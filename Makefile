@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_svm.py
 	$(BIN)/python benchmarks/bench_variants.py
 	$(BIN)/python benchmarks/bench_two_layer.py
+	PATH=$(CURDIR)/$(BIN):$$PATH TOKENSEL_PROGRESS=0 $(BIN)/python benchmarks/bench_replicate.py
 
 # CI's benchmarks: the same code and checks at a tenth to a fifth of IMDB's size (the ratios are smaller there:
 # the fixed costs weigh more); `make bench` gives the IMDB-scale figures the README quotes
