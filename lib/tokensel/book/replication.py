@@ -635,3 +635,29 @@ def status_table(claims, out: Path, root: Path | None = None):
         rows.append(dict(chapter=c.chapter, claim=c.name, **{"fresh seeds": f"held in {r.held} of {r.seeds}"},
                          min=_num(r.min), median=_num(r.median), max=_num(r.max), verdict=verdict))
     return pd.DataFrame(rows, columns=["chapter", "claim", "fresh seeds", "min", "median", "max", "verdict"])
+
+
+_NOTES: dict = {}
+
+
+def note(root: Path, chapter: str, claim: str) -> str | None:
+    """What the recorded replication of the book in ``root`` says of one claim, in words for the chapter's
+    check line: ``fresh seeds: held in k of N (min .. max)``, marked *seed-dependent* below 90 %; None when
+    the claim was not replicated on the chapter's present code. Read once per process and chapter."""
+    key = (str(root), chapter)
+    if key not in _NOTES:
+        recorded = Path(root) / RECORDED
+        table = {}
+        try:
+            if (recorded / "tasks" / chapter).is_dir():
+                frame = summarize(recorded, root)
+                table = {r.claim: r for r in frame.itertuples() if r.chapter == chapter}
+        except (InvalidArgumentError, OSError, ValueError):
+            table = {}
+        _NOTES[key] = table
+    r = _NOTES[key].get(claim)
+    if r is None:
+        return None
+    spread = f"; measured {_num(r.min)} .. {_num(r.max)}" if r.min is not None else ""
+    flag = ", seed-dependent" if r.seed_dependent else ""
+    return f"fresh seeds: held in {r.held} of {r.seeds}{flag}{spread}"
