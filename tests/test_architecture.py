@@ -19,7 +19,7 @@ LAYERS = [
     {"progress", "seeding", "manifest", "checkpoints", "data"},
     {"text", "imdb_archive", "mixing", "core", "synthetic"},
     {"loaders", "model", "maxmargin"},
-    {"reviews", "grads", "statistics", "loop"},
+    {"reviews", "grads", "statistics", "loop", "dense"},
     {"training", "variants"},
     {"experiments"},
     {"book", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",

@@ -7,11 +7,12 @@ Adam loop in :mod:`.loop`, phase-1/phase-2 training in :mod:`.training`, the var
 the max-margin solvers; the named experiments (:mod:`.experiments`); the book's own tooling
 (:mod:`.book`: claims, figures, HTML views, Sphinx extensions)."""
 
-from . import (config, core, experiments, grads, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
+from . import (config, core, dense, experiments, grads, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
                text, training, variants)
 from .book import checks, display, plots
 from .book.checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
+from .dense import att_svm_dense, att_svm_kq, normalized_gd
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
                      InvalidParameterError, TokenselError)
 from .grads import Gradients, autograd_gradients, gradients, p_gradient
@@ -27,7 +28,7 @@ from .version import __version__  # noqa: F401 (the package version)
 
 __all__ = [
     # modules
-    "checks", "config", "core", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
+    "checks", "config", "core", "dense", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
     "plots", "reviews", "statistics", "synthetic", "text", "training", "variants",
     # data and models
     "RaggedBatch", "labels_from_01", "load_reviews", "AttentionModel", "MultiClassAttentionModel",
@@ -36,6 +37,8 @@ __all__ = [
     "train_joint", "train_p",
     # max-margin
     "SVMResult", "find_cycle", "max_margin", "max_margin_for_selection", "max_margin_scores", "selection_pairs",
+    # dense token features (the max-margin attention literature's notation)
+    "att_svm_dense", "att_svm_kq", "normalized_gd",
     # seeding
     "generator", "rng", "seed_everything",
     # claims
