@@ -22,7 +22,7 @@ LAYERS = [
     {"reviews", "grads", "statistics", "loop", "dense"},
     {"training", "variants"},
     {"experiments"},
-    {"book", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
+    {"book", "book.api", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
      "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student",
      "book.sphinx_roadmap"},
     {"__init__", "__main__"},

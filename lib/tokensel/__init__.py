@@ -16,10 +16,12 @@ from .dense import att_svm_dense, att_svm_kq, normalized_gd
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
                      InvalidParameterError, TokenselError)
 from .grads import Gradients, autograd_gradients, gradients, p_gradient
+from .experiments import fit_texts
 from .loaders import load_reviews
 from .loop import Trajectory
 from .maxmargin import (SVMResult, find_cycle, max_margin, max_margin_for_selection, max_margin_scores,
                         selection_pairs)
+from .reviews import from_frame, prepare_texts
 from .model import AttentionModel, MultiClassAttentionModel
 from .seeding import generator, rng, seed_everything
 from .training import cosine, gradient_flow, one_step, train_joint, train_p
@@ -31,7 +33,7 @@ __all__ = [
     "checks", "config", "core", "dense", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
     "plots", "reviews", "statistics", "synthetic", "text", "training", "variants",
     # data and models
-    "RaggedBatch", "labels_from_01", "load_reviews", "AttentionModel", "MultiClassAttentionModel",
+    "RaggedBatch", "labels_from_01", "load_reviews", "fit_texts", "from_frame", "prepare_texts", "AttentionModel", "MultiClassAttentionModel",
     # gradients and training
     "Gradients", "gradients", "p_gradient", "autograd_gradients", "Trajectory", "cosine", "gradient_flow", "one_step",
     "train_joint", "train_p",

@@ -25,7 +25,7 @@ Conventions (what the token formulation of :mod:`tokensel.maxmargin` does too):
 * **Two distinct selected positions of one sequence.** The problem puts no constraint between them:
   each must beat every unselected position of its sequence by the margin 1, but their own scores may
   differ at the solution, so the selection made by the solution (within a tie tolerance) can be a
-  strict subset of the one asked for (:attr:`DenseSVMResult.same_selection` says whether it is). Two
+  strict subset of the one asked for (``same_selection`` of the result says whether it is). Two
   positions with equal features, one selected and one not, make the problem infeasible.
 * **Infeasibility.** The constraints have no solution exactly when some convex combination of the
   differences ``a_i - b_i`` is zero, with ``a_i`` in the convex hull of sequence ``i``'s selected

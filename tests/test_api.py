@@ -1,0 +1,83 @@
+"""The API reference page (book/api.md): generated from tokensel.__all__, kept up to date, and built by Sphinx
+with autodoc under -W -n (slow)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tokensel as ts
+from tokensel.book import api
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_page_is_up_to_date():
+    page = (ROOT / "book" / "api.md").read_text()
+    assert page == api.render(ROOT), ("book/api.md is out of date: run "
+                                      "python -c 'import tokensel.book.api as a; a.write()'")
+
+
+def test_every_public_name_is_documented_with_its_first_page():
+    page = (ROOT / "book" / "api.md").read_text()
+    for name in ts.__all__:
+        line = re.search(rf"^`ts\.{re.escape(name)}`: (.*)$", page, flags=re.M)
+        assert line, name
+        link = re.search(r"\{doc\}`([^`]+)`", line.group(1))
+        if link:  # the linked page really uses the name in its code
+            source = (ROOT / "book" / f"{link.group(1)}.md").read_text()
+            assert re.search(rf"\bts\.{re.escape(name)}\b", source), (name, link.group(1))
+        else:
+            assert line.group(1) == "Not used in the book's pages."
+    assert "First used in {doc}`own_data`" in page  # fit_texts and the dense functions are introduced there
+
+
+def test_first_use_finds_code_not_prose():
+    pages = {"a": "Text about ts.fit_texts.\n", "b": "```{code-cell} ipython3\nts.fit_texts(x)\n```\n",
+             "c": "```{code-cell} ipython3\nts.statistics.alpha(b)\n```\n"}
+    assert api.first_use("fit_texts", pages) == "b"
+    assert api.first_use("statistics", pages, module=True) == "c"
+    assert api.first_use("alpha", pages) is None
+
+
+def test_bars_escaped_outside_literals_and_aliases_resolved():
+    lines = ["an |S| x d table, ``(|S|,)`` stays", ":math:`|x|` and `a|b`_ stay"]
+    api.escape_bars(lines)
+    assert lines == [r"an \|S\| x d table, ``(|S|,)`` stays", ":math:`|x|` and `a|b`_ stay"]
+    assert api.canonical("tokensel.train_p") == "tokensel.training.train_p"
+    assert api.canonical("tokensel.checks.check") == "tokensel.book.checks.check"
+    assert api.canonical("tokensel.statistics") == "tokensel.statistics"
+    assert api.canonical("tokensel.no_such_name") is None and api.canonical("numpy.ndarray") is None
+
+
+@pytest.mark.slow
+def test_page_builds_under_w_n(tmp_path):
+    """A Sphinx project of the API page alone (the pages it links to as stubs), built with the book's
+    autodoc settings, -W (warnings are errors) and -n (every reference must resolve)."""
+    import yaml
+
+    src = tmp_path / "src"
+    src.mkdir()
+    page = api.render(ROOT)
+    (src / "api.md").write_text(page)
+    linked = sorted(set(re.findall(r"\{doc\}`([^`]+)`", page)))
+    for name in linked:
+        (src / f"{name}.md").write_text(f"# {name}\n")
+    (src / "index.md").write_text("# index\n\n```{toctree}\napi\n" + "\n".join(linked) + "\n```\n")
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    extensions = [e for e in config["sphinx"]["extra_extensions"] if e in ("sphinx.ext.autodoc", "tokensel.book.api")]
+    assert extensions == ["sphinx.ext.autodoc", "tokensel.book.api"]
+    (src / "conf.py").write_text(
+        f"extensions = {['myst_parser', *extensions]!r}\n"
+        f"myst_enable_extensions = {config['parse']['myst_enable_extensions']!r}\n"
+        f"autodoc_typehints = {config['sphinx']['config']['autodoc_typehints']!r}\n")
+    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-b", "html", "-q",
+                          str(src), str(tmp_path / "out")], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "lib")})
+    assert out.returncode == 0, out.stderr[-4000:]
+    html = (tmp_path / "out" / "api.html").read_text()
+    for name in ts.__all__:
+        assert f"ts.{name}</span>" in html or f"ts.{name}<" in html, name
+    assert 'class="sig-name descname"><span class="pre">att_svm_dense' in html
