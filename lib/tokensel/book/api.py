@@ -173,20 +173,20 @@ def render(root: Path | None = None) -> str:
         if not isinstance(obj, types.ModuleType):
             documented.setdefault(obj.__module__, set()).add(obj.__qualname__)
     modules = []
-    for group, names in groups.items():
+    order = [g for g, _ in GROUPS if g in groups] + [g for g in groups if g not in known]
+    for group in sorted(order, key=lambda g: g == "modules"):  # the modules last
         out.append(f"## {known.get(group, group[:1].upper() + group[1:])}\n")
-        for name in names:
+        for name in groups[group]:
             obj = getattr(tokensel, name)
             is_module = isinstance(obj, types.ModuleType)
+            page = first_use(name, pages, module=is_module)
+            where = f"`ts.{name}`: " + (f"First used in {{doc}}`{page}`." if page else "Not used in the book's pages.")
             if is_module:
                 modules.append(obj.__name__)
-                out += [f"### `ts.{name}`\n"]
-                out += _directive(obj, exclude=documented.get(obj.__name__, ()))
+                out += [f"### `ts.{name}`\n", where, ""]
+                out += _directive(obj, exclude=documented.get(obj.__name__, ())) + [""]
             else:
-                out += _directive(obj)
-            page = first_use(name, pages, module=is_module)
-            where = f"First used in {{doc}}`{page}`." if page else "Not used in the book's pages."
-            out += ["", f"`ts.{name}`: {where}", ""]
+                out += _directive(obj) + ["", where, ""]
     out.append("## Further modules\n")
     out.append("Modules that the docstrings above refer to, with their functions and classes.\n")
     import importlib
