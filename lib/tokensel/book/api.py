@@ -28,7 +28,7 @@ GROUPS = (
 )
 
 _HEAD = """---
-summary: every public name of `tokensel`, from its docstring, with the page that introduces it.
+summary: every public name of `tokensel` with its docstring and first use.
 ---
 
 # API reference
