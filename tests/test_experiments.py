@@ -153,3 +153,7 @@ def test_fit_texts_on_own_texts_shows_the_selection():
         ex.rating_classes(fit.data)
     with pytest.raises(InvalidParameterError, match="already a ReviewData"):
         ts.fit_texts(fit.data, labels)
+    with pytest.raises(InvalidParameterError, match=r"n_train = 3000 documents but own data holds 96"):
+        ex.variant_batches(fit.data, ex.scale("reduced"))
+    train, test = ex.variant_batches(fit.data, ex.scale("reduced", n_train=None, n_test=None, max_len=4))
+    assert train.n == 96 and int(train.lengths.max()) <= 4

@@ -260,6 +260,10 @@ def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedB
     _check_data(data)
     rng = np.random.default_rng(seed)
     train, test = data.train, data.test
+    for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
+        if want is not None and want > have:
+            raise InvalidParameterError(f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
+                                        f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer")
     if sc.n_train is not None:
         train = train.subset(np.sort(rng.choice(train.n, sc.n_train, replace=False)))
     if sc.n_test is not None:
