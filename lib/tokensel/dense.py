@@ -31,7 +31,7 @@ Conventions (what the token formulation of :mod:`tokensel.maxmargin` does too):
   differences ``a_i - b_i`` is zero, with ``a_i`` in the convex hull of sequence ``i``'s selected
   features and ``b_i`` in that of its unselected ones (Gordan's alternative). A linear programme finds
   such a combination; the :class:`~tokensel.errors.InfeasibleSVMError` names its sequences
-  (``error.sequences``), at most ``d + 1`` of them.
+  (``error.sequences``): a set whose constraints cannot hold together, not necessarily the smallest one.
 """
 
 from __future__ import annotations
