@@ -126,3 +126,34 @@ def test_multiclass_training_runs_through_the_one_loop(data_dir):
     assert model.E.dtype == torch.float32 and torch.equal(model.V, init.V)  # the class read-outs stay fixed
     with pytest.raises(InvalidParameterError, match="split"):
         ex.rating_classes(d, "validation")
+
+
+def test_fit_texts_on_own_texts_shows_the_selection():
+    rng = np.random.default_rng(0)
+    filler = ["the", "a", "place", "food", "was", "and", "we", "it", "ok", "then"]
+    texts, labels = [], []
+    for i in range(120):
+        words = list(rng.choice(filler, 6)) + ["great" if i % 2 else "awful"]
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+        labels.append("yes" if i % 2 else "no")
+    fit = ts.fit_texts(texts, labels, positive="yes", d=32, steps=60, lr=0.05, eval_every=20, min_df=2)
+    assert isinstance(fit, ex.Fit) and fit.data.test.n == 24
+    table = fit.selection()
+    # the model selects the word that carries the label in every test document
+    assert set(table["selected"]) == {"great", "awful"} and table["agrees"].all()
+    s = fit.summary()
+    assert s["selection_agrees"] == 1.0 and s["test_acc"] == 1.0
+    bins_p, bins_v, u_gap, rho = fit.shapes
+    assert u_gap == s["u_gap"]
+    # the prepared data go into the other recipes too, not only IMDB/Yelp shapes
+    model, hist = ex.train_frozen(fit.data, d=16, steps=5, eval_every=5)
+    assert len(hist) == 2
+    with pytest.raises(DataUnavailableError, match="star ratings"):
+        ex.rating_classes(fit.data)
+    with pytest.raises(InvalidParameterError, match="already a ReviewData"):
+        ts.fit_texts(fit.data, labels)
+    with pytest.raises(InvalidParameterError, match=r"n_train = 3000 documents but own data holds 96"):
+        ex.variant_batches(fit.data, ex.scale("reduced"))
+    train, test = ex.variant_batches(fit.data, ex.scale("reduced", n_train=None, n_test=None, max_len=4))
+    assert train.n == 96 and int(train.lengths.max()) <= 4

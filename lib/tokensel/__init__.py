@@ -7,18 +7,21 @@ Adam loop in :mod:`.loop`, phase-1/phase-2 training in :mod:`.training`, the var
 the max-margin solvers; the named experiments (:mod:`.experiments`); the book's own tooling
 (:mod:`.book`: claims, figures, HTML views, Sphinx extensions)."""
 
-from . import (config, core, experiments, grads, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
+from . import (config, core, dense, experiments, grads, imdb_archive, loop, loss, manifest, mixing, reviews, statistics, synthetic,
                text, training, variants)
 from .book import checks, display, plots, replication
 from .book.checks import check, end_chapter, start_chapter
 from .data import RaggedBatch, labels_from_01
+from .dense import att_svm_dense, att_svm_kq, normalized_gd
 from .errors import (ClaimFailedError, DataUnavailableError, InfeasibleSVMError, InvalidBatchError,
                      InvalidParameterError, TokenselError)
 from .grads import Gradients, autograd_gradients, gradients, p_gradient
+from .experiments import fit_texts
 from .loaders import load_reviews
 from .loop import Trajectory
 from .maxmargin import (SVMResult, find_cycle, max_margin, max_margin_for_selection, max_margin_scores,
                         selection_pairs)
+from .reviews import from_frame, prepare_texts
 from .model import AttentionModel, MultiClassAttentionModel
 from .seeding import generator, rng, seed_everything
 from .training import cosine, gradient_flow, one_step, train_joint, train_p
@@ -27,15 +30,17 @@ from .version import __version__  # noqa: F401 (the package version)
 
 __all__ = [
     # modules
-    "checks", "config", "core", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
+    "checks", "config", "core", "dense", "display", "experiments", "grads", "imdb_archive", "loop", "loss", "manifest", "mixing",
     "plots", "replication", "reviews", "statistics", "synthetic", "text", "training", "variants",
     # data and models
-    "RaggedBatch", "labels_from_01", "load_reviews", "AttentionModel", "MultiClassAttentionModel",
+    "RaggedBatch", "labels_from_01", "load_reviews", "fit_texts", "from_frame", "prepare_texts", "AttentionModel", "MultiClassAttentionModel",
     # gradients and training
     "Gradients", "gradients", "p_gradient", "autograd_gradients", "Trajectory", "cosine", "gradient_flow", "one_step",
     "train_joint", "train_p",
     # max-margin
     "SVMResult", "find_cycle", "max_margin", "max_margin_for_selection", "max_margin_scores", "selection_pairs",
+    # dense token features (the max-margin attention literature's notation)
+    "att_svm_dense", "att_svm_kq", "normalized_gd",
     # seeding
     "generator", "rng", "seed_everything",
     # claims

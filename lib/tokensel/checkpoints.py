@@ -8,7 +8,7 @@ from a checkpoint only when every entry of its own fingerprint is equal; otherwi
 
 Files are read with ``torch.load(weights_only=True)`` (a crafted file cannot run code), mapped onto the
 run's device (a checkpoint written on a GPU resumes on a CPU), written through a uniquely named temporary
-file and an atomic rename, and guarded by a file lock (``<file>.lock``, :mod:`filelock`), so two processes
+file and an atomic rename, and guarded by a file lock (``<file>.lock``, ``filelock``), so two processes
 using the same path never see a partial file or collide on a temporary name.
 """
 

@@ -31,12 +31,15 @@ class InfeasibleSVMError(InvalidArgumentError):
     """The max-margin (ATT-SVM) problem has no solution for the requested selection.
 
     ``cycle`` holds a list of token ids ``s_0, s_1, ..., s_0`` whose pair constraints
-    ``c_{s_i} - c_{s_{i+1}} >= 1`` sum to ``0 >= len(cycle) - 1``, when one was found.
+    ``c_{s_i} - c_{s_{i+1}} >= 1`` sum to ``0 >= len(cycle) - 1``, when one was found. ``sequences``
+    holds the indices of sequences whose constraints conflict, when the dense form
+    (:func:`tokensel.dense.att_svm_dense`) found them.
     """
 
-    def __init__(self, message, cycle=None):
+    def __init__(self, message, cycle=None, sequences=None):
         super().__init__(message)
         self.cycle = cycle
+        self.sequences = sequences
 
 
 class SolverError(TokenselError, RuntimeError):

@@ -10,6 +10,11 @@ what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the s
   :mod:`tokensel.variants` trained on the same reviews and measured by the same two shapes;
   :func:`write_run` / :func:`read_runs` store and read one run per model (the recorded paper-scale runs).
 
+* :func:`fit_texts` -- the paper's setup on a reader's own labelled texts (a CSV file, a pandas frame, a
+  Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
+  (:class:`Fit`). Every recipe above takes such data too (:func:`tokensel.reviews.prepare_texts`), except
+  the four rating classes, which need IMDB's star ratings.
+
 A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["reduced"]`` is the chapter's
 (3,000 reviews, 48 words, ``d = 64``), ``SCALES["paper"]`` the paper's (full splits, 256 words,
 ``d = 2048``).
@@ -30,7 +35,7 @@ from .data import RaggedBatch
 from .errors import DataUnavailableError, InvalidParameterError
 from .files import write_json_atomic
 from .model import AttentionModel, MultiClassAttentionModel
-from .reviews import ReviewData
+from .reviews import ReviewData, from_frame, prepare_texts
 from .training import one_step, train_joint
 from .validation import check_choice
 
@@ -136,6 +141,75 @@ def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> 
     return OneStepMulticlass(alpha, eta0, (one_step(m0, batch, eta0).E - m0.E) @ m0.V)
 
 
+# ---------------------------------------------------------------- a reader's own data
+@dataclass
+class Fit:
+    """The model of :func:`fit_texts` on a reader's data and what it shows: the data (``data``), the trained
+    model, its training history (a frame), the posterior gap of every word on the training documents
+    (``gap``) and the two shapes (``shapes``, :func:`tokensel.statistics.shape_summary`: U-shaped scores
+    ``E_s^T p``, values ``E_s^T v`` increasing in the gap)."""
+
+    data: ReviewData
+    model: AttentionModel
+    history: object
+    gap: torch.Tensor
+    shapes: statistics.ShapeSummary
+
+    def selection(self, split: str = "test"):
+        """One row per document of ``split``: its label, the words the trained ``p`` selects (the highest score
+        ``E_s^T p`` in the document, ties within ``1e-9``), their mean posterior gap, and whether its sign is
+        the label's (``agrees``)."""
+        import pandas as pd
+
+        check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
+        batch = self.data.train if split == "train" else self.data.test
+        with torch.no_grad():
+            chosen = statistics.selection(batch, self.model.scores().detach().cpu().double())
+        words, gaps = [], []
+        for seq, flags in zip(batch.to_lists(), torch.split(chosen, batch.lengths.tolist())):
+            ids = sorted({s for s, f in zip(seq, flags.tolist()) if f})
+            words.append(" ".join(self.data.vocab.words[s] for s in ids))
+            gaps.append(float(self.gap[ids].mean()))
+        label = batch.labels.cpu().numpy()
+        gaps = np.array(gaps)
+        return pd.DataFrame({"label": label.astype(int), "selected": words, "gap of selected": gaps,
+                             "agrees": np.sign(gaps) == label})
+
+    def summary(self) -> dict:
+        """Final accuracies and test loss, the U-gap and rank correlation of the two shapes, the words binned,
+        and the share of test documents whose selected words' gap has the label's sign."""
+        last = self.history.iloc[-1]
+        return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss),
+                    u_gap=float(self.shapes.u_gap), rho=float(self.shapes.rho),
+                    words=int(torch.isfinite(self.gap).sum()),
+                    selection_agrees=float(self.selection("test")["agrees"].mean()))
+
+
+def fit_texts(source, labels=None, d: int = 512, steps: int = 200, lr: float = 3e-3, seed: int = 0,
+              eval_every: int = 25, text: str = "text", label: str = "label", **prepare) -> Fit:
+    """Train the one-layer model on labelled texts as the paper does (:func:`train_full`) and measure the two
+    shapes and the selection; returns a :class:`Fit`.
+
+    ``source`` is one of: a :class:`~tokensel.reviews.ReviewData`; a list of texts, with ``labels``; a CSV
+    path, a pandas frame or a ``datasets.Dataset`` with columns ``text`` and ``label``
+    (:func:`tokensel.reviews.from_frame`). ``prepare`` goes to :func:`tokensel.reviews.prepare_texts`
+    (``positive`` for string labels, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``).
+    ``d``, ``steps``, ``lr``: width and Adam settings (the paper uses ``d = 2048``, 300 steps)."""
+    if isinstance(source, ReviewData):
+        if labels is not None or prepare:
+            raise InvalidParameterError("source is already a ReviewData: pass no labels and no preparation options")
+        data = source
+    elif labels is not None:
+        data = prepare_texts(source, labels, **prepare)
+    else:
+        data = from_frame(source, text=text, label=label, **prepare)
+    model, history = train_full(data, d=d, steps=steps, lr=lr, seed=seed, eval_every=eval_every)
+    gap = statistics.posterior_gap(data.train)
+    with torch.no_grad():
+        shapes = statistics.shape_summary(gap, model.scores().cpu(), model.values().cpu())
+    return Fit(data, model, history, gap, shapes)
+
+
 # ---------------------------------------------------------------- the variant comparison
 @dataclass(frozen=True)
 class Scale:
@@ -186,6 +260,10 @@ def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedB
     _check_data(data)
     rng = np.random.default_rng(seed)
     train, test = data.train, data.test
+    for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
+        if want is not None and want > have:
+            raise InvalidParameterError(f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
+                                        f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer")
     if sc.n_train is not None:
         train = train.subset(np.sort(rng.choice(train.n, sc.n_train, replace=False)))
     if sc.n_test is not None:
@@ -216,6 +294,8 @@ class Run:
         return MODEL_NAMES[self.kind]
 
     def summary(self) -> dict:
+        """Final accuracies and test loss, the U-gap, the rank correlation and the spread of the values' bins,
+        and the training time in seconds."""
         last = self.history.iloc[-1]
         return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss),
                     u_gap=float(self.u_gap), spearman_v=float(self.spearman_v),
@@ -352,4 +432,4 @@ def check_kinds(kinds) -> tuple:
 
 __all__ = ["PAPER_D", "SCALES", "MODEL_NAMES", "Scale", "Run", "scale", "train_full", "train_frozen", "one_step_eta",
            "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "train_multiclass", "variant_batches", "run_model",
-           "compare_variants", "verdicts", "value_noise", "write_run", "read_runs", "check_kinds"]
+           "compare_variants", "verdicts", "Fit", "fit_texts", "value_noise", "write_run", "read_runs", "check_kinds"]

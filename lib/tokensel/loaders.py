@@ -140,7 +140,7 @@ def _load_hub(name: str, split: str):
             f"(seed {seed}; {config.YELP_SIZE}=full for all)")
 
 def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
-    """Load a review data set split as a :class:`datasets.Dataset` with columns ``text``, ``label``.
+    """Load a review data set split as a ``datasets.Dataset`` with columns ``text``, ``label``.
 
     ``label`` is 0 (negative) or 1 (positive); IMDB also has ``rating`` (the reviewer's stars) and
     ``review_id``. The returned dataset's ``info.description`` says where the data came from (by

@@ -8,19 +8,27 @@ train and test parts (80/20 by a fixed seed) and ``is_sample`` is set, so a chap
 Vocabulary rule (default): words in at least 0.15% of the training reviews (38 of IMDB's 25,000),
 which gives 7,903 words on IMDB with the Unicode tokenizer; no truncation: every review keeps all its in-vocabulary words.
 
+A reader's own labelled texts become the same :class:`ReviewData`: :func:`prepare_texts` takes a list of
+texts and their labels (0/1, ±1 or two strings), :func:`from_frame` a CSV file, a pandas frame or a Hugging
+Face ``datasets.Dataset`` with a text and a label column; both check their inputs first.
+
 Data preparation only: the experiments run on these data sets are in :mod:`tokensel.experiments`.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .data import RaggedBatch, labels_from_01
-from .errors import DataUnavailableError
+from .errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
 from .loaders import load_reviews
 from .text import Vocabulary, build_vocabulary, encode, tokenize
+from .validation import check_int, check_real
 
 DEFAULT_MIN_DF = 0.0015
 
@@ -81,3 +89,121 @@ def prepare_reviews(name: str, min_df: int | float = DEFAULT_MIN_DF, max_len: in
                       ratings(train, kept_tr), source + (f"; split {sample_train_fraction:.0%}/"
                       f"{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""), is_sample,
                       (len(tr_words) - btr.n, len(te_words) - bte.n))
+
+
+def binary_labels(labels, positive=None, name: str = "labels") -> tuple[torch.Tensor, tuple]:
+    """Two-class labels as ±1: returns ``(y, (negative, positive))``, ``y`` a float64 tensor.
+
+    0/1 and -1/+1 labels (ints, floats or bools) map the larger value to +1; two strings need ``positive``,
+    the label that becomes +1 (for numbers it may be given too). Refuses NaN or missing labels, and label
+    sets of more or fewer than two classes, naming the first offending position."""
+    values = labels.tolist() if hasattr(labels, "tolist") and not isinstance(labels, (list, tuple)) else labels
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise ArgumentTypeError(f"{name} must be a list (or array, or column) of labels, got {type(labels).__name__}")
+    values = list(values)
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)):
+            raise InvalidArgumentError(f"{name}[{i}] is missing (None or NaN): drop the rows without a label first "
+                                       "(frame.dropna(subset=[label]))")
+        if not isinstance(v, (str, bool, int, float, np.integer, np.floating, np.bool_)):
+            raise ArgumentTypeError(f"{name}[{i}] is a {type(v).__name__}: labels are numbers (0/1, -1/+1) or strings")
+    classes = sorted(set(values), key=lambda v: (isinstance(v, str), v))
+    if len(classes) != 2:
+        shown = classes[:5]
+        raise InvalidArgumentError(f"{name} must hold exactly two classes, found {len(classes)}: {shown}"
+                                   + ("..." if len(classes) > 5 else "") + (": merge classes into two (e.g. ratings "
+                                   "above and below a threshold)" if len(classes) > 2 else ": both classes are needed"))
+    if any(isinstance(c, str) for c in classes) and not all(isinstance(c, str) for c in classes):
+        raise InvalidArgumentError(f"{name} mixes strings and numbers ({classes}): use one kind")
+    if positive is None:
+        if isinstance(classes[0], str):
+            raise InvalidArgumentError(f"{name} are the strings {classes}: say which is positive (positive="
+                                       f"{classes[1]!r})")
+        positive = classes[1]
+    elif positive not in classes:
+        raise InvalidArgumentError(f"positive={positive!r} is not one of the two classes of {name}, {classes}")
+    negative = classes[0] if classes[1] == positive else classes[1]
+    y = torch.tensor([1.0 if v == positive else -1.0 for v in values], dtype=torch.float64)
+    return y, (negative, positive)
+
+
+def _check_texts(texts, name: str = "texts") -> list:
+    values = texts.tolist() if hasattr(texts, "tolist") and not isinstance(texts, (list, tuple)) else texts
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise ArgumentTypeError(f"{name} must be a list (or column) of strings, one per document, got "
+                                f"{type(texts).__name__}")
+    values = list(values)
+    for i, t in enumerate(values):
+        if not isinstance(t, str):
+            raise ArgumentTypeError(f"{name}[{i}] is a {type(t).__name__}, not a str: convert or drop it "
+                                    "(frame.dropna(subset=[text]))")
+        if not t.strip():
+            raise InvalidArgumentError(f"{name}[{i}] is empty: drop the empty documents first")
+    return values
+
+
+def prepare_texts(texts, labels, positive=None, test_fraction: float = 0.2, min_df: int | float = DEFAULT_MIN_DF,
+                  max_len: int | None = None, seed: int = 0, name: str = "own data") -> ReviewData:
+    """A reader's labelled texts as a :class:`ReviewData`, split into training and test documents.
+
+    ``texts``: strings, one per document; ``labels``: one per text, two classes (0/1, ±1, or two strings
+    with ``positive`` naming the positive one; see :func:`binary_labels`). A random ``test_fraction`` of
+    the documents (by ``seed``; 0 < fraction < 1) is held out; the vocabulary is built on the rest by the
+    rule of :func:`prepare_reviews` (``min_df``), and documents left without an in-vocabulary word are
+    dropped (counted in ``dropped``). The result works with every recipe of :mod:`tokensel.experiments`
+    that needs no star ratings."""
+    texts = _check_texts(texts)
+    y, classes = binary_labels(labels, positive=positive)
+    if len(texts) != len(y):
+        raise InvalidArgumentError(f"texts and labels must have the same length, got {len(texts)} texts and "
+                                   f"{len(y)} labels")
+    test_fraction = check_real(test_fraction, "test_fraction", min=0.0, max=1.0, min_inclusive=False,
+                               max_inclusive=False)
+    seed = check_int(seed, "seed", min=0)
+    if not isinstance(name, str) or not name:
+        raise ArgumentTypeError(f"name must be a non-empty str, got {name!r}")
+    order = np.random.default_rng(seed).permutation(len(texts))
+    cut = int(round(test_fraction * len(texts)))
+    if cut < 1 or cut > len(texts) - 2:
+        raise InvalidArgumentError(f"test_fraction={test_fraction} of {len(texts)} documents leaves {cut} for testing "
+                                   f"and {len(texts) - cut} for training: both need documents (at least 1 and 2)")
+    test_idx, train_idx = np.sort(order[:cut]), np.sort(order[cut:])
+    if len(set(y[train_idx].tolist())) < 2:
+        raise InvalidArgumentError("the training documents hold only one class: give more documents of each class")
+    words = [tokenize(t) for t in texts]
+    tr_words, te_words = [words[i] for i in train_idx], [words[i] for i in test_idx]
+    vocab = build_vocabulary(tr_words, min_df=min_df)
+    btr, _ = encode(tr_words, y[train_idx], vocab, max_len=max_len)
+    bte, kept_te = encode(te_words, y[test_idx], vocab, max_len=max_len)
+    source = (f"{name}: {len(texts)} documents, labels {classes[0]!r} -> -1 and {classes[1]!r} -> +1, "
+              f"{1 - test_fraction:.0%}/{test_fraction:.0%} train/test split by seed {seed}")
+    return ReviewData(name, btr, bte, vocab, [te_words[i] for i in kept_te], None, None, source, False,
+                      (len(tr_words) - btr.n, len(te_words) - bte.n))
+
+
+def from_frame(source, text: str = "text", label: str = "label", **options) -> ReviewData:
+    """:func:`prepare_texts` on the ``text`` and ``label`` columns of ``source``: a CSV file (a path), a pandas
+    ``DataFrame`` or a Hugging Face ``datasets.Dataset``. ``options`` go to :func:`prepare_texts`
+    (``positive``, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``)."""
+    import pandas as pd
+
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise DataUnavailableError(f"source {path!r} is not a file: pass the path of a CSV file, a pandas frame "
+                                       "or a datasets.Dataset")
+        frame = pd.read_csv(path, keep_default_na=True)
+        columns = list(frame.columns)
+        options.setdefault("name", os.path.basename(path))
+    elif isinstance(source, pd.DataFrame):
+        frame, columns = source, list(source.columns)
+    elif hasattr(source, "column_names") and hasattr(source, "num_rows"):  # a datasets.Dataset
+        frame, columns = source, list(source.column_names)
+    else:
+        raise ArgumentTypeError(f"source must be a CSV path, a pandas DataFrame or a datasets.Dataset, got "
+                                f"{type(source).__name__} (a DatasetDict: pick a split, data['train'])")
+    for arg, col in (("text", text), ("label", label)):
+        if col not in columns:
+            raise InvalidArgumentError(f"source has no column {col!r} (argument {arg}); its columns are {columns}: "
+                                       f"pass {arg}=<column name>")
+    return prepare_texts(list(frame[text]), list(frame[label]), **options)

@@ -1,7 +1,7 @@
 """The one place where randomness and thread counts are set.
 
 Every function of tokensel that draws random numbers takes a ``seed`` and builds its own
-:class:`torch.Generator` through :func:`generator`, so results never depend on global state or
+``torch.Generator`` through :func:`generator`, so results never depend on global state or
 on the order in which chapters run. :func:`seed_everything` additionally fixes the global
 generators of Python, NumPy and torch and the number of torch threads, for code that uses them.
 """

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -304,9 +306,19 @@ def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     return float(logistic(best_value(batch, w)).mean())
 
 
-def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
+class ShapeSummary(NamedTuple):
+    """What :func:`shape_summary` returns (unpacks as ``bins_p, bins_v, u_gap, rho``): the binned tables of the
+    scores and of the values, the U-gap of the scores and the rank correlation of the values' bin means."""
+
+    bins_p: object  # pandas DataFrame from binned()
+    bins_v: object
+    u_gap: float
+    rho: float
+
+
+def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> ShapeSummary:
     """The two shapes of the paper's figures, measured on tokens binned by ``gap`` (NaN entries are
-    dropped): returns ``(bins_p, bins_v, u_gap, rho)``.
+    dropped): returns a :class:`ShapeSummary` ``(bins_p, bins_v, u_gap, rho)``.
 
     ``u_gap``: the smaller of the two end-bin means of ``scores`` minus the largest mean among the
     central bins (``|centre| < central``), in units of the standard deviation of the binned
@@ -328,7 +340,7 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2):
     if centre.empty or len(fp) < 2:
         raise InvalidArgumentError("too few filled bins to measure the U-shape")
     u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
-    return bins_p, bins_v, float(u_gap), bin_rank_correlation(bins_v)
+    return ShapeSummary(bins_p, bins_v, float(u_gap), bin_rank_correlation(bins_v))
 
 
 def bin_rank_correlation(table) -> float:

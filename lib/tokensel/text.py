@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -133,13 +133,21 @@ def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int | float = 5
     return Vocabulary(tuple(words), np.array(counts, dtype=np.int64), int(min_df), max_df)
 
 
+class Encoded(NamedTuple):
+    """What :func:`encode` returns: the batch and the indices of the documents it holds (unpacks as
+    ``batch, kept``)."""
+
+    batch: RaggedBatch
+    kept: np.ndarray
+
+
 def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_len: int | None = None,
-           num_classes: int | None = None):
-    """Encode tokenized documents as a :class:`RaggedBatch`.
+           num_classes: int | None = None) -> Encoded:
+    """Encode tokenized documents as a :class:`RaggedBatch` and say which documents it holds.
 
     Out-of-vocabulary words are dropped; with ``max_len`` each sequence keeps its first
     ``max_len`` in-vocabulary tokens. Documents left without any token are dropped too.
-    Returns ``(batch, kept)`` where ``kept`` holds the indices of the documents in the batch.
+    Returns an :class:`Encoded` ``(batch, kept)``: ``kept`` holds the indices of the documents in the batch.
     """
     _check_documents(tokenized)
     if not isinstance(vocab, Vocabulary):
@@ -166,7 +174,7 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
         raise InvalidBatchError("no document has an in-vocabulary token")
     kept = np.array(kept, dtype=np.int64)
     batch = RaggedBatch.from_sequences(seqs, labels[kept], vocab_size=len(vocab), num_classes=num_classes)
-    return batch, kept
+    return Encoded(batch, kept)
 
 
 def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None) -> list[bool]:

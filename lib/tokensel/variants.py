@@ -80,7 +80,7 @@ class VariantModel(_EmbeddingModel):
 
     A subclass sets ``kind`` (its short name) and ``name`` (its display name), and defines
     :meth:`forward_reference`, :meth:`prepare` and :meth:`forward_prepared`; a subclass with matrices
-    overrides :meth:`_init_matrices`."""
+    overrides ``_init_matrices``."""
 
     kind: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -264,7 +264,7 @@ class TwoLayer(VariantModel):
 
     def forward_prepared(self, ids, mask, scores_dtype=None):
         """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs
-        only ``H u = X u + A (X u)`` for ``u = p'`` (:meth:`read_out`) and ``u = v``, so the per-token work
+        only ``H u = X u + A (X u)`` for ``u = p'`` (``read_out``) and ``u = v``, so the per-token work
         is the layer-1 score product ``K X^T`` and a softmax, and ``A`` multiplies an (n x T x 2) tensor.
         Equal to :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes
         ``K X^T`` from bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU
@@ -327,7 +327,7 @@ MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v")
 
 
 def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu") -> VariantModel:
-    """``MODELS[kind].init(...)``: a variant initialised by its short name (one of :data:`KINDS`)."""
+    """``MODELS[kind].init(...)``: a variant initialised by its short name (one of ``KINDS``)."""
     check_choice(kind, "kind", KINDS, error=InvalidParameterError)
     return MODELS[kind].init(vocab_size, d, seed=seed, dtype=dtype, device=device)
 

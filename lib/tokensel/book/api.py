@@ -1,0 +1,208 @@
+"""The book's API reference page, ``book/api.md``, written from ``tokensel.__all__``.
+
+:func:`render` lists every public name of :mod:`tokensel` in the groups of ``__all__`` with a Sphinx autodoc
+directive (the text comes from the docstrings when the book is built) and, under each, a link to the first
+page of ``_toc.yml`` whose code uses it (``ts.NAME``), or the statement that no page does. A test keeps
+``book/api.md`` equal to :func:`render`; :func:`write` rewrites it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from pathlib import Path
+
+from ..errors import InvalidArgumentError
+
+#: the groups of ``__all__`` in ``lib/tokensel/__init__.py`` (its comments), as section titles
+GROUPS = (
+    ("data and models", "Data and models"),
+    ("gradients and training", "Gradients and training"),
+    ("max-margin", "The max-margin problem"),
+    ("dense token features", "Dense token features"),
+    ("seeding", "Seeding"),
+    ("claims", "Claims"),
+    ("errors", "Errors"),
+    ("modules", "Modules"),
+)
+
+_HEAD = """---
+summary: every public name of `tokensel` with its docstring and first use.
+---
+
+# API reference
+
+Every name `import tokensel as ts` offers (`ts.__all__`), grouped as in the library's namespace, with its
+docstring and a link to the page that first uses it. Errors are described in {mod}`tokensel.errors`: each is
+also the built-in exception a caller would expect (`ValueError`, `TypeError`, ...), and its message names the
+argument and the fix. Modules are listed with their own summaries; their functions are reached as
+`ts.<module>.<name>`.
+"""
+
+
+def _groups(init_source: str) -> dict[str, list[str]]:
+    """The names of ``__all__`` by the comment above them in ``__init__.py``."""
+    body = init_source[init_source.index("__all__ = ["):]
+    body = body[:body.index("]")]
+    groups, current = {}, None
+    for line in body.splitlines()[1:]:
+        line = line.strip()
+        if line.startswith("#"):
+            current = line.lstrip("# ").split(" (")[0]
+            groups[current] = []
+        elif line and current is not None:
+            groups[current] += re.findall(r'"([^"]+)"', line)
+    return groups
+
+
+def first_use(name: str, pages: dict[str, str], module: bool = False) -> str | None:
+    """The first page (of ``pages``: name -> source, in order) whose code uses ``ts.NAME`` (``ts.NAME.`` for
+    a module), or None."""
+    pattern = re.compile(rf"\bts\.{re.escape(name)}\b" + (r"\." if module else ""))
+    for page, source in pages.items():
+        code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", source, flags=re.S))
+        if pattern.search(code):
+            return page
+    return None
+
+
+#: modules documented besides those of ``__all__``: the docstrings refer to them
+FURTHER_MODULES = ("book", "data", "errors", "maxmargin", "model", "loaders", "checkpoints", "seeding", "book.checks")
+
+
+def _directive(obj, exclude=()) -> list[str]:
+    """The autodoc directive for ``obj`` in an ``eval-rst`` block (docstrings are reStructuredText), naming the
+    object where it is defined; a module with its members, less those in ``exclude`` (documented elsewhere)."""
+    if isinstance(obj, types.ModuleType):
+        lines = [f".. automodule:: {obj.__name__}", "   :members:"]
+        if exclude:
+            lines.append(f"   :exclude-members: {', '.join(sorted(exclude))}")
+    elif inspect.isclass(obj):
+        lines = [f".. autoclass:: {obj.__module__}.{obj.__qualname__}"]
+        if not issubclass(obj, BaseException):
+            lines.append("   :members:")
+    elif callable(obj):
+        lines = [f".. autofunction:: {obj.__module__}.{obj.__qualname__}"]
+    else:
+        raise InvalidArgumentError(f"{obj!r} is neither a module, a class nor a function: document it by hand")
+    return ["```{eval-rst}", *lines, "```"]
+
+
+def canonical(target: str) -> str | None:
+    """Where the object named ``target`` (``tokensel.train_p``, ``tokensel.checks.check``) is defined
+    (``tokensel.training.train_p``), or None when ``target`` names nothing in :mod:`tokensel`."""
+    import importlib
+
+    parts = target.split(".")
+    if parts[0] != "tokensel":
+        return None
+    obj = importlib.import_module("tokensel")
+    for part in parts[1:]:
+        if not hasattr(obj, part):
+            return None
+        obj = getattr(obj, part)
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{module}.{qual}" if module and qual else None
+
+
+def _resolve_alias(app, env, node, contnode):
+    """Sphinx ``missing-reference``: a reference to a re-exported name (``tokensel.train_p``) resolves to the
+    object's own entry (``tokensel.training.train_p``)."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    candidates = [target] + [f"{node.get('py:module')}.{target}"] * bool(node.get("py:module"))
+    for name in candidates:
+        real = canonical(name)
+        if real and real != target:
+            domain = env.get_domain("py")
+            new = node.deepcopy()
+            new["reftarget"] = real
+            return domain.resolve_xref(env, node.get("refdoc"), app.builder, node.get("reftype"), real, new, contnode)
+    return None
+
+
+_LITERAL = re.compile(r"(``.*?``|:math:`[^`]*`|`[^`]*`_?)")
+
+
+def escape_bars(lines: list) -> None:
+    """Docstrings write a set's size as ``|S|``, which reStructuredText reads as a substitution: escape every
+    ``|`` outside inline literals and roles, in place (the docstrings hold no grid tables)."""
+    for i, line in enumerate(lines):
+        parts = _LITERAL.split(line)
+        lines[i] = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(parts))
+
+
+def _process_docstring(app, what, name, obj, options, lines):
+    escape_bars(lines)
+
+
+def setup(app):
+    """The Sphinx extension: references to re-exported names resolve (:func:`_resolve_alias`), and ``|`` in
+    docstrings is text (:func:`escape_bars`)."""
+    app.connect("missing-reference", _resolve_alias)
+    app.connect("autodoc-process-docstring", _process_docstring)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def render(root: Path | None = None) -> str:
+    """The text of ``book/api.md`` for the library as imported and the pages of ``_toc.yml`` under ``root``."""
+    import tokensel
+
+    from .checks import book_root, toc_files
+
+    root = Path(root) if root is not None else book_root()
+    init = Path(tokensel.__file__).read_text()
+    groups = _groups(init)
+    listed = [n for names in groups.values() for n in names]
+    if sorted(listed) != sorted(tokensel.__all__):
+        raise InvalidArgumentError("tokensel.__all__ and its commented groups in __init__.py disagree")
+    pages = {}
+    for page in toc_files(root):
+        path = root / f"{page}.md"
+        if path.is_file() and Path(page).stem != "api":
+            pages[Path(page).stem] = path.read_text()
+    known = dict(GROUPS)
+    out = [_HEAD, "```{eval-rst}", ".. automodule:: tokensel", "   :no-members:", "```", ""]
+    documented: dict[str, set] = {}
+    for name in tokensel.__all__:  # first the names documented in the groups, left out of their modules' lists
+        obj = getattr(tokensel, name)
+        if not isinstance(obj, types.ModuleType):
+            documented.setdefault(obj.__module__, set()).add(obj.__qualname__)
+    modules = []
+    order = [g for g, _ in GROUPS if g in groups] + [g for g in groups if g not in known]
+    for group in sorted(order, key=lambda g: g == "modules"):  # the modules last
+        out.append(f"## {known.get(group, group[:1].upper() + group[1:])}\n")
+        for name in groups[group]:
+            obj = getattr(tokensel, name)
+            is_module = isinstance(obj, types.ModuleType)
+            page = first_use(name, pages, module=is_module)
+            where = f"`ts.{name}`: " + (f"First used in {{doc}}`{page}`." if page else "Not used in the book's pages.")
+            if is_module:
+                modules.append(obj.__name__)
+                out += [f"### `ts.{name}`\n", where, ""]
+                out += _directive(obj, exclude=documented.get(obj.__name__, ())) + [""]
+            else:
+                out += _directive(obj) + ["", where, ""]
+    out.append("## Further modules\n")
+    out.append("Modules that the docstrings above refer to, with their functions and classes.\n")
+    import importlib
+
+    for mod in [f"tokensel.{m}" for m in FURTHER_MODULES if f"tokensel.{m}" not in modules]:
+        module = importlib.import_module(mod)
+        out.append(f"### `{mod}`\n")
+        out += _directive(module, exclude=documented.get(mod, ())) + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(root: Path | None = None) -> Path:
+    """Write :func:`render` to ``book/api.md`` under ``root`` (default the book's root); returns the path."""
+    from .checks import book_root
+
+    root = Path(root) if root is not None else book_root()
+    path = root / "book" / "api.md"
+    path.write_text(render(root))
+    return path
