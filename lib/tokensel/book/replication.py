@@ -7,7 +7,7 @@ so that every claim of the chapter is measured even when one fails. Each task re
 folder of its own; its outcome (``ok``, ``claims failed``, ``crashed``, ``timed out``) is written to
 ``result.json`` beside them, so nothing is dropped and a stopped sweep resumes where it stopped.
 
-Tasks run on Dask: a :class:`~distributed.LocalCluster` sized to the machine (one thread per worker, as many
+Tasks run on Dask: a ``distributed.LocalCluster`` sized to the machine (one thread per worker, as many
 workers as cores divided by the threads each chapter uses), or an existing cluster given by its scheduler
 address. Results land in one folder::
 
@@ -15,7 +15,7 @@ address. Results land in one folder::
     OUT/tasks/<chapter>/seed-<seed>/     result.json, the executed notebook, the claim records
 
 :func:`summarize` reads such a folder: for every claim, in how many of the seeds it held, and the min /
-median / max of its measured value. A claim that held in fewer than :data:`SEED_DEPENDENT` of the seeds
+median / max of its measured value. A claim that held in fewer than ``SEED_DEPENDENT`` (90 %) of the seeds
 is *seed-dependent*. :func:`threshold_changes` compares the thresholds recorded by the sweep with those of
 a build: a threshold changed after the sweep must have its reason in ``OUT/threshold_changes.json``.
 
@@ -617,7 +617,7 @@ def _num(x) -> str:
 
 def status_table(claims, out: Path, root: Path | None = None):
     """For the status page: every claim of this build (``claims``, the frame of
-    :func:`tokensel.book.checks.report`) with how it fared at the fresh seeds of the replication in ``out``:
+    ``tokensel.book.checks.report``) with how it fared at the fresh seeds of the replication in ``out``:
     ``held in k of N``, min / median / max of the measured value, and a verdict (``robust``: held in every
     seed; ``held in most``: in at least 90 %; ``seed-dependent``: in fewer; ``not replicated``)."""
     import pandas as pd
