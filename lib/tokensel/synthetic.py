@@ -230,3 +230,52 @@ def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, len
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size, num_classes=K)
     return SyntheticData(batch, home, f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
                          f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant")
+
+
+def contested_pairs(n_pairs: int) -> SyntheticData:
+    """Data with a finite stationary point of the phase-2 loss, whatever ``d`` and ``eta0``.
+
+    For each ``k < n_pairs`` two tokens ``a = 2k`` (planted +1) and ``b = 2k + 1`` (planted -1) and four
+    sequences of length 2: ``(a, a)`` with ``y = +1``, ``(b, b)`` with ``y = -1``, and ``(a, b)`` once
+    with each label. So ``alpha_a = 1/(4 n_pairs) > 0 > alpha_b = -alpha_a`` and a large first step gives
+    ``u_a > 0 > u_b``. The two single-token sequences do not depend on ``p``; the contested pair
+    ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
+    ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs)
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        a, b = 2 * k, 2 * k + 1
+        seqs += [[a, a], [b, b], [a, b], [a, b]]
+        labels += [1, -1, 1, -1]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * n_pairs)
+    planted = np.tile(np.array([POSITIVE, NEGATIVE], dtype=np.int64), n_pairs)
+    return SyntheticData(batch, planted, f"contested pairs: {n_pairs} token pairs (a, b), sequences (a, a)+, "
+                         "(b, b)-, (a, b)+ and (a, b)-")
+
+
+def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
+    """The stationary point that gradient flow from ``p0`` reaches on :func:`contested_pairs` data.
+
+    The gradient of the loss is a combination of the differences ``D_k = E_{2k} - E_{2k+1}``, so the flow
+    stays in ``p0 + span(D)``; on that affine set the loss is stationary exactly where every contested
+    sequence has ``f = 0``, i.e. ``D_k^T p = ln(-u_b / u_a)``. Returns that point (a linear solve). Raises
+    :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
+    is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
+    """
+    if not all(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in (E, v, p0)):
+        raise InvalidBatchError("E, v and p0 must be floating-point torch tensors")
+    if E.ndim != 2 or E.shape[0] % 2 or v.shape != (E.shape[1],) or p0.shape != (E.shape[1],):
+        raise InvalidBatchError(f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
+                                f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}")
+    u = E @ v
+    ua, ub = u[0::2], u[1::2]
+    if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):
+        raise InvalidBatchError("every pair needs u_a > 0 > u_b for a finite stationary point; take a larger "
+                                "first step eta0")
+    D = E[0::2] - E[1::2]
+    target = torch.log(-ub / ua) - D @ p0
+    G = D @ D.T
+    if torch.linalg.matrix_rank(G) < G.shape[0]:
+        raise InvalidBatchError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
+    return p0 + D.T @ torch.linalg.solve(G, target)
