@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import tokensel as ts
+from tokensel.errors import InvalidBatchError
 
 
 def test_theory_pairs_hold_assumption_1_in_the_sample():
@@ -58,3 +59,23 @@ def test_contested_stationary_point_rejects_same_sign_values():
     v[0] = 1.0
     with pytest.raises(ts.InvalidBatchError, match="u_a > 0 > u_b"):
         ts.synthetic.contested_stationary_point(E, v, m.p)
+
+
+def test_assumption1_pairs_with_several_important_tokens_per_sequence():
+    data = ts.synthetic.assumption1_pairs(n_pairs=30, n_important=3, n_irrelevant=10, length=6, seed=1,
+                                          per_sequence=2)
+    b = data.batch
+    occ = data.important_occurrences
+    planted = torch.from_numpy(data.planted)[b.ids]
+    for i in range(b.n):
+        sl = slice(int(b.offsets[i]), int(b.offsets[i + 1]))
+        toks = b.ids[sl][occ[sl]]
+        assert len(toks) == 2 and len(set(toks.tolist())) == 2  # two distinct important tokens
+        assert bool(torch.all(planted[sl][occ[sl]] == b.labels[i]))  # of the label's sign
+    a = ts.statistics.alpha(b)
+    assert float(a[~data.important].abs().max()) < 1e-15  # irrelevant in the sample (up to rounding)
+    # per_sequence = 1 keeps the original data of a seed
+    one = ts.synthetic.assumption1_pairs(n_pairs=30, n_important=3, n_irrelevant=10, length=6, seed=1)
+    assert torch.equal(one.batch.ids, ts.synthetic.assumption1_pairs(30, 3, 10, 6, 1, per_sequence=1).batch.ids)
+    with pytest.raises(InvalidBatchError, match="n_important"):
+        ts.synthetic.assumption1_pairs(n_pairs=5, n_important=2, n_irrelevant=4, per_sequence=3)

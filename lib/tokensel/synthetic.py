@@ -84,7 +84,7 @@ def _planted_roles(n_important, n_irrelevant):
 
 
 def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=8,
-                      seed: int = 0) -> SyntheticData:
+                      seed: int = 0, per_sequence: int = 1) -> SyntheticData:
     """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
 
     Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
@@ -92,26 +92,47 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
     negative important token, at the same random position. So each sequence holds exactly one
     important token, of its label's sign, and every irrelevant token occurs equally often in
     positive and negative sequences of equal length.
+
+    ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
+    sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
     """
     n_pairs = _check_pos_int("n_pairs", n_pairs)
     n_important = _check_pos_int("n_important", n_important)
     n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    per_sequence = _check_pos_int("per_sequence", per_sequence)
+    if per_sequence > n_important:
+        raise InvalidBatchError(f"per_sequence={per_sequence} distinct important tokens need n_important >= it, "
+                                f"got {n_important}")
     g = rng(seed)
     T = _lengths(length, n_pairs, g)
+    if per_sequence > 1 and T.min() <= per_sequence:
+        raise InvalidBatchError(f"length must exceed per_sequence={per_sequence} (room for irrelevant tokens)")
     P = n_important
     seqs, labels = [], []
     for k in range(n_pairs):
-        irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
-        pos = g.integers(0, T[k])
-        s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
-        seqs.append(np.insert(irr, pos, s_pos))
-        seqs.append(np.insert(irr, pos, s_neg))
+        if per_sequence == 1:  # the original draw order, so that seeds keep their data
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
+            pos = g.integers(0, T[k])
+            s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
+            seqs.append(np.insert(irr, pos, s_pos))
+            seqs.append(np.insert(irr, pos, s_neg))
+        else:
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - per_sequence)
+            pos = np.sort(g.choice(T[k], size=per_sequence, replace=False))
+            s_pos = g.choice(P, size=per_sequence, replace=False)
+            s_neg = P + g.choice(P, size=per_sequence, replace=False)
+            for imp in (s_pos, s_neg):
+                seq = irr.copy()
+                for j, at in enumerate(pos):
+                    seq = np.insert(seq, at, imp[j])
+                seqs.append(seq)
         labels += [1, -1]
     vocab = 2 * P + n_irrelevant
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
     return SyntheticData(batch, _planted_roles(P, n_irrelevant),
                          f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
-                         f"{n_irrelevant} irrelevant tokens, length {length}")
+                         f"{n_irrelevant} irrelevant tokens, length {length}"
+                         + (f", {per_sequence} important tokens per sequence" if per_sequence > 1 else ""))
 
 
 #: the Assumption-1 data that chapters 03-05 share
