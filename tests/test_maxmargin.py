@@ -102,3 +102,19 @@ def test_score_space_svm_matches_embedding_svm(small):
     assert torch.allclose(c[used], (E @ direct.p)[used], atol=1e-6)
     with pytest.raises(InfeasibleSVMError):
         ts.max_margin_scores(torch.eye(3, dtype=torch.float64), np.array([[0, 1], [1, 0]]))
+
+
+def test_kkt_residual_small_at_the_optimum_and_large_off_it():
+    import dataclasses
+
+    data = ts.synthetic.assumption1_pairs(n_pairs=20, n_important=2, n_irrelevant=6, length=4, seed=0)
+    m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, d=32, seed=0), data.batch, eta0=50.0)
+    svm = ts.max_margin_for_selection(m.E, data.batch, data.important_occurrences)
+    res, lam = ts.maxmargin.kkt_residual(m.E, svm)
+    assert res < 1e-5 and np.all(lam >= 0)
+    # 2 p_mm is feasible but not optimal: no pair is active, so no multipliers can reproduce it
+    other = svm.p * 2.0
+    res2, _ = ts.maxmargin.kkt_residual(m.E, dataclasses.replace(svm, p=other))
+    assert res2 > 0.1
+    with pytest.raises(ts.InvalidParameterError):
+        ts.maxmargin.kkt_residual(m.E, svm, active_tol=0)

@@ -216,3 +216,16 @@ def test_within_bin_spread_in_raw_units():
     assert raw == pytest.approx(3 * ts.statistics.within_bin_spread(gap, gap + 0.1 * noise, normalize=False))
     with pytest.raises(TypeError, match="normalize"):
         ts.statistics.within_bin_spread(gap, gap, normalize="yes")
+
+
+def test_direction_rate_recovers_one_over_ln_t():
+    # p_t = p* ln t + r with r orthogonal and fixed: the distance of the directions is ~ |r| / (|p*| ln t)
+    t = np.logspace(4, 80, 60)
+    a, r = 2.0, 0.7
+    cos = a * np.log(t) / np.sqrt((a * np.log(t)) ** 2 + r**2)
+    slope, _ = ts.statistics.direction_rate(t, cos, t_min=1e6)
+    assert abs(slope + 1) < 0.01
+    with pytest.raises(ts.InvalidParameterError):
+        ts.statistics.direction_rate(t, cos, t_min=1.0)
+    with pytest.raises(ts.InvalidParameterError):
+        ts.statistics.direction_rate(t[:2], cos[:2], t_min=1e6)

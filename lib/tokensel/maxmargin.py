@@ -262,3 +262,29 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     out = np.full(G.shape[0], np.nan)
     out[tokens] = c.value
     return torch.from_numpy(out), float(np.sqrt(max(prob.value, 0.0)))
+
+
+def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -> tuple[float, np.ndarray]:
+    """How far ``result.p`` is from satisfying the KKT conditions of the ATT-SVM.
+
+    At the optimum ``p_mm = sum_k lambda_k (E_{s_k} - E_{s'_k})`` with ``lambda_k >= 0`` and ``lambda_k = 0``
+    off the active pairs (margin within ``active_tol`` of 1). Fits the multipliers on the active pairs by
+    non-negative least squares and returns ``(||p_mm - M_active^T lambda|| / ||p_mm||, lambda)``: near 0
+    (solver accuracy) at the optimum, of order one for a feasible ``p`` that is not optimal.
+    """
+    from scipy.optimize import nnls
+
+    if not isinstance(result, SVMResult):
+        raise InvalidParameterError(f"result must be an SVMResult from max_margin, got {type(result).__name__}")
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[1] != result.p.shape[0]:
+        raise InvalidParameterError("E must be the |S| x d matrix the SVM was solved for")
+    if not (isinstance(active_tol, float) and 0.0 < active_tol < 1.0):
+        raise InvalidParameterError(f"active_tol must be a float in (0, 1), got {active_tol!r}")
+    En = E.detach().cpu().numpy().astype(np.float64)
+    pv = result.p.detach().cpu().numpy().astype(np.float64)
+    M = En[result.pairs[:, 0]] - En[result.pairs[:, 1]]
+    active = M @ pv < 1 + active_tol
+    if not active.any():
+        return 1.0, np.zeros(0)
+    lam, resid = nnls(M[active].T, pv)
+    return float(resid / np.linalg.norm(pv)), lam

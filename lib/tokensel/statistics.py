@@ -22,7 +22,7 @@ import torch
 from .core import scatter_tokens, segment_max, segment_softmax
 from .data import RaggedBatch
 from .loss import logistic
-from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
+from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, InvalidParameterError
 from .validation import check_bool, check_choice, check_int, check_real, check_real_array
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
@@ -405,3 +405,27 @@ def bin_noise_summary(table, z: float = 2.0) -> dict:
     noise = z * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
     return {"range_se": float((mean.max() - mean.min()) / scale), "reversals": int((drop > noise).sum()),
             "steps": int(len(mean) - 1)}
+
+
+def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
+    """The rate of directional convergence: slope of ``log ||p_t/|p_t| - p*/|p*| ||`` against ``log ln t``.
+
+    ``||a/|a| - b/|b| || = sqrt(2 (1 - cos))``; for separable logistic problems it decays like ``1/ln t``
+    (slope -1) when the residual ``p_t - p* ln t`` stays bounded. Fits the points with ``t >= t_min``
+    (``t_min > 1``) and ``cos < 1``; returns ``(slope, intercept)``. Raises when fewer than three points
+    remain.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    cos = np.asarray(cos, dtype=np.float64)
+    if t.ndim != 1 or t.shape != cos.shape:
+        raise InvalidParameterError(f"t and cos must be 1-D arrays of one length, got {t.shape} and {cos.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(cos))) or np.any(np.abs(cos) > 1 + 1e-12):
+        raise InvalidParameterError("t must be finite and cos finite in [-1, 1]")
+    if not (isinstance(t_min, (int, float)) and not isinstance(t_min, bool) and t_min > 1):
+        raise InvalidParameterError(f"t_min must be a number > 1 (ln t > 0), got {t_min!r}")
+    keep = (t >= t_min) & (cos < 1)
+    if keep.sum() < 3:
+        raise InvalidParameterError(f"only {int(keep.sum())} points with t >= {t_min} and cos < 1: need 3")
+    dist = np.sqrt(2 * (1 - cos[keep]))
+    slope, intercept = np.polyfit(np.log(np.log(t[keep])), np.log(dist), 1)
+    return float(slope), float(intercept)

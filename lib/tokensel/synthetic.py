@@ -84,7 +84,7 @@ def _planted_roles(n_important, n_irrelevant):
 
 
 def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=8,
-                      seed: int = 0) -> SyntheticData:
+                      seed: int = 0, per_sequence: int = 1) -> SyntheticData:
     """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
 
     Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
@@ -92,26 +92,47 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
     negative important token, at the same random position. So each sequence holds exactly one
     important token, of its label's sign, and every irrelevant token occurs equally often in
     positive and negative sequences of equal length.
+
+    ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
+    sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
     """
     n_pairs = _check_pos_int("n_pairs", n_pairs)
     n_important = _check_pos_int("n_important", n_important)
     n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    per_sequence = _check_pos_int("per_sequence", per_sequence)
+    if per_sequence > n_important:
+        raise InvalidBatchError(f"per_sequence={per_sequence} distinct important tokens need n_important >= it, "
+                                f"got {n_important}")
     g = rng(seed)
     T = _lengths(length, n_pairs, g)
+    if per_sequence > 1 and T.min() <= per_sequence:
+        raise InvalidBatchError(f"length must exceed per_sequence={per_sequence} (room for irrelevant tokens)")
     P = n_important
     seqs, labels = [], []
     for k in range(n_pairs):
-        irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
-        pos = g.integers(0, T[k])
-        s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
-        seqs.append(np.insert(irr, pos, s_pos))
-        seqs.append(np.insert(irr, pos, s_neg))
+        if per_sequence == 1:  # the original draw order, so that seeds keep their data
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
+            pos = g.integers(0, T[k])
+            s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
+            seqs.append(np.insert(irr, pos, s_pos))
+            seqs.append(np.insert(irr, pos, s_neg))
+        else:
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - per_sequence)
+            pos = np.sort(g.choice(T[k], size=per_sequence, replace=False))
+            s_pos = g.choice(P, size=per_sequence, replace=False)
+            s_neg = P + g.choice(P, size=per_sequence, replace=False)
+            for imp in (s_pos, s_neg):
+                seq = irr.copy()
+                for j, at in enumerate(pos):
+                    seq = np.insert(seq, at, imp[j])
+                seqs.append(seq)
         labels += [1, -1]
     vocab = 2 * P + n_irrelevant
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
     return SyntheticData(batch, _planted_roles(P, n_irrelevant),
                          f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
-                         f"{n_irrelevant} irrelevant tokens, length {length}")
+                         f"{n_irrelevant} irrelevant tokens, length {length}"
+                         + (f", {per_sequence} important tokens per sequence" if per_sequence > 1 else ""))
 
 
 #: the Assumption-1 data that chapters 03-05 share
@@ -230,3 +251,52 @@ def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, len
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size, num_classes=K)
     return SyntheticData(batch, home, f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
                          f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant")
+
+
+def contested_pairs(n_pairs: int) -> SyntheticData:
+    """Data with a finite stationary point of the phase-2 loss, whatever ``d`` and ``eta0``.
+
+    For each ``k < n_pairs`` two tokens ``a = 2k`` (planted +1) and ``b = 2k + 1`` (planted -1) and four
+    sequences of length 2: ``(a, a)`` with ``y = +1``, ``(b, b)`` with ``y = -1``, and ``(a, b)`` once
+    with each label. So ``alpha_a = 1/(4 n_pairs) > 0 > alpha_b = -alpha_a`` and a large first step gives
+    ``u_a > 0 > u_b``. The two single-token sequences do not depend on ``p``; the contested pair
+    ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
+    ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs)
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        a, b = 2 * k, 2 * k + 1
+        seqs += [[a, a], [b, b], [a, b], [a, b]]
+        labels += [1, -1, 1, -1]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * n_pairs)
+    planted = np.tile(np.array([POSITIVE, NEGATIVE], dtype=np.int64), n_pairs)
+    return SyntheticData(batch, planted, f"contested pairs: {n_pairs} token pairs (a, b), sequences (a, a)+, "
+                         "(b, b)-, (a, b)+ and (a, b)-")
+
+
+def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
+    """The stationary point that gradient flow from ``p0`` reaches on :func:`contested_pairs` data.
+
+    The gradient of the loss is a combination of the differences ``D_k = E_{2k} - E_{2k+1}``, so the flow
+    stays in ``p0 + span(D)``; on that affine set the loss is stationary exactly where every contested
+    sequence has ``f = 0``, i.e. ``D_k^T p = ln(-u_b / u_a)``. Returns that point (a linear solve). Raises
+    :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
+    is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
+    """
+    if not all(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in (E, v, p0)):
+        raise InvalidBatchError("E, v and p0 must be floating-point torch tensors")
+    if E.ndim != 2 or E.shape[0] % 2 or v.shape != (E.shape[1],) or p0.shape != (E.shape[1],):
+        raise InvalidBatchError(f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
+                                f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}")
+    u = E @ v
+    ua, ub = u[0::2], u[1::2]
+    if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):
+        raise InvalidBatchError("every pair needs u_a > 0 > u_b for a finite stationary point; take a larger "
+                                "first step eta0")
+    D = E[0::2] - E[1::2]
+    target = torch.log(-ub / ua) - D @ p0
+    G = D @ D.T
+    if torch.linalg.matrix_rank(G) < G.shape[0]:
+        raise InvalidBatchError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
+    return p0 + D.T @ torch.linalg.solve(G, target)
