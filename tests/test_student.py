@@ -173,3 +173,16 @@ def test_the_student_edition_has_every_exercise_and_no_solution():
         if figures[1] < figures[0]:
             problems.append(f"{page}: {figures[1]} figures in the student edition, {figures[0]} in the book")
     assert not problems, "\n".join(problems)
+
+
+def test_every_chapter_has_a_warm_up_a_core_and_a_challenge_each_with_a_solution():
+    problems = []
+    for page in toc_numbers(ROOT):
+        text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        exercises = re.findall(r"^(`{3,}|:{3,})\{exercise\}\s*(Warm-up|Core|Challenge)\b.*\n:label:\s*(\S+)", text, re.M)
+        grades = {g for _, g, _ in exercises}
+        if grades != {"Warm-up", "Core", "Challenge"}:
+            problems.append(f"{page}: exercises graded {sorted(grades)}")
+        solved = set(re.findall(r"^(?:`{3,}|:{3,})\{solution(?:-start)?\}\s*(\S+)", text, re.M))
+        problems += [f"{page}: {label} has no solution" for _, _, label in exercises if label not in solved]
+    assert not problems, "\n".join(problems)
