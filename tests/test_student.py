@@ -186,3 +186,53 @@ def test_every_chapter_has_a_warm_up_a_core_and_a_challenge_each_with_a_solution
         solved = set(re.findall(r"^(?:`{3,}|:{3,})\{solution(?:-start)?\}\s*(\S+)", text, re.M))
         problems += [f"{page}: {label} has no solution" for _, _, label in exercises if label not in solved]
     assert not problems, "\n".join(problems)
+
+
+def _artefact_text(path: Path) -> str:
+    """The text of one file of a built edition as a reader or a tool sees it (a notebook's cells and outputs)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.name.endswith((".ipynb", ".ipynb.txt")):
+        try:
+            nb = json.loads(text)
+        except ValueError:
+            return text
+        parts = []
+        for cell in nb.get("cells", []):
+            parts.append("".join(cell.get("source", "")))
+            for out in cell.get("outputs") or []:
+                parts.append("".join(out.get("text", "")))
+                parts += ["".join(v) for k, v in (out.get("data") or {}).items() if k.startswith("text/")]
+        return "\n".join(parts)
+    return text
+
+
+@pytest.mark.browser
+def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
+    """Every file of the student edition (pages, page sources, notebook downloads, search index) and its PDF
+    are searched for every solution's text (runs of five or more words), every number of three or more
+    significant digits that a solution prints or records, and the names of the exercises' checks."""
+    from tokensel.book.checks import load_results
+    from tokensel.book.pdf import print_book
+    from test_pdf import check_printed_book
+
+    if not STUDENT.is_dir():
+        pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")
+    executed = ROOT / "_build" / "jupyter_execute"
+    chapters = [json.loads((executed / f"{p}.ipynb").read_text(encoding="utf-8")) for p in toc_numbers(ROOT)]
+    plain = [(ROOT / f"{p}.md").read_text(encoding="utf-8") for p in toc_files(ROOT)
+             if not (executed / f"{p}.ipynb").is_file()]
+    evidence = leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=plain)
+    print(f"evidence: {len(evidence['phrases'])} phrases, {len(evidence['values'])} values, "
+          f"{len(evidence['claims'])} exercise checks")
+    assert len(evidence["phrases"]) >= 20 and evidence["values"] and evidence["claims"]
+    # the search finds them where they are: the full book's chapter pages show every solution
+    in_full = [h for p in toc_numbers(ROOT) for h in find_leaks((FULL / f"{p}.html").read_text(encoding="utf-8"), evidence)]
+    assert len(in_full) >= len(evidence["phrases"]) // 2, f"only {len(in_full)} pieces of evidence found in the full book"
+    problems = []
+    for path in sorted(STUDENT.rglob("*")):
+        if path.is_file() and path.suffix in (".html", ".txt", ".ipynb", ".js", ".json", ".md"):
+            problems += [f"{path.relative_to(STUDENT)}: {hit}" for hit in find_leaks(_artefact_text(path), evidence)]
+    pages = toc_files(ROOT)
+    out = print_book(STUDENT, tmp_path / "student.pdf", pages, profile_dir=tmp_path)
+    problems += [f"student PDF: {hit}" for hit in find_leaks(check_printed_book(out, pages), evidence)]
+    assert not problems, f"{len(problems)} solution pieces in the student edition:\n" + "\n".join(problems[:40])

@@ -214,16 +214,18 @@ def _values(text: str) -> list[str]:
     return [n.lstrip("-") for n in _NUMBER.findall(text) if _significant(n) >= 3]
 
 
-def leak_evidence(notebooks: list[dict], records: list[dict] = ()) -> dict[str, list[str]]:
+def leak_evidence(notebooks: list[dict], records: list[dict] = (), elsewhere: list[str] = ()) -> dict[str, list[str]]:
     """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
     ``records`` (:func:`~tokensel.book.checks.load_results`): ``phrases``, every run of five or more words of a
     solution's text (between formulas and punctuation), and ``values``, every number of three or more
     significant digits that a solution's cells print or its claims record (measured and expected value, as
-    the status page prints them). Phrases and numbers that the chapters show outside their solutions are left
-    out (they prove nothing)."""
+    the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers
+    that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
+    are left out (they prove nothing)."""
     from .checks import _shown
 
-    phrases, values, outside, names = [], [], [], []
+    phrases, values, names = [], [], []
+    outside = [normalise(t) for t in elsewhere]
     for nb in notebooks:
         rest, solutions = split_solutions(nb)
         names += solution_claims(solutions)
