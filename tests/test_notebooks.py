@@ -104,6 +104,23 @@ def test_plain_markdown_has_no_myst_left():
     assert "pip install" in generic and "git clone" in generic
 
 
+def test_a_gated_solution_becomes_plain_markdown():
+    out = nbs.standalone_notebook(GATED, None, 3)
+    assert nbs.standalone_problems(out) == []
+    md = "\n".join(c["source"] for c in out["cells"] if c["cell_type"] == "markdown")
+    assert "**Solution to Exercise 3.2**" in md and "*End of the solution.*" in md and "After the solutions." in md
+
+
+def test_standalone_problems_finds_myst_left_and_a_missing_install_cell():
+    assert nbs.standalone_problems(nbs.standalone_notebook(CHAPTER)) == []
+    problems = nbs.standalone_problems(CHAPTER)
+    assert "install tokensel" in problems[0]
+    assert any("{prf:lemma}" in p for p in problems) and any("{eq}" in p for p in problems)
+    assert any(":label:" in p for p in problems)
+    inside_code = _notebook(nbs.install_cell(), _md("```python\n{eq}`x`\n```\n"))
+    assert nbs.standalone_problems(inside_code) == []
+
+
 def test_plain_markdown_rejects_what_it_cannot_convert():
     with pytest.raises(InvalidArgumentError, match="never closed"):
         nbs.plain_markdown("````{prf:lemma} x\nopen\n")

@@ -48,6 +48,10 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
     assert "**Definition 1.1** (Attention)." in md and "It is (Wu et al., 2025)." in md
     assert "See Lemma 2.1 in chapter 2." in md and "{" not in md
     assert nb["cells"][2]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    download = out / "_sources" / "book" / "01_model.ipynb"
+    download.write_text("{}")  # what Sphinx's copy of a notebook source does to it
+    sphinx_notebooks.rewrite_downloads(app, None)
+    assert json.loads(download.read_text()) == nb
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/status_not_run", "page.html", context, doctree=object())
     assert "ipynb_source" not in context  # only pages that were executed

@@ -310,10 +310,10 @@ def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int
             elif name in ("solution", "solution-start"):
                 ref = labels.get(arg.strip(), arg.strip())
                 out += [prefix + f"**Solution to {ref}**", prefix]
-                if name == "solution":
-                    stack.append((m["fence"], name, ""))
+                stack.append((m["fence"], name, ""))  # a gate's start holds options only: its fence closes it
             elif name == "solution-end":
                 out.append(prefix + "*End of the solution.*")
+                stack.append((m["fence"], name, ""))
             elif name in ADMONITIONS:
                 head = title if name == "admonition" else name.capitalize() + (f": {title}" if title else "")
                 out += [prefix + f"> **{head}**", prefix + ">"]
@@ -406,3 +406,33 @@ def standalone_notebook(notebook: dict, labels: dict[str, str] | None = None, ch
             cell["outputs"] = repair_streams(cell.get("outputs") or [])
     nb["cells"].insert(0, install_cell(repository))
     return nb
+
+
+def standalone_problems(notebook: dict) -> list[str]:
+    """Why ``notebook`` would not stand alone outside the book: a first cell that does not say how to install
+    ``tokensel``, and every MyST directive, role or option left in its Markdown (``{prf:lemma}``, ``{eq}`x```,
+    ``:label:``), which classic Jupyter, Colab and VS Code show as raw text."""
+    _check_notebook(notebook)
+    cells = notebook["cells"]
+    problems = []
+    if not cells or cells[0].get("cell_type") != "markdown" or "pip install" not in _source(cells[0]):
+        problems.append("the first cell does not say how to install tokensel (pip install)")
+    for k, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        code, directives = None, []
+        for line in _source(cell).splitlines():
+            if code is not None:
+                code = None if _closes(line, code) else code
+                continue
+            if _FENCE.match(line) or _OPTION.match(line):
+                problems.append(f"cell {k}: MyST left: {line.strip()[:60]!r}")
+                if _FENCE.match(line):
+                    directives.append(_FENCE.match(line)["fence"])
+            elif directives and _closes(line, directives[-1]):
+                directives.pop()
+            elif _CODE_FENCE.match(line):
+                code = _CODE_FENCE.match(line)["fence"]
+            else:
+                problems += [f"cell {k}: MyST role left: {m.group(0)[:60]!r}" for m in _ROLE.finditer(line)]
+    return problems

@@ -40,14 +40,33 @@ def add_notebook_download(app, pagename, templatename, context, doctree):
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.is_file():
         return
+    write_download(app, pagename, executed)
+    downloads = getattr(app, "_tokensel_downloads", None)
+    if downloads is None:
+        downloads = app._tokensel_downloads = {}
+    downloads[pagename] = executed
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def write_download(app, pagename: str, executed: Path) -> Path:
+    """Write the page's download, ``_sources/<page>.ipynb``: the executed notebook made to stand alone."""
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    labels = book_labels(app)
     notebook = json.loads(executed.read_text(encoding="utf-8"))
     chapter = _numbers(app).get(pagename)
-    plain = standalone_notebook(notebook, labels, chapter, getattr(app.config, "tokensel_repository", None) or None)
+    plain = standalone_notebook(notebook, book_labels(app), chapter,
+                                getattr(app.config, "tokensel_repository", None) or None)
     target.write_text(json.dumps(plain, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    context["ipynb_source"] = f"{pagename}.ipynb"
+    return target
+
+
+def rewrite_downloads(app, exception) -> None:
+    """Once the pages are written, write every download again: a page whose source is itself a notebook (the
+    student edition's) has had its source copied over it by Sphinx (``html_copy_source``)."""
+    if exception is not None:
+        return
+    for pagename, executed in (getattr(app, "_tokensel_downloads", None) or {}).items():
+        write_download(app, pagename, executed)
 
 
 def _numbers(app) -> dict:
@@ -83,4 +102,5 @@ def setup(app):
     # before sphinx-book-theme's header buttons (priority 501) read ``ipynb_source``
     app.connect("html-page-context", add_notebook_download, priority=500)
     app.connect("doctree-resolved", caption_alt_text)
+    app.connect("build-finished", rewrite_downloads)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
