@@ -35,6 +35,9 @@ def test_repair_streams_undoes_the_in_place_merge_of_myst_nb():
     # streams never merged are joined, each line once; stderr kept apart
     fresh = nbs.repair_streams([_stream("a\n"), _stream("warn\n", "stderr"), _stream("b\n")])
     assert [(o["name"], o["text"]) for o in fresh] == [("stdout", "a\nb\n"), ("stderr", "warn\n")]
+    # a progress line rewritten with carriage returns, merged and cleaned by myst-nb, is still recognised
+    merged = [_stream("start\nstep 2/2\n"), _stream("step 1/2\rstep 2/2\n")]
+    assert nbs.repair_streams(merged) == [_stream("start\nstep 2/2\n")]
     assert nbs.repair_streams([]) == []
     with pytest.raises(InvalidArgumentError, match="outputs"):
         nbs.repair_streams("no")

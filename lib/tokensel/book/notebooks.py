@@ -77,10 +77,19 @@ def repair_streams(outputs: list) -> list:
         text = "".join(out["text"]) if isinstance(out.get("text"), list) else str(out.get("text", ""))
         tail = "".join("".join(o.get("text", "")).rstrip() + "\n" for o in later[name]
                        if "".join(o.get("text", "")).rstrip())
-        if tail and not text.endswith(tail):
+        if tail and not _clean_stream(text).endswith(_clean_stream(tail)):
             text = text.rstrip() + "\n" + tail
         result.append(dict(out, text=text))
     return result
+
+
+def _clean_stream(text: str) -> str:
+    """A stream's text as a terminal shows it (myst-nb applies this when it merges): a character followed by a
+    backspace, and a line's text before a carriage return, dropped."""
+    old = None
+    while old != text:
+        old, text = text, re.sub(r"[^\n]\x08", "", text)
+    return re.sub(r".*\r(?=[^\n])", "", text)
 
 
 # --- solutions --------------------------------------------------------------------------------------------

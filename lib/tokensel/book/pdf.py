@@ -94,7 +94,8 @@ def book_title(page_html: str) -> str:
 
 def combined_page(html_root, pages: list[str], title: str | None = None, subtitle: str | None = None) -> Path:
     """Write :data:`PRINT_PAGE` from the built ``pages`` (``_toc.yml`` names such as ``"book/01_model"``, all in
-    one folder) and return its path: a title page (``title``, else the book's; ``subtitle``, else the date), a
+    one folder) and return its path: a title page (``title``, else the book's; ``subtitle``, else the day the
+    first page was built), a
     table of contents (each page's heading, its page number filled in by :func:`print_book`), and every page's
     article, each a ``<section data-part="k">``."""
     html_root = Path(html_root)
@@ -118,7 +119,8 @@ def combined_page(html_root, pages: list[str], title: str | None = None, subtitl
         articles.append(f'<section class="tokensel-print-page" data-part="{k}" id="tokensel-part-{k}">'
                         f"{found.group(1)}</section>")
     title = title or book_title(first)
-    subtitle = subtitle or f"printed {datetime.date.today().isoformat()}"
+    built = datetime.datetime.fromtimestamp((html_root / f"{pages[0]}.html").stat().st_mtime, tz=datetime.timezone.utc)
+    subtitle = subtitle or f"built {built.date().isoformat()}"
     front = (f'<section class="tokensel-print-front tokensel-print-title" data-part="title"><h1>{html.escape(title)}'
              f"</h1><p>{html.escape(subtitle)}</p></section>\n"
              '<section class="tokensel-print-front tokensel-print-toc" data-part="toc"><h1>Contents</h1><ol>'

@@ -192,14 +192,17 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?(?![\w.]*\d)")
 PHRASE_WORDS = 5
 
 
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+
+
 def normalise(text: str) -> str:
-    """Text as the leak search compares it: HTML tags dropped, entities decoded, words lower-cased and
-    separated by single spaces."""
-    return " ".join(html.unescape(_TAG.sub(" ", text)).lower().split())
+    """Text as the leak search compares it: HTML tags dropped, entities decoded, Sphinx's curly quotes
+    straightened, words lower-cased and separated by single spaces."""
+    return " ".join(html.unescape(_TAG.sub(" ", text)).translate(_QUOTES).lower().split())
 
 
 def _phrases(markdown: str) -> list[str]:
-    text = _MATH.sub(" | ", markdown).replace("*", " ").replace("_", " ")
+    text = _MATH.sub(" | ", markdown).replace("*", " ").replace("_", " ").translate(_QUOTES)
     parts = re.split(r"[|.;:,()?!\[\]\n]+|\s-+\s|—", text)
     return [p for p in (" ".join(x.lower().split()) for x in parts) if len(p.split()) >= PHRASE_WORDS]
 
