@@ -8,7 +8,7 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: replicate replicate-ci book book-student format test test-fast browser-check pdf bench bench-quick notebooks lab venv clean help
+.PHONY: replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
+	@echo "make pdf-student    print the student edition to _build/pdf/tokensel-student.pdf (after make book-student)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
 	@echo "make bench-quick  the same benchmarks at a tenth to a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
@@ -66,9 +67,14 @@ book-student: $(STAMP)
 format: $(STAMP)
 	$(BIN)/python -m tokensel format
 
-# the built book as one PDF (after make book), printed by headless Chromium: _build/pdf/tokensel.pdf
+# the built book as one PDF (after make book), printed by headless Chromium: _build/pdf/tokensel.pdf, with a
+# title page, the contents, page numbers and a bookmark per chapter
 pdf: $(STAMP)
 	$(BIN)/python -m tokensel pdf _build/html _build/pdf/tokensel.pdf
+
+# the student edition as one PDF (after make book-student): no solution, as in its HTML
+pdf-student: $(STAMP)
+	$(BIN)/python -m tokensel pdf _build/student/_build/html _build/pdf/tokensel-student.pdf
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py

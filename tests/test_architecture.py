@@ -23,7 +23,7 @@ LAYERS = [
     {"training", "variants"},
     {"experiments"},
     {"book", "book.api", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
-     "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student", "book.replication",
+     "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student", "book.replication", "book.notebooks", "book.wording",
      "book.sphinx_roadmap"},
     {"__init__", "__main__"},
 ]

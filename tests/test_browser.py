@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tokensel.book.notebooks import standalone_problems
 from tokensel.book.pdf import WAIT_FOR_MATH, chromium, serve
 
 pytestmark = pytest.mark.browser
@@ -118,6 +119,8 @@ def test_every_page_of_the_book_renders(tmp_path):
                         notebooks[rel] = json.loads(resp.read().decode("utf-8"))
                     if not notebooks[rel].get("cells") or notebooks[rel].get("nbformat") != 4:
                         problems.append(f"{nb[0]} is not a notebook")
+                    else:  # it stands alone: plain Markdown, and a first cell on installing tokensel
+                        problems += [f"download: {p}" for p in standalone_problems(notebooks[rel])]
             if problems:
                 report[rel] = problems
             links.update(info["links"])

@@ -20,20 +20,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _page(title: str) -> str:
-    return (f'<html><head><link rel="stylesheet" href="../_static/x.css"><title>{title}</title></head><body>'
-            f'<nav>menu</nav><article class="bd-article" role="main"><h1>{title}</h1><img src="../_images/a.png">'
-            f'</article></body></html>')
+    return (f'<html><head><link rel="stylesheet" href="../_static/x.css"><title>{title} &#8212; The Book</title>'
+            f'</head><body><nav><p class="title logo__title">The Book</p>menu</nav><article class="bd-article" '
+            f'role="main"><h1><span class="section-number">1. </span>{title} \\(p_t\\)<a class="headerlink" '
+            f'href="#x">#</a></h1><img src="../_images/a.png"></article></body></html>')
 
 
-def test_combined_page_keeps_every_article_in_order(tmp_path):
+def test_combined_page_keeps_every_article_in_order_after_a_title_page_and_contents(tmp_path):
     (tmp_path / "book").mkdir()
     for name in ("one", "two"):
         (tmp_path / "book" / f"{name}.html").write_text(_page(name.title()))
     out = pdf.combined_page(tmp_path, ["book/one", "book/two"])
     text = out.read_text()
     assert out == tmp_path / "book" / "print.html"
-    assert text.count('class="tokensel-print-page"') == 2 and text.index("<h1>One") < text.index("<h1>Two")
+    assert text.count('class="tokensel-print-page"') == 2 and text.index("<h1><span") < text.index("Two \\(p_t")
     assert "x.css" in text and "menu" not in text and "../_images/a.png" in text  # relative links still valid
+    assert text.index('data-part="title"') < text.index('data-part="toc"') < text.index('data-part="0"')
+    assert "<h1>The Book</h1>" in text and "<h1>Contents</h1>" in text and 'href="#tokensel-part-1"' in text
+    assert "details.hide.above-input" in text  # no stub of a hidden cell on paper
+    assert pdf.headings_of(out) == ["1. One p_t", "1. Two p_t"]
+    custom = pdf.combined_page(tmp_path, ["book/one"], title="A | class", subtitle="student edition")
+    assert "<h1>A | class</h1><p>student edition</p>" in custom.read_text() and pdf.headings_of(custom) == ["1. One p_t"]
     with pytest.raises(DataUnavailableError, match="make book"):
         pdf.combined_page(tmp_path, ["book/one", "book/three"])
     with pytest.raises(InvalidArgumentError, match="one folder"):
@@ -45,15 +52,68 @@ def test_combined_page_keeps_every_article_in_order(tmp_path):
         pdf.combined_page(tmp_path, ["book/bare"])
 
 
-@pytest.mark.browser
-def test_the_printed_book_has_every_page(tmp_path):
+def test_book_title():
+    assert pdf.book_title(_page("One")) == "The Book"
+    assert pdf.book_title("<title>Page &#8212; Other book</title>") == "Other book"
+
+
+def _blank(pages: int) -> bytes:
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(595, 842)
+    buf = io.BytesIO()
+    writer.write(buf)
+    return buf.getvalue()
+
+
+def test_assemble_numbers_the_pages_and_bookmarks_each_part(tmp_path):
     import pypdf
-    pages = toc_files(ROOT)
-    out = pdf.print_book(ROOT / "_build" / "html", tmp_path / "tokensel.pdf", pages, profile_dir=tmp_path)
+
+    out = pdf.assemble([(None, _blank(1)), ("Contents", _blank(1)), ("1. One", _blank(3)), ("2. Two", _blank(2))],
+                       tmp_path / "sub" / "book.pdf")
     reader = pypdf.PdfReader(out)
-    text = " ".join(" ".join((p.extract_text() or "").split()) for p in reader.pages)
-    missing = [t for t in (page_title(ROOT / f"{p}.md").replace("`", "") for p in pages) if t not in text]
+    assert len(reader.pages) == 7
+    assert [p.extract_text().strip() for p in reader.pages] == ["", "2", "3", "4", "5", "6", "7"]
+    assert [(o.title, reader.get_destination_page_number(o)) for o in reader.outline] == [
+        ("Contents", 1), ("1. One", 2), ("2. Two", 5)]
+    assert pdf.page_starts([3, 2], front=2) == [3, 6]  # as the contents print them: 1-based
+    with pytest.raises(InvalidArgumentError, match="parts"):
+        pdf.assemble([], tmp_path / "x.pdf")
+    with pytest.raises(InvalidArgumentError, match="not a readable PDF"):
+        pdf.assemble([("x", b"no pdf")], tmp_path / "x.pdf")
+
+
+def check_printed_book(out, pages, exercises=r"Exercise 7\.3") -> str:
+    """The checks of a printed book (full or student edition); returns its text."""
+    import pypdf
+
+    reader = pypdf.PdfReader(out)
+    texts = [" ".join((p.extract_text() or "").split()) for p in reader.pages]
+    text = " ".join(texts)
+    titles = [page_title(ROOT / f"{p}.md").replace("`", "") for p in pages]
+    missing = [t for t in titles if t not in text]
     assert not missing, f"chapter titles not found in the PDF: {missing}"
     assert len(reader.pages) >= 60, len(reader.pages)
-    assert re.search(r"Exercise 7\.3", text)  # the last chapter's exercises are printed, not cut off
-    print(f"PDF: {len(reader.pages)} pages, {out.stat().st_size / 2**20:.1f} MiB")
+    assert re.search(exercises, text)  # the last chapter's exercises are printed, not cut off
+    assert "Show code cell" not in text and "Hide code cell" not in text  # no stub of a hidden cell
+    assert "Contents" in texts[1] and all(t in texts[1] for t in titles[:3])  # the contents, on sheet 2
+    # every sheet after the title page ends with its number; the contents give each part's first sheet
+    unnumbered = [k + 1 for k, t in enumerate(texts[1:], start=1) if not t.endswith(str(k + 1))]
+    assert not unnumbered, f"sheets without their page number: {unnumbered[:10]}"
+    outline = [(o.title, reader.get_destination_page_number(o)) for o in reader.outline]
+    assert len(outline) == len(pages) + 1 and outline[0] == ("Contents", 1)
+    for (heading, index), title in zip(outline[1:], titles):
+        assert title in heading and title in texts[index], (heading, index)
+    return text
+
+
+@pytest.mark.browser
+def test_the_printed_book_has_every_page(tmp_path):
+    pages = toc_files(ROOT)
+    out = pdf.print_book(ROOT / "_build" / "html", tmp_path / "tokensel.pdf", pages, profile_dir=tmp_path)
+    check_printed_book(out, pages)
+    print(f"PDF: {out.stat().st_size / 2**20:.1f} MiB")

@@ -15,16 +15,43 @@ def test_mathjax_is_installed_and_the_config_is_checked():
         sphinx_mathjax._check_config(None, SimpleNamespace(mathjax_path="https://cdn.example/mathjax.js"))
 
 
-def test_executed_notebook_is_offered_for_download(tmp_path):
-    out = tmp_path / "html"
-    executed = tmp_path / "jupyter_execute" / "book" / "01_model.ipynb"
-    executed.parent.mkdir(parents=True)
-    executed.write_text("{}")
-    app = SimpleNamespace(outdir=str(out))
+def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alone(tmp_path):
+    import json
+
+    root = tmp_path / "src"
+    (root / "book").mkdir(parents=True)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
+                                   "    chapters:\n      - file: book/01_model\n      - file: book/02_next\n")
+    (root / "refs.bib").write_text("@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n"
+                                   "  year = {2025}\n}\n")
+    out = tmp_path / "_build" / "html"
+    executed = tmp_path / "_build" / "jupyter_execute" / "book"
+    executed.mkdir(parents=True)
+    cell = {"cell_type": "markdown", "metadata": {},
+            "source": "# Model\n\n````{prf:definition} Attention\n:label: def-att\nIt is {cite:p}`wu2025`.\n````\n"
+                      "See {prf:ref}`lem-next` in {doc}`02_next`.\n"}
+    code = {"cell_type": "code", "metadata": {}, "source": "import tokensel", "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+                        {"output_type": "stream", "name": "stdout", "text": "b\n"}]}
+    (executed / "01_model.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                                         "cells": [cell, code]}))
+    (executed / "02_next.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "````{prf:lemma} Next\n:label: lem-next\nx\n````\n"}]}))
+    app = SimpleNamespace(outdir=str(out), srcdir=str(root),
+                          config=SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository=""))
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/01_model", "page.html", context, doctree=object())
     assert context["ipynb_source"] == "book/01_model.ipynb"
-    assert (out / "_sources" / "book" / "01_model.ipynb").read_text() == "{}"
+    nb = json.loads((out / "_sources" / "book" / "01_model.ipynb").read_text())
+    assert "pip install" in nb["cells"][0]["source"]
+    md = nb["cells"][1]["source"]
+    assert "**Definition 1.1** (Attention)." in md and "It is (Wu et al., 2025)." in md
+    assert "See Lemma 2.1 in chapter 2." in md and "{" not in md
+    assert nb["cells"][2]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    download = out / "_sources" / "book" / "01_model.ipynb"
+    download.write_text("{}")  # what Sphinx's copy of a notebook source does to it
+    sphinx_notebooks.rewrite_downloads(app, None)
+    assert json.loads(download.read_text()) == nb
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/status_not_run", "page.html", context, doctree=object())
     assert "ipynb_source" not in context  # only pages that were executed

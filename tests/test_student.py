@@ -1,8 +1,10 @@
 """tokensel.book.student: the student edition, the executed book without the exercises' solutions.
 
-The source preparation is tested on crafted notebooks by the plain test run; the built student edition
-(``make book-student``, after ``make book``) by ``make browser-check`` (``--browser``): every chapter has its
-exercises and none of its solutions, and shows the same figures as the full book."""
+The source preparation and the leak search are tested on crafted notebooks by the plain test run; the built
+student edition (``make book-student``, after ``make book``) by ``make browser-check`` (``--browser``): every
+chapter has its exercises and none of its solutions, shows the same figures as the full book, and no file of
+it (pages, page sources, notebook downloads, search index) nor its PDF holds a solution's text, an answer's
+value or an exercise's check."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import pytest
 import yaml
 
 from tokensel.book.checks import toc_files, toc_numbers
-from tokensel.book.student import prepare_student_sources, strip_gated_solutions, student_config
+from tokensel.book.student import (drop_claims, find_leaks, leak_evidence, prepare_student_sources,
+                                   solution_claims, student_config, student_notebook)
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,28 +37,63 @@ def _notebook(*cells):
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"summary": "s"}, "cells": list(cells)}
 
 
-def test_strip_gated_solutions_removes_the_gate_and_everything_between():
-    nb = _notebook(_md("````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution-start} ex-x\n"
-                       ":class: dropdown\n````\n\nThe answer:\n"),
-                   _code("answer = 42"),
+def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
+    nb = _notebook(_md("````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n"
+                       "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
+                       "The answer:\n"),
+                   _code("answer = 42\nts.check(\"exercise: the answer\", answer, 42, tol=0)"),
                    _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
-                   _code("print('kept')"))
-    out, removed = strip_gated_solutions(nb)
-    assert removed == 1
+                   dict(_code("print('kept')"), outputs=[{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+                                                         {"output_type": "stream", "name": "stdout", "text": "b\n"}]))
+    out, solutions = student_notebook(nb)
     text = json.dumps(out)
     assert "ex-x" in text and "Do it." in text and "After the solution." in text and "kept" in text
-    assert "solution-start" not in text and "solution-end" not in text
-    assert "answer = 42" not in text and "The answer" not in text and "so 42" not in text
+    assert "{solution" not in text and "forty two" not in text and "answer = 42" not in text and "so 42" not in text
+    assert out["cells"][-1]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    assert solution_claims(solutions) == ["exercise: the answer"]
     assert len(nb["cells"]) == 4  # the input is not changed
 
 
-def test_strip_gated_solutions_keeps_plain_solutions_and_rejects_an_open_gate():
-    nb = _notebook(_md("````{solution} ex-x\nplain\n````\n"))
-    assert strip_gated_solutions(nb) == (nb, 0)
-    with pytest.raises(InvalidArgumentError, match="solution-end"):
-        strip_gated_solutions(_notebook(_md("````{solution-start} ex-x\n````\n"), _code("x = 1")))
+def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
+    table = ("<table><tr><th>name</th></tr><tr><td>one step: corr</td><td>0.998958</td></tr>"
+             "<tr><td>exercise: err at d = 16384 within 30% of the fit&#x27;s prediction</td><td>0.0117035</td></tr>"
+             "</table>")
+    name = "exercise: err at d = 16384 within 30% of the fit's prediction"
+    nb = _notebook(dict(_code("claims_table(...)"), outputs=[
+        {"output_type": "execute_result", "data": {"text/html": table, "text/plain": f"x\n{name} 0.0117035\ny\n"},
+         "metadata": {}, "execution_count": 1},
+        {"output_type": "stream", "name": "stdout", "text": f"[ok] {name}: 0.0117035\n[ok] other\n"}]))
+    out, removed = drop_claims(nb, [name])
+    text = json.dumps(out)
+    assert "0.0117035" not in text and "fit" not in text and removed == 3
+    assert "one step: corr" in text and "0.998958" in text and "[ok] other" in text
+    assert drop_claims(nb, []) == (nb, 0)
     with pytest.raises(InvalidArgumentError, match="notebook"):
-        strip_gated_solutions({"cells": "no"})
+        drop_claims({"cells": None}, [name])
+
+
+def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
+    nb = _notebook(_md("# Ch\n\nThe rate goes up with more irrelevant tokens in the data.\n\n"
+                       "````{exercise} Core: x\n:label: ex-x\nPredict how the rate changes with more tokens.\n````\n\n"
+                       "````{solution} ex-x\nThe rate goes up with more irrelevant tokens in the data; "
+                       "each token needs its own score below every important one, so $p_{mm}$ grows "
+                       "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"),
+                   dict(_code("ts.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
+                        outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}]),
+                   _md("````{solution-end}\n````\n"))
+    records = [{"chapter": "ch", "checks": [{"name": "exercise: rate", "measured": 2.41234567, "expected": 2.3871},
+                                            {"name": "other", "measured": 9.87654, "expected": 1.0}]}]
+    evidence = leak_evidence([nb], records)
+    assert "each token needs its own score below every important one" in evidence["phrases"]
+    assert not any("rate goes up" in p for p in evidence["phrases"])  # also in the chapter's own text
+    assert {"2.39", "2.4123", "2.41235", "2.3871"} <= set(evidence["values"]) and "9.87654" not in evidence["values"]
+    assert evidence["claims"] == ["exercise: rate"]
+    student, _ = student_notebook(nb)
+    assert find_leaks(json.dumps(student), evidence) == []
+    page = "<p>Each token needs its own <em>score</em> below&nbsp;every\nimportant one</p><td>2.41235</td>"
+    assert find_leaks(page, evidence) == ["phrase 'each token needs its own score below every important one'",
+                                          "value 2.41235"]
+    assert find_leaks("12.41235 and 2.412351", evidence) == []  # a number inside another is no match
 
 
 def test_student_config_executes_nothing_and_hides_solutions():
@@ -91,11 +129,14 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     with pytest.raises(DataUnavailableError, match="make book"):
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book").mkdir(parents=True)
-    (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(_notebook(_md("# T\n"))))
+    status = dict(_code("table"), outputs=[{"output_type": "stream", "name": "stdout",
+                                            "text": "[ok] exercise: e: 1.23456\n[ok] kept: 2\n"}])
+    (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(_notebook(_md("# T\n"), status)))
     with pytest.raises(DataUnavailableError, match="book/ch"):  # a code page that was not executed
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book" / "ch.ipynb").write_text(json.dumps(_notebook(
-        _md("# Ch\n````{solution-start} ex\n````\n"), _code("x"), _md("````{solution-end}\n````\n"))))
+        _md("# Ch\n````{solution-start} ex\n````\n"), _code("ts.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
+        _md("````{solution-end}\n````\n"))))
     with pytest.raises(InvalidArgumentError, match="out"):
         prepare_student_sources(root, built, built)
     with pytest.raises(InvalidArgumentError, match="out"):
@@ -105,6 +146,8 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     assert yaml.safe_load((out / "_config.yml").read_text())["sphinx"]["config"]["hide_solutions"] is True
     cells = json.loads((out / "book" / "ch.ipynb").read_text())["cells"]
     assert [c["cell_type"] for c in cells] == ["markdown"] and "solution" not in cells[0]["source"]
+    intro = json.loads((out / "book" / "intro.ipynb").read_text())  # a page that lists the exercise's check
+    assert intro["cells"][1]["outputs"][0]["text"] == "[ok] kept: 2\n"
     with pytest.raises(InvalidArgumentError, match="root"):
         prepare_student_sources(tmp_path / "nothing", built, tmp_path / "out2")
 
@@ -132,3 +175,83 @@ def test_the_student_edition_has_every_exercise_and_no_solution():
         if figures[1] < figures[0]:
             problems.append(f"{page}: {figures[1]} figures in the student edition, {figures[0]} in the book")
     assert not problems, "\n".join(problems)
+
+
+def test_every_chapter_has_a_warm_up_a_core_and_a_challenge_each_with_a_solution():
+    problems = []
+    for page in toc_numbers(ROOT):
+        text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        exercises = re.findall(r"^(`{3,}|:{3,})\{exercise\}\s*(Warm-up|Core|Challenge)\b.*\n:label:\s*(\S+)", text, re.M)
+        grades = {g for _, g, _ in exercises}
+        if grades != {"Warm-up", "Core", "Challenge"}:
+            problems.append(f"{page}: exercises graded {sorted(grades)}")
+        solved = set(re.findall(r"^(?:`{3,}|:{3,})\{solution(?:-start)?\}\s*(\S+)", text, re.M))
+        problems += [f"{page}: {label} has no solution" for _, _, label in exercises if label not in solved]
+    assert not problems, "\n".join(problems)
+
+
+def _artefact_text_of(nb: dict) -> str:
+    parts = []
+    for cell in nb.get("cells", []):
+        parts.append("".join(cell.get("source", "")))
+        for out in cell.get("outputs") or []:
+            parts.append("".join(out.get("text", "")))
+            parts += ["".join(v) for k, v in (out.get("data") or {}).items() if k.startswith("text/")]
+    return "\n".join(parts)
+
+
+def _artefact_text(path: Path) -> str:
+    """The text of one file of a built edition as a reader or a tool sees it (a notebook's cells and outputs)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.name.endswith((".ipynb", ".ipynb.txt")):
+        try:
+            return _artefact_text_of(json.loads(text))
+        except (ValueError, AttributeError):
+            return text
+    return text
+
+
+@pytest.mark.browser
+def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
+    """Every file of the student edition (pages, page sources, notebook downloads, search index) and its PDF
+    are searched for every solution's text (runs of five or more words), every number of three or more
+    significant digits that a solution prints or records, and the names of the exercises' checks."""
+    from tokensel.book.checks import load_results
+    from tokensel.book.pdf import print_book
+    from test_pdf import check_printed_book
+
+    if not STUDENT.is_dir():
+        pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")
+    executed = ROOT / "_build" / "jupyter_execute"
+    chapters = [json.loads((executed / f"{p}.ipynb").read_text(encoding="utf-8")) for p in toc_numbers(ROOT)]
+    _, solutions = zip(*(student_notebook(nb) for nb in chapters))
+    exercise_checks = solution_claims([s for found in solutions for s in found])
+    # what the other pages show (the status page without the exercises' checks) proves nothing
+    elsewhere = []
+    for page in toc_files(ROOT):
+        if page in toc_numbers(ROOT):
+            continue
+        if (executed / f"{page}.ipynb").is_file():
+            other, _ = drop_claims(json.loads((executed / f"{page}.ipynb").read_text(encoding="utf-8")),
+                                   exercise_checks)
+            elsewhere.append(_artefact_text_of(other))
+        else:
+            elsewhere.append((ROOT / f"{page}.md").read_text(encoding="utf-8"))
+    evidence = leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=elsewhere)
+    print(f"evidence: {len(evidence['phrases'])} phrases, {len(evidence['values'])} values, "
+          f"{len(evidence['claims'])} exercise checks")
+    assert len(evidence["phrases"]) >= 20 and evidence["values"] and evidence["claims"]
+    # the search finds them where they are: the full book's chapter pages show every solution
+    in_full = [h for p in toc_numbers(ROOT) for h in find_leaks((FULL / f"{p}.html").read_text(encoding="utf-8"), evidence)]
+    print(f"{len(in_full)} pieces of evidence found in the full book's chapter pages")
+    assert len(in_full) >= len(evidence["phrases"]) // 3, f"only {len(in_full)} pieces of evidence found in the full book"
+    problems = []
+    for path in sorted(STUDENT.rglob("*")):
+        if "_static" in path.parts:  # the theme's and MathJax's files, not the book's
+            continue
+        if path.is_file() and path.suffix in (".html", ".txt", ".ipynb", ".js", ".json", ".md"):
+            problems += [f"{path.relative_to(STUDENT)}: {hit}" for hit in find_leaks(_artefact_text(path), evidence)]
+    pages = toc_files(ROOT)
+    out = print_book(STUDENT, tmp_path / "student.pdf", pages, profile_dir=tmp_path)
+    problems += [f"student PDF: {hit}" for hit in find_leaks(check_printed_book(out, pages), evidence)]
+    assert not problems, f"{len(problems)} solution pieces in the student edition:\n" + "\n".join(problems[:40])

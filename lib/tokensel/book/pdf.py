@@ -1,18 +1,26 @@
-"""The built book as one PDF: every page of ``_toc.yml`` in order, printed by headless Chromium.
+"""The built book as one PDF for a class: a title page, a table of contents with page numbers, every page of
+``_toc.yml`` in order with page numbers on every sheet, and a PDF bookmark per page; printed by headless
+Chromium.
 
 :func:`combined_page` writes ``book/print.html`` next to the chapters: the ``<head>`` of the first page (its
-stylesheets and the book's own MathJax) and the article of every page, each starting on a new sheet, so the
-relative links to figures and scripts stay valid. :func:`print_book` serves the HTML folder on localhost,
-loads that page in headless Chromium, waits for MathJax, and prints it with Chromium's print-to-PDF (the
-print rules of ``_static/tokensel.css`` wrap code and outputs so nothing is cut). ``make pdf`` runs both;
-``python -m tokensel pdf [HTML_DIR] [OUT]`` too.
+stylesheets and the book's own MathJax), a title page, a table of contents, and the article of every page, so
+the relative links to figures and scripts stay valid; hidden cells (their "Show code cell source" stubs
+included) are left out of print. :func:`print_book` serves the HTML folder on localhost, loads that page in
+headless Chromium, waits for MathJax, opens every dropdown, and prints each part by itself (so the page on
+which each starts is known), then the contents with those numbers; :func:`assemble` joins the parts with
+pypdf, stamps the page numbers and adds the bookmarks. ``make pdf`` prints the book, ``make pdf-student`` the
+student edition; ``python -m tokensel pdf [HTML_DIR] [OUT]`` either.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import functools
+import html
 import http.server
+import io
+import json
 import os
 import re
 import shutil
@@ -33,18 +41,70 @@ MathJax.startup.promise.then(() => done("ok"), (e) => done("MathJax failed: " + 
 """
 _ARTICLE = re.compile(r'<article class="bd-article"[^>]*>(.*?)</article>', re.S)
 _HEAD = re.compile(r"<head>(.*?)</head>", re.S)
+_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.S)
+_BOOK_TITLE = re.compile(r'class="title logo__title"[^>]*>(.*?)<', re.S)
+_PAGE_TITLE = re.compile(r"<title>(.*?)</title>", re.S)
+#: print rules of the PDF itself: no stub of a hidden cell, a title page and a contents page
+PRINT_STYLE = """
+@media print {
+  details.hide.above-input, details.hide.below-input, details.hide.above-output { display: none !important; }
+}
+section.tokensel-print-title { text-align: center; padding-top: 30vh; }
+section.tokensel-print-title h1 { font-size: 2.2em; }
+section.tokensel-print-title p { font-size: 1.1em; }
+section.tokensel-print-toc ol { list-style: none; padding: 0; }
+section.tokensel-print-toc li { display: flex; gap: 0.5em; margin: 0.4em 0; }
+section.tokensel-print-toc li .tokensel-toc-dots { flex: 1; border-bottom: 1px dotted #888; }
+"""
+#: run in the print page before printing: every dropdown (a solution, a collapsed admonition) open
+OPEN_ALL = """
+document.querySelectorAll('details:not(.hide)').forEach(d => d.open = true);
+document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+"""
+#: run with a part's index (or "front"): only that part of the print page shown
+SHOW_PART = """
+const part = arguments[0];
+document.querySelectorAll('section[data-part]').forEach(s => {
+  s.style.display = (s.dataset.part === part) ? '' : 'none';
+  s.style.breakBefore = 'auto';
+});
+"""
+SET_PAGE_NUMBERS = """
+const numbers = arguments[0];
+document.querySelectorAll('.tokensel-toc-page').forEach(s => { s.textContent = numbers[s.dataset.target] || ''; });
+"""
 
 
-def combined_page(html_root, pages: list[str]) -> Path:
+def _text(fragment: str) -> str:
+    """Plain text of an HTML fragment: tags, header links and MathJax's delimiters dropped."""
+    text = html.unescape(re.sub(r'<a class="headerlink".*?</a>|<[^>]+>', " ", fragment))
+    return " ".join(text.replace("\\(", "").replace("\\)", "").split())
+
+
+def book_title(page_html: str) -> str:
+    """The book's title as a built page shows it (the navigation bar's title, else the part of ``<title>``
+    after the page's own)."""
+    found = _BOOK_TITLE.search(page_html)
+    if found and _text(found.group(1)):
+        return _text(found.group(1))
+    found = _PAGE_TITLE.search(page_html)
+    title = _text(found.group(1)) if found else ""
+    return title.split(" — ")[-1].split(" - ")[-1] if title else "tokensel"
+
+
+def combined_page(html_root, pages: list[str], title: str | None = None, subtitle: str | None = None) -> Path:
     """Write :data:`PRINT_PAGE` from the built ``pages`` (``_toc.yml`` names such as ``"book/01_model"``, all in
-    one folder) and return its path."""
+    one folder) and return its path: a title page (``title``, else the book's; ``subtitle``, else the day the
+    first page was built), a
+    table of contents (each page's heading, its page number filled in by :func:`print_book`), and every page's
+    article, each a ``<section data-part="k">``."""
     html_root = Path(html_root)
     if not pages or not all(isinstance(p, str) for p in pages):
         raise InvalidArgumentError(f"pages must be a non-empty list of page names, got {pages!r}")
     if len({Path(p).parent for p in pages}) != 1:
         raise InvalidArgumentError("the pages must share one folder, so their relative links stay valid")
-    articles, head = [], None
-    for page in pages:
+    articles, headings, head, first = [], [], None, None
+    for k, page in enumerate(pages):
         path = html_root / f"{page}.html"
         if not path.is_file():
             raise DataUnavailableError(f"{path} is missing: build the book first (make book)")
@@ -53,12 +113,87 @@ def combined_page(html_root, pages: list[str]) -> Path:
         if found is None:
             raise DataUnavailableError(f"{path} has no <article class=\"bd-article\">: not a page of this book's theme")
         if head is None:
-            head = _HEAD.search(text).group(1)
-        articles.append(f'<section class="tokensel-print-page">{found.group(1)}</section>')
+            head, first = _HEAD.search(text).group(1), text
+        h1 = _H1.search(found.group(1))
+        headings.append(_text(h1.group(1)) if h1 else Path(page).name)
+        articles.append(f'<section class="tokensel-print-page" data-part="{k}" id="tokensel-part-{k}">'
+                        f"{found.group(1)}</section>")
+    title = title or book_title(first)
+    built = datetime.datetime.fromtimestamp((html_root / f"{pages[0]}.html").stat().st_mtime, tz=datetime.timezone.utc)
+    subtitle = subtitle or f"built {built.date().isoformat()}"
+    front = (f'<section class="tokensel-print-front tokensel-print-title" data-part="title"><h1>{html.escape(title)}'
+             f"</h1><p>{html.escape(subtitle)}</p></section>\n"
+             '<section class="tokensel-print-front tokensel-print-toc" data-part="toc"><h1>Contents</h1><ol>'
+             + "".join(f'<li><a href="#tokensel-part-{k}">{html.escape(h)}</a><span class="tokensel-toc-dots">'
+                       f'</span><span class="tokensel-toc-page" data-target="{k}"></span></li>'
+                       for k, h in enumerate(headings))
+             + "</ol></section>")
     out = html_root / Path(pages[0]).parent / Path(PRINT_PAGE).name
-    out.write_text(f"<!DOCTYPE html>\n<html><head>{head}</head>\n<body class=\"tokensel-print\">\n"
-                   + "\n".join(articles) + "\n</body></html>\n", encoding="utf-8")
+    out.write_text(f"<!DOCTYPE html>\n<html><head>{head}<style>{PRINT_STYLE}</style></head>\n"
+                   f'<body class="tokensel-print" data-headings="{html.escape(json.dumps(headings))}">\n'
+                   + front + "\n" + "\n".join(articles) + "\n</body></html>\n", encoding="utf-8")
     return out
+
+
+def headings_of(page: Path) -> list[str]:
+    """The headings of the parts of a print page written by :func:`combined_page`, in order."""
+    found = re.search(r'data-headings="([^"]*)"', Path(page).read_text(encoding="utf-8"))
+    return json.loads(html.unescape(found.group(1))) if found else []
+
+
+def _number_stamp(writer, width: float, height: float, text: str):
+    from pypdf import PageObject
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+                             NameObject("/BaseFont"): NameObject("/Helvetica")})
+    stamp = PageObject.create_blank_page(width=width, height=height)
+    stamp[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/FTokselNumber"): font})})
+    content = DecodedStreamObject()
+    x = width / 2 - 2.5 * len(text)
+    content.set_data(f"BT /FTokselNumber 9 Tf {x:.1f} 18 Td ({text}) Tj ET".encode("ascii"))
+    stamp[NameObject("/Contents")] = writer._add_object(content)
+    return stamp
+
+
+def assemble(parts: list[tuple[str | None, bytes]], out, numbered_from: int = 1) -> Path:
+    """Join the PDFs of ``parts`` (``(bookmark title or None, PDF bytes)``, in order) into ``out``: every sheet
+    from index ``numbered_from`` on carries its page number (counted from the first sheet, as a viewer
+    counts), and each part with a title gets a bookmark to its first sheet. Returns ``out``."""
+    from pypdf import PdfReader, PdfWriter
+
+    if not parts or not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], bytes) for p in parts):
+        raise InvalidArgumentError("parts must be a non-empty list of (bookmark title or None, PDF bytes)")
+    writer, starts = PdfWriter(), []
+    for name, data in parts:
+        starts.append((name, len(writer.pages)))
+        try:
+            writer.append(PdfReader(io.BytesIO(data)))
+        except Exception as exc:  # pypdf raises several kinds on a damaged file
+            raise InvalidArgumentError(f"the part {name!r} is not a readable PDF ({exc})") from exc
+    for index, page in enumerate(writer.pages):
+        if index >= numbered_from:
+            box = page.mediabox
+            page.merge_page(_number_stamp(writer, float(box.width), float(box.height), str(index + 1)))
+    for name, start in starts:
+        if name:
+            writer.add_outline_item(title=name, page_number=start)
+    writer.page_mode = "/UseOutlines"
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as f:
+        writer.write(f)
+    return out
+
+
+def page_starts(counts: list[int], front: int) -> list[int]:
+    """The page number (1-based) on which each part starts, after ``front`` sheets of title and contents."""
+    starts, at = [], front + 1
+    for n in counts:
+        starts.append(at)
+        at += n
+    return starts
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -106,10 +241,19 @@ def chromium(profile_dir):
         driver.quit()
 
 
-def print_book(html_root, out, pages: list[str], profile_dir=None) -> Path:
-    """Print ``pages`` of the built book at ``html_root`` to the PDF ``out`` (A4) and return its path."""
+def _pages_in(data: bytes) -> int:
+    from pypdf import PdfReader
+
+    return len(PdfReader(io.BytesIO(data)).pages)
+
+
+def print_book(html_root, out, pages: list[str], profile_dir=None, title: str | None = None,
+               subtitle: str | None = None) -> Path:
+    """Print ``pages`` of the built book at ``html_root`` to the PDF ``out`` (A4) and return its path: a title
+    page, the contents with page numbers, every page from a new sheet, page numbers, a bookmark per page."""
     html_root, out = Path(html_root), Path(out)
-    page = combined_page(html_root, pages)
+    page = combined_page(html_root, pages, title, subtitle)
+    headings = headings_of(page)
     profile = Path(profile_dir) if profile_dir is not None else out.parent / ".pdf-browser"
     profile.mkdir(parents=True, exist_ok=True)
     with serve(html_root) as base, chromium(profile) as driver:
@@ -117,12 +261,26 @@ def print_book(html_root, out, pages: list[str], profile_dir=None) -> Path:
         state = driver.execute_async_script(WAIT_FOR_MATH)
         if state != "ok":
             raise DataUnavailableError(f"the print page's math did not typeset: {state}")
-        # the DevTools command itself: chromedriver's print_page gives the renderer only 10 s, too little
-        # for a whole book on a busy machine
-        result = driver.execute_cdp_cmd("Page.printToPDF", {
-            "paperWidth": 8.27, "paperHeight": 11.69, "printBackground": True,
-            "marginTop": 0.5, "marginBottom": 0.5, "marginLeft": 0.4, "marginRight": 0.4})
-        pdf = base64.b64decode(result["data"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(pdf)
-    return out
+        driver.execute_script(OPEN_ALL)
+
+        def part(name):
+            driver.execute_script(SHOW_PART, name)
+            # the DevTools command itself: chromedriver's print_page gives the renderer only 10 s, too little
+            # for a whole book on a busy machine
+            result = driver.execute_cdp_cmd("Page.printToPDF", {
+                "paperWidth": 8.27, "paperHeight": 11.69, "printBackground": True,
+                "marginTop": 0.5, "marginBottom": 0.6, "marginLeft": 0.4, "marginRight": 0.4})
+            return base64.b64decode(result["data"])
+
+        chapters = [part(str(k)) for k in range(len(pages))]
+        cover = part("title")
+        contents, numbers = part("toc"), {}
+        for _ in range(3):  # the contents' own length moves the numbers it prints: until they agree
+            starts = page_starts([_pages_in(c) for c in chapters], _pages_in(cover) + _pages_in(contents))
+            if numbers == {str(k): str(n) for k, n in enumerate(starts)}:
+                break
+            numbers = {str(k): str(n) for k, n in enumerate(starts)}
+            driver.execute_script(SET_PAGE_NUMBERS, numbers)
+            contents = part("toc")
+    parts = [(None, cover), ("Contents", contents)] + list(zip(headings, chapters))
+    return assemble(parts, out, numbered_from=1)

@@ -3,8 +3,10 @@
 sphinx-book-theme lists an ``.ipynb`` download only when a page's context has ``ipynb_source``, which
 it sets itself only when launch buttons (Binder, JupyterHub, ...) are configured. This extension sets
 it for every page that myst-nb executed: the executed notebook (``_build/jupyter_execute/<page>.ipynb``,
-with its outputs) is copied next to the page's source under ``_sources/`` before the theme builds its
-buttons. Open the file in Jupyter to rerun the chapter (it needs ``tokensel`` installed).
+with its outputs) is written next to the page's source under ``_sources/`` before the theme builds its
+buttons, made to stand alone (:func:`tokensel.book.notebooks.standalone_notebook`): classic Jupyter, Colab
+and VS Code show its lemmas, proofs and exercises as plain Markdown with the book's numbers, and its first
+cell says how to install ``tokensel`` (from ``tokensel_repository`` in the Sphinx configuration when set).
 
 It also gives every figure made by a code cell a descriptive alt text: an image without one (Sphinx then
 writes the file name) takes its figure's caption, so a screen reader reads what the figure shows.
@@ -12,10 +14,12 @@ writes the file name) takes its figure's caption, so a screen reader reads what 
 
 from __future__ import annotations
 
-import shutil
+import json
 from pathlib import Path
 
 from docutils import nodes
+
+from .notebooks import bib_labels, collect_labels, standalone_notebook
 
 
 def caption_alt_text(app, doctree, docname=None) -> None:
@@ -36,14 +40,67 @@ def add_notebook_download(app, pagename, templatename, context, doctree):
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.is_file():
         return
-    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
+    write_download(app, pagename, executed)
+    downloads = getattr(app, "_tokensel_downloads", None)
+    if downloads is None:
+        downloads = app._tokensel_downloads = {}
+    downloads[pagename] = executed
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+def write_download(app, pagename: str, executed: Path) -> Path:
+    """Write the page's download, ``_sources/<page>.ipynb``: the executed notebook made to stand alone."""
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    notebook = json.loads(executed.read_text(encoding="utf-8"))
+    chapter = _numbers(app).get(pagename)
+    plain = standalone_notebook(notebook, book_labels(app), chapter,
+                                getattr(app.config, "tokensel_repository", None) or None)
+    target.write_text(json.dumps(plain, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+def rewrite_downloads(app, exception) -> None:
+    """Once the pages are written, write every download again: a page whose source is itself a notebook (the
+    student edition's) has had its source copied over it by Sphinx (``html_copy_source``)."""
+    if exception is not None:
+        return
+    for pagename, executed in (getattr(app, "_tokensel_downloads", None) or {}).items():
+        write_download(app, pagename, executed)
+
+
+def _numbers(app) -> dict:
+    from .checks import toc_numbers
+
+    root = Path(app.srcdir)
+    return toc_numbers(root) if (root / "_toc.yml").is_file() else {}
+
+
+def book_labels(app) -> dict[str, str]:
+    """Every label of the executed pages and every entry of the bibliography, as the book numbers and cites
+    them (:func:`~tokensel.book.notebooks.collect_labels`), read once per build."""
+    cached = getattr(app, "_tokensel_labels", None)
+    if cached is not None:
+        return cached
+    labels: dict[str, str] = {}
+    for bib in getattr(app.config, "bibtex_bibfiles", None) or []:
+        path = Path(app.srcdir) / bib
+        if path.is_file():
+            labels |= bib_labels(path.read_text(encoding="utf-8"))
+    executed = Path(app.outdir).parent / "jupyter_execute"
+    numbers = _numbers(app)
+    for page, chapter in numbers.items():
+        path = executed / f"{page}.ipynb"
+        if path.is_file():
+            labels |= collect_labels(json.loads(path.read_text(encoding="utf-8")), chapter, Path(page).name)
+    app._tokensel_labels = labels
+    return labels
+
+
 def setup(app):
+    app.add_config_value("tokensel_repository", "", "html")
     # before sphinx-book-theme's header buttons (priority 501) read ``ipynb_source``
     app.connect("html-page-context", add_notebook_download, priority=500)
     app.connect("doctree-resolved", caption_alt_text)
+    app.connect("build-finished", rewrite_downloads)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

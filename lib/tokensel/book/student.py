@@ -3,16 +3,21 @@
 :func:`prepare_student_sources` writes a source folder for a second Jupyter Book build from the first one:
 every page of ``_toc.yml`` that the first build executed comes as its executed notebook
 (``_build/jupyter_execute/<page>.ipynb``, outputs included), the other pages as their ``.md``, and a
-``_config.yml`` that executes nothing and sets sphinx-exercise's ``hide_solutions``. That option hides a
-``{solution}`` but not a gated one (``{solution-start}`` ... ``{solution-end}``, a solution with code cells):
-sphinx-exercise 1.2 drops its start and keeps its end and every cell between, so
-:func:`strip_gated_solutions` takes those out of the notebooks first. So the student edition
-shows the very numbers and figures of the full book and costs a Sphinx build, not a second execution.
-``make book-student`` runs it after ``make book`` and builds ``_build/student/_build/html``.
+``_config.yml`` that executes nothing and sets sphinx-exercise's ``hide_solutions``. That option only hides
+solutions in the HTML (the page's source, its ``.ipynb`` download and a gated solution's cells keep them), so
+:func:`student_notebook` takes every solution out of the notebooks themselves, and :func:`drop_claims` takes
+the exercises' checks out of the status page's tables. So the student edition shows the very numbers and
+figures of the full book and costs a Sphinx build, not a second execution. ``make book-student`` runs it
+after ``make book`` and builds ``_build/student/_build/html``.
+
+:func:`leak_evidence` and :func:`find_leaks` make the test that no artefact of the student edition (its
+pages, page sources, notebook downloads, search index, PDF) holds a solution's text or an answer's value.
 """
 
 from __future__ import annotations
 
+import ast
+import html
 import json
 import re
 import shutil
@@ -21,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import DataUnavailableError, InvalidArgumentError
+from .notebooks import repair_streams, split_solutions
 
 #: files of the book's root that every build reads, besides the pages
 SUPPORT_FILES = ("_toc.yml", "references.bib", "jupytext.toml")
@@ -29,38 +35,75 @@ SUPPORT_DIRS = ("_static",)
 TITLE_SUFFIX = " (student edition: exercises without solutions)"
 
 
-_GATE_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}")
-_GATE_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}")
+def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
+    """A copy of ``notebook`` (nbformat 4 as a dict) fit for the student edition, and the solutions taken out:
+    every solution removed (:func:`~tokensel.book.notebooks.split_solutions`: ``{solution}`` blocks, gated
+    ones with their code cells and outputs) and every cell's streams stored once
+    (:func:`~tokensel.book.notebooks.repair_streams`)."""
+    out, solutions = split_solutions(notebook)
+    cells = [dict(c, outputs=repair_streams(c.get("outputs") or [])) if c.get("cell_type") == "code" else c
+             for c in out["cells"]]
+    return dict(out, cells=cells), solutions
 
 
-def strip_gated_solutions(notebook: dict) -> tuple[dict, int]:
-    """A copy of ``notebook`` (nbformat 4 as a dict) without its gated solutions: from the line that opens a
-    ``{solution-start}`` block to the fence that closes its ``{solution-end}``, every Markdown line and code
-    cell between; and the number of solutions removed. An unclosed gate is an error."""
+def solution_claims(solutions: list[dict]) -> list[str]:
+    """The names of the claims checked (``check("name", ...)``, ``ts.check(...)``) by solutions' code cells."""
+    names = []
+    for sol in solutions:
+        for code in sol.get("code", []):
+            try:
+                tree = ast.parse(code)
+            except SyntaxError:  # a cell with IPython syntax: its claims by pattern
+                names += re.findall(r"""\bcheck\(\s*["']([^"'\n]+)["']""", code)
+                continue
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, str)
+                        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check"):
+                    names.append(node.args[0].value)
+    return list(dict.fromkeys(names))
+
+
+_ROW = re.compile(r"<tr\b.*?</tr>", re.S)
+
+
+def drop_claims(notebook: dict, names: list[str]) -> tuple[dict, int]:
+    """A copy of ``notebook`` whose outputs no longer mention the claims ``names`` (the status page's rows of
+    exercises' checks): every HTML table row and every line of text that names one is removed; and how many."""
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise InvalidArgumentError("notebook must be an nbformat-4 notebook as a dict (with a 'cells' list)")
-    cells, removed, inside, closing = [], 0, False, None
+    if not names:
+        return notebook, 0
+    escaped = [html.escape(n) for n in names] + [html.escape(n, quote=False) for n in names] + list(names)
+    removed = 0
+
+    def rows(text):
+        nonlocal removed
+        kept = _ROW.sub(lambda m: "" if any(e in m.group(0) for e in escaped) else m.group(0), text)
+        removed += (text != kept)
+        return kept
+
+    def lines(text):
+        nonlocal removed
+        kept = [ln for ln in text.splitlines(keepends=True) if not any(n in ln for n in names)]
+        removed += len(text.splitlines()) - len(kept)
+        return "".join(kept)
+
+    cells = []
     for cell in notebook["cells"]:
-        if cell.get("cell_type") != "markdown":
-            if not inside:
-                cells.append(cell)
-            continue
-        kept = []
-        for line in "".join(cell.get("source", "")).splitlines(keepends=True):
-            if not inside and _GATE_START.match(line):
-                inside, closing = True, None
-                continue
-            if inside:
-                if closing is None and _GATE_END.match(line):
-                    closing = _GATE_END.match(line).group(1)
-                elif closing is not None and line.strip() == closing:
-                    inside, removed = False, removed + 1
-                continue
-            kept.append(line)
-        if "".join(kept).strip():
-            cells.append(dict(cell, source="".join(kept)))
-    if inside:
-        raise InvalidArgumentError("notebook has a {solution-start} without its closed {solution-end}")
+        if cell.get("cell_type") == "code" and cell.get("outputs"):
+            outputs = []
+            for out in cell["outputs"]:
+                out = json.loads(json.dumps(out))
+                if out.get("output_type") == "stream":
+                    out["text"] = lines("".join(out.get("text", "")))
+                for key, value in (out.get("data") or {}).items():
+                    if isinstance(value, (str, list)) and key.startswith("text/"):
+                        text = "".join(value)
+                        out["data"][key] = rows(text) if key == "text/html" else lines(text)
+                outputs.append(out)
+            cell = dict(cell, outputs=outputs)
+        cells.append(cell)
     return dict(notebook, cells=cells), removed
 
 
@@ -124,12 +167,95 @@ def prepare_student_sources(root, built, out) -> Path:
     for name in SUPPORT_DIRS:
         if (root / name).is_dir():
             shutil.copytree(root / name, out / name)
+    notebooks, names = {}, []
+    for page, src in sources.items():
+        if src.suffix == ".ipynb":
+            notebooks[page], solutions = student_notebook(json.loads(src.read_text(encoding="utf-8")))
+            names += solution_claims(solutions)
     for page, src in sources.items():
         dest = out / (page + src.suffix)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".ipynb":
-            notebook, _ = strip_gated_solutions(json.loads(src.read_text(encoding="utf-8")))
+            notebook, _ = drop_claims(notebooks[page], names)  # the status page lists the exercises' checks
             dest.write_text(json.dumps(notebook, indent=1, ensure_ascii=False), encoding="utf-8")
         else:
             shutil.copy2(src, dest)
     return out
+
+
+# --- the evidence of a leaked solution ----------------------------------------------------------------------
+
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]|\{[\w:-]+\}`[^`]*`|`[^`]*`", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?(?![\w.]*\d)")
+#: a phrase of a solution counts as evidence when it has at least this many words
+PHRASE_WORDS = 5
+
+
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+
+
+def normalise(text: str) -> str:
+    """Text as the leak search compares it: HTML tags dropped, entities decoded, Sphinx's curly quotes
+    straightened, words lower-cased and separated by single spaces."""
+    return " ".join(html.unescape(_TAG.sub(" ", text)).translate(_QUOTES).lower().split())
+
+
+def _phrases(markdown: str) -> list[str]:
+    text = _MATH.sub(" | ", markdown).replace("*", " ").replace("_", " ").translate(_QUOTES)
+    parts = re.split(r"[|.;:,()?!\[\]\n]+|\s-+\s|—", text)
+    return [p for p in (" ".join(x.lower().split()) for x in parts) if len(p.split()) >= PHRASE_WORDS]
+
+
+def _significant(number: str) -> int:
+    mantissa = number.lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def _values(text: str) -> list[str]:
+    """The numbers of ``text`` with three or more significant digits (fewer match too much by chance)."""
+    return [n.lstrip("-") for n in _NUMBER.findall(text) if _significant(n) >= 3]
+
+
+def leak_evidence(notebooks: list[dict], records: list[dict] = (), elsewhere: list[str] = ()) -> dict[str, list[str]]:
+    """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
+    ``records`` (:func:`~tokensel.book.checks.load_results`): ``phrases``, every run of five or more words of a
+    solution's text (between formulas and punctuation), and ``values``, every number of three or more
+    significant digits that a solution's cells print or its claims record (measured and expected value, as
+    the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers
+    that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
+    are left out (they prove nothing)."""
+    from .checks import _shown
+
+    phrases, values, names = [], [], []
+    outside = [normalise(t) for t in elsewhere]
+    for nb in notebooks:
+        rest, solutions = split_solutions(nb)
+        names += solution_claims(solutions)
+        for sol in solutions:
+            phrases += _phrases(sol["markdown"])
+            values += _values(sol["markdown"]) + [v for o in sol["outputs"] for v in _values(o)]
+        for cell in rest["cells"]:
+            outside.append(normalise("".join(cell.get("source", ""))))
+            outside += [normalise("".join(o.get("text", ""))) for o in cell.get("outputs") or []]
+            outside += [normalise("".join(v)) for o in cell.get("outputs") or []
+                        for k, v in (o.get("data") or {}).items() if k.startswith("text/")]
+    for rec in records:
+        for claim in rec.get("checks", []):
+            if claim.get("name") in names:
+                values += [_shown(claim[k]).lstrip("-") for k in ("measured", "expected")
+                           if isinstance(claim.get(k), float) and _significant(_shown(claim[k])) >= 3]
+    shown = " \n ".join(outside)
+    phrases = [p for p in dict.fromkeys(phrases) if p not in shown]
+    values = [v for v in dict.fromkeys(values) if not re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", shown)]
+    return {"phrases": phrases, "values": values, "claims": names}
+
+
+def find_leaks(text: str, evidence: dict[str, list[str]]) -> list[str]:
+    """Every piece of ``evidence`` (:func:`leak_evidence`) found in ``text`` (a page, a notebook, a PDF's text)."""
+    flat = normalise(text)
+    found = [f"phrase {p!r}" for p in evidence.get("phrases", []) if p in flat]
+    found += [f"value {v}" for v in evidence.get("values", [])
+              if re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", flat)]
+    found += [f"claim {n!r}" for n in evidence.get("claims", []) if normalise(n) in flat]
+    return found
