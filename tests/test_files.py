@@ -3,7 +3,10 @@
 import json
 import threading
 
+import pytest
+
 import tokensel.files as files
+from tokensel.errors import StorageError
 
 
 def test_write_json_atomic_replaces_whole_files(tmp_path):
@@ -31,12 +34,7 @@ def test_concurrent_writers_never_leave_a_partial_file(tmp_path):
 
 
 def test_lock_is_exclusive(tmp_path):
-    from filelock import Timeout
-
     with files.lock(tmp_path / "new", "x.lock"):  # the folder is created
-        other = files.lock(tmp_path / "new", "x.lock", timeout=0.05)
-        try:
-            other.acquire()
-            raise AssertionError("a second holder got the lock")
-        except Timeout:
-            pass
+        with pytest.raises(StorageError, match="still held after 0.05 s"):
+            with files.lock(tmp_path / "new", "x.lock", timeout=0.05):
+                raise AssertionError("a second holder got the lock")
