@@ -38,3 +38,30 @@ def test_copy_is_independent_and_validate_refuses_nan():
     assert torch.isfinite(m.E).all()
     with pytest.raises(InvalidParameterError, match="NaN"):
         c.validate()
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
+def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(shape):
+    import torch
+
+    import tokensel as ts
+
+    S, d = shape
+    with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
+        ts.AttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
+                          torch.zeros(d, dtype=torch.float64))
+    with pytest.raises(ts.InvalidParameterError):
+        ts.MultiClassAttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
+                                    torch.zeros(d, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])
+def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(name, value):
+    import tokensel as ts
+
+    batch = ts.synthetic.independent_tokens(20, 10, length=4, seed=0).batch
+    model = ts.AttentionModel.init(10, 4, seed=0)
+    getattr(model, name).view(-1)[0] = value
+    for call in (lambda: ts.gradients(model, batch), lambda: model.forward(batch), lambda: model.loss(batch)):
+        with pytest.raises(ts.InvalidParameterError, match=f"{name} contains NaN or inf"):
+            call()
