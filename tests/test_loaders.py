@@ -61,8 +61,12 @@ def test_loader_errors(tmp_path, monkeypatch):
     bad = tmp_path / "imdb" / "test.parquet"
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_bytes(b"PAR1 this is not a parquet file")
+    with pytest.raises(DataUnavailableError, match="damaged"):  # its checksum is checked before it is parsed
+        ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    ts.manifest.write_manifest(tmp_path)  # recorded as it is: then it is parsed, and refused as parquet
     with pytest.raises(DataUnavailableError, match="corrupted"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    bad.unlink()
     _write(tmp_path, "yelp_polarity_sample/test.parquet", ["x"], [1])
     import pyarrow as pa2
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
