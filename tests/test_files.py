@@ -38,3 +38,55 @@ def test_lock_is_exclusive(tmp_path):
         with pytest.raises(StorageError, match="still held after 0.05 s"):
             with files.lock(tmp_path / "new", "x.lock", timeout=0.05):
                 raise AssertionError("a second holder got the lock")
+
+
+def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    path = tmp_path / "r.json"
+    files.write_json_atomic(path, {"old": 1})
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", full)
+        with pytest.raises(StorageError, match="No space left on device"):
+            files.write_json_atomic(path, {"new": 2})
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    (tmp_path / "blocker").write_text("a file where a folder belongs")
+    with pytest.raises(StorageError, match="cannot be used as a folder|is not a folder"):
+        files.write_json_atomic(tmp_path / "blocker" / "x.json", {})
+    (tmp_path / "x.lock").mkdir()
+    with pytest.raises(StorageError, match="is a folder"):
+        with files.lock(tmp_path, "x.lock"):
+            pass
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StorageError, match="is a FIFO"):
+        files.check_regular_file(fifo, "the file")
+
+
+def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    import torch
+
+    import tokensel as ts
+
+    batch = ts.synthetic.independent_tokens(40, 12, length=5, seed=1).batch
+    path = tmp_path / "run.pt"
+    ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=2, lr=0.05, progress=False, checkpoint=path)
+    before = path.read_bytes()
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(StorageError, match="No space left on device"):
+        ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=3, lr=0.05, progress=False,
+                       checkpoint=tmp_path / "other.pt")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["run.pt"]
