@@ -17,7 +17,7 @@ import torch
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
 from .seeding import generator
-from .validation import MAX_ELEMENTS, check_choice, check_int
+from .validation import MAX_ELEMENTS, check_choice, check_device, check_int
 
 
 HALF = (torch.float16, torch.bfloat16)
@@ -123,6 +123,7 @@ class AttentionModel(_EmbeddingModel):
         check_int(seed, "seed", min=0, error=InvalidParameterError)
         check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
         _check_dtype(dtype)
+        device = check_device(device)
         if vocab_size * d > MAX_ELEMENTS:
             raise InvalidParameterError(f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
                                         "this library allocates: lower vocab_size or d")
@@ -211,6 +212,8 @@ class MultiClassAttentionModel(_EmbeddingModel):
         d = check_int(d, "d", min=1, error=InvalidParameterError)
         if num_classes > d:
             raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
+        _check_dtype(dtype)
+        device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
         g = generator(seed + 7_919)
         V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))

@@ -23,7 +23,7 @@ MAX_ELEMENTS = 2**34  # the largest tensor a function will allocate on request (
 MAX_STEPS = 10**12  # more steps than any run can take: larger counts are typing errors
 
 __all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_path", "check_int_array",
-           "check_real_array"]
+           "check_real_array", "check_device"]
 
 
 def _short(value) -> str:
@@ -184,3 +184,29 @@ def check_real_array(value, name: str, *, ndim: int | None = None, finite: bool 
     if finite and not np.all(np.isfinite(arr)):
         raise error(f"{name} contains NaN or inf")
     return arr
+
+
+def check_device(value, name: str = "device") -> torch.device:
+    """``value`` as a :class:`torch.device` that this build of torch can use: a CUDA device on a build or a
+    machine without CUDA, an index past the last GPU, or the meta device (no values) is refused."""
+    if isinstance(value, bool) or not isinstance(value, (str, torch.device, int)):
+        raise ArgumentTypeError(f"{name} must be a device such as 'cpu' or 'cuda', got {type(value).__name__} "
+                                f"{_short(value)}")
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{name} = {_short(value)} is not a device ({str(exc)[:80]}); use 'cpu' or "
+                                   "'cuda'") from None
+    if dev.type == "meta":
+        raise InvalidArgumentError(f"{name} = 'meta' holds no values: use 'cpu' or 'cuda'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InvalidArgumentError(f"{name} = {str(dev)!r}, but this torch build or machine has no CUDA GPU "
+                                       f"(torch {torch.__version__}): use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InvalidArgumentError(f"{name} = {str(dev)!r}, but there are {torch.cuda.device_count()} GPU(s)")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise InvalidArgumentError(f"{name} = 'mps', but MPS is not available here: use 'cpu'")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise InvalidArgumentError(f"{name} = {str(dev)!r} is not supported: use 'cpu' or 'cuda'")
+    return dev
