@@ -102,3 +102,20 @@ def test_score_space_svm_matches_embedding_svm(small):
     assert torch.allclose(c[used], (E @ direct.p)[used], atol=1e-6)
     with pytest.raises(InfeasibleSVMError):
         ts.max_margin_scores(torch.eye(3, dtype=torch.float64), np.array([[0, 1], [1, 0]]))
+
+
+@pytest.mark.parametrize("form", ["sparse", "dense"])
+def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
+    """The pair (0, 1) is separable (E_1 - E_0 != 0): the problem is feasible with |p| ~ 1e12, which no
+    solver resolves. That is a SolverError saying so, never an InfeasibleSVMError; identical embeddings
+    (p^T 0 >= 1) stay infeasible."""
+    from tokensel.errors import InfeasibleSVMError, SolverError
+
+    E = torch.randn(4, 3, dtype=torch.float64, generator=ts.generator(0))
+    E[1] = E[0] + 1e-12
+    with pytest.raises(SolverError, match="feasible .* 1.73e-12 apart") as info:
+        ts.max_margin(E, np.array([[0, 1], [2, 3]]), form=form)
+    assert not isinstance(info.value, InfeasibleSVMError)
+    E[1] = E[0]
+    with pytest.raises(InfeasibleSVMError):
+        ts.max_margin(E, np.array([[0, 1], [2, 3]]), form=form)
