@@ -155,3 +155,18 @@ def test_stratified_sample_keeps_label_shares():
         ts.loaders.stratified_sample(ds, 2.5)
     with pytest.raises(InvalidArgumentError, match="'label' column"):
         ts.loaders.stratified_sample({"label": [0, 1]}, 1)
+
+
+def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = pa.py_buffer(b"good\xff\xfe")
+    offsets = pa.py_buffer(np.array([0, 4, 6], dtype=np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, data])
+    (tmp_path / "yelp_polarity_sample").mkdir()
+    pq.write_table(pa.table({"text": text, "label": pa.array([1, 0])}), tmp_path / "yelp_polarity_sample/test.parquet")
+    ts.manifest.write_manifest(tmp_path)
+    with pytest.raises(DataUnavailableError, match="UTF-8|corrupted"):
+        ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
