@@ -3,6 +3,7 @@ code, resumes on another device, and survives two processes writing it at once."
 
 import io
 import multiprocessing
+import os
 import pickle
 import zipfile
 
@@ -10,7 +11,8 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import CheckpointError, DivergenceError, InvalidParameterError
+from tokensel.errors import (CheckpointError, DivergenceError, InvalidParameterError, StorageError,
+                             TokenselError)
 
 
 def _data(seed=1):
@@ -166,3 +168,97 @@ def test_a_diverging_variant_stops_with_finite_parameters():
     with pytest.raises(DivergenceError):
         ts.variants.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
     model.validate()
+
+
+def _tampered(path, edit):
+    """Write a checkpoint of the KW run with ``edit`` applied to its loaded state (fingerprint intact)."""
+    _finished(path, steps=4, checkpoint_every=2)
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)
+    return path.read_bytes()
+
+
+def _opt_state(state, key="exp_avg_sq"):
+    return state["opt"]["state"][0][key]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", torch.zeros(3)), "exp_avg of parameter 0 has shape"),
+    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s)[:1]), "has shape"),
+    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s).float()), "has dtype"),
+    (lambda s: _opt_state(s).view(-1).__setitem__(0, float("nan")), "holds NaN or inf"),
+    (lambda s: _opt_state(s).view(-1).__setitem__(0, -1.0), "negative"),
+    (lambda s: _opt_state(s, "exp_avg").view(-1).__setitem__(0, float("inf")), "holds NaN or inf"),
+    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", _opt_state(s, "exp_avg").t()), "contiguous|shape"),
+    (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(99.0)), "step count"),
+    (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(4.0, dtype=torch.float64)), "step count"),
+    (lambda s: s["opt"]["state"][0].pop("exp_avg_sq"), "entries"),
+    (lambda s: s["opt"]["state"].__setitem__(7, s["opt"]["state"][0]), "parameter 7"),
+    (lambda s: s["opt"]["param_groups"][0].__setitem__("eps", -1.0), "eps=-1.0"),
+    (lambda s: s["opt"]["param_groups"][0].__setitem__("params", [0]), "params="),
+    (lambda s: s["opt"].__setitem__("param_groups", []), "parameter groups"),
+    (lambda s: s.__setitem__("opt", [1, 2]), "not an optimiser state"),
+    (lambda s: s.__setitem__("step", 1), "step count"),
+    (lambda s: s.__setitem__("step", 10**6), "impossible step"),
+    (lambda s: s["traj"].__setitem__("loss", ["x"]), "'loss' is not a list of numbers"),
+    (lambda s: s["traj"].__setitem__("loss", [0.5]), "different lengths"),
+    (lambda s: s["traj"]["step"].reverse(), "increasing"),
+    (lambda s: s["tensors"].__setitem__("E", s["tensors"]["E"].to(torch.float32)), "tensor 'E' has dtype"),
+    (lambda s: s["tensors"].__setitem__("extra", torch.zeros(2)), "holds the tensors"),
+    (lambda s: s["meta"]["settings"].__setitem__("lr", torch.tensor([1.0, 2.0])), "belongs to another run"),
+])
+def test_a_checkpoint_of_this_run_with_a_bad_state_is_refused_before_loading(tmp_path, edit, message):
+    """Item: a file with this run's fingerprint but a wrongly shaped optimiser state used to crash the
+    fused Adam kernel (SIGSEGV); NaN or negative second moments poisoned the model."""
+    path = tmp_path / "run.pt"
+    before = _tampered(path, edit)
+    model = ts.AttentionModel.init(30, 8, seed=0)
+    E0 = model.E.clone()
+    with pytest.raises(CheckpointError, match=message):
+        ts.train_joint(model, _data(), checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2})
+    assert torch.equal(model.E, E0), "the model changed before the refusal"
+    assert path.read_bytes() == before, "the refused checkpoint was modified"
+
+
+def test_an_untampered_checkpoint_still_resumes_to_the_same_result(tmp_path):
+    path = tmp_path / "run.pt"
+    _tampered(path, lambda s: None)
+    model = ts.AttentionModel.init(30, 8, seed=0)
+    ts.train_joint(model, _data(), checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2})
+    fresh = _finished(None, steps=4, checkpoint_every=2)
+    assert torch.equal(model.E, fresh.E) and torch.equal(model.p, fresh.p)
+
+
+def test_checkpoint_paths_that_are_not_files_are_refused_in_one_line(tmp_path):
+    folder = tmp_path / "a_folder.pt"
+    folder.mkdir()
+    with pytest.raises(TokenselError, match="is a folder"):
+        _finished(folder)
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointError, match="is a FIFO"):  # never opened: reading a FIFO would block
+        _finished(fifo)
+    dangling = tmp_path / "dangling.pt"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.pt")
+    with pytest.raises(CheckpointError, match="dangling link"):
+        _finished(dangling)
+    (tmp_path / "locked.pt.lock").mkdir()
+    with pytest.raises(StorageError, match="lock file .* is a folder"):
+        _finished(tmp_path / "locked.pt")
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    with pytest.raises(StorageError, match="cannot be used as a folder|is not a folder"):
+        _finished(blocked / "run.pt")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_checkpoint_folder_is_a_storage_error(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(StorageError, match="cannot"):
+            _finished(ro / "run.pt")
+    finally:
+        ro.chmod(0o700)

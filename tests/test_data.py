@@ -79,3 +79,20 @@ def test_distinct_entries_with_counts():
     assert dt.ids.tolist() == [0, 2, 1, 0, 1] and dt.seg.tolist() == [0, 0, 1, 2, 2]
     assert dt.counts.tolist() == [1.0, 3.0, 1.0, 1.0, 2.0] and dt.offsets.tolist() == [0, 2, 3, 5]
     assert b.distinct() is dt  # cached
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_batch_never_shares_memory_with_the_callers_arrays(kind):
+    """Edits to the caller's arrays after validation must not leak into the batch (they used to alias)."""
+    import numpy as np
+    import torch
+
+    ids, offsets, labels = np.array([0, 1, 2, 1], dtype=np.int64), np.array([0, 2, 4]), np.array([1.0, -1.0])
+    if kind == "torch":
+        ids, offsets, labels = torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels)
+    batch = ts.RaggedBatch(ids, offsets, labels, vocab_size=3)
+    ids[0] = 10**9
+    offsets[1] = 99
+    labels[0] = float("nan")
+    assert batch.ids.tolist() == [0, 1, 2, 1] and batch.offsets.tolist() == [0, 2, 4]
+    assert batch.labels.tolist() == [1, -1]

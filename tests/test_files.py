@@ -3,7 +3,10 @@
 import json
 import threading
 
+import pytest
+
 import tokensel.files as files
+from tokensel.errors import StorageError
 
 
 def test_write_json_atomic_replaces_whole_files(tmp_path):
@@ -31,12 +34,59 @@ def test_concurrent_writers_never_leave_a_partial_file(tmp_path):
 
 
 def test_lock_is_exclusive(tmp_path):
-    from filelock import Timeout
-
     with files.lock(tmp_path / "new", "x.lock"):  # the folder is created
-        other = files.lock(tmp_path / "new", "x.lock", timeout=0.05)
-        try:
-            other.acquire()
-            raise AssertionError("a second holder got the lock")
-        except Timeout:
+        with pytest.raises(StorageError, match="still held after 0.05 s"):
+            with files.lock(tmp_path / "new", "x.lock", timeout=0.05):
+                raise AssertionError("a second holder got the lock")
+
+
+def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    path = tmp_path / "r.json"
+    files.write_json_atomic(path, {"old": 1})
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", full)
+        with pytest.raises(StorageError, match="No space left on device"):
+            files.write_json_atomic(path, {"new": 2})
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    (tmp_path / "blocker").write_text("a file where a folder belongs")
+    with pytest.raises(StorageError, match="cannot be used as a folder|is not a folder"):
+        files.write_json_atomic(tmp_path / "blocker" / "x.json", {})
+    (tmp_path / "x.lock").mkdir()
+    with pytest.raises(StorageError, match="is a folder"):
+        with files.lock(tmp_path, "x.lock"):
             pass
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StorageError, match="is a FIFO"):
+        files.check_regular_file(fifo, "the file")
+
+
+def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    import torch
+
+    import tokensel as ts
+
+    batch = ts.synthetic.independent_tokens(40, 12, length=5, seed=1).batch
+    path = tmp_path / "run.pt"
+    ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=2, lr=0.05, progress=False, checkpoint=path)
+    before = path.read_bytes()
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(StorageError, match="No space left on device"):
+        ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=3, lr=0.05, progress=False,
+                       checkpoint=tmp_path / "other.pt")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["run.pt"]

@@ -61,8 +61,12 @@ def test_loader_errors(tmp_path, monkeypatch):
     bad = tmp_path / "imdb" / "test.parquet"
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_bytes(b"PAR1 this is not a parquet file")
+    with pytest.raises(DataUnavailableError, match="damaged"):  # its checksum is checked before it is parsed
+        ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    ts.manifest.write_manifest(tmp_path)  # recorded as it is: then it is parsed, and refused as parquet
     with pytest.raises(DataUnavailableError, match="corrupted"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    bad.unlink()
     _write(tmp_path, "yelp_polarity_sample/test.parquet", ["x"], [1])
     import pyarrow as pa2
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
@@ -151,3 +155,18 @@ def test_stratified_sample_keeps_label_shares():
         ts.loaders.stratified_sample(ds, 2.5)
     with pytest.raises(InvalidArgumentError, match="'label' column"):
         ts.loaders.stratified_sample({"label": [0, 1]}, 1)
+
+
+def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = pa.py_buffer(b"good\xff\xfe")
+    offsets = pa.py_buffer(np.array([0, 4, 6], dtype=np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, data])
+    (tmp_path / "yelp_polarity_sample").mkdir()
+    pq.write_table(pa.table({"text": text, "label": pa.array([1, 0])}), tmp_path / "yelp_polarity_sample/test.parquet")
+    ts.manifest.write_manifest(tmp_path)
+    with pytest.raises(DataUnavailableError, match="UTF-8|corrupted"):
+        ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)

@@ -84,3 +84,39 @@ def test_trajectory_frame():
     traj.append(0, 0.0, 1.0, 2.0, 3.0, acc=0.5)
     frame = traj.to_frame()
     assert list(frame.columns) == ["step", "t", "loss", "norm_p", "grad_norm", "cos_ref", "acc"] and len(traj) == 1
+
+
+def test_an_update_that_overflows_is_undone_and_the_model_keeps_its_last_finite_parameters():
+    """README: a run whose loss or gradient stops being finite raises DivergenceError and keeps the
+    parameters of its last finite step. A finite gradient times lr = 1.7e308 used to leave inf in E."""
+    import torch
+
+    import tokensel as ts
+    from tokensel.errors import DivergenceError
+
+    batch = ts.synthetic.independent_tokens(80, 30, length=8, delta=0.8, seed=1).batch
+    for dtype, lr in ((torch.float64, 1.7e308), (torch.float32, 3e38)):
+        model = ts.AttentionModel.init(30, 8, seed=0, dtype=dtype)
+        E0 = model.E.clone()
+        with pytest.raises(DivergenceError, match="step 0: the update of the parameters is not finite") as info:
+            ts.train_joint(model, batch, steps=5, lr=lr, params=("E", "p", "v"), eval_every=1, progress=False)
+        assert info.value.step == 0
+        model.validate()
+        assert torch.equal(model.E, E0), "the parameters of step 0 are the initial ones"
+    variant = ts.variants.make("mlp", 30, 8, seed=0)
+    with pytest.raises(DivergenceError):
+        ts.variants.train_variant(variant, batch, steps=5, lr=1.7e308, eval_every=1, progress=False)
+    variant.validate()
+
+
+def test_the_overflow_guard_is_off_for_ordinary_learning_rates():
+    """The guard costs a copy of the parameters per step, so it is taken only where an update can overflow."""
+    import torch
+
+    from tokensel.loop import may_overflow
+
+    x = [torch.ones(4, 3, dtype=torch.float64, requires_grad=True)]
+    opt = torch.optim.Adam(x, lr=1.0)
+    assert not may_overflow(opt, x, 1.0, 10**6)
+    assert may_overflow(opt, x, 1e300, 10**6)
+    assert may_overflow(opt, [torch.ones(2, dtype=torch.float32, requires_grad=True)], 1e36, 100)

@@ -118,3 +118,20 @@ def test_kkt_residual_small_at_the_optimum_and_large_off_it():
     assert res2 > 0.1
     with pytest.raises(ts.InvalidParameterError):
         ts.maxmargin.kkt_residual(m.E, svm, active_tol=0)
+
+
+@pytest.mark.parametrize("form", ["sparse", "dense"])
+def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
+    """The pair (0, 1) is separable (E_1 - E_0 != 0): the problem is feasible with |p| ~ 1e12, which no
+    solver resolves. That is a SolverError saying so, never an InfeasibleSVMError; identical embeddings
+    (p^T 0 >= 1) stay infeasible."""
+    from tokensel.errors import InfeasibleSVMError, SolverError
+
+    E = torch.randn(4, 3, dtype=torch.float64, generator=ts.generator(0))
+    E[1] = E[0] + 1e-12
+    with pytest.raises(SolverError, match="feasible .* 1.73e-12 apart") as info:
+        ts.max_margin(E, np.array([[0, 1], [2, 3]]), form=form)
+    assert not isinstance(info.value, InfeasibleSVMError)
+    E[1] = E[0]
+    with pytest.raises(InfeasibleSVMError):
+        ts.max_margin(E, np.array([[0, 1], [2, 3]]), form=form)

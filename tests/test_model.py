@@ -38,3 +38,61 @@ def test_copy_is_independent_and_validate_refuses_nan():
     assert torch.isfinite(m.E).all()
     with pytest.raises(InvalidParameterError, match="NaN"):
         c.validate()
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
+def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(shape):
+    import torch
+
+    import tokensel as ts
+
+    S, d = shape
+    with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
+        ts.AttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
+                          torch.zeros(d, dtype=torch.float64))
+    with pytest.raises(ts.InvalidParameterError):
+        ts.MultiClassAttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
+                                    torch.zeros(d, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])
+def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(name, value):
+    import tokensel as ts
+
+    batch = ts.synthetic.independent_tokens(20, 10, length=4, seed=0).batch
+    model = ts.AttentionModel.init(10, 4, seed=0)
+    getattr(model, name).view(-1)[0] = value
+    for call in (lambda: ts.gradients(model, batch), lambda: model.forward(batch), lambda: model.loss(batch)):
+        with pytest.raises(ts.InvalidParameterError, match=f"{name} contains NaN or inf"):
+            call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "meta", "nonsense", 3.5])
+def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device):
+    from tokensel.errors import TokenselError
+
+    for build in (lambda: ts.AttentionModel.init(5, 3, device=device),
+                  lambda: ts.MultiClassAttentionModel.init(5, 3, 2, device=device),
+                  lambda: ts.variants.make("mlp", 5, 3, device=device)):
+        with pytest.raises(TokenselError, match="device|CUDA"):
+            build()
+
+
+def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
+    import dataclasses
+
+    import numpy as np
+
+    from tokensel import experiments, reviews
+
+    batch = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2], [0]], [1, 1, -1, -1], vocab_size=3)
+    data = reviews.ReviewData.__new__(reviews.ReviewData)
+    fields = {f.name: None for f in dataclasses.fields(reviews.ReviewData)}
+    fields.update(name="imdb", train=batch, test=batch, vocab=ts.text.build_vocabulary([["a", "b", "c"]], min_df=1))
+    good = dict(fields, train_ratings=np.array([9, 7, 1, 4]), test_ratings=np.array([10, 8, 2, 3]))
+    assert experiments.rating_classes(reviews.ReviewData(**good), "train").labels.tolist() == [3, 2, 0, 1]
+    for bad in (np.array([11, 7, 1, 4]), np.array([9, 7, 0, 4]), np.array([9, 5, 1, 4]), np.array([9, 7, 8, 4]),
+                np.array(["9", "7", "1", "4"]), np.array([9.0, 7.0, 1.0, 4.0])):
+        with pytest.raises(ts.TokenselError):
+            experiments.rating_classes(reviews.ReviewData(**dict(fields, train_ratings=bad, test_ratings=bad)))

@@ -26,8 +26,70 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
+
+
+class UsageError(Exception):
+    """A path given on the command line that cannot be what the command needs."""
+
+
+def _kind(path: Path) -> str | None:
+    """What is at ``path`` (following links): None when nothing is, else 'file', 'folder', 'a FIFO', ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a dangling link" if os.path.islink(path) else None
+    except OSError as exc:
+        raise UsageError(f"{str(path)!r} cannot be examined ({exc.strerror or exc})") from exc
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
+def _existing(value: str, want: str, what: str) -> Path:
+    """``value`` as a path to an existing, readable ``want`` ('file' or 'folder'), never opened if it is not
+    one (a FIFO would block)."""
+    path = Path(value)
+    kind = _kind(path)
+    if kind is None:
+        raise UsageError(f"{what} {value!r} does not exist")
+    if kind != want:
+        raise UsageError(f"{what} {value!r} is {'a ' + kind if kind in ('file', 'folder') else kind}, not a {want}")
+    if not os.access(path, os.R_OK | (os.X_OK if want == "folder" else 0)):
+        raise UsageError(f"{what} {value!r} is not readable")
+    return path
+
+
+def _output(value: str, want: str, what: str) -> Path:
+    """``value`` as a place to write a ``want`` ('file' or 'folder'): nothing else may be in its place."""
+    path = Path(value)
+    kind = _kind(path)
+    if kind is not None and kind != want:
+        raise UsageError(f"{what} {value!r} is {'a ' + kind if kind in ('file', 'folder') else kind}, not a {want}")
+    for parent in path.absolute().parents:
+        pk = _kind(parent)
+        if pk is None:
+            continue
+        if pk != "folder":
+            raise UsageError(f"{what} {value!r} cannot be written: {str(parent)!r} is {pk}, not a folder")
+        break
+    return path
+
+
+def _book() -> Path:
+    """The book's root at or above the working directory: refuses to act outside a book."""
+    from .book.checks import book_root
+
+    root = book_root()
+    if _kind(root / "_config.yml") != "file" or _kind(root / "_toc.yml") != "file":
+        raise UsageError(f"{str(Path.cwd())!r} is not inside a book (no _config.yml and _toc.yml here or above): "
+                         "run this from the project folder")
+    return root
 
 
 def main(argv=None) -> int:
@@ -92,29 +154,40 @@ def main(argv=None) -> int:
                           f"{ds.info.description}")
             return 0
         if args.command == "contents":
-            from .book.checks import book_root
             from .book.sphinx_roadmap import contents_markdown
 
-            print(contents_markdown(book_root()))
+            print(contents_markdown(_book()))
             return 0
         if args.command == "pdf":
-            from .book.checks import book_root, toc_files
+            from .book.checks import toc_files
             from .book.pdf import print_book
 
-            out = print_book(args.html_dir, args.out, toc_files(book_root()))
+            root = _book()
+            html = _existing(args.html_dir, "folder", "the built book")
+            _existing(str(html / "index.html"), "file", "the built book's front page")
+            out = print_book(html, _output(args.out, "file", "the PDF"), toc_files(root))
             print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
             return 0
         if args.command == "student":
-            from .book.checks import book_root
             from .book.student import prepare_student_sources
 
-            print(f"wrote the student edition's sources to {prepare_student_sources(book_root(), args.build_dir, args.out)}")
+            root = _book()
+            built = _existing(args.build_dir, "folder", "the build folder")
+            out = _output(args.out, "folder", "the student edition's folder")
+            if _kind(out) == "folder" and any(out.iterdir()) and _kind(out / "_toc.yml") != "file":
+                raise UsageError(f"the student edition's folder {args.out!r} holds files that are not a student "
+                                 "edition (it is emptied first): give a new or empty folder")
+            print(f"wrote the student edition's sources to {prepare_student_sources(root, built, out)}")
             return 0
         if args.command == "format":
-            from .book.checks import book_root
             from .book.formatting import format_pages, unformatted
 
-            pages = args.pages or sorted(str(p) for p in (book_root() / "book").glob("*.md"))
+            if args.pages:
+                pages = [str(_existing(page, "file", "the page")) for page in args.pages]
+            else:
+                pages = sorted(str(p) for p in (_book() / "book").glob("*.md"))
+                if not pages:
+                    raise UsageError("the book has no chapters (book/*.md) to format")
             if args.check:
                 bad = unformatted(pages)
                 for page in bad:
@@ -126,7 +199,7 @@ def main(argv=None) -> int:
         if args.command == "manifest":
             from .manifest import write_manifest
 
-            print(f"wrote {write_manifest(Path(args.folder))}")
+            print(f"wrote {write_manifest(_existing(args.folder, 'folder', 'the data folder'))}")
             return 0
         if args.command == "imdb-mirror":
             import pyarrow.parquet as pq
@@ -134,7 +207,8 @@ def main(argv=None) -> int:
             from .imdb_archive import write_archive
             from .manifest import sha256_file, verify
 
-            root = Path(args.data_dir)
+            root = _existing(args.data_dir, "folder", "the data folder")
+            _output(args.archive, "file", "the archive")
             tables = {}
             for split in ("train", "test"):
                 verify(root, f"imdb/{split}.parquet")
@@ -142,10 +216,24 @@ def main(argv=None) -> int:
             path = write_archive(tables, args.archive)
             print(f"wrote {path} (SHA-256 {sha256_file(path)})")
             return 0
-    except TokenselError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (TokenselError, UsageError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the file system refused (read-only, full, permissions): one line, no traceback
+        where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+        print(f"error:{where} {exc.strerror or exc} ({type(exc).__name__})", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
+        print(f"error: {args.command} failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 2000 else text[:1997] + "..."
 
 
 if __name__ == "__main__":

@@ -55,8 +55,39 @@ def _get(name: str) -> str | None:
 
 
 def _bad(name: str, value: str, want: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"environment variable {name}={value!r} is not {want}; set it to {want} "
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    return InvalidArgumentError(f"environment variable {name}={shown!r} is not {want}; set it to {want} "
                                 f"or unset it (see tokensel.config)")
+
+
+def _whole(value: str, digits: int) -> int | None:
+    """``value`` as a whole number written with ASCII digits (``_`` between groups allowed) and at most
+    ``digits`` of them; None otherwise. Unicode digits that ``str.isdigit`` accepts but ``int`` refuses
+    (superscripts), signs, spaces inside and absurdly long numbers are all refused."""
+    value = value.strip()
+    if not re.fullmatch(r"[0-9]+(?:_[0-9]+)*", value, flags=re.ASCII) or len(value.replace("_", "")) > digits:
+        return None
+    return int(value.replace("_", ""))
+
+
+def redact(location: str) -> str:
+    """``location`` safe to print: the password (and any user name) of a URL replaced by ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(location)
+        if parts.username is None and parts.password is None:
+            return location
+        host = parts.hostname or ""
+        netloc = "***@" + host + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:  # an invalid port, an unbalanced bracket: say nothing of it
+        return "<an unparseable URL>" if "@" in location else location
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***`` (for error messages)."""
+    return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)
 
 
 def data_dir() -> Path | None:
@@ -103,9 +134,10 @@ def yelp_size() -> int | None:
         return DEFAULT_YELP_SIZE
     if value.strip().lower() == "full":
         return None
-    if not re.fullmatch(r"[0-9_]+", value.strip()) or int(value.replace("_", "")) < 2:
+    number = _whole(value, 15)
+    if number is None or number < 2:
         raise _bad(YELP_SIZE, value, "a number of reviews per split (at least 2) or 'full'")
-    return int(value.replace("_", ""))
+    return number
 
 
 def progress() -> bool:
@@ -118,9 +150,10 @@ def threads() -> int:
     value = _get(THREADS)
     if value is None:
         return DEFAULT_THREADS
-    if not value.strip().isdigit() or not 1 <= int(value) <= 4096:
+    number = _whole(value, 6)
+    if number is None or not 1 <= number <= 4096:
         raise _bad(THREADS, value, "a whole number of threads between 1 and 4096")
-    return int(value)
+    return number
 
 
 def results_dir(book_root: Path) -> Path:

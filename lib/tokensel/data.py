@@ -23,17 +23,22 @@ from .validation import check_int, check_int_array, check_real_array
 
 
 def _as_long(x, name: str) -> torch.Tensor:
-    """An integer tensor as int64; floats (even integer-valued), bools, strings and objects are refused."""
+    """An integer tensor as int64, always a copy of its own (a batch never shares memory with the caller's
+    arrays, so an edit after validation cannot leak in); floats (even integer-valued), bools, strings and
+    objects are refused."""
     if isinstance(x, torch.Tensor):
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
             raise InvalidBatchError(f"{name} must be integers, got a tensor of dtype {x.dtype}"
                                     + (": convert explicitly with .long()" if x.dtype.is_floating_point else ""))
-        return x.to(torch.long)
+        if x.is_meta or x.layout != torch.strided:
+            raise InvalidBatchError(f"{name} must be a dense tensor with values, got a {x.layout} tensor"
+                                    + (" on the meta device" if x.is_meta else ""))
+        return x.detach().to(torch.long, copy=True).contiguous()
     try:
         arr = check_int_array(x, name, error=InvalidBatchError)
     except ArgumentTypeError as exc:
         raise InvalidBatchError(str(exc)) from None
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.from_numpy(np.array(arr, dtype=np.int64, copy=True, order="C"))
 
 
 @dataclass(frozen=True)
@@ -96,9 +101,13 @@ class RaggedBatch:
             if arr.dtype.kind not in "iuf":
                 raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array "
                                         f"of dtype {arr.dtype}")
-            labels = torch.from_numpy(np.ascontiguousarray(arr))
+            labels = torch.from_numpy(np.array(arr, copy=True, order="C"))
         elif labels.dtype == torch.bool or labels.dtype.is_complex:
             raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got dtype {labels.dtype}")
+        else:
+            if labels.is_meta or labels.layout != torch.strided:
+                raise InvalidBatchError("labels must be a dense tensor with values")
+            labels = labels.detach().clone()  # never the caller's memory
         labels = labels.to(device)
         if labels.shape != (n,):
             raise InvalidBatchError(f"expected {n} labels (one per sequence), got shape {tuple(labels.shape)}")

@@ -61,6 +61,12 @@ class CheckpointError(InvalidArgumentError):
     The file is left as it is."""
 
 
+class StorageError(TokenselError, OSError):
+    """A file or folder the library writes, reads back or locks cannot be used: a folder where a file
+    belongs (or the reverse), a read-only or full disk, a dangling link, a special file. Nothing half-written
+    is left behind."""
+
+
 class UnknownWordError(TokenselError, KeyError):
     """A word is not in the vocabulary."""
 

@@ -37,7 +37,7 @@ from .files import write_json_atomic
 from .model import AttentionModel, MultiClassAttentionModel
 from .reviews import ReviewData, from_frame, prepare_texts
 from .training import one_step, train_joint
-from .validation import check_choice
+from .validation import check_choice, check_int_array
 
 PAPER_D = 2048
 
@@ -103,6 +103,16 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     if ratings is None:
         raise DataUnavailableError(f"{data.name} has no star ratings: the four rating classes need IMDB's "
                                    "ratings (the original archive carries them)")
+    ratings = check_int_array(ratings, f"{split}_ratings", ndim=1, error=InvalidParameterError)
+    if len(ratings) != batch.n:
+        raise InvalidParameterError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
+    labels = batch.labels.cpu().numpy()
+    outside = (ratings < 1) | (ratings > 10) | ((ratings > 4) & (ratings < 7)) | ((labels < 0) & (ratings > 4)) \
+        | ((labels > 0) & (ratings < 7))
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        raise InvalidParameterError(f"{split}_ratings[{i}] = {int(ratings[i])} is not an IMDB rating of its review "
+                                    "(negative reviews are rated 1-4, positive 7-10): it is not binned into a class")
     classes = np.digitize(ratings, RATING_EDGES)
     return RaggedBatch(batch.ids, batch.offsets, torch.from_numpy(classes), len(data.vocab),
                        num_classes=len(RATING_EDGES) + 1)

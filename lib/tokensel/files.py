@@ -1,33 +1,110 @@
-"""Files written so that a reader never sees half of one: unique temporary names and atomic renames."""
+"""Files written so that a reader never sees half of one: unique temporary names and atomic renames,
+file locks, and one error for every way the file system can refuse (:class:`~tokensel.errors.StorageError`:
+a folder where a file belongs, a read-only or full disk, a dangling link, a FIFO where a file belongs)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from .errors import StorageError
+
+
+def describe_os_error(exc: BaseException) -> str:
+    """One line for an ``OSError``: its kind and message, without a traceback."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0][:160] if text else ''}"
+
+
+def ensure_folder(folder: Path, what: str) -> Path:
+    """``folder``, created if needed; a file, a dangling link or an unwritable place in its stead raises
+    :class:`StorageError` naming ``what`` it is for."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"{what} {str(folder)!r} cannot be used as a folder ({describe_os_error(exc)}): "
+                           "remove what is in its place or choose another folder.") from exc
+    if not folder.is_dir():
+        raise StorageError(f"{what} {str(folder)!r} is not a folder: remove what is in its place or choose another "
+                           "folder.")
+    return folder
+
+
+def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
+    """``path`` if it is a regular file (after links); a folder, a FIFO, a device or a dangling link raises
+    ``error`` naming ``what`` it is, without opening it (a FIFO would block the reader)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError as exc:
+        kind = "a dangling link" if os.path.islink(path) else "missing"
+        raise error(f"{what} {str(path)!r} is {kind}: give the path of an existing file.") from exc
+    except OSError as exc:
+        raise error(f"{what} {str(path)!r} cannot be read ({describe_os_error(exc)}).") from exc
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+                if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+        raise error(f"{what} {str(path)!r} is {kind}, not a regular file.")
+    return path
 
 
 def write_json_atomic(path: Path, data) -> None:
     """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
     an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
-    collide on the temporary name."""
+    collide on the temporary name. A file system that refuses (read-only, full, a folder at ``path``)
+    raises :class:`StorageError` and leaves ``path`` as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    ensure_folder(path.parent, "the folder of")
+    text = json.dumps(data, indent=1)  # a value JSON cannot hold fails here, before any file is touched
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot write {str(path)!r} ({describe_os_error(exc)}): make its folder writable or "
+                           "choose another.") from exc
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StorageError(f"cannot write {str(path)!r} ({describe_os_error(exc)}); it was left as it was.") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def lock(directory: Path, name: str, timeout: float = 120):
-    """A :class:`filelock.FileLock` on ``directory/name`` (the folder is created)."""
-    from filelock import FileLock
+@contextlib.contextmanager
+def file_lock(path: Path, timeout: float = 120):
+    """Hold the :class:`filelock.FileLock` at ``path``; a lock path taken by a folder, an unwritable folder
+    or a lock still held after ``timeout`` seconds raises :class:`StorageError`."""
+    from filelock import FileLock, Timeout
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(directory / name), timeout=timeout)
+    path = Path(path)
+    if path.is_dir():
+        raise StorageError(f"the lock file {str(path)!r} is a folder: remove it (no tokensel run creates one).")
+    lk = FileLock(str(path), timeout=timeout)
+    try:
+        lk.acquire()
+    except Timeout as exc:
+        raise StorageError(f"the lock {str(path)!r} is still held after {timeout:g} s: another process is using "
+                           "the same file; wait for it, or remove the lock file if no process holds it.") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot take the lock {str(path)!r} ({describe_os_error(exc)}): make its folder "
+                           "writable or choose another.") from exc
+    try:
+        yield lk
+    finally:
+        lk.release()
+
+
+def lock(directory: Path, name: str, timeout: float = 120):
+    """The lock ``directory/name`` (the folder is created), as a context manager (:func:`file_lock`)."""
+    directory = ensure_folder(directory, "the folder of the lock")
+    return file_lock(directory / name, timeout=timeout)

@@ -15,10 +15,13 @@ and the small archives of the tests.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import hmac
 import io
 import json
 import os
 import re
+import secrets
 import shutil
 import tarfile
 import tempfile
@@ -26,8 +29,8 @@ import warnings
 from pathlib import Path
 
 from . import config
-from .errors import DataUnavailableError, InvalidArgumentError
-from .files import lock, write_json_atomic
+from .errors import DataUnavailableError, InvalidArgumentError, StorageError
+from .files import check_regular_file, describe_os_error, lock, write_json_atomic
 from .manifest import MANIFEST, read_manifest, sha256_file, verify
 
 #: SHA-256 of the Stanford release (84,125,825 bytes), as published with the data set's loaders
@@ -35,7 +38,12 @@ CANONICAL_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d16
 #: bump when the parsed table changes: cached folders of another parser version are not reused
 PARSER_VERSION = 1
 SPLITS = ("train", "test")
-_MEMBER = re.compile(r"^(?:\./)?aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
+_REVIEW_FOLDER = re.compile(r"^(?:\./)?aclImdb/(train|test)/(pos|neg)/([^/]*)$")
+_REVIEW_NAME = re.compile(r"^([0-9]{1,9})_([0-9]{1,2})\.txt$", re.ASCII)
+#: the longest IMDB review is 13,704 bytes: a review member larger than this is not a review
+MAX_REVIEW_BYTES = 1 << 20
+#: the archive unpacks to about 490 MB: members adding up to more are not the IMDB archive
+MAX_ARCHIVE_BYTES = 4 << 30
 _LABEL = {"neg": 0, "pos": 1}
 
 HOW_TO_GET = (
@@ -56,7 +64,8 @@ def fetch(location: str) -> Path:
     """The archive at ``location`` as a local file: a path is used as it is, a URL is downloaded into
     the cache by ``datasets``' download manager (a cached download is reused)."""
     if not isinstance(location, str) or not location.strip():
-        raise InvalidArgumentError(f"the IMDB archive location must be a URL or a path, got {location!r}")
+        raise InvalidArgumentError("the IMDB archive location must be a URL or a path, got "
+                                   f"{config.redact(location) if isinstance(location, str) else type(location).__name__!r}")
     if not _is_url(location) or location.startswith("file://"):
         path = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
         if not path.is_file():
@@ -69,8 +78,9 @@ def fetch(location: str) -> Path:
     try:
         return Path(DownloadManager(download_config=cfg).download(location))
     except Exception as exc:  # offline, unreachable, missing HTTP backend: one message for all
-        raise DataUnavailableError(f"could not download the IMDB archive {location!r} "
-                                   f"({type(exc).__name__}: {exc}). " + HOW_TO_GET) from exc
+        shown, said = config.redact(location), str(exc)[:300].replace(location, config.redact(location))
+        raise DataUnavailableError(f"could not download the IMDB archive {shown!r} "
+                                   f"({type(exc).__name__}: {config.redact_text(said)}). " + HOW_TO_GET) from exc
 
 
 def expected_sha256(location: str) -> str | None:
@@ -95,13 +105,27 @@ def parse_archive(path: str | Path) -> dict:
     try:  # one pass through gzip's own reader, which raises on a truncated archive (tarfile's does not)
         gz = gzip.open(str(path), "rb")
         tar = tarfile.open(fileobj=gz, mode="r|")
+        total = 0
         for member in tar:
             name = member.name
-            m = _MEMBER.match(name)
+            total += max(member.size, 0)
+            if total > MAX_ARCHIVE_BYTES:
+                raise DataUnavailableError(f"{str(path)!r}: its members add up to more than {MAX_ARCHIVE_BYTES:,} "
+                                           "bytes (the IMDB archive unpacks to about 490 MB): this is not the IMDB "
+                                           "archive.")
+            m = _REVIEW_FOLDER.match(name)
             if m is None or not member.isfile():
                 continue
+            split, folder = m.group(1), m.group(2)
+            f = _REVIEW_NAME.match(m.group(3))
+            if f is None:
+                raise DataUnavailableError(f"{name[:200]}: a review of {split}/{folder} must be named <id>_<rating>.txt "
+                                           "(an id of at most 9 digits, a rating of 1-10): this is not the IMDB archive.")
+            if member.size > MAX_REVIEW_BYTES:
+                raise DataUnavailableError(f"{name}: a review of {member.size:,} bytes (IMDB's longest has 13,704; at "
+                                           f"most {MAX_REVIEW_BYTES:,} are read): this is not the IMDB archive.")
             fh = tar.extractfile(member)
-            split, folder, rid, rating = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+            rid, rating = int(f.group(1)), int(f.group(2))
             label = _LABEL[folder]
             if not (1 <= rating <= 10) or (label == 0 and rating > 4) or (label == 1 and rating < 7):
                 raise DataUnavailableError(f"{name}: rating {rating} does not fit the IMDB layout (negative reviews "
@@ -111,7 +135,7 @@ def parse_archive(path: str | Path) -> dict:
                 raise DataUnavailableError(f"{name}: review {rid} of {split}/{folder} occurs twice in the archive.")
             seen.add(key)
             try:
-                text = fh.read().decode("utf-8")
+                text = fh.read(MAX_REVIEW_BYTES + 1).decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise DataUnavailableError(f"{name} is not UTF-8 text ({exc}): the archive is damaged.") from exc
             rows[split].append((label, rid, rating, text))
@@ -138,12 +162,44 @@ def parse_archive(path: str | Path) -> dict:
     return tables
 
 
-def _valid_folder(folder: Path, digest: str) -> bool:
-    """Whether a cached folder is complete, of this parser, of this archive, and matches its manifest."""
+def _seal_key(root: Path) -> bytes:
+    """The cache's secret key (32 random bytes in ``root/.seal-key``, readable by its owner only), made once."""
+    path = Path(root) / ".seal-key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = check_regular_file(path, "the cache's key", DataUnavailableError).read_bytes()
+        if len(key) != 32:
+            raise DataUnavailableError(f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again).")
+        return key
+    except OSError as exc:
+        raise StorageError(f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+                           f"writable or point {config.CACHE_DIR} at a writable folder.") from exc
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
+    """The manifest's seal: an HMAC, under the cache's key, of the archive's SHA-256, the parser version and
+    the parsed files' checksums and row counts. A manifest rewritten to match edited files (without the key)
+    no longer matches its seal, and a folder is tied to the one archive it was parsed from."""
+    body = json.dumps({"archive_sha256": digest, "parser": PARSER_VERSION, "files": files, "rows": rows},
+                      sort_keys=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
+    """Whether a cached folder is complete, of this parser, of this archive, sealed by this cache's key, and
+    matches its manifest."""
     try:
         meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         files = read_manifest(folder)
         if meta.get("archive_sha256") != digest or meta.get("parser") != PARSER_VERSION:
+            return False
+        if not isinstance(meta.get("seal"), str) or not hmac.compare_digest(
+                meta["seal"], seal(key, digest, files, meta.get("rows"))):
             return False
         for split in SPLITS:
             rel = f"imdb/{split}.parquet"
@@ -151,7 +207,7 @@ def _valid_folder(folder: Path, digest: str) -> bool:
                 return False
             verify(folder, rel)
         return True
-    except (OSError, ValueError, DataUnavailableError, AttributeError):
+    except (OSError, ValueError, TypeError, DataUnavailableError, AttributeError, RecursionError):
         return False
 
 
@@ -166,33 +222,48 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
     digest = sha256_file(archive)
     if expected is not None and digest != expected:
         raise DataUnavailableError(
-            f"the IMDB archive {str(archive)!r} (from {location}) has SHA-256 {digest}, not the expected {expected}"
+            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, not the expected {expected}"
             + (" (TOKENSEL_IMDB_SHA256)" if config.imdb_sha256() else " (the published checksum of the Stanford release)")
             + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, or correct "
               "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust.")
     if expected is None and digest != CANONICAL_SHA256:
-        warnings.warn(f"the IMDB archive {location} is not the Stanford release (SHA-256 {digest[:16]}...) and "
+        warnings.warn(f"the IMDB archive {config.redact(location)} is not the Stanford release (SHA-256 {digest[:16]}...) and "
                       "TOKENSEL_IMDB_SHA256 is not set, so it is used unverified", stacklevel=2)
     root = Path(cache) if cache is not None else config.cache_dir() / "imdb"
     folder = root / f"{digest[:16]}-v{PARSER_VERSION}"
     with lock(root, ".prepare.lock", timeout=1800):
-        if _valid_folder(folder, digest):
+        key = _seal_key(root)
+        if _valid_folder(folder, digest, key):
             return folder
         tables = parse_archive(archive)
         import pyarrow.parquet as pq
 
-        tmp = Path(tempfile.mkdtemp(prefix=".parsing-", dir=root))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".parsing-", dir=root))
+        except OSError as exc:
+            raise StorageError(f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+                               f"writable or point {config.CACHE_DIR} at a writable folder.") from exc
         try:
             (tmp / "imdb").mkdir()
             for split, table in tables.items():
                 pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
             files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
-            write_json_atomic(tmp / MANIFEST, {"files": files, "archive_sha256": digest, "source": location,
+            rows = {s: tables[s].num_rows for s in SPLITS}
+            write_json_atomic(tmp / MANIFEST, {"files": files, "archive_sha256": digest, "source": config.redact(location),
                                                "verified": expected is not None, "parser": PARSER_VERSION,
-                                               "rows": {s: tables[s].num_rows for s in SPLITS}})
-            if folder.exists():  # an incomplete or damaged earlier parse: ours to replace
+                                               "rows": rows, "seal": seal(key, digest, files, rows)})
+            if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace
                 shutil.rmtree(folder)
+            elif folder.exists() or folder.is_symlink():
+                folder.unlink()
             os.replace(tmp, folder)
+        except StorageError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        except OSError as exc:  # a full disk, a read-only cache: nothing half-written is kept
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StorageError(f"cannot write the parsed IMDB table into {str(root)!r} ({describe_os_error(exc)}): "
+                               f"free space or point {config.CACHE_DIR} at another folder.") from exc
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import config, imdb_archive
 from .errors import DataUnavailableError, InvalidArgumentError
-from .manifest import verify
+from .manifest import read_verified
 from .validation import check_choice, check_int, check_path
 
 DATA_DIR_ENV = config.DATA_DIR
@@ -73,35 +73,71 @@ def _datasets():
 
 
 def _load_local(root: Path, rel: str, name: str, split: str):
-    """One verified local parquet file as a dataset, and its SHA-256; ``datasets``' cache of it is keyed by
-    that checksum."""
+    """One verified local parquet file as an in-memory dataset, and its SHA-256.
+
+    The file's bytes are read once, checked against their SHA-256 and parsed from those same bytes into a
+    dataset held in memory: no second copy (such as ``datasets``' Arrow cache) exists that could be changed
+    after the check and then served as verified data."""
     datasets = _datasets()
     if not root.is_dir():
-        raise DataUnavailableError(f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist. "
-                                   + _fix_hint(name, split))
+        raise DataUnavailableError(f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist "
+                                   "or is not a folder. " + _fix_hint(name, split))
     path = root / rel
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise DataUnavailableError(f"missing data file {str(path)!r}. " + _fix_hint(name, split))
+    data, digest = read_verified(root, rel)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:  # read the file's own metadata first: a damaged file is told apart from a cache problem
-        rows = pq.read_metadata(str(path)).num_rows
+    try:
+        table = pq.read_table(pa.BufferReader(data))
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise DataUnavailableError(
-            f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {exc}); the file may be "
+            f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {str(exc)[:160]}); the file may be "
             "corrupted or truncated: fetch it again.") from exc
-    if rows == 0:
+    if table.num_rows == 0:
         raise DataUnavailableError(f"{str(path)!r} is a valid parquet file with no rows: point "
                                    f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split))
-    digest = verify(root, rel)
+    _check_columns(table, str(path))
+    return datasets.Dataset(table, split=datasets.Split(split)), digest
+
+
+def _check_columns(table, where: str) -> None:
+    """The columns the book reads, checked for their types and values: ``text`` valid strings, ``label``
+    0 or 1, and (IMDB) ``rating`` whole numbers of stars in 1-10 on the label's side, ``review_id`` whole
+    numbers; anything else is refused rather than binned or converted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def bad(msg):
+        return DataUnavailableError(f"{where}: {msg}: the file is not a review table of this book; fetch it again.")
+
+    names = set(table.column_names)
+    if not {"text", "label"} <= names:
+        raise bad(f"it lacks column(s) {sorted({'text', 'label'} - names)}; got {table.column_names}")
+    for col in ("text", "label", "rating", "review_id"):
+        if col in names and table.column(col).null_count:
+            raise bad(f"column {col!r} has missing values")
+    text = table.column("text").type
+    if not (pa.types.is_string(text) or pa.types.is_large_string(text)):
+        raise bad(f"column 'text' has type {text}, not strings")
     try:
-        return datasets.load_dataset("parquet", data_files={split: str(path)}, split=split,
-                                     cache_dir=str(config.cache_dir() / "datasets" / digest[:16])), digest
-    except OSError as exc:
-        raise DataUnavailableError(
-            f"{str(path)!r} is readable, but Hugging Face datasets could not prepare it in its cache "
-            f"({type(exc).__name__}: {exc}): make the cache folder writable or point {config.CACHE_DIR} at "
-            "a writable folder.") from exc
+        table.column("text").validate(full=True)  # invalid UTF-8 in a string column
+    except (pa.ArrowInvalid, pa.ArrowException) as exc:
+        raise bad(f"column 'text' is not valid UTF-8 ({str(exc)[:120]})") from exc
+    for col in ("label", "rating", "review_id"):
+        if col in names and not pa.types.is_integer(table.column(col).type):
+            raise bad(f"column {col!r} has type {table.column(col).type}, not whole numbers")
+    labels = set(table.column("label").unique().to_pylist())
+    if not labels <= {0, 1}:
+        raise bad(f"column 'label' holds {sorted(labels - {0, 1})[:5]}, not only 0 and 1")
+    if "rating" in names:
+        r = table.column("rating")
+        neg = pc.equal(table.column("label"), 0)
+        wrong = pc.or_(pc.or_(pc.less(r, 1), pc.greater(r, 10)),
+                       pc.if_else(neg, pc.greater(r, 4), pc.less(r, 7)))
+        if pc.any(wrong).as_py():
+            raise bad("column 'rating' holds values outside 1-4 for negative or 7-10 for positive reviews")
 
 
 def stratified_sample(ds, n: int, seed: int = 0):

@@ -10,6 +10,7 @@ handling of a diverging run are written once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -104,6 +105,27 @@ def diverged(step: int, lr: float, what: str) -> DivergenceError:
         f"{step} (before the failing update); lr={lr:g} is probably too large: try a smaller lr.", step=step)
 
 
+def _finite(tensors: list) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+
+def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
+    """Whether ``updates`` Adam steps of size ``lr`` could carry a parameter past the largest float.
+
+    Adam moves each entry by ``lr |m̂|/(sqrt(v̂) + eps)``, and by Cauchy-Schwarz ``|m̂|/sqrt(v̂) <=
+    ((1 - b1)/(1 - b1^t)) sqrt((1 - b2^t)/((1 - b2)(1 - b1^2/b2))) <= 1/sqrt((1 - b2)(1 - b1^2/b2))`` (73 for
+    the defaults) whatever the gradients: so ``max |x| + updates * lr * 2 * bound`` below a quarter of the
+    dtype's largest value means no update can overflow, and the loop need not keep a copy of the
+    parameters to undo one."""
+    b1, b2 = opt.param_groups[0]["betas"]
+    if not 0 <= b1 < 1 or not 0 < b2 < 1 or b1 * b1 >= b2:
+        return True
+    bound = 2.0 / math.sqrt((1 - b2) * (1 - b1 * b1 / b2))
+    top = max((float(t.detach().abs().max()) for t in trained if t.numel()), default=0.0)
+    largest = min(torch.finfo(t.dtype).max for t in trained) if trained else math.inf
+    return top + updates * lr * bound >= largest / 4
+
+
 def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: Settings, *, method: str,
          label: str, test_batch=None, saved: dict | None = None, fingerprint: dict | None = None,
          autograd: bool = False) -> Trajectory:
@@ -114,7 +136,9 @@ def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: 
     are recorded. A step whose loss or gradient is not finite raises
     :class:`~tokensel.errors.DivergenceError` before the update. With ``settings.checkpoint`` the
     ``saved`` tensors, the optimiser state and the trajectory are written every
-    ``settings.checkpoint_every`` steps and at the end; a run whose ``fingerprint``
+    ``settings.checkpoint_every`` steps and at the end; an update that makes a parameter non-finite (a
+    finite gradient times a huge ``lr``) is undone before the error, so a diverged model always holds the
+    parameters of its last finite step; a run whose ``fingerprint``
     (:func:`tokensel.checkpoints.fingerprint`) equals the file's resumes from it. With ``autograd`` the
     trained tensors require gradients during the run (after a resume has written into them), and never
     after it, however it ends.
@@ -130,6 +154,8 @@ def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: 
             start, traj = checkpoints.resume(settings.checkpoint, saved, opt, fingerprint, Trajectory) or (0, traj)
         for t in trained:
             t.requires_grad_(autograd)
+        guard = may_overflow(opt, trained, lr, steps - start)  # a huge lr: undo an update that overflows
+        backup = [torch.empty_like(t, requires_grad=False) for t in trained] if guard else []
         with bar(steps, label, disable=None if settings.progress is None else not settings.progress) as pb:
             pb.update(start)
             for step in range(start, steps + 1):
@@ -147,7 +173,15 @@ def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: 
                     if settings.checkpoint is not None:
                         checkpoints.save(settings.checkpoint, saved, opt, step, traj, fingerprint)
                     break
+                with torch.no_grad():  # the last finite parameters, kept until the update is known finite
+                    for b, t in zip(backup, trained):
+                        b.copy_(t)
                 opt.step()
+                if guard and not _finite(trained):  # finite gradients, but an update that overflowed
+                    with torch.no_grad():
+                        for b, t in zip(backup, trained):
+                            t.copy_(b)
+                    raise diverged(step, lr, "the update of the parameters")
                 pb.update(1)
                 if settings.checkpoint is not None and (step + 1) % settings.checkpoint_every == 0:
                     checkpoints.save(settings.checkpoint, saved, opt, step, traj, fingerprint)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from .errors import DataUnavailableError
-from .files import write_json_atomic
+from .files import check_regular_file, describe_os_error, write_json_atomic
 
 MANIFEST = "MANIFEST.json"
 
@@ -40,11 +40,17 @@ def read_manifest(root: Path) -> dict | None:
     """The ``files`` table of ``root/MANIFEST.json`` (relative path -> SHA-256), None when there is no
     manifest; a manifest that is not of that form is refused, naming the entry."""
     path = Path(root) / MANIFEST
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
+    check_regular_file(path, "the manifest", DataUnavailableError)
     try:
+        if path.stat().st_size > 2**24:
+            raise DataUnavailableError(f"{str(path)!r} is larger than 16 MiB: not a manifest; write it again with "
+                                       "`python -m tokensel manifest <folder>`.")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except DataUnavailableError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataUnavailableError(f"{str(path)!r} is not a readable JSON manifest ({type(exc).__name__}: {exc}); "
                                    "write it again with `python -m tokensel manifest <folder>`.") from exc
     files = data.get("files") if isinstance(data, dict) else None
@@ -58,29 +64,64 @@ def read_manifest(root: Path) -> dict | None:
     return dict(files)
 
 
+def _expected(root: Path, rel: str) -> tuple[str, str]:
+    files = read_manifest(root)
+    if files is not None and rel in files:
+        return files[rel], f"{root / MANIFEST}"
+    if rel in KNOWN:
+        return KNOWN[rel], "the published checksum of the project's copy, tokensel.manifest.KNOWN"
+    raise DataUnavailableError(
+        f"no checksum is known for {str(root / rel)!r}: the data folder has no {MANIFEST} entry for it. If the "
+        f"file is what you mean to use, record it with `python -m tokensel manifest {root}`.")
+
+
+def _mismatch(root: Path, rel: str, got: str, expected: str, origin: str) -> DataUnavailableError:
+    return DataUnavailableError(
+        f"{str(root / rel)!r} has SHA-256 {got}, but {expected} is expected ({origin}): the file is damaged, "
+        "truncated or another version. Fetch the file again; if you changed it on purpose, record the new "
+        f"checksum with `python -m tokensel manifest {root}`.")
+
+
+def _regular(root: Path, rel: str) -> Path:
+    path = root / rel
+    if not path.exists():
+        raise DataUnavailableError(f"{str(path)!r} does not exist: the data folder needs {rel} (see the "
+                                   "README's data section for where the files come from)")
+    return check_regular_file(path, "the data file", DataUnavailableError)
+
+
 def verify(root: Path, rel: str) -> str:
     """Check ``root/rel`` against its expected SHA-256 and return the digest; raise
     :class:`DataUnavailableError` naming the file, both digests and where the expected one comes from."""
     root = Path(root)
-    if not (root / rel).is_file():
-        raise DataUnavailableError(f"{str(root / rel)!r} does not exist: the data folder needs {rel} (see the "
-                                   "README's data section for where the files come from)")
-    files = read_manifest(root)
-    if files is not None and rel in files:
-        expected, origin = files[rel], f"{root / MANIFEST}"
-    elif rel in KNOWN:
-        expected, origin = KNOWN[rel], "the published checksum of the project's copy, tokensel.manifest.KNOWN"
-    else:
-        raise DataUnavailableError(
-            f"no checksum is known for {str(root / rel)!r}: the data folder has no {MANIFEST} entry for it. If the "
-            f"file is what you mean to use, record it with `python -m tokensel manifest {root}`.")
-    got = sha256_file(root / rel)
+    path = _regular(root, rel)
+    expected, origin = _expected(root, rel)
+    try:
+        got = sha256_file(path)
+    except OSError as exc:
+        raise DataUnavailableError(f"{str(path)!r} cannot be read ({describe_os_error(exc)}).") from exc
     if got != expected:
-        raise DataUnavailableError(
-            f"{str(root / rel)!r} has SHA-256 {got}, but {expected} is expected ({origin}): the file is damaged, "
-            "truncated or another version. Fetch the file again; if you changed it on purpose, record the new "
-            f"checksum with `python -m tokensel manifest {root}`.")
+        raise _mismatch(root, rel, got, expected, origin)
     return got
+
+
+def read_verified(root: Path, rel: str, max_bytes: int = 2**32) -> tuple[bytes, str]:
+    """The bytes of ``root/rel`` and their SHA-256, read once and checked as :func:`verify` does: what is
+    parsed afterwards is exactly what was checked (a file changed after the check is never read)."""
+    root = Path(root)
+    path = _regular(root, rel)
+    expected, origin = _expected(root, rel)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise DataUnavailableError(f"{str(path)!r} cannot be read ({describe_os_error(exc)}).") from exc
+    if len(data) > max_bytes:
+        raise DataUnavailableError(f"{str(path)!r} is larger than {max_bytes:,} bytes: not a data file of this book.")
+    got = hashlib.sha256(data).hexdigest()
+    if got != expected:
+        raise _mismatch(root, rel, got, expected, origin)
+    return data, got
 
 
 def write_manifest(root: Path, extra: dict | None = None) -> Path:
@@ -88,7 +129,15 @@ def write_manifest(root: Path, extra: dict | None = None) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise DataUnavailableError(f"{str(root)!r} is not a folder; give the data folder to record.")
-    files = {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*.parquet"))}
+    files = {}
+    try:
+        for p in sorted(root.rglob("*.parquet")):
+            files[p.relative_to(root).as_posix()] = sha256_file(check_regular_file(p, "the data file",
+                                                                                   DataUnavailableError))
+    except DataUnavailableError:
+        raise
+    except OSError as exc:
+        raise DataUnavailableError(f"{str(root)!r} cannot be read ({describe_os_error(exc)}).") from exc
     if not files:
         raise DataUnavailableError(f"{str(root)!r} holds no .parquet file to record.")
     write_json_atomic(root / MANIFEST, {"files": files, **(extra or {})})

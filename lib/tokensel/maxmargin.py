@@ -145,6 +145,29 @@ def _solve(prob, solver: str, **opts) -> None:
         raise SolverError(f"the solver {solver} refused its options {sorted(opts)} ({exc})") from exc
 
 
+def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_opts: dict, d: int) -> None:
+    """Check a solver's "infeasible" on the scale-free form of the problem before believing it.
+
+    ``(E_s - E_s')^T p >= 1`` for every pair has a solution iff the unit rows ``m_k / |m_k|`` admit one
+    (scale ``p``), and that form does not depend on how close two embeddings are. Two embeddings 1e-12
+    apart make the original problem feasible with ``|p| >= 1e12``, which no solver resolves: that is a
+    :class:`SolverError` (feasible, beyond the solver's precision), never an :class:`InfeasibleSVMError`."""
+    import cvxpy as cp
+
+    M = En[pairs[:, 0]] - En[pairs[:, 1]]
+    norms = np.linalg.norm(M, axis=1)
+    if np.any(norms == 0):  # two identical embeddings: p^T 0 >= 1 is impossible, exactly
+        return
+    q = cp.Variable(d)
+    unit = cp.Problem(cp.Minimize(cp.sum_squares(q)), [(M / norms[:, None]) @ q >= 1])
+    _solve(unit, solver, verbose=False, **solver_opts)
+    if unit.status in ("optimal", "optimal_inaccurate") and q.value is not None:
+        raise SolverError(
+            f"the ATT-SVM is feasible (its scale-free form has a solution), but two embeddings of a pair are only "
+            f"{norms.min():.3g} apart, so its solution needs |p| >= {1 / norms.min():.3g}: beyond what the solver "
+            f"{solver} resolves (it reported the problem infeasible). Rescale E or drop near-duplicate tokens.")
+
+
 def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver: str = "CLARABEL",
                verbose: bool = False, **solver_opts) -> SVMResult:
     """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
@@ -195,6 +218,7 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
     _solve(prob, solver, verbose=verbose, **solver_opts)
     total = time.perf_counter() - t0
     if prob.status in ("infeasible", "infeasible_inaccurate"):
+        _confirm_infeasible(En, pairs, solver, solver_opts, d)
         raise InfeasibleSVMError(
             f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
             f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p")

@@ -17,7 +17,7 @@ import torch
 from .data import RaggedBatch
 from .errors import InvalidBatchError, InvalidParameterError
 from .seeding import generator
-from .validation import MAX_ELEMENTS, check_choice, check_int
+from .validation import MAX_ELEMENTS, check_choice, check_device, check_int
 
 
 HALF = (torch.float16, torch.bfloat16)
@@ -69,7 +69,19 @@ class _EmbeddingModel:
         """``w = E v`` (or ``W = E V``, |S| x K): the value of every token."""
         return self.E @ self.v
 
+    def check_finite(self) -> None:
+        """Raise InvalidParameterError when a parameter holds NaN or inf (one read of each tensor, no copy):
+        a value written into a parameter in place after construction is caught before it poisons a result."""
+        for name in ("E", "p", "v"):
+            t = getattr(self, name)
+            if t.numel():
+                lo, hi = torch.aminmax(t.detach())  # NaN propagates through both
+                if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
+                    raise InvalidParameterError(f"{name} contains NaN or inf (written into it after the model was "
+                                                "built?): rebuild the model or restore finite values")
+
     def _check_vocab(self, batch: RaggedBatch) -> None:
+        self.check_finite()
         if not isinstance(batch, RaggedBatch):
             raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
         if batch.vocab_size != self.vocab_size:
@@ -94,6 +106,8 @@ class AttentionModel(_EmbeddingModel):
             raise InvalidParameterError(
                 f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}")
         S, d = self.E.shape
+        if S < 1 or d < 1:
+            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
         _check_tensor("E", self.E, (S, d))
         _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
         _check_tensor("v", self.v, (d,), self.E.dtype, self.E.device)
@@ -109,6 +123,7 @@ class AttentionModel(_EmbeddingModel):
         check_int(seed, "seed", min=0, error=InvalidParameterError)
         check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
         _check_dtype(dtype)
+        device = check_device(device)
         if vocab_size * d > MAX_ELEMENTS:
             raise InvalidParameterError(f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
                                         "this library allocates: lower vocab_size or d")
@@ -179,6 +194,8 @@ class MultiClassAttentionModel(_EmbeddingModel):
         if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
             raise InvalidParameterError("E must be a 2-D tensor (|S| x d)")
         S, d = self.E.shape
+        if S < 1 or d < 1:
+            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
         _check_tensor("E", self.E, (S, d))
         _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
         if not isinstance(self.V, torch.Tensor) or self.V.ndim != 2 or self.V.shape[0] != d or self.V.shape[1] < 2:
@@ -195,6 +212,8 @@ class MultiClassAttentionModel(_EmbeddingModel):
         d = check_int(d, "d", min=1, error=InvalidParameterError)
         if num_classes > d:
             raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
+        _check_dtype(dtype)
+        device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
         g = generator(seed + 7_919)
         V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))

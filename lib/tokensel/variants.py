@@ -41,7 +41,7 @@ from .loss import logistic, mean_logistic
 from .mixing import MixPlan, entry_attention, mix
 from .model import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
 from .seeding import generator
-from .validation import check_choice, check_int
+from .validation import check_choice, check_device, check_int
 
 
 def padded(batch: RaggedBatch):
@@ -95,6 +95,7 @@ class VariantModel(_EmbeddingModel):
             raise InvalidParameterError("VariantModel is the interface: initialise one of "
                                         f"{', '.join(c.__name__ for c in MODELS.values())} (or use make(kind, ...))")
         _check_dtype(dtype)
+        device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed)
         to = dict(dtype=dtype, device=device)
         mats = cls._init_matrices(d, generator(seed + 1))

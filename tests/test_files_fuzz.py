@@ -1,0 +1,357 @@
+"""Property-based fuzzing of what tokensel reads from disk and of its command line (issue 24): a
+checkpoint, a manifest, an IMDB archive, a parsed-IMDB cache or a command-line path, however it is
+damaged, is either accepted as valid or refused with one :class:`tokensel.TokenselError` (or, for the
+command line, one line and a non-zero exit): never a raw exception, a crash, a hang, or changed parameters.
+"""
+
+import gzip
+import io
+import json
+import os
+import tarfile
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import tokensel as ts
+from tokensel import imdb_archive
+from tokensel.__main__ import main
+from tokensel.errors import CheckpointError, DataUnavailableError, TokenselError
+from tokensel.manifest import read_manifest, sha256_file, verify
+
+FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+BATCH = ts.synthetic.independent_tokens(40, 12, length=5, delta=0.8, seed=1).batch
+KW = dict(steps=3, lr=0.05, eval_every=1, progress=False, checkpoint_every=1)
+
+
+def _good_checkpoint(path):
+    model = ts.AttentionModel.init(12, 4, seed=0)
+    ts.train_joint(model, BATCH, checkpoint=path, **KW)
+    return torch.load(path, weights_only=True)
+
+
+# ------------------------------------------------------------------ checkpoints
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "run.pt"
+    state = _good_checkpoint(path)
+    return path.read_bytes(), state
+
+
+def _resume_leaves_model_alone_or_resumes(path):
+    model = ts.AttentionModel.init(12, 4, seed=0)
+    E0 = model.E.clone()
+    try:
+        ts.train_joint(model, BATCH, checkpoint=path, **KW)
+    except CheckpointError:
+        assert torch.equal(model.E, E0), "a refused checkpoint changed the model"
+        return "refused"
+    model.validate()  # resumed: every parameter is finite
+    return "resumed"
+
+
+@FUZZ
+@given(cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),
+       truncate=st.one_of(st.none(), st.integers(0, 10**6)))
+def test_damaged_checkpoint_bytes_are_refused_or_harmless(tmp_path_factory, checkpoint, cuts, truncate):
+    data = bytearray(checkpoint[0])
+    for pos, byte in cuts:
+        data[pos % len(data)] = byte
+    if truncate is not None:
+        data = data[: truncate % len(data)]
+    path = tmp_path_factory.mktemp("bytes") / "run.pt"
+    path.write_bytes(bytes(data))
+    _resume_leaves_model_alone_or_resumes(path)
+
+
+TENSOR_EDITS = st.sampled_from([
+    lambda t: t.view(-1)[:1].fill_(float("nan")) and t,
+    lambda t: t.view(-1)[:1].fill_(-1.0) and t,
+    lambda t: t.view(-1)[:1].fill_(float("inf")) and t,
+    lambda t: t.reshape(-1),
+    lambda t: t[..., :1],
+    lambda t: t.float(),
+    lambda t: t.to(torch.int64),
+    lambda t: torch.zeros(()),
+    lambda t: t.t() if t.ndim == 2 else t.flip(0),
+    lambda t: t.to("meta"),
+    lambda t: t.to_sparse(),
+    lambda t: [1.0, 2.0],
+    lambda t: None,
+    lambda t: "x",
+])
+
+
+def _leaves(state, prefix=()):
+    if isinstance(state, dict):
+        for k, v in state.items():
+            yield from _leaves(v, prefix + (k,))
+    elif isinstance(state, list):
+        for i, v in enumerate(state):
+            yield from _leaves(v, prefix + (i,))
+    else:
+        yield prefix, state
+
+
+def _set(state, where, value):
+    for k in where[:-1]:
+        state = state[k]
+    state[where[-1]] = value
+
+
+@FUZZ
+@given(data=st.data())
+def test_edited_checkpoint_states_are_refused_before_anything_is_loaded(tmp_path_factory, checkpoint, data):
+    """A file with this run's fingerprint and any one entry edited: the optimiser state, the tensors, the
+    step, the trajectory. The fused Adam kernel must never see a state of the wrong shape (it crashed)."""
+    import copy
+
+    state = copy.deepcopy(checkpoint[1])
+    leaves = [w for w, v in _leaves(state) if w and w[0] in ("opt", "tensors", "step", "traj")]
+    where = data.draw(st.sampled_from(leaves))
+    old = state
+    for k in where:
+        old = old[k]
+    if isinstance(old, torch.Tensor):
+        new = data.draw(TENSOR_EDITS)(old.clone())
+    else:
+        new = data.draw(st.sampled_from([None, -1, 10**30, 2**63, 1.5, float("nan"), "x", [], {}, True]))
+    assume(not (type(new) is type(old) and new == old) if not isinstance(old, torch.Tensor) else True)
+    _set(state, where, new)
+    path = tmp_path_factory.mktemp("edit") / "run.pt"
+    torch.save(state, path)
+    _resume_leaves_model_alone_or_resumes(path)
+
+
+# ------------------------------------------------------------------ manifests
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+                    max_leaves=12)
+
+
+@FUZZ
+@given(manifest=st.one_of(JSON, st.fixed_dictionaries({"files": st.dictionaries(st.text(max_size=30), JSON,
+                                                                                    max_size=3)})),
+       raw=st.one_of(st.none(), st.binary(max_size=200)))
+def test_any_manifest_is_read_or_refused_with_one_error(tmp_path_factory, manifest, raw):
+    root = tmp_path_factory.mktemp("manifest")
+    (root / "imdb").mkdir()
+    (root / "imdb" / "train.parquet").write_bytes(b"PAR1 data")
+    (root / "MANIFEST.json").write_bytes(raw if raw is not None else json.dumps(manifest).encode())
+    try:
+        files = read_manifest(root)
+        assert files is None or all(isinstance(v, str) and len(v) == 64 for v in files.values())
+        verify(root, "imdb/train.parquet")
+    except DataUnavailableError:
+        pass
+
+
+# ------------------------------------------------------------------ archives
+def _tar(members):
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w",
+                                                                                format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
+
+
+NAMES = st.one_of(
+    st.builds(lambda s, f, i, r: f"aclImdb/{s}/{f}/{i}_{r}.txt", st.sampled_from(["train", "test"]),
+              st.sampled_from(["pos", "neg"]), st.one_of(st.integers(0, 20), st.just("9" * 5000), st.just("-1")),
+              st.one_of(st.integers(0, 12), st.just("1" * 50))),
+    st.text(max_size=40),
+    st.sampled_from(["aclImdb/train/pos/", "aclImdb/train/pos/x.txt", "aclImdb/README", "../../etc/passwd"]),
+)
+
+
+@FUZZ
+@given(members=st.lists(st.tuples(NAMES, st.binary(max_size=40)), max_size=12), cut=st.one_of(st.none(),
+                                                                                                 st.integers(1, 400)))
+def test_any_archive_is_parsed_or_refused_with_a_data_error(tmp_path_factory, members, cut):
+    try:
+        data = _tar(members)
+    except (ValueError, UnicodeEncodeError, tarfile.TarError):
+        assume(False)
+    if cut is not None:
+        data = data[: cut % max(len(data), 1)]
+    path = tmp_path_factory.mktemp("archive") / "a.tar.gz"
+    path.write_bytes(data)
+    try:
+        tables = imdb_archive.parse_archive(path)
+    except DataUnavailableError:
+        return
+    for t in tables.values():
+        ratings = t.column("rating").to_pylist()
+        assert all(1 <= r <= 10 for r in ratings) and set(t.column("label").to_pylist()) == {0, 1}
+
+
+def test_a_huge_review_member_is_refused_without_being_read(tmp_path):
+    """A 400 MB review (declared in the header, streamed from a small gzip) is refused by its size."""
+    big = imdb_archive.MAX_REVIEW_BYTES + 1
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        info = tarfile.TarInfo("aclImdb/train/pos/1_9.txt")
+        info.size = big
+        tar.addfile(info, io.BytesIO(b"a" * big))
+    path = tmp_path / "big.tar.gz"
+    path.write_bytes(raw.getvalue())
+    assert path.stat().st_size < 20_000
+    with pytest.raises(DataUnavailableError, match="a review of 1,048,577 bytes"):
+        imdb_archive.parse_archive(path)
+    (tmp_path / "ids.tar.gz").write_bytes(_tar([("aclImdb/train/pos/" + "9" * 5000 + "_9.txt", b"x")]))
+    with pytest.raises(DataUnavailableError, match="at most 9 digits"):
+        imdb_archive.parse_archive(tmp_path / "ids.tar.gz")
+
+
+# ------------------------------------------------------------------ caches
+SMALL = {"train": {"text": ["good film", "great", "bad film", "awful"], "label": [1, 1, 0, 0],
+                   "rating": [9, 8, 2, 1], "review_id": [0, 1, 2, 3]},
+         "test": {"text": ["good", "bad"], "label": [1, 0], "rating": [10, 1], "review_id": [0, 1]}}
+
+
+@pytest.fixture
+def parsed(tmp_path, monkeypatch):
+    archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
+    monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
+    folder = imdb_archive.prepare(str(archive))
+    return archive, folder
+
+
+def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
+    """Editing the parquet and rewriting the manifest's checksums to match no longer passes: the manifest
+    is sealed under the cache's key with the archive's digest, so the folder is parsed again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    archive, folder = parsed
+    train = folder / "imdb" / "train.parquet"
+    pq.write_table(pa.table({"text": ["EDITED"] * 4, "label": [1, 1, 0, 0], "rating": [9, 8, 2, 1],
+                             "review_id": [0, 1, 2, 3]}), train)
+    meta = json.loads((folder / "MANIFEST.json").read_text())
+    meta["files"]["imdb/train.parquet"] = sha256_file(train)
+    (folder / "MANIFEST.json").write_text(json.dumps(meta))
+    ds = ts.load_reviews("imdb", "train")
+    assert "EDITED" not in ds["text"] and sorted(ds["text"]) == sorted(SMALL["train"]["text"])
+
+
+def test_datasets_cache_cannot_be_edited_after_a_verified_load(parsed):
+    """The loaded data come from the bytes that were checked, held in memory: there is no Arrow cache file
+    behind the dataset that an edit could change."""
+    ds = ts.load_reviews("imdb", "train")
+    assert ds.cache_files == []
+    assert sorted(ds["text"]) == sorted(SMALL["train"]["text"])
+
+
+@FUZZ
+@given(edit=st.sampled_from(["truncate", "garbage", "manifest", "seal", "folder", "key"]))
+def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory, edit):
+    root = tmp_path_factory.mktemp("cache")
+    archive = imdb_archive.write_archive(SMALL, root / "a.tar.gz")
+    folder = imdb_archive.prepare(str(archive), sha256=sha256_file(archive), cache=root / "imdb")
+    train = folder / "imdb" / "train.parquet"
+    if edit == "truncate":
+        train.write_bytes(train.read_bytes()[:50])
+    elif edit == "garbage":
+        train.write_bytes(b"\0" * 100)
+    elif edit == "manifest":
+        (folder / "MANIFEST.json").write_text("{not json")
+    elif edit == "seal":
+        meta = json.loads((folder / "MANIFEST.json").read_text())
+        meta["seal"] = "0" * 64
+        (folder / "MANIFEST.json").write_text(json.dumps(meta))
+    elif edit == "folder":
+        train.unlink()
+        train.mkdir()
+    elif edit == "key":
+        (root / "imdb" / ".seal-key").write_bytes(b"short")
+    try:
+        again = imdb_archive.prepare(str(archive), sha256=sha256_file(archive), cache=root / "imdb")
+    except TokenselError:
+        assert edit == "key"
+        return
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(again / "imdb" / "train.parquet").column("text").to_pylist() == sorted(
+        SMALL["train"]["text"], key=lambda t: (SMALL["train"]["label"][SMALL["train"]["text"].index(t)],
+                                               SMALL["train"]["review_id"][SMALL["train"]["text"].index(t)]))
+
+
+# ------------------------------------------------------------------ the command line
+COMMANDS = [["manifest", "{p}"], ["imdb-mirror", "{p}", "{p}/a.tar.gz"], ["imdb-mirror", "{d}", "{p}"],
+            ["format", "--check", "{p}"], ["format", "{p}"], ["pdf", "{p}"], ["pdf", "{d}", "{p}"],
+            ["student", "{p}"], ["student", "{d}", "{p}"], ["contents"], ["format", "--check"]]
+PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
+
+
+def _make(root, kind):
+    path = root / f"x-{kind}"
+    if kind == "file":
+        path.write_text("hello")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dangling":
+        path.symlink_to(root / "nowhere")
+    elif kind == "unreadable":
+        path.write_text("secret")
+        path.chmod(0)
+    elif kind == "notbook.md":
+        path = root / "notbook.md"
+        path.write_bytes(b"\xff\xfe not utf-8 \x00")
+    elif kind == "":
+        return ""
+    return str(path)
+
+
+@FUZZ
+@given(command=st.sampled_from(COMMANDS), kind=PATHS)
+def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(tmp_path_factory, monkeypatch, capsys,
+                                                                           command, kind):
+    """Run outside a book (in an empty folder): no command reports success, none shows a traceback or
+    blocks on a FIFO."""
+    root = tmp_path_factory.mktemp("cli")
+    monkeypatch.chdir(root)
+    p = _make(root, kind)
+    argv = [a.format(p=p, d=str(root)) for a in command]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2 with a usage line
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code not in (0, None), (argv, out, err)
+    assert "Traceback" not in err + out
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and (len(lines) == 1 or lines[0].startswith("usage:")), err
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
+@pytest.mark.parametrize("kind", ["missing", "file", "folder", "fifo", "dangling", "notbook.md", ""])
+def test_every_command_and_every_bad_path(tmp_path, monkeypatch, capsys, command, kind):
+    """The same property as above over every pair, so that no pair is left to chance."""
+    monkeypatch.chdir(tmp_path)
+    p = _make(tmp_path, kind)
+    argv = [a.format(p=p, d=str(tmp_path)) for a in command]
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code not in (0, None), (argv, out, err)
+    assert "Traceback" not in err + out
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and (len(lines) == 1 or lines[0].startswith("usage:")), err
+
+
+def test_format_check_outside_a_book_does_not_report_success(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["format", "--check"]) == 1
+    assert "not inside a book" in capsys.readouterr().err
