@@ -24,7 +24,7 @@ LAYERS = [
     {"experiments"},
     {"book", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
      "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student",
-     "book.sphinx_roadmap"},
+     "book.sphinx_roadmap", "book.sphinx_execution"},
     {"__init__", "__main__"},
 ]
 
