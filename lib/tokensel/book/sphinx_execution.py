@@ -310,13 +310,32 @@ def after_read(app, doctree) -> None:
     now = _record_files(state.results)
     new = sorted(now - state.seen)
     state.seen = now
-    hit = _match(_cache(state.cache_path), state.notebooks[page])
+    cache = _cache(state.cache_path)
+    hit = _match(cache, state.notebooks[page])
     if hit is None or hit.hashkey in state.cached_before:
         if new:
             logger.warning(f"execution cache: {page} wrote claim records but was not executed from its code as "
                            "read before the build: run `make book EXECUTE=force`")
+        if hit is not None:
+            _write_executed(app.env, page, cache)
         return
     archive_records(state.cache_path, hit.hashkey, page, [state.results / n for n in new])
+
+
+def _write_executed(env, page: str, cache) -> None:
+    """Write the executed notebook of a page whose outputs came from the cache: myst-nb 1.4 renders the cached
+    outputs but writes ``jupyter_execute/<page>.ipynb`` without them (it saves the notebook it read, not the
+    one merged with the cache), and the download menu and the student edition read that file."""
+    import nbformat
+
+    nb, _ = _notebook(env, page)
+    try:
+        _, merged = cache.merge_match_into_notebook(nb)
+    except KeyError:
+        raise ExtensionError(f"execution cache: {page} changed while the book was built: build it again") from None
+    out = Path(env.mystnb_config.output_folder, *page.split("/")[:-1], page.split("/")[-1] + ".ipynb")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(nbformat.writes(merged), encoding="utf-8")
 
 
 def finished(app, exception) -> None:
