@@ -257,7 +257,7 @@ def before_read(app, env, docnames: list) -> None:
     try:
         key = execution_key(root, app.config.tokensel_execution_inputs)
     except InvalidArgumentError as exc:
-        raise ConfigError(f"tokensel_execution_inputs: {exc}") from None
+        raise ConfigError(f"the execution cache's key cannot be computed: {exc}") from None
     state = _State(cache_path=cache_path, results=config.results_dir(root), key=key)
     old = read_key(cache_path)
     read = set(docnames)
