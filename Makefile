@@ -43,9 +43,14 @@ test-fast: $(STAMP)
 browser-check: $(STAMP)
 	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py
 
+# EXECUTE=force executes every page (CI does); by default a page is executed again only when its code, the
+# library, the data, the settings or the installed software changed (the execution cache in _build/.jupyter_cache)
+EXECUTE ?= cache
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
 book: $(STAMP)
+	@case "$(EXECUTE)" in cache) ;; force) rm -rf _build/.jupyter_cache ;; \
+	  *) echo "EXECUTE must be cache or force, got '$(EXECUTE)'" >&2; exit 2 ;; esac
 	$(BIN)/python -c "import tokensel.book.checks as c; c.mark_build_start('_build/checks')"
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \

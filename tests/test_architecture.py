@@ -24,7 +24,7 @@ LAYERS = [
     {"experiments"},
     {"book", "book.api", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
      "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student", "book.replication", "book.notebooks", "book.wording",
-     "book.sphinx_roadmap"},
+     "book.sphinx_roadmap", "book.sphinx_execution"},
     {"__init__", "__main__"},
 ]
 
@@ -120,7 +120,7 @@ def test_license_and_citation_agree_with_the_project():
     import yaml
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["license"]["text"] == "MIT"
+    assert meta["project"]["license"] == "MIT" and meta["project"]["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert cff["version"] == ts.__version__ and cff["license"] == "MIT"

@@ -103,7 +103,7 @@ def test_student_config_executes_nothing_and_hides_solutions():
     assert cfg["sphinx"]["config"]["hide_solutions"] is True
     assert "student edition" in cfg["title"]
     assert not any(p.endswith(".ipynb") for p in cfg["exclude_patterns"])
-    assert full["execute"]["execute_notebooks"] == "force"  # not changed
+    assert full["execute"]["execute_notebooks"] == "cache"  # not changed
     assert cfg["sphinx"]["extra_extensions"] == full["sphinx"]["extra_extensions"]
     with pytest.raises(InvalidArgumentError, match="config"):
         student_config({"title": "x"})

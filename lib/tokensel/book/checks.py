@@ -271,13 +271,16 @@ class ClaimFailedWarning(UserWarning):
     """A claim failed while ``TOKENSEL_CLAIMS=report``: shown, recorded, raised at ``end_chapter``."""
 
 
-def load_results(directory: Path | None = None, chapter: str | None = None) -> list[dict]:
-    """Every record in the results directory (of ``chapter`` only, if given), sorted by start time.
+def load_results(directory: Path | None = None, chapter: str | None = None, file: str | None = None) -> list[dict]:
+    """Every record in the results directory (of ``chapter`` only, or the one file ``file``, if given), sorted
+    by start time.
     Each record carries its file name under ``_file``; an unreadable record raises
     :class:`~tokensel.errors.InvalidArgumentError` naming the file."""
     d = Path(directory or results_dir())
     recs = []
-    for p in sorted(d.glob("*.json")):
+    if file is not None and (not isinstance(file, str) or Path(file).name != file or not file.endswith(".json")):
+        raise InvalidArgumentError(f"file must be the name of a record file (NAME.json, no folder), got {file!r}")
+    for p in [d / file] if file is not None else sorted(d.glob("*.json")):
         try:
             r = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
@@ -296,6 +299,60 @@ def mark_build_start(directory: Path | None = None) -> None:
         for p in d.glob("*.json"):
             p.unlink()
         write_json_atomic(d / STAMP, time.time())
+
+
+CARRIED = "CARRIED_OVER"
+
+
+def carry_over(records: list, directory: Path | None = None) -> list[str]:
+    """Count records of an earlier build in this one: the execution cache (:mod:`tokensel.book.sphinx_execution`)
+    reuses a chapter's cached outputs without executing it, and hands over the records that execution wrote.
+
+    Each record file is copied into ``directory`` unchanged and listed, with its SHA-256, in ``CARRIED_OVER``
+    under this build's stamp (:func:`mark_build_start` must have stamped it). Returns the copied file names."""
+    import hashlib
+
+    d = Path(directory or results_dir())
+    stamp = _stamp(d)
+    if stamp is None:
+        raise InvalidArgumentError(f"{str(d)!r} has no build stamp: call mark_build_start first")
+    with _lock(d):
+        listed = _carried(d, stamp)
+        for src in records:
+            src = Path(src)
+            rec = load_results(src.parent, file=src.name)[0]
+            write_json_atomic(d / src.name, {k: v for k, v in rec.items() if k != "_file"})
+            listed[src.name] = hashlib.sha256((d / src.name).read_bytes()).hexdigest()
+        write_json_atomic(d / CARRIED, {"build": stamp, "records": listed})
+    return list(listed)
+
+
+def _carried(d: Path, stamp) -> dict:
+    """``{file name: SHA-256}`` of the records carried over into the build stamped ``stamp`` (empty when none)."""
+    f = d / CARRIED
+    if stamp is None or not f.exists():
+        return {}
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"{str(f)!r} cannot be read ({exc}): rebuild the book") from exc
+    if not (isinstance(data, dict) and isinstance(data.get("records"), dict)
+            and all(isinstance(v, str) for v in data["records"].values())):
+        raise InvalidArgumentError(f"{str(f)!r} is not a list of carried-over records: rebuild the book")
+    return dict(data["records"]) if data.get("build") == stamp else {}
+
+
+def this_build(directory: Path | None = None) -> list[dict]:
+    """The records that count in the build stamped in ``directory``: those started after the stamp, and those
+    carried over into it (:func:`carry_over`) whose content is still what was carried over; all records when
+    there is no stamp."""
+    import hashlib
+
+    d = Path(directory or results_dir())
+    stamp = _stamp(d)
+    carried = _carried(d, stamp)
+    return [r for r in load_results(d) if stamp is None or r.get("started", 0) >= stamp
+            or carried.get(r["_file"]) == hashlib.sha256((d / r["_file"]).read_bytes()).hexdigest()]
 
 
 def _stamp(d: Path):
@@ -369,8 +426,7 @@ def problems(expected: list[str], directory: Path | None = None) -> list[str]:
     """What stops the results from vouching for the book: chapters of ``expected`` without a record from
     this build, records that started but did not finish, and every failed claim (by name)."""
     d = Path(directory or results_dir())
-    stamp = _stamp(d)
-    recs = [r for r in load_results(d) if stamp is None or r.get("started", 0) >= stamp]
+    recs = this_build(d)
     out = []
     for ch in expected:
         if not any(r["chapter"] == ch for r in recs):
@@ -396,8 +452,7 @@ def verify(directory: Path | None = None, expected: list[str] | None = None) -> 
     found = problems(expected, d)
     if found:
         raise ClaimFailedError("the book's claims do not all hold:\n  " + "\n  ".join(found))
-    stamp = _stamp(d)
-    recs = [r for r in load_results(d) if stamp is None or r.get("started", 0) >= stamp]
+    recs = this_build(d)
     return sum(len(r["checks"]) for r in recs), len({r["chapter"] for r in recs})
 
 
@@ -413,11 +468,7 @@ def report(expected: list[str], directory: Path | None = None):
     found = problems(expected, d)
     if found:
         raise ClaimFailedError("the status page cannot vouch for every chapter: " + "; ".join(found))
-    stamp = _stamp(d)
-    latest = {}
-    for r in load_results(d):
-        if stamp is None or r.get("started", 0) >= stamp:
-            latest[r["chapter"]] = r
+    latest = {r["chapter"]: r for r in this_build(d)}
     claims = pd.DataFrame([dict(chapter=ch, **{k: c.get(k) for k in ("name", "measured", "expected", "tol",
                                                                       "kind", "passed")},
                                 deviation=bool(c.get("deviation", False)),
