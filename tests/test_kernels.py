@@ -85,20 +85,15 @@ def test_one_sequence_of_one_token():
     assert _rel(fast.B, ref.B) <= 1e-15 and abs(fast.loss - ref.loss) <= 1e-15
 
 
-def test_token_ranges_cover_the_vocabulary_in_order():
+def test_blocks_cover_the_sequences_in_order():
     batch = _batch(4, n=200, vocab=300, max_len=40)
     plan = ts.core.entry_plan(batch)
-    r = plan.token_ranges
-    assert r[0] == 0 and r[-1] == 300 and np.all(np.diff(r) > 0)
-    dt = batch.distinct()
-    # pos is a permutation that sorts the entries by token, stably
-    order = np.empty_like(plan.pos)
-    order[plan.pos] = np.arange(plan.pos.size)
-    assert np.array_equal(dt.ids.numpy()[order], np.sort(dt.ids.numpy(), kind="stable"))
-    same_token = np.diff(dt.ids.numpy()[order]) == 0
-    assert np.all(np.diff(order)[same_token] > 0)  # within a token, in entry (sequence) order
-    assert np.array_equal(plan.token_ptr, np.r_[0, np.cumsum(np.bincount(dt.ids.numpy(), minlength=300))])
+    b = plan.blocks
+    assert b[0] == 0 and b[-1] == 200 and np.all(np.diff(b) > 0) and b.size - 1 <= ts.kernels.BLOCKS
+    assert plan.max_entries == int(batch.distinct().offsets.diff().max())
     assert plan is ts.core.entry_plan(batch)  # computed once per batch
+    tiny = ts.core.entry_plan(_batch(5, n=3, vocab=5, max_len=4))  # fewer sequences than blocks
+    assert list(tiny.blocks) == sorted(set(tiny.blocks)) and tiny.blocks[-1] == 3
 
 
 def test_fused_refused_where_it_does_not_apply():

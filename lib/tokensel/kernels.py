@@ -8,13 +8,14 @@ sequence's entries sit in cache:
 1. its top score and the last entry that reaches it (the stable reference ``k`` of :mod:`tokensel.core`);
 2. ``e_t = exp(a_t - max) n_t``, ``Z = sum e_t``, ``m = sum e_t (u_t - u_k) / Z`` and ``f = u_k + m``;
 3. the sequence's loss, ``g = dL/df``, and the per-entry terms ``h_t = g q_t n_t`` (for ``B``) and
-   ``h_t (u_t - u_k - m)`` (for ``A``), written at the entry's place in a token-sorted order.
+   ``h_t (u_t - u_k - m)`` (for ``A``), added into its block's per-token partial sums.
 
-A second kernel sums those terms per token, over the token-sorted (CSR) order computed once per batch.
-Both are parallel (``prange``: sequences in the first, balanced ranges of tokens in the second) and
-deterministic: every sum has one owner and a fixed order, so the result is the same bit for bit on
-every run and for any number of threads. Exponentials and sums are in float64 for either input dtype
-(float32 inputs give float32 results).
+The sequences are cut into a fixed number of blocks of about equal numbers of entries, processed in
+parallel (``prange``); each block owns an |S| x (1 + K) table of partial sums (small enough to stay in
+a core's cache), and a second kernel adds the blocks' tables per token, in block order. Every sum has
+one owner and a fixed order, and the blocks do not depend on the number of threads: the result is the
+same bit for bit on every run and for any thread count. Exponentials and sums are in float64 for
+either input dtype (float32 inputs give float32 results).
 
 The thread count is :func:`tokensel.config.threads` (``TOKENSEL_THREADS``), capped by numba's own
 maximum. Compiled code is cached on disk (``cache=True``): next to this file when it is writable, else
@@ -24,35 +25,35 @@ in numba's per-user cache, so a fresh process (a chapter's kernel) does not reco
 from __future__ import annotations
 
 import math
+import threading
 
 import numba
 import numpy as np
 
 from . import config
 
-#: ranges of tokens per thread for the per-token sums (balanced by entry counts)
-_TOKEN_RANGES = 64
+#: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
+BLOCKS = 16
 
 
 class EntryPlan:
     """Index arrays of a batch's distinct entries for the kernels, computed once per batch: the
-    per-sequence ``offsets``, token ``ids`` and ``counts`` (entry order), each entry's place ``pos``
-    in the token-sorted order, the token-sorted CSR row pointer ``token_ptr`` (|S| + 1) and
-    ``token_ranges``, boundaries of ranges of tokens holding about equal numbers of entries."""
+    per-sequence ``offsets``, token ``ids`` and ``counts`` (entry order), the longest sequence's number
+    of entries ``max_entries`` and ``blocks``, the boundaries of at most :data:`BLOCKS` ranges of
+    sequences holding about equal numbers of entries. It also keeps the blocks' tables of partial sums
+    between calls (a fresh allocation on every step costs page faults), guarded by ``lock``."""
 
     def __init__(self, offsets: np.ndarray, ids: np.ndarray, counts: np.ndarray, vocab_size: int):
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         self._counts = {np.dtype(np.float64): np.ascontiguousarray(counts, dtype=np.float64)}
         self.vocab_size = int(vocab_size)
-        M = self.ids.size
-        order = np.argsort(self.ids, kind="stable")  # by token, then by sequence
-        self.pos = np.empty(M, dtype=np.int64)
-        self.pos[order] = np.arange(M, dtype=np.int64)
-        per_token = np.bincount(self.ids, minlength=self.vocab_size)
-        self.token_ptr = np.concatenate([[0], np.cumsum(per_token)]).astype(np.int64)
-        cuts = np.searchsorted(self.token_ptr, np.arange(1, _TOKEN_RANGES) * (M / _TOKEN_RANGES))
-        self.token_ranges = np.unique(np.concatenate([[0], cuts, [self.vocab_size]])).astype(np.int64)
+        n, M = self.offsets.size - 1, self.ids.size
+        self.max_entries = int(np.diff(self.offsets).max()) if n else 0
+        cuts = np.searchsorted(self.offsets, np.arange(1, BLOCKS) * (M / BLOCKS))
+        self.blocks = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]])).astype(np.int64)
+        self.lock = threading.Lock()
+        self._scratch = {}
 
     @property
     def n(self) -> int:
@@ -64,6 +65,13 @@ class EntryPlan:
         if dtype not in self._counts:
             self._counts[dtype] = self._counts[np.dtype(np.float64)].astype(dtype)
         return self._counts[dtype]
+
+    def partials(self, width: int) -> np.ndarray:
+        """The blocks' tables of partial sums, blocks x |S| x ``width`` float64 (hold :attr:`lock`)."""
+        if width not in self._scratch:
+            self._scratch.clear()
+            self._scratch[width] = np.empty((self.blocks.size - 1, self.vocab_size, width))
+        return self._scratch[width]
 
 
 @numba.njit(cache=True, inline="always")
@@ -86,92 +94,97 @@ def _softplus(x):
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries_binary(off, ids, counts, CW, y, pos, H, f, loss):  # pragma: no cover - compiled
-    """Binary model: ``CW`` is |S| x 2 (``c``, ``w``); writes ``f`` and the per-sequence losses, and
-    ``H[pos_t] = (h_t (u_t - f), h_t)`` for every entry."""
+def _entries_binary(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
+    """Binary model: ``CW`` is |S| x 2 (``c``, ``w``); writes ``f``, the per-sequence losses and the
+    blocks' partial sums ``P[b, s] = sum over the entries t of token s in block b of (h_t (u_t - f), h_t)``."""
     n = off.size - 1
-    for i in numba.prange(n):
-        lo, hi = off[i], off[i + 1]
-        amax, k = _top(ids, CW, lo, hi)
-        uk = CW[ids[k], 1]
-        Z = 0.0
-        s = 0.0
-        for t in range(lo, hi):
-            tok = ids[t]
-            e = math.exp(CW[tok, 0] - amax) * counts[t]
-            H[pos[t], 1] = e
-            Z += e
-            s += e * (CW[tok, 1] - uk)
-        m = s / Z
-        fi = uk + m
-        yi = y[i]
-        loss[i] = _softplus(-yi * fi)
-        gz = -1.0 / (1.0 + math.exp(yi * fi)) * yi / n / Z  # dL/df_i / Z_i
-        for t in range(lo, hi):
-            j = pos[t]
-            h = gz * H[j, 1]
-            H[j, 0] = h * ((CW[ids[t], 1] - uk) - m)
-            H[j, 1] = h
-        f[i] = fi
+    for b in numba.prange(blocks.size - 1):
+        Pb = P[b]
+        Pb[:, :] = 0.0
+        ebuf = np.empty(max_entries)
+        for i in range(blocks[b], blocks[b + 1]):
+            lo, hi = off[i], off[i + 1]
+            amax, k = _top(ids, CW, lo, hi)
+            uk = CW[ids[k], 1]
+            Z = 0.0
+            s = 0.0
+            for t in range(lo, hi):
+                tok = ids[t]
+                e = math.exp(CW[tok, 0] - amax) * counts[t]
+                ebuf[t - lo] = e
+                Z += e
+                s += e * (CW[tok, 1] - uk)
+            m = s / Z
+            fi = uk + m
+            yi = y[i]
+            loss[i] = _softplus(-yi * fi)
+            gz = -1.0 / (1.0 + math.exp(yi * fi)) * yi / n / Z  # dL/df_i / Z_i
+            for t in range(lo, hi):
+                tok = ids[t]
+                h = gz * ebuf[t - lo]
+                Pb[tok, 0] += h * ((CW[tok, 1] - uk) - m)
+                Pb[tok, 1] += h
+            f[i] = fi
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries_multiclass(off, ids, counts, CW, y, pos, H, F, G, loss):  # pragma: no cover - compiled
-    """K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F`` (n x K),
-    ``G = dL/dF`` (n x K), the per-sequence losses and ``H[pos_t] = (sum_k h_tk (u_tk - f_k), h_t1..h_tK)``
-    with ``h_tk = G_k q_t n_t``."""
+def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
+    """K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F`` (n x K), the
+    per-sequence losses and the blocks' partial sums of ``(sum_k h_tk (u_tk - f_k), h_t1..h_tK)`` per
+    token, with ``h_tk = G_k q_t n_t`` and ``G = dL/dF``."""
     n = off.size - 1
     K = CW.shape[1] - 1
-    for i in numba.prange(n):
-        lo, hi = off[i], off[i + 1]
-        amax, k = _top(ids, CW, lo, hi)
-        r = ids[k]
-        Z = 0.0
-        for c in range(K):
-            F[i, c] = 0.0
-        for t in range(lo, hi):
-            tok = ids[t]
-            e = math.exp(CW[tok, 0] - amax) * counts[t]
-            H[pos[t], 0] = e
-            Z += e
+    for b in numba.prange(blocks.size - 1):
+        Pb = P[b]
+        Pb[:, :] = 0.0
+        ebuf = np.empty(max_entries)
+        m = np.empty(K)
+        G = np.empty(K)
+        for i in range(blocks[b], blocks[b + 1]):
+            lo, hi = off[i], off[i + 1]
+            amax, k = _top(ids, CW, lo, hi)
+            r = ids[k]
+            Z = 0.0
+            m[:] = 0.0
+            for t in range(lo, hi):
+                tok = ids[t]
+                e = math.exp(CW[tok, 0] - amax) * counts[t]
+                ebuf[t - lo] = e
+                Z += e
+                for c in range(K):
+                    m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+            fmax = -np.inf
             for c in range(K):
-                F[i, c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
-        fmax = -np.inf
-        for c in range(K):
-            F[i, c] /= Z  # m_c = f_c - u_kc, kept in G until the logits are known
-            G[i, c] = F[i, c]
-            F[i, c] += CW[r, 1 + c]
-            fmax = max(fmax, F[i, c])
-        se = 0.0
-        for c in range(K):
-            se += math.exp(F[i, c] - fmax)
-        lse = fmax + math.log(se)
-        loss[i] = lse - F[i, y[i]]
-        for t in range(lo, hi):
-            j = pos[t]
-            q = H[j, 0] / Z
-            acc = 0.0
+                m[c] /= Z  # f_c - u_kc
+                F[i, c] = CW[r, 1 + c] + m[c]
+                fmax = max(fmax, F[i, c])
+            se = 0.0
             for c in range(K):
-                gc = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
-                h = gc * q
-                acc += ((CW[ids[t], 1 + c] - CW[r, 1 + c]) - G[i, c]) * h
-                H[j, 1 + c] = h
-            H[j, 0] = acc
-        for c in range(K):
-            G[i, c] = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
+                se += math.exp(F[i, c] - fmax)
+            lse = fmax + math.log(se)
+            loss[i] = lse - F[i, y[i]]
+            for c in range(K):
+                G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
+            for t in range(lo, hi):
+                tok = ids[t]
+                q = ebuf[t - lo] / Z
+                acc = 0.0
+                for c in range(K):
+                    h = G[c] * q
+                    acc += ((CW[tok, 1 + c] - CW[r, 1 + c]) - m[c]) * h
+                    Pb[tok, 1 + c] += h
+                Pb[tok, 0] += acc
 
 
 @numba.njit(parallel=True, cache=True)
-def _per_token(token_ptr, token_ranges, H, out):  # pragma: no cover - compiled
-    """``out[s] = sum of the rows of H`` in token ``s``'s range of the token-sorted order, in order."""
-    width = H.shape[1]
-    for r in numba.prange(token_ranges.size - 1):
-        for s in range(token_ranges[r], token_ranges[r + 1]):
-            for c in range(width):
-                acc = 0.0
-                for j in range(token_ptr[s], token_ptr[s + 1]):
-                    acc += H[j, c]
-                out[s, c] = acc
+def _sum_blocks(P, out):  # pragma: no cover - compiled
+    """``out[s] = P[0, s] + P[1, s] + ...``, in block order."""
+    for s in numba.prange(P.shape[1]):
+        for c in range(P.shape[2]):
+            acc = 0.0
+            for b in range(P.shape[0]):
+                acc += P[b, s, c]
+            out[s, c] = acc
 
 
 def _threads() -> None:
@@ -188,19 +201,19 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
     """
     dtype = CW.dtype
     CW = np.ascontiguousarray(CW)
-    n, M, width = plan.n, plan.ids.size, CW.shape[1]
-    H = np.empty((M, width), dtype=dtype)
+    n, width = plan.n, CW.shape[1]
     per_seq = np.empty(n, dtype=np.float64)
-    _threads()
-    if multiclass:
-        f = np.empty((n, width - 1), dtype=dtype)
-        G = np.empty((n, width - 1), dtype=dtype)
-        _entries_multiclass(plan.offsets, plan.ids, plan.counts(dtype), CW, np.ascontiguousarray(labels, np.int64),
-                            plan.pos, H, f, G, per_seq)
-    else:
-        f = np.empty(n, dtype=dtype)
-        _entries_binary(plan.offsets, plan.ids, plan.counts(dtype), CW, np.ascontiguousarray(labels, np.float64),
-                        plan.pos, H, f, per_seq)
     AB = np.empty((plan.vocab_size, width), dtype=dtype)
-    _per_token(plan.token_ptr, plan.token_ranges, H, AB)
+    f = np.empty((n, width - 1) if multiclass else n, dtype=dtype)
+    _threads()
+    with plan.lock:
+        P = plan.partials(width)
+        args = (plan.offsets, plan.ids, plan.counts(dtype), CW)
+        if multiclass:
+            _entries_multiclass(*args, np.ascontiguousarray(labels, np.int64), plan.blocks, plan.max_entries, P,
+                                f, per_seq)
+        else:
+            _entries_binary(*args, np.ascontiguousarray(labels, np.float64), plan.blocks, plan.max_entries, P, f,
+                            per_seq)
+        _sum_blocks(P, AB)
     return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB
