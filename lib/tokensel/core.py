@@ -159,6 +159,11 @@ def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:
     return dt.cache["plan"]
 
 
+def fused_scores_values(E: torch.Tensor, PV: torch.Tensor) -> torch.Tensor:
+    """``E PV`` in one pass over ``E`` (:func:`tokensel.kernels.scores_values`; CPU, float32/float64)."""
+    return torch.from_numpy(kernels.scores_values(E.detach().numpy(), PV.detach().numpy()))
+
+
 def fused_grads(batch: RaggedBatch, CW: torch.Tensor):
     """The stable score/value gradients by the fused kernel, for ``CW = E [p, V]`` (|S| x (1 + K); K = 1
     for the binary model). Returns ``(loss, f, AB)``: the mean loss (float), the outputs (n,) or logits

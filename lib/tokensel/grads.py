@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import fused_applies, fused_grads, score_value_grads, score_value_grads_multiclass
+from .core import fused_applies, fused_grads, fused_scores_values, score_value_grads, score_value_grads_multiclass
 from .data import RaggedBatch
 from .errors import InvalidParameterError
 from .model import AttentionModel, MultiClassAttentionModel
@@ -73,12 +73,13 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
                                     "CPU: use fused=None to fall back to the reference elsewhere")
     multiclass = isinstance(model, MultiClassAttentionModel)
     PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
-    CW = E @ PV  # one pass over E for c = E p and W = E V (w = E v)
-    if fused is not False and fused_applies(batch, CW, stable):
+    if fused is not False and fused_applies(batch, E, stable):
+        CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
         loss, f, AB = fused_grads(batch, CW)
         A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()
         gpv = AB.T @ E  # one pass over E for E^T A and E^T B
     else:
+        CW = E @ PV  # one pass over E for c = E p and W = E V
         if multiclass:
             r = score_value_grads_multiclass(batch, CW[:, 0], CW[:, 1:], stable=stable)
         else:
