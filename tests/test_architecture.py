@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "version", "files", "loss"},
     {"config", "validation"},
     {"progress", "seeding", "manifest", "checkpoints", "data"},
-    {"text", "imdb_archive", "mixing", "core", "synthetic"},
+    {"text", "imdb_archive", "kernels", "mixing", "core", "synthetic"},
     {"loaders", "model", "maxmargin"},
     {"reviews", "grads", "statistics", "loop", "dense"},
     {"training", "variants"},

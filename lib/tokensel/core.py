@@ -18,6 +18,12 @@ identity, exact for any reference ``k`` in the sequence,
 
 with ``k`` a top-scoring token: for ``t = k`` the result is a sum of small products ``q_j (u_j - u_k)``
 computed to full relative precision.
+
+Two implementations compute the same thing. The reference (:func:`score_value_grads`,
+:func:`score_value_grads_multiclass`) is a sequence of tensor operations over the entries, on any device;
+the fused one (:func:`fused_grads`, :mod:`tokensel.kernels`) does the whole attention pass in one
+compiled kernel per sequence on the CPU, and is what :func:`tokensel.gradients` uses there
+(:func:`fused_applies`). The tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import kernels
 from .data import RaggedBatch
 from .loss import logistic_slope, mean_logistic
 
@@ -135,3 +142,33 @@ def score_value_grads_multiclass(batch: RaggedBatch, c: torch.Tensor, W: torch.T
     h = G[dt.seg].mul_((e / Z[dt.seg])[:, None])  # (M x K): G_ik q_t n_t
     S = batch.vocab_size
     return ScoreValueGrads(loss, f, _scatter(dt, umf.mul_(h).sum(1), S), _scatter(dt, h, S))
+
+
+def fused_applies(batch: RaggedBatch, c: torch.Tensor, stable: bool) -> bool:
+    """Whether :func:`fused_grads` computes this evaluation: the stable form, on the CPU, in float32 or
+    float64 (the naive form, other devices and dtypes use the reference)."""
+    return stable and batch.device.type == "cpu" and c.device.type == "cpu" \
+        and c.dtype in (torch.float32, torch.float64)
+
+
+def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:
+    """The kernels' index arrays of ``batch``'s distinct entries (computed once per batch, cached)."""
+    dt = batch.distinct()
+    if "plan" not in dt.cache:
+        dt.cache["plan"] = kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy(), batch.vocab_size)
+    return dt.cache["plan"]
+
+
+def fused_scores_values(E: torch.Tensor, PV: torch.Tensor) -> torch.Tensor:
+    """``E PV`` in one pass over ``E`` (:func:`tokensel.kernels.scores_values`; CPU, float32/float64)."""
+    return torch.from_numpy(kernels.scores_values(E.detach().numpy(), PV.detach().numpy()))
+
+
+def fused_grads(batch: RaggedBatch, CW: torch.Tensor):
+    """The stable score/value gradients by the fused kernel, for ``CW = E [p, V]`` (|S| x (1 + K); K = 1
+    for the binary model). Returns ``(loss, f, AB)``: the mean loss (float), the outputs (n,) or logits
+    (n x K), and ``AB`` (|S| x (1 + K)) holding ``A`` in column 0 and ``B`` after it, as
+    :func:`score_value_grads` (binary) or :func:`score_value_grads_multiclass` (K-class) would give."""
+    multiclass = batch.num_classes is not None
+    loss, f, AB = kernels.attention_grads(entry_plan(batch), CW.detach().numpy(), batch.labels.numpy(), multiclass)
+    return loss, torch.from_numpy(f), torch.from_numpy(AB)

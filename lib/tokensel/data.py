@@ -304,6 +304,8 @@ class DistinctTokens:
     seg: torch.Tensor
     offsets: torch.Tensor
     counts: torch.Tensor
+    #: what is derived from the entries once per batch (the fused kernels' index arrays, by name)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def labels_from_01(labels) -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import score_value_grads, score_value_grads_multiclass
+from .core import fused_applies, fused_grads, fused_scores_values, score_value_grads, score_value_grads_multiclass
 from .data import RaggedBatch
 from .errors import InvalidParameterError
 from .model import AttentionModel, MultiClassAttentionModel
@@ -53,30 +53,50 @@ class Gradients:
             E.sub_(self.E, alpha=lr)
 
 
-def gradients(model, batch: RaggedBatch, stable: bool = True) -> Gradients:
-    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``."""
+def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
+    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``.
+
+    The attention pass runs in the fused kernel (:func:`tokensel.core.fused_grads`) where it applies (the
+    stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
+    in the reference implementation; ``fused=True`` insists on the kernel."""
     if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
         raise InvalidParameterError(f"model must be an AttentionModel or MultiClassAttentionModel, got "
                                     f"{type(model).__name__}")
     if not isinstance(stable, bool):
         raise InvalidParameterError(f"stable must be True or False, got {stable!r}")
+    if fused not in (None, True, False):
+        raise InvalidParameterError(f"fused must be None (where it applies), True or False, got {fused!r}")
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
-    if isinstance(model, MultiClassAttentionModel):
-        cW = E @ torch.cat([p[:, None], v], 1)  # one pass over E for c = E p and W = E V
-        r = score_value_grads_multiclass(batch, cW[:, 0], cW[:, 1:], stable=stable)
-        gpv = torch.cat([r.A[None, :], r.B.T], 0) @ E  # one pass over E for E^T A and E^T B
-        return Gradients(float(r.loss), r.f, r.A, r.B, gpv[0], gpv[1:].T, p, v)
-    cw = E @ torch.stack([p, v], 1)  # one pass over E for c = E p and w = E v
-    r = score_value_grads(batch, cw[:, 0], cw[:, 1], stable=stable)
-    gpv = torch.stack([r.A, r.B], 0) @ E  # one pass over E for E^T A and E^T B (row-major friendly)
-    return Gradients(float(r.loss), r.f, r.A, r.B, gpv[0], gpv[1], p, v)
+    if fused and not fused_applies(batch, E, stable):
+        raise InvalidParameterError("fused=True needs stable=True and a float32/float64 model and batch on the "
+                                    "CPU: use fused=None to fall back to the reference elsewhere")
+    multiclass = isinstance(model, MultiClassAttentionModel)
+    PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
+    if fused is not False and fused_applies(batch, E, stable):
+        CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
+        loss, f, AB = fused_grads(batch, CW)
+        A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()
+        gpv = AB.T @ E  # one pass over E for E^T A and E^T B
+    else:
+        CW = E @ PV  # one pass over E for c = E p and W = E V
+        if multiclass:
+            r = score_value_grads_multiclass(batch, CW[:, 0], CW[:, 1:], stable=stable)
+        else:
+            r = score_value_grads(batch, CW[:, 0], CW[:, 1], stable=stable)
+        loss, f, A, B = float(r.loss), r.f, r.A, r.B
+        gpv = torch.cat([A[None, :], B.T if multiclass else B[None, :]], 0) @ E  # one pass over E
+    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v)
 
 
 def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
     """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
     by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor)."""
-    r = score_value_grads(batch, E @ p, w, stable=stable)
+    c = E @ p
+    if fused_applies(batch, c, stable):
+        loss, _, AB = fused_grads(batch, torch.stack([c, w], 1))
+        return torch.tensor(loss, dtype=c.dtype), E.T @ AB[:, 0]
+    r = score_value_grads(batch, c, w, stable=stable)
     return r.loss, E.T @ r.A
 
 
