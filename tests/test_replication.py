@@ -215,3 +215,31 @@ def test_the_recorded_replication_is_current():
     recorded = ROOT / rep.RECORDED
     assert (recorded / "provenance.json").is_file()
     assert rep.stale_tasks(recorded, ROOT) == []
+
+
+def _fake(out, root, chapter, seed, claims, status="ok"):
+    folder = out / "tasks" / chapter / f"seed-{seed}"
+    (folder / "records").mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(dict(chapter=chapter, seed=seed, status=status,
+                                                        code=rep.code_digest(root, chapter))))
+    (folder / "records" / f"{chapter}@r.json").write_text(json.dumps(dict(chapter=chapter, finished=1, checks=claims)))
+
+
+def test_compare_finds_every_kind_of_difference_and_ignores_round_off(tmp_path):
+    root = _tiny_book(tmp_path, {"01_a": "pass"})
+    a = dict(name="a", measured=1e-16, expected=0.0, tol=1e-13, kind="abs", passed=True)
+    b = dict(name="b", measured=0.42, expected=0.9, tol=None, kind="le", passed=True)
+    _fake(tmp_path / "ref", root, "01_a", 1000, [a, b])
+    _fake(tmp_path / "same", root, "01_a", 1000, [{**a, "measured": 3e-16}, {**b, "measured": 0.42000001}])
+    assert rep.compare(tmp_path / "same", tmp_path / "ref", root) == []
+    _fake(tmp_path / "diff", root, "01_a", 1000, [{**a, "passed": False}, {**b, "measured": 0.5},
+                                                  dict(b, name="c")])
+    diffs = rep.compare(tmp_path / "diff", tmp_path / "ref", root)
+    assert any("'a' failed here, held" in d for d in diffs)
+    assert any("'b' measured 0.5 here" in d for d in diffs)
+    assert any("'c' is not in the recorded" in d for d in diffs)
+    _fake(tmp_path / "crash", root, "01_a", 1000, [a], status="crashed")
+    diffs = rep.compare(tmp_path / "crash", tmp_path / "ref", root)
+    assert any("crashed" in d for d in diffs) and any("'b' recorded, missing here" in d for d in diffs)
+    _fake(tmp_path / "other", root, "01_a", 1100, [a, b])
+    assert "no task of this run" in rep.compare(tmp_path / "other", tmp_path / "ref", root)[-1]

@@ -500,11 +500,28 @@ def chapter_times(out: Path):
     return frame.groupby("chapter").seconds.median()
 
 
-def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-6) -> list[str]:
+def _allowed(claim: dict, m: float, e: float, rtol: float) -> float:
+    """How far two measurements of one claim may differ and still count as the same: ``rtol`` of their size,
+    or ``10 * rtol`` of the claim's own scale (its tolerance for ``abs``, tolerance x expected for ``rel``, the
+    expected value for ``le`` / ``ge``), whichever is larger: round-off in a value far below its threshold
+    (an error of 1e-16 against a tolerance of 1e-13) is not a difference."""
+    exp, tol, kind = claim.get("expected"), claim.get("tol"), claim.get("kind")
+    scale = 0.0
+    num = (int, float)
+    if kind == "abs" and isinstance(tol, num):
+        scale = abs(tol)
+    elif kind == "rel" and isinstance(tol, num) and isinstance(exp, num):
+        scale = abs(tol * exp)
+    elif kind in ("le", "ge") and isinstance(exp, num):
+        scale = abs(exp)
+    return max(rtol * max(abs(m), abs(e)), 10 * rtol * scale)
+
+
+def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[str]:
     """Differences between the tasks of ``out`` and the same (chapter, seed) tasks of ``recorded``, both on the
     chapters' present code: a task that did not finish, a claim recorded in one and not the other, a claim that
-    held in one and failed in the other, or a measured value that differs by more than ``rtol`` (relative).
-    Empty when ``out`` reproduces the recorded replication."""
+    held in one and failed in the other, or a measured value that differs by more than ``rtol`` of its size or of
+    the claim's scale (:func:`_allowed`). Empty when ``out`` reproduces the recorded replication."""
     got_results, got = load_replication(out, root)
     ref_results, ref = load_replication(recorded, root)
     ref_tasks = {(r["chapter"], r["seed"]) for r in ref_results}
@@ -528,7 +545,7 @@ def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-6) -> list[s
                             f"{'held' if r.get('passed') else 'failed'} in the recorded replication")
         m, e = c.get("measured"), r.get("measured")
         if isinstance(m, (int, float)) and isinstance(e, (int, float)) and not isinstance(m, bool):
-            if not (m == e or abs(m - e) <= rtol * max(abs(m), abs(e))):
+            if abs(m - e) > _allowed(r, m, e, rtol):
                 problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} measured {m!r} here, {e!r} recorded")
     compared = {(r["chapter"], r["seed"]) for r in got_results} & ref_tasks
     for key in index:
