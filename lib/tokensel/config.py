@@ -18,7 +18,8 @@ variable                  meaning
                           a number, or ``full`` (default 25000)
 ``TOKENSEL_PROGRESS``     ``0`` turns progress bars off
 ``TOKENSEL_THREADS``      torch's thread count set by :func:`tokensel.seed_everything` (default 2)
-``TOKENSEL_RESULTS_DIR``  where checked claims are recorded (default ``<book>/_build/checks``)
+``TOKENSEL_RESULTS_DIR``  where checked claims are recorded (``make book`` sets ``<book>/_build/checks``);
+                          unset, a chapter run by hand records in ``<book>/_build/scratch/checks``
 ``TOKENSEL_CLAIMS``       ``raise`` (default): a failed claim raises at once; ``report``: it is shown
                           and recorded, the notebook runs on, and ``end_chapter`` raises
 ========================  ==========================================================================
@@ -124,7 +125,16 @@ def threads() -> int:
 
 
 def results_dir(book_root: Path) -> Path:
-    """Where claims are recorded: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""
+    """Where a run records its claims: ``TOKENSEL_RESULTS_DIR`` (``make book`` sets it to the book's folder,
+    :func:`book_results_dir`), else the scratch folder ``<book_root>/_build/scratch/checks``, so a chapter run
+    by hand (``make lab``, a notebook, a script) never touches the book's records."""
+    value = _get(RESULTS_DIR)
+    return Path(value).expanduser() if value else book_root / "_build" / "scratch" / "checks"
+
+
+def book_results_dir(book_root: Path) -> Path:
+    """Where the book's build keeps its claim records, read by ``python -m tokensel verify`` and the status
+    page: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""
     value = _get(RESULTS_DIR)
     return Path(value).expanduser() if value else book_root / "_build" / "checks"
 
