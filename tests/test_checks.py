@@ -154,9 +154,9 @@ def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
 
 def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
-    dead = {"chapter": "c", "run": "dead", "pid": 2**22 + 12345, "host": __import__("socket").gethostname(),
-            "started": 1.0, "checks": []}
-    (tmp_path / "c@dead.json").write_text(json.dumps(dead))
+    dead = {"schema": 2, "chapter": "c", "run": "dead", "pid": 2**22 + 12345,
+            "host": __import__("socket").gethostname(), "started": 1.0, "checks": []}
+    (tmp_path / "c@dead.json").write_text(json.dumps(ts.checks._sealed(dead)))
     ts.start_chapter("c")
     ts.end_chapter()
     assert [r["run"] for r in _records(tmp_path, "c")] != ["dead"] and len(_records(tmp_path, "c")) == 1
@@ -226,8 +226,10 @@ def test_a_preregistered_threshold_is_recorded(tmp_path):
     with pytest.raises(TypeError, match="preregistered"):
         ts.check("x", 1.0, 1.0, tol=0.1, preregistered=1)
     recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
-    assert [c.get("preregistered") for c in recs] == [True, None]
-    ts.end_chapter()
+    assert [c.get("preregistered") for c in recs] == [True, None, None]
+    assert recs[2]["malformed"] and not recs[2]["passed"]  # the malformed claim is on record, as failed
+    with pytest.raises(ClaimFailedError, match="1 of 3 claims failed"):
+        ts.end_chapter()
 
 
 def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
@@ -239,7 +241,7 @@ def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
     with pytest.raises(TypeError, match="deviation"):
         ts.check("x", 1.0, 1.0, tol=0.1, deviation="yes")
     recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
-    assert [c.get("deviation") for c in recs] == [True, True]
+    assert [c.get("deviation") for c in recs] == [True, True, None] and recs[2]["malformed"]
 
 
 def test_build_info_names_the_commit_and_the_time(tmp_path):
