@@ -103,9 +103,11 @@ def test_a_damaged_key_is_no_key(tmp_path):
 
 
 def _record(d: Path, chapter: str, run: str, started: float, passed=True) -> Path:
-    rec = {"chapter": chapter, "run": run, "started": started, "finished": started + 1, "seconds": 1.0,
-           "checks": [{"name": f"{chapter} claim", "measured": 1.0, "expected": 1.0, "tol": 0.0, "kind": "abs",
-                       "passed": passed}]}
+    rec = {"schema": checks.SCHEMA, "chapter": chapter, "run": run, "pid": 1, "host": "elsewhere",
+           "started": started, "finished": started + 1, "seconds": 1.0,
+           "checks": [{"name": f"{chapter} claim", "measured": 1.0 if passed else 2.0, "expected": 1.0, "tol": 0.0,
+                       "kind": "abs", "passed": passed}]}
+    rec = checks._sealed(rec)
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{chapter}@{run}.json").write_text(json.dumps(rec, indent=1))
     return d / f"{chapter}@{run}.json"
@@ -143,7 +145,10 @@ def test_carried_over_records_count_in_this_build_only(tmp_path):
     # a carried-over record changed afterwards, or one carried into an earlier build, does not count
     copy = results / earlier.name
     copy.write_text(copy.read_text().replace('"seconds": 1.0', '"seconds": 2.0'))
-    assert sorted(r["chapter"] for r in checks.this_build(results)) == ["b"]
+    with pytest.raises(InvalidArgumentError, match="digest does not match"):  # an edited record is refused
+        checks.this_build(results)
+    with pytest.raises(ClaimFailedError, match="digest does not match"):
+        checks.verify(results, expected=["a", "b"])
     checks.carry_over([earlier], results)
     time.sleep(0.01)
     checks.mark_build_start(results)
