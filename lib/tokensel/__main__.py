@@ -95,11 +95,14 @@ def _book() -> Path:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replicate"]:
+        from .book.checks import book_root, checked_chapters
         from .book.replication import main as replicate_main
         from .errors import TokenselError
 
         try:
-            return replicate_main(argv[1:])
+            root = book_root()
+            chapters = checked_chapters(root) if (root / "_toc.yml").is_file() else None
+            return replicate_main(argv[1:], root=root, default_chapters=chapters)
         except TokenselError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

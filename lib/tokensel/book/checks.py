@@ -53,6 +53,7 @@ import numpy as np
 from .. import config
 from ..files import write_json_atomic
 from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError, TokenselError
+from . import replication, wording
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
 KINDS = ("abs", "rel", "le", "ge", "true")
@@ -519,11 +520,27 @@ def _fmt(x) -> str:
 
 
 def _line(rec: dict) -> str:
-    kind, e, tol = rec["kind"], rec["expected"], rec["tol"]
-    rel = {"abs": f"= {_fmt(e)} ± {_fmt(tol)}", "rel": f"= {_fmt(e)} ± {_fmt(tol)} (relative)",
-           "le": f"<= {_fmt(e)}", "ge": f">= {_fmt(e)}", "true": "holds", MALFORMED: "(malformed claim)"}[kind]
-    verdict = ("deviation" if rec.get("deviation") else "ok") if rec["passed"] else "FAILED"
-    return f"[{verdict}] {rec['name']}: {_fmt(rec['measured'])} {rel}" + (f" ({rec['reason']})" if rec.get("reason") else "")
+    """What a check prints: the claim in words (:func:`tokensel.book.wording.claim_line`) and, when the book's
+    recorded replication covers it, in how many fresh seeds it held (:func:`tokensel.book.replication.note`)."""
+    kind = rec["kind"]
+    if kind == MALFORMED:
+        return f"[FAILED] {rec['name']}: {_fmt(rec['measured'])} (malformed claim)" + (
+            f" ({rec['reason']})" if rec.get("reason") else "")
+    try:
+        line = wording.claim_line(rec["name"], rec["measured"], rec["expected"], rec["tol"], kind, rec["passed"],
+                                  deviation=bool(rec.get("deviation")),
+                                  preregistered=bool(rec.get("preregistered")), reason=rec.get("reason"))
+    except TokenselError:
+        line = f"[{'ok' if rec['passed'] else 'FAILED'}] {rec['name']}: {_fmt(rec['measured'])}"
+    chapter = _state.get("chapter")
+    if chapter and chapter != NO_CHAPTER:
+        try:
+            note = replication.note(book_root(), chapter, rec["name"])
+        except Exception:  # noqa: BLE001 - the note is a courtesy; the claim is already recorded
+            note = None
+        if note:
+            line += f"\n    ({note})"
+    return line
 
 
 def _append(rec: dict) -> None:

@@ -575,8 +575,9 @@ def summary_text(out: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    """``python -m tokensel replicate``: run chapters at fresh seeds on Dask and summarise them."""
+def main(argv=None, root: Path | None = None, default_chapters: list[str] | None = None) -> int:
+    """``python -m tokensel replicate``: run chapters at fresh seeds on Dask and summarise them. ``root``: the
+    book's folder (default the working directory); ``default_chapters``: what runs without ``--chapters``."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m tokensel replicate", description=main.__doc__)
@@ -598,13 +599,13 @@ def main(argv=None) -> int:
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number")
     args = ap.parse_args(argv)
-    from .checks import book_root, checked_chapters
-
-    root = book_root()
+    root = Path(root or Path.cwd())
     out = Path(args.out)
     out = out if out.is_absolute() else root / out
     if not args.summary:
-        chapters = args.chapters or checked_chapters(root)
+        chapters = args.chapters or default_chapters
+        if not chapters:
+            raise InvalidArgumentError("--chapters: name the chapters to run (e.g. --chapters 01_model 02_one_step)")
         seeds = fresh_seeds(args.seeds, args.first_seed)
         settings = SweepSettings(out=out, workers=args.workers, threads=args.threads, scheduler=args.scheduler,
                                  timeout=args.timeout, retry=args.retry)
