@@ -267,3 +267,221 @@ def test_paper_claims_table_maps_claims_to_checks():
     assert only.loc[0, "status"] == "deviates"
     with pytest.raises(ValueError, match="claim_map"):
         ts.checks.paper_claims_table(claims, {"X": ("a", [])})
+
+
+# --- issue 24 (1): every call of check is on record before anything can raise ---------------------------------
+
+@pytest.mark.parametrize("args, kwargs, error", [
+    (("", 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
+    ((None, 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
+    (("x", 1.0, 1.0), dict(kind="approx"), InvalidArgumentError),
+    (("x", 1.0, 1.0), dict(tol=float("nan")), InvalidArgumentError),
+    (("x", 1.0, 1.0), dict(tol=-1.0), InvalidArgumentError),
+    (("x", 1.0, float("nan")), dict(kind="le"), InvalidArgumentError),
+    (("x", 1.0, "1"), dict(kind="le"), ArgumentTypeError),
+    (("flag given an expected value", False, True), dict(kind="true"), InvalidArgumentError),
+    (("x", 1.0, 10**400), dict(tol=0.1), None),  # converted exactly: a false claim, recorded as such
+    (("x", 10**400, 1.0), dict(tol=0.1), None),
+    (("x", 10**5000, 1.0), dict(tol=0.1), None),  # too large to record exactly: recorded as failed
+    (("x", torch.empty((), device="meta"), 1.0), dict(tol=0.1), None),
+    (("x", 1.0, 1.0), dict(tol=torch.empty((), device="meta")), InvalidArgumentError),
+    (("x", 1.0, 1.0), dict(tol=0.1, deviation="yes"), ArgumentTypeError),
+], ids=["empty name", "no name", "unknown kind", "nan tol", "negative tol", "nan expected", "str expected",
+        "true with expected", "400-digit expected", "400-digit measured", "5000-digit measured", "meta measured",
+        "meta tol", "deviation not bool"])
+def test_a_malformed_or_unconvertible_claim_is_recorded_before_it_raises(tmp_path, args, kwargs, error):
+    """Caught by try/except, the claim must still fail verification: it is on record as failed."""
+    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.start_chapter("bad")
+    with pytest.raises(error or ClaimFailedError):
+        ts.check(*args, **kwargs)
+    with pytest.raises(ClaimFailedError, match="1 of 1 claims failed"):
+        ts.end_chapter()
+    [rec] = _records(tmp_path / "checks", "bad")
+    [c] = rec["checks"]
+    assert c["passed"] is False and ts.checks.record_problems(rec) == []
+    assert c.get("reason") or c["measured"] in (10**400, 1.0)  # a well-formed false claim needs no reason
+    with pytest.raises(ClaimFailedError, match="claim failed"):
+        ts.checks.verify(tmp_path / "checks", expected=["bad"])
+
+
+def test_a_claim_checked_before_start_chapter_is_recorded_and_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ts.checks, "_state", {"chapter": None, "checks": []})
+    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.check("too early", 1.0, 1.0, tol=0.0)
+    ts.start_chapter("late")
+    ts.end_chapter()
+    with pytest.raises(ClaimFailedError, match=r"before start_chapter\(\).*too early"):
+        ts.checks.verify(tmp_path / "checks", expected=["late"])
+    with pytest.raises(InvalidArgumentError, match="plain name"):
+        ts.start_chapter(ts.checks.NO_CHAPTER)
+
+
+# --- issue 24 (3): start_chapter never erases a failure ------------------------------------------------------
+
+def test_start_chapter_run_twice_keeps_a_failed_record(tmp_path):
+    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.start_chapter("twice")
+    with pytest.raises(ClaimFailedError):
+        ts.check("false the first time", 1.0, 2.0, tol=0.1)
+    ts.start_chapter("twice")  # a setup cell run again, or a copied start_chapter
+    ts.check("fine", 1.0, 1.0, tol=0.0)
+    ts.end_chapter()
+    assert len(_records(tmp_path / "checks", "twice")) == 2
+    with pytest.raises(ClaimFailedError, match="false the first time"):
+        ts.checks.verify(tmp_path / "checks", expected=["twice"])
+
+
+def _page(root, name, cells, toc_extra=""):
+    """A one-page book under ``root`` whose page holds ``cells`` (code cell sources)."""
+    (root / "_config.yml").write_text("title: t\n")
+    (root / "_toc.yml").write_text(f"format: jb-book\nroot: {name}\n{toc_extra}")
+    body = "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells)
+    (root / f"{name}.md").write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n"
+                                     "kernelspec:\n  name: python3\n  display_name: Python 3\n---\n# Page\n" + body)
+
+
+def test_a_chapter_is_expected_however_start_chapter_is_written(tmp_path):
+    _page(tmp_path, "kw", ['import tokensel as ts\nts.start_chapter(chapter="kw-name")', 'ts.check("a", 1, 1, tol=0)'])
+    sites, issues = ts.checks.expected_claims(tmp_path)
+    assert list(sites) == ["kw-name"] and len(sites["kw-name"]) == 1 and issues == []
+    assert ts.checks.checked_chapters(tmp_path) == ["kw-name"]
+    _page(tmp_path, "dyn", ['import tokensel as ts\nname = "x"\nts.start_chapter(name)', 'ts.check("a", 1, 1, tol=0)'])
+    assert any("string literal" in i for i in ts.checks.expected_claims(tmp_path)[1])
+    _page(tmp_path, "none", ['import tokensel as ts\nts.check("a", 1, 1, tol=0)'])
+    assert any("never calls start_chapter" in i for i in ts.checks.expected_claims(tmp_path)[1])
+
+
+# --- issue 24 (2): verify knows the claims each chapter's source makes ------------------------------------
+
+CELLS = ['import tokensel as ts\nts.start_chapter("sites")',
+         'x = 2\nts.check("first", x, 2, kind="ge")',
+         'for k in range(3):\n    ts.check(f"loop {k}", k, 0, kind="ge")\nts.check("last", 1.0, 1.0, tol=0.0)',
+         'ts.end_chapter()']
+
+
+def _run_cells(cells):
+    """Execute ``cells`` in an IPython shell, as a kernel does (each cell's code in linecache)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    for c in cells:
+        shell.run_cell(c)
+
+
+@pytest.mark.parametrize("order", ["as written", "parameters inserted", "cells reordered"])
+def test_every_check_call_site_of_the_source_is_recorded(tmp_path, monkeypatch, order):
+    _page(tmp_path, "sites", CELLS)
+    monkeypatch.chdir(tmp_path)
+    ts.checks.mark_build_start(tmp_path / "checks")
+    cells = {"as written": CELLS, "parameters inserted": CELLS[:1] + ["# Parameters\nn = 3\n"] + CELLS[1:],
+             "cells reordered": [CELLS[0], CELLS[2], CELLS[1], CELLS[3]]}[order]
+    _run_cells(cells)
+    [rec] = _records(tmp_path / "checks", "sites")
+    assert all(c["site"] for c in rec["checks"]) and len(rec["checks"]) == 5
+    assert ts.checks.verify(tmp_path / "checks") == (5, 1)
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("damage", ["crash before a check", "check replaced", "record deleted"])
+def test_a_claim_missing_from_the_record_fails_verify(tmp_path, monkeypatch, damage):
+    _page(tmp_path, "sites", CELLS)
+    monkeypatch.chdir(tmp_path)
+    ts.checks.mark_build_start(tmp_path / "checks")
+    if damage == "crash before a check":
+        cells = [CELLS[0], 'raise RuntimeError("boom")\n' + CELLS[1], CELLS[2], CELLS[3]]
+    elif damage == "check replaced":
+        cells = [CELLS[0] + "\nts.check = lambda *a, **k: None", CELLS[1], CELLS[2], CELLS[3]]
+    else:
+        cells = CELLS
+    monkeypatch.setattr(ts, "check", ts.check)  # put back after the test, whatever the cells do
+    _run_cells(cells)
+    if damage == "record deleted":  # a claim removed from the record, its digest made to match again
+        p = next((tmp_path / "checks").glob("sites@*.json"))
+        rec = json.loads(p.read_text())
+        rec["checks"] = [c for c in rec["checks"] if c["name"] != "first"]
+        p.write_text(json.dumps(ts.checks._sealed(rec)))
+    with pytest.raises(ClaimFailedError, match=r"sites\.md, code cell 2, line 2: ts\.check\(\"first\".*never recorded"):
+        ts.checks.verify(tmp_path / "checks")
+
+
+# --- issue 24 (4): integers are compared exactly -------------------------------------------------------------
+
+def test_integers_above_2_to_the_53_are_compared_exactly(tmp_path):
+    ts.start_chapter("ints")
+    with pytest.raises(ClaimFailedError):
+        ts.check("exact", 2**53 + 1, 2**53, tol=0)
+    with pytest.raises(ClaimFailedError):
+        ts.check("exact, numpy", np.int64(2**62 + 1), 2**62, tol=0)
+    with pytest.raises(ClaimFailedError):
+        ts.check("le", 2**60 + 1, 2**60, kind="le")
+    ts.check("ge", 2**60 + 1, 2**60, kind="ge")
+    ts.check("huge", 10**400 + 1, 10**400, tol=1)
+    recs = _records(tmp_path / "checks", "ints")[0]["checks"]
+    assert [c["passed"] for c in recs] == [False, False, False, True, True]
+    assert recs[0]["measured"] == 2**53 + 1 and recs[4]["measured"] == 10**400 + 1
+
+
+# --- issue 24 (5): records are checked strictly and are tamper-evident ----------------------------------------
+
+def _one_passing_record(d):
+    d = d / "checks"
+    ts.checks.mark_build_start(d)
+    ts.start_chapter("t")
+    ts.check("holds", 1.0, 1.0, tol=0.0)
+    ts.check("flag", True, kind="true")
+    ts.end_chapter()
+    return next(d.glob("t@*.json"))
+
+
+@pytest.mark.parametrize("edit, reseal, message", [
+    (lambda r: r["checks"][0].update(passed="false"), False, "passed must be"),
+    (lambda r: r["checks"][0].update(passed="false"), True, "passed must be"),
+    (lambda r: r["checks"][0].update(measured=5.0), False, "digest"),
+    (lambda r: r["checks"][0].update(measured=5.0), True, "passed is True but its recorded values say False"),
+    (lambda r: r["checks"][1].update(measured=False), True, "passed is True but"),
+    (lambda r: r["checks"][0].update(kind="approx"), True, "kind 'approx'"),
+    (lambda r: r["checks"][0].update(tol=-1.0), True, "tol must be"),
+    (lambda r: r.update(finished="yes"), True, "finished must be"),
+    (lambda r: r.update(pid=True), True, "pid must be"),
+    (lambda r: r["checks"].append("a claim"), True, "not a JSON object"),
+    (lambda r: r.pop("digest"), False, "digest is missing"),
+], ids=["passed as a string", "passed as a string, resealed", "value edited", "value edited, resealed",
+        "flag edited, resealed", "unknown kind", "negative tol", "finished not a number", "pid a boolean",
+        "claim not an object", "no digest"])
+def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
+    p = _one_passing_record(tmp_path)
+    tmp_path = p.parent
+    assert ts.checks.verify(tmp_path, expected=["t"]) == (2, 1)
+    rec = json.loads(p.read_text())
+    edit(rec)
+    p.write_text(json.dumps(ts.checks._sealed(rec) if reseal else rec))
+    with pytest.raises(ClaimFailedError, match=message):
+        ts.checks.verify(tmp_path, expected=["t"])
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+
+
+# --- issue 28 (13): a chapter run by hand records in a scratch folder ----------------------------------------
+
+def test_a_chapter_run_by_hand_records_in_the_scratch_folder(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path / "_build" / "checks"))
+    ts.checks.mark_build_start()
+    ts.start_chapter("book")
+    ts.check("holds", 1.0, 1.0, tol=0.0)
+    ts.end_chapter()
+    monkeypatch.delenv("TOKENSEL_RESULTS_DIR")
+    assert ts.checks.results_dir() == tmp_path / "_build" / "scratch" / "checks"
+    assert ts.checks.book_results_dir() == tmp_path / "_build" / "checks"
+    ts.start_chapter("book")  # an exploratory rerun by hand, with a false claim
+    with pytest.raises(ClaimFailedError):
+        ts.check("holds", 2.0, 1.0, tol=0.0)
+    assert len(list((tmp_path / "_build" / "scratch" / "checks").glob("book@*.json"))) == 1
+    assert ts.checks.verify(expected=["book"]) == (1, 1)  # the book's folder is untouched
+    with pytest.raises(ClaimFailedError):
+        ts.checks.verify(tmp_path / "_build" / "scratch" / "checks", expected=["book"])

@@ -132,6 +132,11 @@ def _is_num(x) -> bool:
     return _is_int(x) or isinstance(x, float)
 
 
+def _finite(x) -> bool:
+    """Whether a recorded number is finite (an integer always is, however large)."""
+    return _is_int(x) or (isinstance(x, float) and math.isfinite(x))
+
+
 def _holds(m, e, tol, kind: str) -> bool:
     """Whether the recorded numbers satisfy the claim, in exact arithmetic (no rounding to floats)."""
     if isinstance(m, float) and not math.isfinite(m):
@@ -159,8 +164,8 @@ def _verdict(c: dict) -> bool:
 
 _CHECK_FIELDS = {"name": str, "kind": str, "passed": bool, "deviation": bool, "preregistered": bool,
                  "reason": str, "site": (str, type(None)), "malformed": bool,
-                 "measured": (bool, int, float, str, type(None)), "expected": (int, float, str, type(None)),
-                 "tol": (int, float, str, type(None))}
+                 "measured": (bool, int, float, str, type(None)), "expected": (bool, int, float, str, type(None)),
+                 "tol": (bool, int, float, str, type(None))}
 _RECORD_FIELDS = {"schema": int, "chapter": str, "run": str, "pid": int, "host": str, "started": (int, float),
                   "finished": (int, float), "seconds": (int, float), "orphan": bool, "checks": list, "digest": str}
 
@@ -204,10 +209,9 @@ def record_problems(rec) -> list[str]:
             if not ok_kind:
                 bad.append(f"kind {c['kind']!r} is not one of {KINDS}")
             elif not c.get("malformed") and c["kind"] != "true":
-                if not (_is_num(c["expected"]) and math.isfinite(c["expected"])):
+                if not _finite(c["expected"]):
                     bad.append(f"expected must be a finite number, got {c['expected']!r}")
-                if c["kind"] in ("abs", "rel") and not (_is_num(c["tol"]) and math.isfinite(c["tol"])
-                                                        and c["tol"] >= 0):
+                if c["kind"] in ("abs", "rel") and not (_finite(c["tol"]) and c["tol"] >= 0):
                     bad.append(f"tol must be a finite number >= 0, got {c['tol']!r}")
                 if c["kind"] in ("le", "ge") and c["tol"] is not None:
                     bad.append("a one-sided claim has no tolerance")
@@ -441,7 +445,7 @@ def _definition_problem(name, expected, tol, kind, deviation, preregistered):
             t = None if tol is None else _number(tol, "tol")
         except InvalidArgumentError:
             t = None
-        if t is None or not math.isfinite(t) or t < 0:
+        if t is None or not _finite(t) or t < 0:
             return InvalidArgumentError, (f"kind {kind!r} needs a tolerance tol >= 0 (a finite number), "
                                           f"got {_safe(tol, 60)}")
         tol = t
@@ -459,7 +463,7 @@ def _definition_problem(name, expected, tol, kind, deviation, preregistered):
     except InvalidArgumentError as exc:
         is_real = isinstance(_scalar_or_none(expected), (numbers.Real, np.floating, np.integer))
         return (InvalidArgumentError if is_real else ArgumentTypeError), str(exc)
-    if not math.isfinite(e):
+    if not _finite(e):
         return InvalidArgumentError, f"expected must be finite, got {_safe(expected, 60)}"
     return None, (e, tol)
 
@@ -494,7 +498,7 @@ def _claim(name, measured, expected, tol, kind, deviation, preregistered) -> tup
     else:
         try:
             m = _number(measured, "the measured value")
-            if isinstance(m, float) and not math.isfinite(m):
+            if not _finite(m):
                 reason = "the measured value is not finite"
         except Exception as exc:  # noqa: BLE001
             reason, m = str(exc) or type(exc).__name__, _shown_value(measured)
@@ -766,7 +770,7 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
     import jupytext
 
     names, sites, issues = [], {}, []
-    nb = jupytext.read(path)
+    nb = jupytext.read(path, fmt="md:myst") if path.suffix == ".md" else jupytext.read(path)
     k = 0
     for cell in nb.cells:
         if cell.cell_type != "code":
