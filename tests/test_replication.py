@@ -123,6 +123,7 @@ def test_a_sweep_records_every_outcome_resumes_and_reruns_changed_chapters(tmp_p
     assert "boom" in crashed["error"]
     assert (out / "tasks" / "02_crash" / "seed-1000" / "executed.ipynb").exists()  # kept to diagnose
     assert not (out / "tasks" / "01_half" / "seed-1000" / "executed.ipynb").exists()
+    assert not (out / "tasks" / "01_half" / "seed-1100" / "executed.ipynb").exists()  # claims failed: records say it
 
     summary = rep.summarize(out, root).set_index("claim")
     assert summary.loc["even hundreds", "held"] == 1 and summary.loc["even hundreds", "seeds"] == 2

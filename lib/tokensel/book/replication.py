@@ -203,11 +203,11 @@ def _run_bounded(cmd: list[str], env: dict, timeout: float) -> tuple[int | None,
 
 
 def _keep_notebook(path: Path, status: str) -> None:
-    """Keep the executed notebook of a task that did not succeed, without its images (for diagnosis);
+    """Keep the executed notebook of a task that crashed or timed out, without its images (for diagnosis);
     drop it otherwise (the claim records hold what a replication reports)."""
     if not path.exists():
         return
-    if status == "ok":
+    if status in ("ok", "claims failed"):
         path.unlink()
         return
     import nbformat
