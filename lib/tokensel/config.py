@@ -3,6 +3,7 @@
 A notebook started by hand in Jupyter therefore behaves like ``make book``: both ask these functions,
 and the Makefile only sets variables that a reader may set too.
 
+=========================  ==========================================================================
 variable                   meaning
 =========================  ==========================================================================
 ``TOKENSEL_DATA_DIR``      a local data folder (``imdb/{train,test}.parquet``,
@@ -17,31 +18,11 @@ variable                   meaning
                            a number, or ``full`` (default 25000)
 ``TOKENSEL_PROGRESS``      ``0`` turns progress bars off
 ``TOKENSEL_THREADS``       torch's thread count set by :func:`tokensel.seed_everything` (default 2)
-``TOKENSEL_RESULTS_DIR``   where checked claims are recorded (default ``<book>/_build/checks``)
+``TOKENSEL_RESULTS_DIR``   where checked claims are recorded (``make book`` sets ``<book>/_build/checks``);
+                           unset, a chapter run by hand records in ``<book>/_build/scratch/checks``
 ``TOKENSEL_CLAIMS``        ``raise`` (default): a failed claim raises at once; ``report``: it is shown
                            and recorded, the notebook runs on, and ``end_chapter`` raises
 =========================  ==========================================================================
-=======
-========================  ==========================================================================
-variable                  meaning
-========================  ==========================================================================
-``TOKENSEL_DATA_DIR``     a local data folder (``imdb/{train,test}.parquet``,
-                          ``yelp_polarity_sample/test.parquet``), checked against the manifest
-``TOKENSEL_CACHE_DIR``    where downloaded and parsed data are kept (default ``~/.cache/tokensel``)
-``TOKENSEL_IMDB_ARCHIVE`` the IMDB archive ``aclImdb_v1.tar.gz``: a URL or a local path (default the
-                          Stanford release); when set, it is used even if ``TOKENSEL_DATA_DIR`` is set
-``TOKENSEL_IMDB_SHA256``  the SHA-256 such an archive must have (the canonical archive's is built in)
-``TOKENSEL_YELP_SOURCE``  Yelp polarity: a hub id or a local folder in the hub's layout
-                          (default ``fancyzhx/yelp_polarity``)
-``TOKENSEL_YELP_SIZE``    reviews per split taken from the full Yelp data (stratified, deterministic):
-                          a number, or ``full`` (default 25000)
-``TOKENSEL_PROGRESS``     ``0`` turns progress bars off
-``TOKENSEL_THREADS``      torch's thread count set by :func:`tokensel.seed_everything` (default 2)
-``TOKENSEL_RESULTS_DIR``  where checked claims are recorded (``make book`` sets ``<book>/_build/checks``);
-                          unset, a chapter run by hand records in ``<book>/_build/scratch/checks``
-``TOKENSEL_CLAIMS``       ``raise`` (default): a failed claim raises at once; ``report``: it is shown
-                          and recorded, the notebook runs on, and ``end_chapter`` raises
-========================  ==========================================================================
 """
 
 from __future__ import annotations
