@@ -21,7 +21,7 @@ computed to full relative precision.
 
 Two implementations compute the same thing. The reference (:func:`score_value_grads`,
 :func:`score_value_grads_multiclass`) is a sequence of tensor operations over the entries, on any device;
-the fused one (:func:`fused_grads`, :mod:`tokensel.kernels`) does the whole attention pass in one
+the fused one (:func:`fused_grads`, ``tokensel.kernels``) does the whole attention pass in one
 compiled kernel per sequence on the CPU, and is what :func:`tokensel.gradients` uses there
 (:func:`fused_applies`). The tests hold the two equal.
 """
@@ -160,7 +160,7 @@ def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:
 
 
 def fused_scores_values(E: torch.Tensor, PV: torch.Tensor) -> torch.Tensor:
-    """``E PV`` in one pass over ``E`` (:func:`tokensel.kernels.scores_values`; CPU, float32/float64)."""
+    """``E PV`` in one pass over ``E`` (``tokensel.kernels.scores_values``; CPU, float32/float64)."""
     return torch.from_numpy(kernels.scores_values(E.detach().numpy(), PV.detach().numpy()))
 
 

@@ -638,7 +638,7 @@ CARRIED = "CARRIED_OVER"
 
 
 def carry_over(records: list, directory: Path | None = None) -> list[str]:
-    """Count records of an earlier build in this one: the execution cache (:mod:`tokensel.book.sphinx_execution`)
+    """Count records of an earlier build in this one: the execution cache (``tokensel.book.sphinx_execution``)
     reuses a chapter's cached outputs without executing it, and hands over the records that execution wrote.
 
     Each record file is copied into ``directory`` unchanged and listed, with its SHA-256, in ``CARRIED_OVER``
@@ -760,7 +760,7 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
 
     Every code cell (as jupytext reads it; cells tagged ``skip-execution`` are never run and are left out)
     is parsed; each ``check(...)`` call (``ts.check``, ``check``, ``tokensel.check``, ...) is a call site
-    that the chapter's record must contain (see :func:`_site_of`), each ``start_chapter(...)`` names the
+    that the chapter's record must contain (see ``_site_of``), each ``start_chapter(...)`` names the
     chapter. A name that is not a string literal, or a cell that does not parse, is a problem."""
     path = Path(path)
     st = path.stat()
@@ -865,7 +865,7 @@ def _this_build(d: Path) -> tuple[list[dict], list[str]]:
 
 
 def this_build(directory: Path | None = None) -> list[dict]:
-    """The records that count in the build stamped in ``directory`` (:func:`_this_build`); an invalid record
+    """The records that count in the build stamped in ``directory`` (``_this_build``); an invalid record
     raises :class:`~tokensel.errors.InvalidArgumentError` naming it."""
     recs, bad = _this_build(Path(directory or book_results_dir()))
     if bad:

@@ -521,7 +521,7 @@ def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[s
     """Differences between the tasks of ``out`` and the same (chapter, seed) tasks of ``recorded``, both on the
     chapters' present code: a task that did not finish, a claim recorded in one and not the other, a claim that
     held in one and failed in the other, or a measured value that differs by more than ``rtol`` of its size or of
-    the claim's scale (:func:`_allowed`). Empty when ``out`` reproduces the recorded replication."""
+    the claim's scale (``_allowed``). Empty when ``out`` reproduces the recorded replication."""
     got_results, got = load_replication(out, root)
     ref_results, ref = load_replication(recorded, root)
     ref_tasks = {(r["chapter"], r["seed"]) for r in ref_results}
