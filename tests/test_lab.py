@@ -117,7 +117,7 @@ def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(t
                 return text if "the next cell ran" in text else None
 
             out = _wait(outputs, 180, "the notebook to run to its last cell")
-            assert "[FAILED] doubling: 6 = 7" in out and "end_chapter() will list every failed claim" in out
+            assert "[FAILED] doubling: 6, required within 1e-09 of 7" in out and "end_chapter() will list every failed claim" in out
             assert driver.find_elements(By.XPATH, "//div[contains(@style, 'b00020')]"), "no red failure box"
             SHOTS = ROOT / "_build" / "browser"
             SHOTS.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ count-weighted attention of each entry. Its gradients are sparse too:
 
 with ``G = dL/dZ``. This costs O(entries x d) time and O(n d + |S| d) memory, where gathering
 ``E[ids]`` into a padded (n x T x d) tensor, as autograd over the padded model does, costs
-O(n T d) of both. On 2 CPU cores a full-batch gradient of the MLP-head variant at the paper-scale
+O(n T d) of both. On two cores a full-batch gradient of the MLP-head variant at the paper-scale
 setting takes 0.4-0.6 s instead of 16-23 s (``benchmarks/bench_variants.py``), and its 300-step
 run under 3 minutes.
 
