@@ -11,7 +11,7 @@ sequence ``i``: ``a_t = c_{x_t}``, ``u_t = w_{x_t}``, ``q = softmax(a)`` over th
 so ``grad_E L = A p^T + B v^T``, ``grad_p L = E^T A`` and ``grad_v L = E^T B``.
 
 Saturation. Once the softmax puts almost all mass on the top token ``k``, ``u_k - f`` is a tiny
-difference of O(1) numbers and the naive formula loses all its digits. The stable form uses the
+difference of O(1) numbers, and every digit of the naive formula is lost. The stable form uses the
 identity, exact for any reference ``k`` in the sequence,
 
     u_t - f = (u_t - u_k) - sum_j q_j (u_j - u_k),
