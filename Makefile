@@ -34,11 +34,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab,replicate]"
 	touch $(STAMP)
 
+# the tests run in parallel over the machine's cores (pytest-xdist; TEST_WORKERS=1 runs them in one process)
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 browser-check: $(STAMP)
 	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py

@@ -229,3 +229,80 @@ def test_direction_rate_recovers_one_over_ln_t():
         ts.statistics.direction_rate(t, cos, t_min=1.0)
     with pytest.raises(ts.InvalidParameterError):
         ts.statistics.direction_rate(t[:2], cos[:2], t_min=1e6)
+
+
+# --- issue 26 (6): error bars over words and the two controls of chapter 06 -----------------------------------
+
+def _u_and_monotone(n=2000, seed=0, noise=0.3):
+    rng = np.random.default_rng(seed)
+    gap = rng.uniform(-1, 1, n)
+    return gap, 3 * gap**2 + noise * rng.normal(size=n), gap + noise * rng.normal(size=n)
+
+
+def test_bootstrap_estimate_is_shape_summary_and_its_interval_covers_it():
+    gap, s, v = _u_and_monotone()
+    ci = ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=1)
+    _, _, u, rho = ts.statistics.shape_summary(gap, s, v)
+    assert ci.estimate["u_gap"] == pytest.approx(u, rel=1e-12)
+    assert ci.estimate["rho"] == pytest.approx(rho, rel=1e-12)
+    assert (ci.low <= ci.estimate).all() and (ci.estimate <= ci.high).all()
+    assert ci.low["u_gap"] > 0 and ci.low["rho"] > 0.9
+    # reproducible, and a different seed draws other resamples
+    assert ci.equals(ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=1))
+    assert not ci.equals(ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=2))
+
+
+def test_bootstrap_interval_of_a_flat_shape_covers_zero():
+    rng = np.random.default_rng(3)
+    gap = rng.uniform(-1, 1, 2000)
+    ci = ts.statistics.shape_bootstrap(gap, rng.normal(size=2000), rng.normal(size=2000), n_boot=100)
+    assert ci.low["rho"] < 0 < ci.high["rho"]
+    assert ci.low["u_gap"] < 0
+
+
+def test_frequency_matched_permutes_within_strata_only():
+    rng = np.random.default_rng(0)
+    counts = np.repeat([1.0, 10.0, 100.0, 1000.0], 50)
+    gap = rng.uniform(-1, 1, 200)
+    out = ts.statistics.frequency_matched(gap, counts, strata=4, seed=0)
+    for c in np.unique(counts):
+        same = counts == c
+        assert sorted(out[same]) == sorted(gap[same])  # a stratum keeps its own gaps
+    assert not np.array_equal(out, gap)
+    with_nan = gap.copy()
+    with_nan[7] = np.nan  # a token without a gap keeps it, the others are permuted
+    out_nan = ts.statistics.frequency_matched(with_nan, counts, strata=4, seed=0)
+    assert np.isnan(out_nan[7]) and sorted(np.delete(out_nan, 7)) == sorted(np.delete(with_nan, 7))
+    # a shape carried by frequency alone survives the control; one carried by the gap does not
+    freq_shape = np.log(counts)
+    gap_f = -np.log(counts) / 7 + 0.01 * rng.normal(size=200)
+    _, _, _, rho_f = ts.statistics.shape_summary(
+        ts.statistics.frequency_matched(gap_f, counts, strata=4, seed=1), freq_shape, freq_shape)
+    assert rho_f < -0.5
+    _, _, _, rho_g = ts.statistics.shape_summary(out, gap, gap)
+    assert abs(rho_g) < 0.6
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ts.statistics.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
+    (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
+    (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
+    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
+    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
+    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
+])
+def test_bad_arguments_are_named(call, match):
+    with pytest.raises(ts.errors.TokenselError, match=match):
+        call()
+
+
+def test_shuffled_labels_keep_the_balance_and_the_texts():
+    texts = [f"good film number {i}" if i % 2 else f"bad film number {i}" for i in range(60)]
+    data = ts.prepare_texts(texts, [i % 2 for i in range(60)], min_df=1, test_fraction=0.25)
+    shuffled = ts.reviews.shuffled_labels(data, seed=0)
+    assert torch.equal(shuffled.train.ids, data.train.ids) and torch.equal(shuffled.test.labels, data.test.labels)
+    assert float(shuffled.train.labels.sum()) == float(data.train.labels.sum())
+    assert not torch.equal(shuffled.train.labels, data.train.labels)
+    assert "shuffled" in shuffled.name
+    with pytest.raises(ts.errors.TokenselError, match="data must be a ReviewData"):
+        ts.reviews.shuffled_labels(data.train)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -207,3 +207,19 @@ def from_frame(source, text: str = "text", label: str = "label", **options) -> R
             raise InvalidArgumentError(f"source has no column {col!r} (argument {arg}); its columns are {columns}: "
                                        f"pass {arg}=<column name>")
     return prepare_texts(list(frame[text]), list(frame[label]), **options)
+
+
+def shuffled_labels(data: ReviewData, seed: int = 0) -> ReviewData:
+    """A control: ``data`` with the training reviews' labels randomly permuted (the test reviews, the texts and
+    the vocabulary unchanged). The label balance is kept; what a word says about the label is destroyed, so a
+    model trained on it can learn nothing that generalises, and any shape it still shows against the true
+    posterior gap comes from something other than the labels (chapter 06)."""
+    if not isinstance(data, ReviewData):
+        raise ArgumentTypeError(f"data must be a ReviewData (from prepare_reviews), got {type(data).__name__}")
+    seed = check_int(seed, "seed", min=0)
+    gen = torch.Generator().manual_seed(seed)
+    b = data.train
+    perm = torch.randperm(b.n, generator=gen).to(b.labels.device)
+    train = RaggedBatch(b.ids, b.offsets, b.labels[perm], b.vocab_size, b.num_classes)
+    ratings = None if data.train_ratings is None else data.train_ratings[perm.cpu().numpy()]
+    return replace(data, name=f"{data.name}, shuffled labels", train=train, train_ratings=ratings)

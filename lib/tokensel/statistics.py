@@ -429,3 +429,93 @@ def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
     dist = np.sqrt(2 * (1 - cos[keep]))
     slope, intercept = np.polyfit(np.log(np.log(t[keep])), np.log(dist), 1)
     return float(slope), float(intercept)
+
+
+# --- uncertainty and controls for the shapes (chapter 06) ------------------------------------------------------
+
+def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, central: float) -> tuple[float, float]:
+    """``(u_gap, rho)`` of :func:`shape_summary` for finite arrays, with bin counts and sums instead of tables
+    (the same numbers; the bootstrap calls it hundreds of times)."""
+    from scipy.stats import spearmanr
+
+    lo, hi = float(g.min()), float(g.max())
+    if not lo < hi:
+        return float("nan"), float("nan")
+    edges = np.linspace(lo, hi, bins + 1)
+    idx = np.clip(np.searchsorted(edges, g, side="right") - 1, 0, bins - 1)
+    count = np.bincount(idx, minlength=bins)
+    filled = count > 0
+    centers = ((edges[:-1] + edges[1:]) / 2)[filled]
+    mean_s = (np.bincount(idx, weights=s, minlength=bins)[filled] / count[filled])
+    mean_v = (np.bincount(idx, weights=v, minlength=bins)[filled] / count[filled])
+    centre = mean_s[np.abs(centers) < central]
+    if centre.size == 0 or filled.sum() < 3:
+        return float("nan"), float("nan")
+    u_gap = (min(mean_s[0], mean_s[-1]) - centre.max()) / float(s.std(ddof=1))
+    return float(u_gap), float(spearmanr(centers, mean_v).statistic)
+
+
+def _finite_tokens(gap, scores, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = check_real_array(gap, "gap", ndim=1, finite=False)
+    s = check_real_array(scores, "scores", ndim=1, finite=False)
+    v = check_real_array(values, "values", ndim=1, finite=False)
+    if not g.shape == s.shape == v.shape:
+        raise InvalidArgumentError(f"gap, scores and values need one entry per token each, got lengths "
+                                   f"{len(g)}, {len(s)}, {len(v)}")
+    keep = np.isfinite(g) & np.isfinite(s) & np.isfinite(v)
+    if keep.sum() < 3:
+        raise InvalidArgumentError(f"only {int(keep.sum())} tokens have a finite gap, score and value: need 3")
+    return g[keep], s[keep], v[keep]
+
+
+def shape_bootstrap(gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95,
+                    bins: int = 20, central: float = 0.2):
+    """Bootstrap confidence intervals over words for the two shapes of :func:`shape_summary`.
+
+    The tokens (those with a finite gap, score and value) are resampled with replacement ``n_boot`` times;
+    each resample is binned again and its ``u_gap`` and ``rho`` measured. Returns a DataFrame indexed by
+    ``u_gap`` and ``rho`` with the estimate on all tokens and the percentile interval at ``level``
+    (``low``, ``high``). It says how much the shapes owe to which words happened to be in the vocabulary; it
+    says nothing about the initialisation (the replication over seeds does). Chapter 06.
+    """
+    import pandas as pd
+
+    n_boot = check_int(n_boot, "n_boot", min=10, max=10**6)
+    seed = check_int(seed, "seed", min=0)
+    level = check_real(level, "level", min=0.0, max=1.0, min_inclusive=False, max_inclusive=False)
+    bins = check_int(bins, "bins", min=1, max=10**6)
+    central = check_real(central, "central", min=0.0, min_inclusive=False)
+    g, s, v = _finite_tokens(gap, scores, values)
+    estimate = _shape_values(g, s, v, bins, central)
+    rng = np.random.default_rng(seed)
+    draws = np.array([_shape_values(g[i], s[i], v[i], bins, central)
+                      for i in (rng.integers(0, g.size, g.size) for _ in range(n_boot))])
+    if np.isnan(draws).any():
+        raise InvalidArgumentError(f"{int(np.isnan(draws).any(axis=1).sum())} of {n_boot} resamples left too few "
+                                   "filled bins to measure the shapes: use fewer bins or more tokens")
+    q = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return pd.DataFrame({"estimate": estimate, "low": q[0], "high": q[1]}, index=["u_gap", "rho"])
+
+
+def frequency_matched(gap, counts, strata: int = 20, seed: int = 0) -> np.ndarray:
+    """A control for the shapes: ``gap`` with its values permuted among words of similar frequency.
+
+    The tokens with a finite gap are cut into ``strata`` groups of (nearly) equal size by ``counts`` (their
+    number of occurrences) and the gaps permuted within each group, so that every token keeps a gap drawn
+    from words about as frequent as itself. A shape that only reflects how often a word occurs (rare words
+    have extreme gaps and little-trained embeddings) survives the permutation; a shape that reflects the
+    word's own label statistics does not. Tokens whose gap is not finite keep it. Chapter 06.
+    """
+    g = check_real_array(gap, "gap", ndim=1, finite=False)
+    c = check_real_array(counts, "counts", ndim=1)
+    if g.shape != c.shape:
+        raise InvalidArgumentError(f"gap and counts need one entry per token each, got lengths {len(g)} and {len(c)}")
+    strata = check_int(strata, "strata", min=1, max=10**6)
+    seed = check_int(seed, "seed", min=0)
+    rng = np.random.default_rng(seed)
+    out = g.copy()
+    finite = np.flatnonzero(np.isfinite(g))
+    order = finite[np.argsort(c[finite], kind="stable")]
+    for group in np.array_split(order, min(strata, max(order.size, 1))):
+        out[group] = g[rng.permutation(group)]
+    return out
