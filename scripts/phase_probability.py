@@ -1,0 +1,132 @@
+"""Chapter 04's phase diagram as probabilities: every cell of the (width d, first step eta0) grid run at several
+data seeds x several initialisation seeds, each (data seed, initialisation seed) one Dask task that runs the whole
+grid (``tokensel.phase.phase_runs``). Chapter 04 shows the result beside its own executed runs, which are a
+subset of these (the chapter checks that its rows equal the recorded ones).
+
+    python scripts/phase_probability.py                       # 3 data seeds x 20 initialisations, LocalCluster
+    python scripts/phase_probability.py --scheduler tcp://...  # an existing Dask cluster
+
+Results: ``book/recorded/phase/parts/data-<D>-init-<I>.csv`` (one per task; a stopped sweep resumes and skips
+the finished ones), ``book/recorded/phase/runs.csv`` (all rows) and ``provenance.json`` (command, commit,
+versions, seeds, workers, wall time). Seeds: data seeds 0, 10, 20 and initialisation seeds 1 to 20; the book's
+own page runs data seed 0 with initialisation seeds 1 and 2 (its parameters cell).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "book" / "recorded" / "phase"
+DATA_SEEDS = (0, 10, 20)
+INIT_SEEDS = tuple(range(1, 21))
+
+
+def run_one(data_seed: int, init_seed: int, out: str) -> str:
+    """One task: the whole grid at one (data seed, initialisation seed), written to its part file."""
+    os.environ.setdefault("TOKENSEL_PROGRESS", "0")
+    import torch
+
+    torch.set_num_threads(1)
+    from tokensel import phase
+
+    runs = phase.phase_runs([data_seed], [init_seed], progress=False)
+    path = Path(out) / "parts" / f"data-{data_seed}-init-{init_seed}.csv"
+    tmp = path.with_suffix(".tmp")
+    runs.to_csv(tmp, index=False, float_format="%.17g")
+    tmp.replace(path)
+    return path.name
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        return head.stdout.strip() + ("+uncommitted changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-seeds", type=int, nargs="+", default=list(DATA_SEEDS))
+    ap.add_argument("--init-seeds", type=int, nargs="+", default=list(INIT_SEEDS))
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="LocalCluster workers (default: cores)")
+    ap.add_argument("--scheduler", default=None, help="the address of an existing Dask cluster")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    import pandas as pd
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    from tokensel.progress import bar
+
+    (args.out / "parts").mkdir(parents=True, exist_ok=True)
+    tasks = [(d, i) for d in args.data_seeds for i in args.init_seeds]
+    todo = [(d, i) for d, i in tasks if not (args.out / "parts" / f"data-{d}-init-{i}.csv").is_file()]
+    print(
+        f"phase: {len(tasks)} tasks ({len(args.data_seeds)} data seeds x {len(args.init_seeds)} initialisations), "
+        f"{len(tasks) - len(todo)} already done in {args.out}, {len(todo)} to run"
+    )
+    start = time.time()
+    if todo:
+        if args.scheduler:
+            client, cluster = Client(args.scheduler), None
+        else:
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+        try:
+            futures = [client.submit(run_one, d, i, str(args.out), pure=False) for d, i in todo]
+            with bar(len(futures), "phase tasks") as pbar:
+                for fut in as_completed(futures):
+                    fut.result()
+                    pbar.update()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    parts = [pd.read_csv(args.out / "parts" / f"data-{d}-init-{i}.csv") for d, i in tasks]
+    runs = pd.concat(parts, ignore_index=True).sort_values(["data_seed", "d", "eta0", "init_seed"])
+    runs.to_csv(args.out / "runs.csv", index=False, float_format="%.17g")
+    prov_path = args.out / "provenance.json"
+    prov = json.loads(prov_path.read_text()) if prov_path.is_file() else {"sweeps": []}
+    versions = {"python": platform.python_version()}
+    for name in ("tokensel", "torch", "numpy", "scipy", "cvxpy", "dask", "distributed"):
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    prov["sweeps"].append(
+        {
+            "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+            "commit": _commit(),
+            "versions": versions,
+            "data_seeds": args.data_seeds,
+            "init_seeds": args.init_seeds,
+            "ran": len(todo),
+            "workers": args.workers,
+            "scheduler": args.scheduler,
+            "wall_seconds": round(time.time() - start, 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+    )
+    prov_path.write_text(json.dumps(prov, indent=1) + "\n")
+    print(f"phase: {len(runs)} runs in {args.out / 'runs.csv'} ({time.time() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
