@@ -8,13 +8,14 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
+.PHONY: lint replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make book-student  the student edition: the executed book without solutions (after make book, or runs it)"
 	@echo "make format     format the chapters' code cells with ruff (make test checks that they are)"
 	@echo "make test       run the test suite (what CI runs)"
+	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks and scripts; mypy over the library"
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
@@ -33,6 +34,15 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab,replicate]"
 	touch $(STAMP)
+
+# one style, checked (the configuration is in pyproject.toml; CI runs it before the tests): ruff's formatter and
+# linter over the library, the tests, the benchmarks and the scripts, mypy over the library; the chapters' code
+# cells are formatted by `make format` and checked by the tests
+LINTED := lib tests benchmarks scripts
+lint: $(STAMP)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
 
 # the tests run in parallel over the machine's cores (pytest-xdist; TEST_WORKERS=1 runs them in one process)
 TEST_WORKERS ?= auto

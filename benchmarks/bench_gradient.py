@@ -26,9 +26,9 @@ import argparse
 import time
 
 import torch
+from common import peak_rss_gb, timeit, zipf_batch
 
 import tokensel as ts
-from common import peak_rss_gb, timeit, zipf_batch
 
 
 def autograd_full_batch(model: ts.AttentionModel, batch: ts.RaggedBatch, chunk: int):
@@ -58,20 +58,27 @@ def compare(name, model, batch, floor, repeat, tol):
     buf = torch.empty_like(model.E)
     t0 = time.perf_counter()
     step(model, batch, buf, True)
-    print(f"{name}: first fused call (compiles, or loads the compiled kernels from numba's cache): "
-          f"{time.perf_counter() - t0:.2f} s")
+    print(
+        f"{name}: first fused call (compiles, or loads the compiled kernels from numba's cache): "
+        f"{time.perf_counter() - t0:.2f} s"
+    )
     t_new, (l1, gE1, gp1, gv1) = timeit(lambda: step(model, batch, buf, True), repeat=repeat)
     gE1 = gE1.clone()
     t_ref, (l2, gE2, gp2, gv2) = timeit(lambda: step(model, batch, buf, False), repeat=repeat)
     err = max(float((a - b).abs().max() / b.abs().max()) for a, b in ((gE1, gE2), (gp1, gp2), (gv1, gv2)))
-    assert abs(l1 - l2) <= tol * abs(l2) and err <= tol, f"{name}: fused and reference disagree: " \
-        f"loss {l1} vs {l2}, max relative gradient difference {err:.1e}"
-    print(f"{name}: fused {t_new * 1e3:.1f} ms, reference {t_ref * 1e3:.1f} ms; agreement: relative loss "
-          f"difference {abs(l1 - l2) / abs(l2):.1e}, max gradient difference / max |gradient| {err:.1e}")
+    assert abs(l1 - l2) <= tol * abs(l2) and err <= tol, (
+        f"{name}: fused and reference disagree: loss {l1} vs {l2}, max relative gradient difference {err:.1e}"
+    )
+    print(
+        f"{name}: fused {t_new * 1e3:.1f} ms, reference {t_ref * 1e3:.1f} ms; agreement: relative loss "
+        f"difference {abs(l1 - l2) / abs(l2):.1e}, max gradient difference / max |gradient| {err:.1e}"
+    )
     ratio, speedup = t_new / floor, t_ref / t_new
     met = "met" if ratio <= 3 and speedup >= 3 else "NOT met"
-    print(f"{name}: step={t_new * 1e3:.1f}ms floor={floor * 1e3:.1f}ms reference={t_ref * 1e3:.1f}ms "
-          f"bound_ratio={ratio:.2f} speedup_vs_reference={speedup:.2f}  (targets <= 3 and >= 3: {met})")
+    print(
+        f"{name}: step={t_new * 1e3:.1f}ms floor={floor * 1e3:.1f}ms reference={t_ref * 1e3:.1f}ms "
+        f"bound_ratio={ratio:.2f} speedup_vs_reference={speedup:.2f}  (targets <= 3 and >= 3: {met})"
+    )
     return l2, gE2, gp2
 
 
@@ -94,26 +101,32 @@ def main():
     batch = zipf_batch(args.n, args.mean_len, args.vocab)
     model = ts.AttentionModel.init(args.vocab, args.d, seed=0, dtype=dtype)
     model.p.copy_(torch.randn(args.d, generator=ts.seeding.generator(1), dtype=torch.float64).to(dtype))
-    print(f"batch: {batch.n} sequences, {batch.num_tokens:,} tokens, |S| = {args.vocab}, d = {args.d}, "
-          f"{args.dtype}, {torch.get_num_threads()} torch threads, {ts.config.threads()} kernel threads")
+    print(
+        f"batch: {batch.n} sequences, {batch.num_tokens:,} tokens, |S| = {args.vocab}, d = {args.d}, "
+        f"{args.dtype}, {torch.get_num_threads()} torch threads, {ts.config.threads()} kernel threads"
+    )
     t0 = time.perf_counter()
     dt = batch.distinct()
     ts.core.entry_plan(batch)
     M = dt.ids.numel()
-    print(f"distinct (sequence, token) entries: {M:,} ({M / batch.num_tokens:.0%} of the occurrences), found and "
-          f"indexed once per batch in {(time.perf_counter() - t0) * 1e3:.0f} ms (not in the per-step times)")
+    print(
+        f"distinct (sequence, token) entries: {M:,} ({M / batch.num_tokens:.0%} of the occurrences), found and "
+        f"indexed once per batch in {(time.perf_counter() - t0) * 1e3:.0f} ms (not in the per-step times)"
+    )
 
     # the floor, measured in this run
     big = torch.randn(args.vocab, args.d, dtype=dtype)
-    t_read, _ = timeit(lambda: big.sum(), repeat=args.repeat)
+    t_read, _ = timeit(lambda big=big: big.sum(), repeat=args.repeat)
     dst = torch.empty_like(big)
-    t_copy, _ = timeit(lambda: dst.copy_(big), repeat=args.repeat)
+    t_copy, _ = timeit(lambda big=big, dst=dst: dst.copy_(big), repeat=args.repeat)
     t_pass, _ = timeit(lambda: (dt.ids.sum(), dt.counts.sum()), repeat=args.repeat)
     nbytes = big.numel() * big.element_size()
     floor = t_read + t_copy + t_pass
-    print(f"floor: E is {nbytes / 2**20:.0f} MiB; read once {t_read * 1e3:.1f} ms ({nbytes / t_read / 1e9:.1f} GB/s), "
-          f"read+write once {t_copy * 1e3:.1f} ms, one pass over the entries (ids, counts) {t_pass * 1e3:.1f} ms: "
-          f"{floor * 1e3:.1f} ms")
+    print(
+        f"floor: E is {nbytes / 2**20:.0f} MiB; read once {t_read * 1e3:.1f} ms ({nbytes / t_read / 1e9:.1f} GB/s), "
+        f"read+write once {t_copy * 1e3:.1f} ms, one pass over the entries (ids, counts) {t_pass * 1e3:.1f} ms: "
+        f"{floor * 1e3:.1f} ms"
+    )
     del big, dst
 
     loss, gE, gp = compare("gradient", model, batch, floor, args.repeat, tol)
@@ -125,12 +138,15 @@ def main():
         t_auto = time.perf_counter() - t0
         err = max(float((gE - gE3).abs().max()), float((gp - gp3).abs().max())) / float(gE3.abs().max())
         assert abs(loss - l3) < tol and err < tol, f"reference and autograd disagree: loss {loss} vs {l3}, {err}"
-        print(f"autograd baseline {t_auto * 1e3:.0f} ms (minibatches of {args.chunk}), agrees with the reference "
-              f"to {err:.1e}")
+        print(
+            f"autograd baseline {t_auto * 1e3:.0f} ms (minibatches of {args.chunk}), agrees with the reference "
+            f"to {err:.1e}"
+        )
     del gE
 
-    kbatch = ts.RaggedBatch(batch.ids, batch.offsets, torch.arange(batch.n) % args.classes, args.vocab,
-                            num_classes=args.classes)
+    kbatch = ts.RaggedBatch(
+        batch.ids, batch.offsets, torch.arange(batch.n) % args.classes, args.vocab, num_classes=args.classes
+    )
     kmodel = ts.MultiClassAttentionModel.init(args.vocab, args.d, args.classes, seed=0, dtype=dtype)
     kmodel.p.copy_(model.p)
     del model

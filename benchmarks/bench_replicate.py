@@ -43,8 +43,10 @@ def main():
             raise SystemExit("replicate benchmark: the two runs differ:\n" + "\n".join(diffs))
     speedup = t1 / tw
     print(f"replicate: {len(args.chapters)} chapters x {len(seeds)} seeds; identical claims in both runs")
-    print(f"replicate: t1={t1:.1f} tW={tw:.1f} workers={args.workers} speedup={speedup:.2f} "
-          f"efficiency={speedup / args.workers:.2f}")
+    print(
+        f"replicate: t1={t1:.1f} tW={tw:.1f} workers={args.workers} speedup={speedup:.2f} "
+        f"efficiency={speedup / args.workers:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import argparse
 import time
 
 import torch
+from common import peak_rss_gb
 
 import tokensel as ts
-from common import peak_rss_gb
 
 
 def main():
@@ -33,8 +33,10 @@ def main():
     E = ts.one_step(m0, b, eta0=50.0).E
     important = torch.from_numpy(data.planted != 0)
     pairs = ts.selection_pairs(b, important[b.ids])
-    print(f"{b.n} sequences, |S| = {b.vocab_size}, d = {args.d}: {len(pairs):,} de-duplicated pairs "
-          f"(from {int((b.lengths - 1).sum()):,} per-sequence constraints)")
+    print(
+        f"{b.n} sequences, |S| = {b.vocab_size}, d = {args.d}: {len(pairs):,} de-duplicated pairs "
+        f"(from {int((b.lengths - 1).sum()):,} per-sequence constraints)"
+    )
     assert len(pairs) >= 10_000, "the benchmark should have at least 10,000 pairs"
 
     t0 = time.perf_counter()

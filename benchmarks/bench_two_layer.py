@@ -21,9 +21,9 @@ import argparse
 import time
 
 import torch
+from common import peak_rss_gb, timeit, zipf_batch
 
 import tokensel as ts
-from common import peak_rss_gb, timeit, zipf_batch
 
 PEAK_TFLOPS = {"bf16": 989.0, "fp32": 67.0}  # H100 SXM dense (float32 without TF32), for the utilisation column
 
@@ -50,7 +50,7 @@ def check_agreement(kind):
     parts = [(ts.variants.padded(data.batch), data.batch.labels)]
     l1, g1 = gradient(m, parts, 40, m.forward_prepared)
     l2, g2 = gradient(m, parts, 40, m.forward_reference)
-    err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2))
+    err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
     assert abs(l1 - l2) < 1e-12 and err < 1e-10, (kind, l1, l2, err)
     return err
 
@@ -69,15 +69,19 @@ def main():
     gpu = args.device.startswith("cuda")
     sync = torch.cuda.synchronize if gpu else None
     for kind in ("two_layer", "two_layer_wkq"):
-        print(f"{kind}: fast path equals the written model in float64 (max rel. gradient diff "
-              f"{check_agreement(kind):.1e})")
+        print(
+            f"{kind}: fast path equals the written model in float64 (max rel. gradient diff "
+            f"{check_agreement(kind):.1e})"
+        )
     batch = zipf_batch(n, 230 if args.paper else 150, 7_900, device=args.device).truncate(T)
     chunks = ts.variants.length_chunks(batch, chunk)
     parts = [(ts.variants.padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].float()) for ix in chunks]
     flop = sum(6.0 * ids.shape[0] * ids.shape[1] ** 2 * d for (ids, _), _ in parts)
-    print(f"batch: {batch.n:,} reviews, {batch.num_tokens:,} tokens (at most {T}), |S| = 7,900, d = {d}, "
-          f"chunks of {chunk}, device {torch.cuda.get_device_name() if gpu else 'cpu'}, "
-          f"{torch.get_num_threads()} threads; score products {flop / 1e12:.1f} TFLOP a step")
+    print(
+        f"batch: {batch.n:,} reviews, {batch.num_tokens:,} tokens (at most {T}), |S| = 7,900, d = {d}, "
+        f"chunks of {chunk}, device {torch.cuda.get_device_name() if gpu else 'cpu'}, "
+        f"{torch.get_num_threads()} threads; score products {flop / 1e12:.1f} TFLOP a step"
+    )
     speed = None
     for kind in ("two_layer", "two_layer_wkq"):
         model = ts.variants.make(kind, 7_900, d, seed=0, device=args.device)
@@ -85,7 +89,13 @@ def main():
             t.requires_grad_(True)
         runs = [("fast float32", model.forward_prepared, "fp32")]
         if gpu:
-            runs.append(("fast bf16 scores", lambda i, m: model.forward_prepared(i, m, scores_dtype=torch.bfloat16), "bf16"))
+            runs.append(
+                (
+                    "fast bf16 scores",
+                    lambda i, m, model=model: model.forward_prepared(i, m, scores_dtype=torch.bfloat16),
+                    "bf16",
+                )
+            )
         if not args.paper or args.reference:
             runs.append(("reference float32", model.forward_reference, "fp32"))
         times = {}
@@ -94,16 +104,24 @@ def main():
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
             try:
-                sec, _ = timeit(lambda: gradient(model, parts, batch.n, fwd), repeat=args.repeat, sync=sync)
+                sec, _ = timeit(
+                    lambda model=model, fwd=fwd: gradient(model, parts, batch.n, fwd), repeat=args.repeat, sync=sync
+                )
             except torch.OutOfMemoryError:
                 print(f"  {kind:14s} {label:18s} out of memory")
                 continue
             times[label] = sec
             mem = torch.cuda.max_memory_allocated() / 2**30 if gpu else peak_rss_gb()
-            util = f", {flop / sec / 1e12:6.1f} TFLOP/s ({flop / sec / 1e12 / PEAK_TFLOPS[peak]:.0%} of {peak} peak)" \
-                if gpu else ""
-            print(f"  {kind:14s} {label:18s} {sec:7.3f} s a step, peak {'GPU' if gpu else 'resident'} memory "
-                  f"{mem:5.1f} GiB{util} (timed in {time.perf_counter() - t0:.0f} s)", flush=True)
+            util = (
+                f", {flop / sec / 1e12:6.1f} TFLOP/s ({flop / sec / 1e12 / PEAK_TFLOPS[peak]:.0%} of {peak} peak)"
+                if gpu
+                else ""
+            )
+            print(
+                f"  {kind:14s} {label:18s} {sec:7.3f} s a step, peak {'GPU' if gpu else 'resident'} memory "
+                f"{mem:5.1f} GiB{util} (timed in {time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
         if "reference float32" in times:
             print(f"  {kind}: speed-up of the fast path {times['reference float32'] / times['fast float32']:.1f}x")
             if kind == "two_layer":

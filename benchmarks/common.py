@@ -36,10 +36,9 @@ def zipf_batch(n: int, mean_len: int, vocab: int, seed: int = 0, device="cpu") -
     g = np.random.default_rng(seed)
     lengths = np.clip(g.gamma(2.0, mean_len / 2.0, size=n).astype(np.int64), 5, 4 * mean_len)
     ranks = np.arange(1, vocab + 1, dtype=np.float64)
-    probs = ranks ** -1.1
+    probs = ranks**-1.1
     probs /= probs.sum()
     ids = g.choice(vocab, size=int(lengths.sum()), p=probs)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     labels = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    return ts.RaggedBatch(torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels),
-                          vocab).to(device)
+    return ts.RaggedBatch(torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels), vocab).to(device)

@@ -52,8 +52,11 @@ def main():
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    lines = [f"{args.chapter}: {total:.1f} s in {len(cells)} code cells, peak resident memory {peak:.2f} GB",
-             "", "slowest cells:"]
+    lines = [
+        f"{args.chapter}: {total:.1f} s in {len(cells)} code cells, peak resident memory {peak:.2f} GB",
+        "",
+        "slowest cells:",
+    ]
     lines += [f"  {t:7.1f} s  cell {i:2d}  {first}" for t, i, first in sorted(times, reverse=True)[:10]]
     for key in ("cumulative", "tottime"):
         buf = io.StringIO()

@@ -15,8 +15,13 @@ import numpy as np
 
 import tokensel as ts
 
-TOL = {"train_acc": ("abs", 0.01), "test_acc": ("abs", 0.01), "test_loss": ("rel", 0.05), "u_gap": ("abs", 0.15),
-       "spearman_v": ("abs", 0.02)}
+TOL = {
+    "train_acc": ("abs", 0.01),
+    "test_acc": ("abs", 0.01),
+    "test_loss": ("rel", 0.05),
+    "u_gap": ("abs", 0.15),
+    "spearman_v": ("abs", 0.02),
+}
 BIN_TOL = 0.05  # each bin mean within 5% of the float32 bin means' range
 
 
@@ -30,8 +35,10 @@ def main(low, full) -> int:
             limit = tol * abs(b.loc[name, key]) if kind == "rel" else tol
             ok = diff <= limit
             bad += not ok
-            print(f"{'ok ' if ok else 'BAD'} {name:18s} {key:10s} first {a.loc[name, key]:8.4f} second "
-                  f"{b.loc[name, key]:8.4f} |diff| {diff:.4f} <= {limit:.4f}")
+            print(
+                f"{'ok ' if ok else 'BAD'} {name:18s} {key:10s} first {a.loc[name, key]:8.4f} second "
+                f"{b.loc[name, key]:8.4f} |diff| {diff:.4f} <= {limit:.4f}"
+            )
         for which, col in (("E_s^T p", 0), ("E_s^T v", 1)):
             x, y = abins[name][col]["mean"].to_numpy(), bbins[name][col]["mean"].to_numpy()
             keep = np.isfinite(y)

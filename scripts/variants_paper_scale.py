@@ -38,18 +38,32 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help=f"learning rate (paper: {paper.lr})")
     ap.add_argument("--chunk", type=int, default=None, help=f"reviews per gradient chunk (paper: {paper.chunk})")
     ap.add_argument("--n-train", type=int, default=None, help="draw this many training reviews (default: all)")
-    ap.add_argument("--only", nargs="*", default=None, choices=tuple(ex.MODEL_NAMES),
-                    help="models to run; each two-layer model needs several minutes on an H100 at the paper's "
-                         "size, so run them one per command there")
-    ap.add_argument("--scores-dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="dtype of the two-layer models' layer-1 score products during training (bfloat16: the "
-                         "GPU setting; softmax, parameters and evaluation stay float32)")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        choices=tuple(ex.MODEL_NAMES),
+        help="models to run; each two-layer model needs several minutes on an H100 at the paper's "
+        "size, so run them one per command there",
+    )
+    ap.add_argument(
+        "--scores-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="dtype of the two-layer models' layer-1 score products during training (bfloat16: the "
+        "GPU setting; softmax, parameters and evaluation stay float32)",
+    )
     ap.add_argument("--commit", default=None, help="the library commit, recorded with the results")
     ap.add_argument("--out", default="results/variants")
     ap.add_argument("--checkpoints", default=None, help="folder for the runs' checkpoints (default: <out>/checkpoints)")
     args = ap.parse_args()
-    changes = {k: v for k, v in dict(d=args.d, max_len=args.max_len, steps=args.steps, lr=args.lr,
-                                     chunk=args.chunk, n_train=args.n_train).items() if v is not None}
+    changes = {
+        k: v
+        for k, v in dict(
+            d=args.d, max_len=args.max_len, steps=args.steps, lr=args.lr, chunk=args.chunk, n_train=args.n_train
+        ).items()
+        if v is not None
+    }
     sc = ex.scale(args.scale, **changes)
     kinds = ex.check_kinds(args.only) if args.only else tuple(ex.MODEL_NAMES)
     ts.seed_everything(0)
@@ -61,11 +75,29 @@ def main():
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
     for kind in kinds:
         low = args.scores_dtype == "bfloat16" and kind in ("two_layer", "two_layer_wkq")
-        run = ex.run_model(kind, train, test, sc, device=args.device, checkpoint=ckdir / f"{kind}.pt",
-                           scores_dtype=torch.bfloat16 if low else None)
-        ex.write_run(run, out, steps=sc.steps, d=sc.d, max_len=sc.max_len, lr=sc.lr, n_train=train.n,
-                     scores_dtype="bfloat16" if low else "float32", commit=args.commit, command=" ".join(sys.argv),
-                     device=device, torch=torch.__version__)
+        run = ex.run_model(
+            kind,
+            train,
+            test,
+            sc,
+            device=args.device,
+            checkpoint=ckdir / f"{kind}.pt",
+            scores_dtype=torch.bfloat16 if low else None,
+        )
+        ex.write_run(
+            run,
+            out,
+            steps=sc.steps,
+            d=sc.d,
+            max_len=sc.max_len,
+            lr=sc.lr,
+            n_train=train.n,
+            scores_dtype="bfloat16" if low else "float32",
+            commit=args.commit,
+            command=" ".join(sys.argv),
+            device=device,
+            torch=torch.__version__,
+        )
         print(kind, {k: round(v, 4) for k, v in run.summary().items()}, flush=True)
 
 

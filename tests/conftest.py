@@ -32,8 +32,13 @@ def _results_dir(tmp_path, monkeypatch, _cache_root):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path / "checks"))
     monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(_cache_root))
     # a test sets the data sources it means to use (CI exports an IMDB mirror for the book)
-    for var in ("TOKENSEL_IMDB_ARCHIVE", "TOKENSEL_IMDB_SHA256", "TOKENSEL_YELP_SOURCE", "TOKENSEL_YELP_SIZE",
-                "TOKENSEL_CLAIMS"):
+    for var in (
+        "TOKENSEL_IMDB_ARCHIVE",
+        "TOKENSEL_IMDB_SHA256",
+        "TOKENSEL_YELP_SOURCE",
+        "TOKENSEL_YELP_SIZE",
+        "TOKENSEL_CLAIMS",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -55,8 +60,9 @@ def _write(root, rel, texts, labels, ratings=None):
 def data_dir(tmp_path):
     texts, labels = POS + NEG, [1] * 3 + [0] * 3
     _write(tmp_path, "imdb/train.parquet", texts, labels, [9, 8, 10, 1, 2, 3])
-    _write(tmp_path, "imdb/test.parquet", texts[::-1] + ["unknown words only"], labels[::-1] + [1],
-           [3, 2, 1, 10, 8, 9, 7])
+    _write(
+        tmp_path, "imdb/test.parquet", texts[::-1] + ["unknown words only"], labels[::-1] + [1], [3, 2, 1, 10, 8, 9, 7]
+    )
     _write(tmp_path, "yelp_polarity_sample/test.parquet", texts * 5, labels * 5)
     ts.manifest.write_manifest(tmp_path)
     return tmp_path
@@ -77,8 +83,9 @@ def random_batch(seed, n=7, vocab=11, max_len=6, labels="binary"):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--browser", action="store_true",
-                     help="run only the real-browser tests of the built book (make browser-check)")
+    parser.addoption(
+        "--browser", action="store_true", help="run only the real-browser tests of the built book (make browser-check)"
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_page_is_up_to_date():
     page = (ROOT / "book" / "api.md").read_text()
-    assert page == api.render(ROOT), ("book/api.md is out of date: run "
-                                      "python -c 'import tokensel.book.api as a; a.write()'")
+    assert page == api.render(ROOT), (
+        "book/api.md is out of date: run python -c 'import tokensel.book.api as a; a.write()'"
+    )
 
 
 def test_every_public_name_is_documented_with_its_first_page():
@@ -36,8 +37,11 @@ def test_every_public_name_is_documented_with_its_first_page():
 
 
 def test_first_use_finds_code_not_prose():
-    pages = {"a": "Text about ts.fit_texts.\n", "b": "```{code-cell} ipython3\nts.fit_texts(x)\n```\n",
-             "c": "```{code-cell} ipython3\nts.statistics.alpha(b)\n```\n"}
+    pages = {
+        "a": "Text about ts.fit_texts.\n",
+        "b": "```{code-cell} ipython3\nts.fit_texts(x)\n```\n",
+        "c": "```{code-cell} ipython3\nts.statistics.alpha(b)\n```\n",
+    }
     assert api.first_use("fit_texts", pages) == "b"
     assert api.first_use("statistics", pages, module=True) == "c"
     assert api.first_use("alpha", pages) is None
@@ -72,13 +76,20 @@ def test_page_builds_under_w_n(tmp_path):
     assert {"sphinx.ext.autodoc", "tokensel.book.api"} <= set(config["sphinx"]["extra_extensions"])
     config["execute"]["execute_notebooks"] = "off"
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
-    toc = {"format": "jb-book", "root": "book/intro", "chapters": [{"file": f"book/{n}"} for n in ["api", *linked]
-                                                                    if n != "intro"]}
+    toc = {
+        "format": "jb-book",
+        "root": "book/intro",
+        "chapters": [{"file": f"book/{n}"} for n in ["api", *linked] if n != "intro"],
+    }
     (tmp_path / "_toc.yml").write_text(yaml.safe_dump(toc))
     shutil.copy(ROOT / "references.bib", tmp_path / "references.bib")
     jb = Path(sys.executable).parent / "jupyter-book"
-    out = subprocess.run([str(jb), "build", str(tmp_path), "--builder", "html", "-W", "-n", "--keep-going"],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
+    out = subprocess.run(
+        [str(jb), "build", str(tmp_path), "--builder", "html", "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "lib")},
+    )
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     html = (tmp_path / "_build" / "html" / "book" / "api.html").read_text()
     for name in ts.__all__:

@@ -3,9 +3,10 @@ tokensel.book, and no block of six or more lines written twice inside lib/."""
 
 import ast
 import re
-import tomllib
 from collections import defaultdict
 from pathlib import Path
+
+import tomllib
 
 import tokensel as ts
 
@@ -21,10 +22,25 @@ LAYERS = [
     {"loaders", "model", "maxmargin"},
     {"reviews", "grads", "statistics", "loop", "dense"},
     {"training", "variants"},
-    {"experiments"},
-    {"book", "book.api", "book.checks", "book.display", "book.formatting", "book.pdf", "book.plots", "book.sphinx_equations",
-     "book.sphinx_mathjax", "book.sphinx_notebooks", "book.student", "book.replication", "book.notebooks", "book.wording",
-     "book.sphinx_roadmap", "book.sphinx_execution"},
+    {"experiments", "phase"},
+    {
+        "book",
+        "book.api",
+        "book.checks",
+        "book.display",
+        "book.formatting",
+        "book.pdf",
+        "book.plots",
+        "book.sphinx_equations",
+        "book.sphinx_mathjax",
+        "book.sphinx_notebooks",
+        "book.student",
+        "book.replication",
+        "book.notebooks",
+        "book.wording",
+        "book.sphinx_roadmap",
+        "book.sphinx_execution",
+    },
     {"__init__", "__main__"},
 ]
 
@@ -41,7 +57,7 @@ def _imports(mod: str, path: Path) -> set:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = pkg[:len(pkg) - (node.level - 1)]
+            base = pkg[: len(pkg) - (node.level - 1)]
             names = [node.module] if node.module else [a.name for a in node.names]
             for name in names:
                 out.add(".".join(base + name.split(".")))
@@ -88,8 +104,11 @@ def _code_lines(path: Path):
     tree = ast.parse(path.read_text())
     doc = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) \
-                and isinstance(node.value.value, str):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(getattr(node, "value", None), ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             doc.update(range(node.lineno, node.end_lineno + 1))
     for i, line in enumerate(path.read_text().splitlines(), 1):
         text = re.sub(r"\s+", " ", line.strip())
@@ -103,7 +122,7 @@ def test_no_block_of_six_lines_written_twice_in_lib():
     for mod, f in _modules():
         lines = list(_code_lines(f))
         for k in range(len(lines) - window + 1):
-            block = tuple(t for _, t in lines[k:k + window])
+            block = tuple(t for _, t in lines[k : k + window])
             if sum(len(t) for t in block) < 120:  # short structural lines (e.g. closing brackets) do not count
                 continue
             seen[block].append(f"{mod}:{lines[k][0]}")
@@ -126,12 +145,22 @@ def test_license_and_citation_agree_with_the_project():
     assert cff["version"] == ts.__version__ and cff["license"] == "MIT"
     paper = cff["preferred-citation"]
     assert paper["year"] == 2025 and [a["family-names"] for a in paper["authors"]] == [
-        "Wu", "Shevchenko", "Oymak", "Mondelli"]
+        "Wu",
+        "Shevchenko",
+        "Oymak",
+        "Mondelli",
+    ]
 
 
 # library modules whose tests live in a module named otherwise
-TESTED_IN = {"version": "test_architecture", "book": "test_checks", "book.sphinx_mathjax": "test_sphinx_extensions",
-             "book.sphinx_notebooks": "test_sphinx_extensions", "__main__": "test_cli", "__init__": "test_fuzz"}
+TESTED_IN = {
+    "version": "test_architecture",
+    "book": "test_checks",
+    "book.sphinx_mathjax": "test_sphinx_extensions",
+    "book.sphinx_notebooks": "test_sphinx_extensions",
+    "__main__": "test_cli",
+    "__init__": "test_fuzz",
+}
 
 
 def test_every_library_module_has_a_test_module():

@@ -45,49 +45,106 @@ CASES = [
     ("zero threads", lambda: ts.seed_everything(0, threads=0), ValueError, "threads must be an int >= 1"),
     ("claim without a name", lambda: ts.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
     ("zero bins", lambda: ts.statistics.binned(np.zeros(3), np.zeros(3), bins=0), ValueError, "bins must be"),
-    ("no finite pairs to bin", lambda: ts.statistics.binned(np.full(3, np.nan), np.zeros(3)), ValueError,
-     "no finite"),
-    ("scores of the wrong length", lambda: ts.statistics.selection(_batch(), torch.zeros(3)), InvalidBatchError,
-     "one value per token"),
-    ("scores with NaN", lambda: ts.statistics.selection(_batch(), torch.full((_batch().vocab_size,), np.nan)),
-     InvalidBatchError, "NaN"),
-    ("negative selection tolerance",
-     lambda: ts.statistics.selection(_batch(), torch.zeros(_batch().vocab_size), tol=-1.0), ValueError,
-     "tol must be >= 0"),
-    ("a model where a batch is expected",
-     lambda: ts.statistics.optimal_tokens(ts.AttentionModel.init(5, 3), torch.zeros(5)), InvalidBatchError,
-     "expected a RaggedBatch"),
-    ("values given as a list", lambda: ts.statistics.optimal_tokens(_batch(), [0.0] * 3), InvalidBatchError,
-     "one value per token"),
-    ("infinite E", lambda: ts.AttentionModel(torch.full((3, 2), np.inf, dtype=torch.float64),
-                                             torch.zeros(2, dtype=torch.float64),
-                                             torch.ones(2, dtype=torch.float64)), InvalidParameterError,
-     "E contains NaN or inf"),
+    ("no finite pairs to bin", lambda: ts.statistics.binned(np.full(3, np.nan), np.zeros(3)), ValueError, "no finite"),
+    (
+        "scores of the wrong length",
+        lambda: ts.statistics.selection(_batch(), torch.zeros(3)),
+        InvalidBatchError,
+        "one value per token",
+    ),
+    (
+        "scores with NaN",
+        lambda: ts.statistics.selection(_batch(), torch.full((_batch().vocab_size,), np.nan)),
+        InvalidBatchError,
+        "NaN",
+    ),
+    (
+        "negative selection tolerance",
+        lambda: ts.statistics.selection(_batch(), torch.zeros(_batch().vocab_size), tol=-1.0),
+        ValueError,
+        "tol must be >= 0",
+    ),
+    (
+        "a model where a batch is expected",
+        lambda: ts.statistics.optimal_tokens(ts.AttentionModel.init(5, 3), torch.zeros(5)),
+        InvalidBatchError,
+        "expected a RaggedBatch",
+    ),
+    (
+        "values given as a list",
+        lambda: ts.statistics.optimal_tokens(_batch(), [0.0] * 3),
+        InvalidBatchError,
+        "one value per token",
+    ),
+    (
+        "infinite E",
+        lambda: ts.AttentionModel(
+            torch.full((3, 2), np.inf, dtype=torch.float64),
+            torch.zeros(2, dtype=torch.float64),
+            torch.ones(2, dtype=torch.float64),
+        ),
+        InvalidParameterError,
+        "E contains NaN or inf",
+    ),
     ("zero embedding dimension", lambda: ts.AttentionModel.init(5, 0), InvalidParameterError, "d must be an int >= 1"),
-    ("one step on another vocabulary", lambda: ts.one_step(ts.AttentionModel.init(99, 3), _batch(), eta0=1.0),
-     InvalidBatchError, "E has 99 rows"),
+    (
+        "one step on another vocabulary",
+        lambda: ts.one_step(ts.AttentionModel.init(99, 3), _batch(), eta0=1.0),
+        InvalidBatchError,
+        "E has 99 rows",
+    ),
     ("empty subset", lambda: _batch().subset([]), InvalidBatchError, "empty"),
-    ("documents and labels disagree",
-     lambda: ts.text.encode([["a", "b"]], [1, -1], ts.text.build_vocabulary([["a", "b"]], min_df=1)), InvalidBatchError,
-     "1 documents but 2 labels"),
-    ("min_df above 1 but not an int", lambda: ts.text.build_vocabulary([["a", "b"]], min_df=1.5), ValueError,
-     "min_df must be"),
+    (
+        "documents and labels disagree",
+        lambda: ts.text.encode([["a", "b"]], [1, -1], ts.text.build_vocabulary([["a", "b"]], min_df=1)),
+        InvalidBatchError,
+        "1 documents but 2 labels",
+    ),
+    (
+        "min_df above 1 but not an int",
+        lambda: ts.text.build_vocabulary([["a", "b"]], min_df=1.5),
+        ValueError,
+        "min_df must be",
+    ),
     ("unknown review data set", lambda: ts.reviews.prepare_reviews("mnist"), ValueError, "unknown data set"),
     ("unknown variant", lambda: ts.variants.make("lstm", 5, 3), InvalidParameterError, "kind"),
-    ("variant on a multi-class batch", lambda: _variant(_multiclass().vocab_size).forward(_multiclass()),
-     InvalidBatchError, "binary models"),
+    (
+        "variant on a multi-class batch",
+        lambda: _variant(_multiclass().vocab_size).forward(_multiclass()),
+        InvalidBatchError,
+        "binary models",
+    ),
     ("variant on another vocabulary", lambda: _variant(99).forward(_batch()), InvalidBatchError, "E has 99 rows"),
-    ("variant trained with lr 0", lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, lr=0.0),
-     InvalidParameterError, "lr must be"),
-    ("variant trained with chunk 0", lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, chunk=0),
-     InvalidParameterError, "chunk must be"),
-    ("variant test batch on another vocabulary",
-     lambda: ts.variants.train_variant(_variant(99), _batch(), steps=2), InvalidBatchError, "E has 99 rows"),
-    ("attention weights and words disagree",
-     lambda: ts.display.attention_html(["a", "b", "c"], [0.5], [True, True, False]), ValueError,
-     "one weight per in-vocabulary word"),
-    ("in-vocabulary flags and words disagree",
-     lambda: ts.display.attention_html(["a", "b"], [0.5], [True]), ValueError, "2 words but 1"),
+    (
+        "variant trained with lr 0",
+        lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, lr=0.0),
+        InvalidParameterError,
+        "lr must be",
+    ),
+    (
+        "variant trained with chunk 0",
+        lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, chunk=0),
+        InvalidParameterError,
+        "chunk must be",
+    ),
+    (
+        "variant test batch on another vocabulary",
+        lambda: ts.variants.train_variant(_variant(99), _batch(), steps=2),
+        InvalidBatchError,
+        "E has 99 rows",
+    ),
+    (
+        "attention weights and words disagree",
+        lambda: ts.display.attention_html(["a", "b", "c"], [0.5], [True, True, False]),
+        ValueError,
+        "one weight per in-vocabulary word",
+    ),
+    (
+        "in-vocabulary flags and words disagree",
+        lambda: ts.display.attention_html(["a", "b"], [0.5], [True]),
+        ValueError,
+        "2 words but 1",
+    ),
 ]
 
 
@@ -108,11 +165,24 @@ def test_data_directory_that_is_a_file(tmp_path):
 def test_every_bad_input_is_counted():
     """The issue asks for at least 25 distinct bad inputs: count the collected cases."""
     here = Path(__file__).parent
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", str(here),
-                          "-k", "bad or error or corrupt or missing or wrong or unreachable or infeasible "
-                                "or another_run or unfinished or no_record or unknown or refuse or coercion or half or malformed "
-                                "or diverg or crafted or collide or unwritable or singular or caught or boolean"],
-                         capture_output=True, text=True, cwd=here.parent, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            str(here),
+            "-k",
+            "bad or error or corrupt or missing or wrong or unreachable or infeasible "
+            "or another_run or unfinished or no_record or unknown or refuse or coercion or half or malformed "
+            "or diverg or crafted or collide or unwritable or singular or caught or boolean",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=here.parent,
+        timeout=300,
+    )
     ids = [line for line in out.stdout.splitlines() if "::" in line and "is_counted" not in line]
     print(f"{len(ids)} bad-input test cases")
     assert len(ids) >= 25 + len(CASES), out.stdout[-2000:]

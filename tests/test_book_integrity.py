@@ -47,15 +47,30 @@ def _build(tmp_path, body, header=HEADER):
     (book / "book" / "recorded").mkdir(parents=True)  # an input of the execution cache's key (_config.yml)
     (book / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
     (book / "chapter.md").write_text(header % body)
-    env = dict(os.environ, TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"), TOKENSEL_PROGRESS="0",
-               PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    out = subprocess.run([str(BIN / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    env = dict(
+        os.environ,
+        TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"),
+        TOKENSEL_PROGRESS="0",
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    out = subprocess.run(
+        [str(BIN / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if out.returncode:
         return out.returncode, out.stdout + out.stderr
     # the build's last step, as in `make book`: every recorded claim must hold
-    check = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
-                           capture_output=True, text=True, env=env, cwd=book, timeout=120)
+    check = subprocess.run(
+        [sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=book,
+        timeout=120,
+    )
     return check.returncode, out.stdout + out.stderr + check.stdout + check.stderr
 
 
@@ -75,10 +90,15 @@ def test_false_claim_fails_the_build_and_names_it(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body", [
-    'try:\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)\nexcept Exception:\n    pass',
-    'import contextlib\nwith contextlib.suppress(AssertionError):\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)',
-], ids=["try-except", "suppress"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        'try:\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)\nexcept Exception:\n    pass',
+        "import contextlib\nwith contextlib.suppress(AssertionError):\n"
+        '    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)',
+    ],
+    ids=["try-except", "suppress"],
+)
 def test_a_false_claim_fails_the_build_however_it_is_caught(tmp_path, body):
     rc, log = _build(tmp_path, body)
     assert rc != 0 and "a caught false claim" in log, log[-3000:]
@@ -86,9 +106,12 @@ def test_a_false_claim_fails_the_build_however_it_is_caught(tmp_path, body):
 
 @pytest.mark.slow
 def test_a_false_claim_in_a_raises_exception_cell_fails_the_build(tmp_path):
-    book = HEADER.replace("ts.end_chapter()\n```", "```\n\n```{code-cell} ipython3\n:tags: [raises-exception]\n"
-                          "ts.check(\"a tolerated false claim\", 1.0, 2.0, tol=0.1)\n```\n\n```{code-cell} ipython3\n"
-                          "ts.end_chapter()\n```")
+    book = HEADER.replace(
+        "ts.end_chapter()\n```",
+        "```\n\n```{code-cell} ipython3\n:tags: [raises-exception]\n"
+        'ts.check("a tolerated false claim", 1.0, 2.0, tol=0.1)\n```\n\n```{code-cell} ipython3\n'
+        "ts.end_chapter()\n```",
+    )
     rc, log = _build(tmp_path, "pass", header=book)
     assert rc != 0 and "a tolerated false claim" in log, log[-3000:]
 
@@ -103,8 +126,9 @@ def _execute(md_path, results_dir):
     nb = jupytext.read(md_path)
     os.environ["TOKENSEL_RESULTS_DIR"] = str(results_dir)
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(md_path.parent)}}).execute()
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(md_path.parent)}}
+        ).execute()
     finally:
         del os.environ["TOKENSEL_RESULTS_DIR"]
     return nb
@@ -128,8 +152,9 @@ def test_fastest_chapter_runs_from_its_ipynb_and_records_the_numbers_of_its_md(t
     nb = nbformat.read(ipynb, as_version=4)
     os.environ["TOKENSEL_RESULTS_DIR"] = str(tmp_path / "run0")
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(ROOT / "book")}}).execute()
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "book")}}
+        ).execute()
     finally:
         del os.environ["TOKENSEL_RESULTS_DIR"]
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]

@@ -52,8 +52,11 @@ def book_pages(root: Path) -> list[Path]:
     that ``make pdf`` adds (``tokensel.book.pdf.PRINT_PAGE``)."""
     from tokensel.book.pdf import PRINT_PAGE
 
-    return sorted(p for p in root.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(root).parts)
-                  and p.relative_to(root).as_posix() != PRINT_PAGE)
+    return sorted(
+        p
+        for p in root.rglob("*.html")
+        if not SKIP_DIRS & set(p.relative_to(root).parts) and p.relative_to(root).as_posix() != PRINT_PAGE
+    )
 
 
 def page_problems(driver, url: str) -> tuple[list[str], dict]:
@@ -129,8 +132,10 @@ def test_every_page_of_the_book_renders(tmp_path):
             if rel in ("book/intro.html", "book/05_max_margin.html"):
                 driver.save_screenshot(str(SHOTS / rel.replace("/", "_").replace(".html", ".png")))
         broken = link_problems(links, base)
-    print(f"browser check: {len(pages)} pages, {totals['math']} math elements, {totals['images']} images, "
-          f"{len([l for l in links if l.startswith(base)])} internal links")
+    print(
+        f"browser check: {len(pages)} pages, {totals['math']} math elements, {totals['images']} images, "
+        f"{len([link for link in links if link.startswith(base)])} internal links"
+    )
     assert not report, report
     assert not broken, broken
     # the browser saw every image the HTML holds, and the book really has math and figures

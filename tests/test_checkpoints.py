@@ -11,8 +11,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import (CheckpointError, DivergenceError, InvalidParameterError, StorageError,
-                             TokenselError)
+from tokensel.errors import CheckpointError, DivergenceError, InvalidParameterError, StorageError, TokenselError
 
 
 def _data(seed=1):
@@ -32,14 +31,17 @@ def _flip(batch):
     return ts.RaggedBatch(batch.ids, batch.offsets, -batch.labels, batch.vocab_size)
 
 
-@pytest.mark.parametrize("change, differs", [
-    (lambda: dict(batch=_flip(_data())), "training data"),
-    (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=5)), "initial parameters"),
-    (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=0, dtype=torch.float32)), "dtype"),
-    (lambda: dict(params=("p", "v")), "params"),
-    (lambda: dict(recipe="frozen_E"), "recipe"),
-    (lambda: dict(test_batch=_data(2)), "test data"),
-])
+@pytest.mark.parametrize(
+    "change, differs",
+    [
+        (lambda: dict(batch=_flip(_data())), "training data"),
+        (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=5)), "initial parameters"),
+        (lambda: dict(model=ts.AttentionModel.init(30, 8, seed=0, dtype=torch.float32)), "dtype"),
+        (lambda: dict(params=("p", "v")), "params"),
+        (lambda: dict(recipe="frozen_E"), "recipe"),
+        (lambda: dict(test_batch=_data(2)), "test data"),
+    ],
+)
 def test_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
     path = tmp_path / "run.pt"
     _finished(path)
@@ -131,18 +133,21 @@ def test_two_processes_saving_one_checkpoint_collide_on_nothing(tmp_path):
     assert not list(tmp_path.glob(".shared.pt.*.tmp"))
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(checkpoint_every=0), InvalidParameterError, "checkpoint_every must be an int >= 1"),
-    (dict(eval_every=0), InvalidParameterError, "eval_every must be an int >= 1"),
-    (dict(steps=2.5), TypeError, "steps must be an int"),
-    (dict(steps="3"), TypeError, "steps must be an int"),
-    (dict(lr=float("nan")), InvalidParameterError, "lr must be a number"),
-    (dict(lr=-1.0), InvalidParameterError, "lr must be > 0"),
-    (dict(params="E"), InvalidParameterError, "params must be"),
-    (dict(params=("E", "E")), InvalidParameterError, "params must be"),
-    (dict(progress="yes"), TypeError, "progress must be True or False"),
-    (dict(checkpoint=3), TypeError, "checkpoint must be a file path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(checkpoint_every=0), InvalidParameterError, "checkpoint_every must be an int >= 1"),
+        (dict(eval_every=0), InvalidParameterError, "eval_every must be an int >= 1"),
+        (dict(steps=2.5), TypeError, "steps must be an int"),
+        (dict(steps="3"), TypeError, "steps must be an int"),
+        (dict(lr=float("nan")), InvalidParameterError, "lr must be a number"),
+        (dict(lr=-1.0), InvalidParameterError, "lr must be > 0"),
+        (dict(params="E"), InvalidParameterError, "params must be"),
+        (dict(params=("E", "E")), InvalidParameterError, "params must be"),
+        (dict(progress="yes"), TypeError, "progress must be True or False"),
+        (dict(checkpoint=3), TypeError, "checkpoint must be a file path"),
+    ],
+)
 def test_bad_training_settings_leave_the_model_untouched(tmp_path, kwargs, error, message):
     model = ts.AttentionModel.init(30, 8, seed=0)
     E0, p0 = model.E.clone(), model.p.clone()
@@ -183,31 +188,34 @@ def _opt_state(state, key="exp_avg_sq"):
     return state["opt"]["state"][0][key]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", torch.zeros(3)), "exp_avg of parameter 0 has shape"),
-    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s)[:1]), "has shape"),
-    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s).float()), "has dtype"),
-    (lambda s: _opt_state(s).view(-1).__setitem__(0, float("nan")), "holds NaN or inf"),
-    (lambda s: _opt_state(s).view(-1).__setitem__(0, -1.0), "negative"),
-    (lambda s: _opt_state(s, "exp_avg").view(-1).__setitem__(0, float("inf")), "holds NaN or inf"),
-    (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", _opt_state(s, "exp_avg").t()), "contiguous|shape"),
-    (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(99.0)), "step count"),
-    (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(4.0, dtype=torch.float64)), "step count"),
-    (lambda s: s["opt"]["state"][0].pop("exp_avg_sq"), "entries"),
-    (lambda s: s["opt"]["state"].__setitem__(7, s["opt"]["state"][0]), "parameter 7"),
-    (lambda s: s["opt"]["param_groups"][0].__setitem__("eps", -1.0), "eps=-1.0"),
-    (lambda s: s["opt"]["param_groups"][0].__setitem__("params", [0]), "params="),
-    (lambda s: s["opt"].__setitem__("param_groups", []), "parameter groups"),
-    (lambda s: s.__setitem__("opt", [1, 2]), "not an optimiser state"),
-    (lambda s: s.__setitem__("step", 1), "step count"),
-    (lambda s: s.__setitem__("step", 10**6), "impossible step"),
-    (lambda s: s["traj"].__setitem__("loss", ["x"]), "'loss' is not a list of numbers"),
-    (lambda s: s["traj"].__setitem__("loss", [0.5]), "different lengths"),
-    (lambda s: s["traj"]["step"].reverse(), "increasing"),
-    (lambda s: s["tensors"].__setitem__("E", s["tensors"]["E"].to(torch.float32)), "tensor 'E' has dtype"),
-    (lambda s: s["tensors"].__setitem__("extra", torch.zeros(2)), "holds the tensors"),
-    (lambda s: s["meta"]["settings"].__setitem__("lr", torch.tensor([1.0, 2.0])), "belongs to another run"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", torch.zeros(3)), "exp_avg of parameter 0 has shape"),
+        (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s)[:1]), "has shape"),
+        (lambda s: s["opt"]["state"][0].__setitem__("exp_avg_sq", _opt_state(s).float()), "has dtype"),
+        (lambda s: _opt_state(s).view(-1).__setitem__(0, float("nan")), "holds NaN or inf"),
+        (lambda s: _opt_state(s).view(-1).__setitem__(0, -1.0), "negative"),
+        (lambda s: _opt_state(s, "exp_avg").view(-1).__setitem__(0, float("inf")), "holds NaN or inf"),
+        (lambda s: s["opt"]["state"][0].__setitem__("exp_avg", _opt_state(s, "exp_avg").t()), "contiguous|shape"),
+        (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(99.0)), "step count"),
+        (lambda s: s["opt"]["state"][0].__setitem__("step", torch.tensor(4.0, dtype=torch.float64)), "step count"),
+        (lambda s: s["opt"]["state"][0].pop("exp_avg_sq"), "entries"),
+        (lambda s: s["opt"]["state"].__setitem__(7, s["opt"]["state"][0]), "parameter 7"),
+        (lambda s: s["opt"]["param_groups"][0].__setitem__("eps", -1.0), "eps=-1.0"),
+        (lambda s: s["opt"]["param_groups"][0].__setitem__("params", [0]), "params="),
+        (lambda s: s["opt"].__setitem__("param_groups", []), "parameter groups"),
+        (lambda s: s.__setitem__("opt", [1, 2]), "not an optimiser state"),
+        (lambda s: s.__setitem__("step", 1), "step count"),
+        (lambda s: s.__setitem__("step", 10**6), "impossible step"),
+        (lambda s: s["traj"].__setitem__("loss", ["x"]), "'loss' is not a list of numbers"),
+        (lambda s: s["traj"].__setitem__("loss", [0.5]), "different lengths"),
+        (lambda s: s["traj"]["step"].reverse(), "increasing"),
+        (lambda s: s["tensors"].__setitem__("E", s["tensors"]["E"].to(torch.float32)), "tensor 'E' has dtype"),
+        (lambda s: s["tensors"].__setitem__("extra", torch.zeros(2)), "holds the tensors"),
+        (lambda s: s["meta"]["settings"].__setitem__("lr", torch.tensor([1.0, 2.0])), "belongs to another run"),
+    ],
+)
 def test_a_checkpoint_of_this_run_with_a_bad_state_is_refused_before_loading(tmp_path, edit, message):
     """Item: a file with this run's fingerprint but a wrongly shaped optimiser state used to crash the
     fused Adam kernel (SIGSEGV); NaN or negative second moments poisoned the model."""

@@ -39,10 +39,22 @@ def test_checks_record_and_fail(tmp_path, monkeypatch):
     assert ts.checks.load_results(tmp_path)[0]["seconds"] >= 0
 
 
-@pytest.mark.parametrize("measured", [float("nan"), "False", "True", [False], [True], 1, 0.0, None,
-                                      np.array([True, True]), torch.tensor([True])],
-                         ids=["nan", "str False", "str True", "list False", "list True", "int 1", "float 0",
-                              "None", "bool array", "1-element tensor"])
+@pytest.mark.parametrize(
+    "measured",
+    [float("nan"), "False", "True", [False], [True], 1, 0.0, None, np.array([True, True]), torch.tensor([True])],
+    ids=[
+        "nan",
+        "str False",
+        "str True",
+        "list False",
+        "list True",
+        "int 1",
+        "float 0",
+        "None",
+        "bool array",
+        "1-element tensor",
+    ],
+)
 def test_truth_claims_need_a_real_boolean(tmp_path, monkeypatch, measured):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
     ts.start_chapter("truth")
@@ -61,17 +73,20 @@ def test_numeric_claims_refuse_non_numbers(tmp_path, monkeypatch, measured):
     assert not _records(tmp_path, "numbers")[0]["checks"][0]["passed"]
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(kind="approx"), InvalidArgumentError, "kind must be"),
-    (dict(kind="abs"), InvalidArgumentError, "tolerance"),
-    (dict(kind="abs", tol=float("nan")), InvalidArgumentError, "tolerance"),
-    (dict(kind="abs", tol=-1.0), InvalidArgumentError, "tolerance"),
-    (dict(kind="le", tol=None, expected=None), InvalidArgumentError, "expected value"),
-    (dict(kind="le", expected=float("nan")), InvalidArgumentError, "expected must be finite"),
-    (dict(kind="le", expected="1"), ArgumentTypeError, "expected must be a real number"),
-    (dict(kind="le", tol=0.1), InvalidArgumentError, "takes no tolerance"),
-    (dict(kind="true", expected=True), InvalidArgumentError, "takes no expected value"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(kind="approx"), InvalidArgumentError, "kind must be"),
+        (dict(kind="abs"), InvalidArgumentError, "tolerance"),
+        (dict(kind="abs", tol=float("nan")), InvalidArgumentError, "tolerance"),
+        (dict(kind="abs", tol=-1.0), InvalidArgumentError, "tolerance"),
+        (dict(kind="le", tol=None, expected=None), InvalidArgumentError, "expected value"),
+        (dict(kind="le", expected=float("nan")), InvalidArgumentError, "expected must be finite"),
+        (dict(kind="le", expected="1"), ArgumentTypeError, "expected must be a real number"),
+        (dict(kind="le", tol=0.1), InvalidArgumentError, "takes no tolerance"),
+        (dict(kind="true", expected=True), InvalidArgumentError, "takes no expected value"),
+    ],
+)
 def test_check_bad_arguments(kwargs, error, message):
     args = dict(name="x", measured=1.0, expected=1.0, tol=None)
     args.update(kwargs)
@@ -112,8 +127,7 @@ def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
         ts.checks.verify(tmp_path, expected=["sly"])
     with pytest.raises(ClaimFailedError, match="a hidden false claim"):
         ts.checks.report(["sly"])
-    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)],
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1 and "a hidden false claim" in out.stderr
 
 
@@ -154,8 +168,15 @@ def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
 
 def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
-    dead = {"schema": 2, "chapter": "c", "run": "dead", "pid": 2**22 + 12345,
-            "host": __import__("socket").gethostname(), "started": 1.0, "checks": []}
+    dead = {
+        "schema": 2,
+        "chapter": "c",
+        "run": "dead",
+        "pid": 2**22 + 12345,
+        "host": __import__("socket").gethostname(),
+        "started": 1.0,
+        "checks": [],
+    }
     (tmp_path / "c@dead.json").write_text(json.dumps(ts.checks._sealed(dead)))
     ts.start_chapter("c")
     ts.end_chapter()
@@ -174,9 +195,11 @@ def test_a_chapter_restarted_in_the_same_process_replaces_its_unfinished_record(
 
 
 def test_toc_chapters(tmp_path):
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
-                                      "  - file: book/01_model\n    sections:\n      - file: book/01a\n"
-                                      "  - file: book/status\n")
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n"
+        "  - file: book/01_model\n    sections:\n      - file: book/01a\n"
+        "  - file: book/status\n"
+    )
     assert ts.checks.toc_chapters(tmp_path) == ["intro", "01_model", "01a", "status"]
 
 
@@ -199,10 +222,12 @@ def test_report_mode_shows_a_failure_runs_on_and_fails_at_the_end(tmp_path, monk
 def test_claims_table_shows_each_relation():
     import pandas as pd
 
-    claims = pd.DataFrame([dict(chapter="a", name="x", measured=0.1234567891, expected=0.1, tol=0.05, kind="rel",
-                                passed=True),
-                           dict(chapter="a", name="y", measured=True, expected=None, tol=None, kind="true",
-                                passed=False)])
+    claims = pd.DataFrame(
+        [
+            dict(chapter="a", name="x", measured=0.1234567891, expected=0.1, tol=0.05, kind="rel", passed=True),
+            dict(chapter="a", name="y", measured=True, expected=None, tol=None, kind="true", passed=False),
+        ]
+    )
     t = ts.checks.claims_table(claims)
     assert t.loc[0, "measured"] == "0.123457" and t.loc[0, "claim"] == "= expected ± tol·|expected|"
     assert t.loc[1, "expected"] == "" and t.loc[1, "status"] == "FAILED" and t.loc[1, "claim"] == "holds"
@@ -256,11 +281,16 @@ def test_build_info_names_the_commit_and_the_time(tmp_path):
 def test_paper_claims_table_maps_claims_to_checks():
     import pandas as pd
 
-    claims = pd.DataFrame([dict(chapter="a", name="x: one", passed=True, deviation=False),
-                           dict(chapter="a", name="x: two", passed=True, deviation=True),
-                           dict(chapter="b", name="y: one", passed=False, deviation=False)])
-    t = ts.checks.paper_claims_table(claims, {"X": ("chapter a", [("a", "x:")]), "Y": ("b", [("b", "y:")]),
-                                              "Z": ("c", [("c", "z:")])}).set_index("the paper's claim")
+    claims = pd.DataFrame(
+        [
+            dict(chapter="a", name="x: one", passed=True, deviation=False),
+            dict(chapter="a", name="x: two", passed=True, deviation=True),
+            dict(chapter="b", name="y: one", passed=False, deviation=False),
+        ]
+    )
+    t = ts.checks.paper_claims_table(
+        claims, {"X": ("chapter a", [("a", "x:")]), "Y": ("b", [("b", "y:")]), "Z": ("c", [("c", "z:")])}
+    ).set_index("the paper's claim")
     assert t.loc["X", "checks"] == 2 and t.loc["X", "status"] == "holds in part (1 of 2 checks record deviations)"
     assert t.loc["Y", "status"] == "FAILED" and t.loc["Z", "status"] == "not checked"
     only = ts.checks.paper_claims_table(claims, {"X2": ("a", [("a", "x: two")])})
@@ -271,24 +301,42 @@ def test_paper_claims_table_maps_claims_to_checks():
 
 # --- issue 24 (1): every call of check is on record before anything can raise ---------------------------------
 
-@pytest.mark.parametrize("args, kwargs, error", [
-    (("", 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
-    ((None, 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
-    (("x", 1.0, 1.0), dict(kind="approx"), InvalidArgumentError),
-    (("x", 1.0, 1.0), dict(tol=float("nan")), InvalidArgumentError),
-    (("x", 1.0, 1.0), dict(tol=-1.0), InvalidArgumentError),
-    (("x", 1.0, float("nan")), dict(kind="le"), InvalidArgumentError),
-    (("x", 1.0, "1"), dict(kind="le"), ArgumentTypeError),
-    (("flag given an expected value", False, True), dict(kind="true"), InvalidArgumentError),
-    (("x", 1.0, 10**400), dict(tol=0.1), None),  # converted exactly: a false claim, recorded as such
-    (("x", 10**400, 1.0), dict(tol=0.1), None),
-    (("x", 10**5000, 1.0), dict(tol=0.1), None),  # too large to record exactly: recorded as failed
-    (("x", torch.empty((), device="meta"), 1.0), dict(tol=0.1), None),
-    (("x", 1.0, 1.0), dict(tol=torch.empty((), device="meta")), InvalidArgumentError),
-    (("x", 1.0, 1.0), dict(tol=0.1, deviation="yes"), ArgumentTypeError),
-], ids=["empty name", "no name", "unknown kind", "nan tol", "negative tol", "nan expected", "str expected",
-        "true with expected", "400-digit expected", "400-digit measured", "5000-digit measured", "meta measured",
-        "meta tol", "deviation not bool"])
+
+@pytest.mark.parametrize(
+    "args, kwargs, error",
+    [
+        (("", 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
+        ((None, 1.0, 1.0), dict(tol=0.1), InvalidArgumentError),
+        (("x", 1.0, 1.0), dict(kind="approx"), InvalidArgumentError),
+        (("x", 1.0, 1.0), dict(tol=float("nan")), InvalidArgumentError),
+        (("x", 1.0, 1.0), dict(tol=-1.0), InvalidArgumentError),
+        (("x", 1.0, float("nan")), dict(kind="le"), InvalidArgumentError),
+        (("x", 1.0, "1"), dict(kind="le"), ArgumentTypeError),
+        (("flag given an expected value", False, True), dict(kind="true"), InvalidArgumentError),
+        (("x", 1.0, 10**400), dict(tol=0.1), None),  # converted exactly: a false claim, recorded as such
+        (("x", 10**400, 1.0), dict(tol=0.1), None),
+        (("x", 10**5000, 1.0), dict(tol=0.1), None),  # too large to record exactly: recorded as failed
+        (("x", torch.empty((), device="meta"), 1.0), dict(tol=0.1), None),
+        (("x", 1.0, 1.0), dict(tol=torch.empty((), device="meta")), InvalidArgumentError),
+        (("x", 1.0, 1.0), dict(tol=0.1, deviation="yes"), ArgumentTypeError),
+    ],
+    ids=[
+        "empty name",
+        "no name",
+        "unknown kind",
+        "nan tol",
+        "negative tol",
+        "nan expected",
+        "str expected",
+        "true with expected",
+        "400-digit expected",
+        "400-digit measured",
+        "5000-digit measured",
+        "meta measured",
+        "meta tol",
+        "deviation not bool",
+    ],
+)
 def test_a_malformed_or_unconvertible_claim_is_recorded_before_it_raises(tmp_path, args, kwargs, error):
     """Caught by try/except, the claim must still fail verification: it is on record as failed."""
     ts.checks.mark_build_start(tmp_path / "checks")
@@ -319,6 +367,7 @@ def test_a_claim_checked_before_start_chapter_is_recorded_and_refused(tmp_path, 
 
 # --- issue 24 (3): start_chapter never erases a failure ------------------------------------------------------
 
+
 def test_start_chapter_run_twice_keeps_a_failed_record(tmp_path):
     ts.checks.mark_build_start(tmp_path / "checks")
     ts.start_chapter("twice")
@@ -337,8 +386,10 @@ def _page(root, name, cells, toc_extra=""):
     (root / "_config.yml").write_text("title: t\n")
     (root / "_toc.yml").write_text(f"format: jb-book\nroot: {name}\n{toc_extra}")
     body = "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells)
-    (root / f"{name}.md").write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n"
-                                     "kernelspec:\n  name: python3\n  display_name: Python 3\n---\n# Page\n" + body)
+    (root / f"{name}.md").write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\n"
+        "kernelspec:\n  name: python3\n  display_name: Python 3\n---\n# Page\n" + body
+    )
 
 
 def test_a_chapter_is_expected_however_start_chapter_is_written(tmp_path):
@@ -354,10 +405,12 @@ def test_a_chapter_is_expected_however_start_chapter_is_written(tmp_path):
 
 # --- issue 24 (2): verify knows the claims each chapter's source makes ------------------------------------
 
-CELLS = ['import tokensel as ts\nts.start_chapter("sites")',
-         'x = 2\nts.check("first", x, 2, kind="ge")',
-         'for k in range(3):\n    ts.check(f"loop {k}", k, 0, kind="ge")\nts.check("last", 1.0, 1.0, tol=0.0)',
-         'ts.end_chapter()']
+CELLS = [
+    'import tokensel as ts\nts.start_chapter("sites")',
+    'x = 2\nts.check("first", x, 2, kind="ge")',
+    'for k in range(3):\n    ts.check(f"loop {k}", k, 0, kind="ge")\nts.check("last", 1.0, 1.0, tol=0.0)',
+    "ts.end_chapter()",
+]
 
 
 def _run_cells(cells):
@@ -374,14 +427,21 @@ def test_every_check_call_site_of_the_source_is_recorded(tmp_path, monkeypatch, 
     _page(tmp_path, "sites", CELLS)
     monkeypatch.chdir(tmp_path)
     ts.checks.mark_build_start(tmp_path / "checks")
-    cells = {"as written": CELLS, "parameters inserted": CELLS[:1] + ["# Parameters\nn = 3\n"] + CELLS[1:],
-             "cells reordered": [CELLS[0], CELLS[2], CELLS[1], CELLS[3]]}[order]
+    cells = {
+        "as written": CELLS,
+        "parameters inserted": CELLS[:1] + ["# Parameters\nn = 3\n"] + CELLS[1:],
+        "cells reordered": [CELLS[0], CELLS[2], CELLS[1], CELLS[3]],
+    }[order]
     _run_cells(cells)
     [rec] = _records(tmp_path / "checks", "sites")
     assert all(c["site"] for c in rec["checks"]) and len(rec["checks"]) == 5
     assert ts.checks.verify(tmp_path / "checks") == (5, 1)
-    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")], cwd=tmp_path,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -409,6 +469,7 @@ def test_a_claim_missing_from_the_record_fails_verify(tmp_path, monkeypatch, dam
 
 # --- issue 24 (4): integers are compared exactly -------------------------------------------------------------
 
+
 def test_integers_above_2_to_the_53_are_compared_exactly(tmp_path):
     ts.start_chapter("ints")
     with pytest.raises(ClaimFailedError):
@@ -426,6 +487,7 @@ def test_integers_above_2_to_the_53_are_compared_exactly(tmp_path):
 
 # --- issue 24 (5): records are checked strictly and are tamper-evident ----------------------------------------
 
+
 def _one_passing_record(d):
     d = d / "checks"
     ts.checks.mark_build_start(d)
@@ -436,21 +498,35 @@ def _one_passing_record(d):
     return next(d.glob("t@*.json"))
 
 
-@pytest.mark.parametrize("edit, reseal, message", [
-    (lambda r: r["checks"][0].update(passed="false"), False, "passed must be"),
-    (lambda r: r["checks"][0].update(passed="false"), True, "passed must be"),
-    (lambda r: r["checks"][0].update(measured=5.0), False, "digest"),
-    (lambda r: r["checks"][0].update(measured=5.0), True, "passed is True but its recorded values say False"),
-    (lambda r: r["checks"][1].update(measured=False), True, "passed is True but"),
-    (lambda r: r["checks"][0].update(kind="approx"), True, "kind 'approx'"),
-    (lambda r: r["checks"][0].update(tol=-1.0), True, "tol must be"),
-    (lambda r: r.update(finished="yes"), True, "finished must be"),
-    (lambda r: r.update(pid=True), True, "pid must be"),
-    (lambda r: r["checks"].append("a claim"), True, "not a JSON object"),
-    (lambda r: r.pop("digest"), False, "digest is missing"),
-], ids=["passed as a string", "passed as a string, resealed", "value edited", "value edited, resealed",
-        "flag edited, resealed", "unknown kind", "negative tol", "finished not a number", "pid a boolean",
-        "claim not an object", "no digest"])
+@pytest.mark.parametrize(
+    "edit, reseal, message",
+    [
+        (lambda r: r["checks"][0].update(passed="false"), False, "passed must be"),
+        (lambda r: r["checks"][0].update(passed="false"), True, "passed must be"),
+        (lambda r: r["checks"][0].update(measured=5.0), False, "digest"),
+        (lambda r: r["checks"][0].update(measured=5.0), True, "passed is True but its recorded values say False"),
+        (lambda r: r["checks"][1].update(measured=False), True, "passed is True but"),
+        (lambda r: r["checks"][0].update(kind="approx"), True, "kind 'approx'"),
+        (lambda r: r["checks"][0].update(tol=-1.0), True, "tol must be"),
+        (lambda r: r.update(finished="yes"), True, "finished must be"),
+        (lambda r: r.update(pid=True), True, "pid must be"),
+        (lambda r: r["checks"].append("a claim"), True, "not a JSON object"),
+        (lambda r: r.pop("digest"), False, "digest is missing"),
+    ],
+    ids=[
+        "passed as a string",
+        "passed as a string, resealed",
+        "value edited",
+        "value edited, resealed",
+        "flag edited, resealed",
+        "unknown kind",
+        "negative tol",
+        "finished not a number",
+        "pid a boolean",
+        "claim not an object",
+        "no digest",
+    ],
+)
 def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
     p = _one_passing_record(tmp_path)
     tmp_path = p.parent
@@ -460,12 +536,12 @@ def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
     p.write_text(json.dumps(ts.checks._sealed(rec) if reseal else rec))
     with pytest.raises(ClaimFailedError, match=message):
         ts.checks.verify(tmp_path, expected=["t"])
-    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1 and "Traceback" not in out.stderr
 
 
 # --- issue 28 (13): a chapter run by hand records in a scratch folder ----------------------------------------
+
 
 def test_a_chapter_run_by_hand_records_in_the_scratch_folder(tmp_path, monkeypatch):
     (tmp_path / "_config.yml").write_text("title: t\n")

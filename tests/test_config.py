@@ -1,13 +1,10 @@
 """tokensel.config: every TOKENSEL_* setting, read when it is used."""
 
-
 import pytest
 
 import tokensel as ts
 from tokensel import config
 from tokensel.errors import InvalidArgumentError
-
-
 
 
 def test_settings_are_read_when_used(monkeypatch):

@@ -1,10 +1,9 @@
 """tokensel.core: segment operations over ragged batches and the per-token closed forms."""
 
 import torch
+from conftest import random_batch
 
 import tokensel as ts
-
-from conftest import random_batch
 
 
 def test_segment_operations_equal_per_sequence_loops():
@@ -13,9 +12,9 @@ def test_segment_operations_equal_per_sequence_loops():
     s, mx = ts.core.segment_sum(x, batch), ts.core.segment_max(x, batch)
     q, _ = ts.core.segment_softmax(x, batch)
     for i in range(batch.n):
-        part = x[batch.offsets[i]:batch.offsets[i + 1]]
+        part = x[batch.offsets[i] : batch.offsets[i + 1]]
         assert torch.isclose(s[i], part.sum()) and mx[i] == part.max()
-        assert torch.allclose(q[batch.offsets[i]:batch.offsets[i + 1]], torch.softmax(part, 0))
+        assert torch.allclose(q[batch.offsets[i] : batch.offsets[i + 1]], torch.softmax(part, 0))
 
 
 def test_score_value_grads_match_finite_differences():
@@ -28,6 +27,10 @@ def test_score_value_grads_match_finite_differences():
     for k in range(batch.vocab_size):
         e = torch.zeros_like(c)
         e[k] = eps
-        dc = (ts.core.score_value_grads(batch, c + e, w).loss - ts.core.score_value_grads(batch, c - e, w).loss) / (2 * eps)
-        dw = (ts.core.score_value_grads(batch, c, w + e).loss - ts.core.score_value_grads(batch, c, w - e).loss) / (2 * eps)
+        dc = (ts.core.score_value_grads(batch, c + e, w).loss - ts.core.score_value_grads(batch, c - e, w).loss) / (
+            2 * eps
+        )
+        dw = (ts.core.score_value_grads(batch, c, w + e).loss - ts.core.score_value_grads(batch, c, w - e).loss) / (
+            2 * eps
+        )
         assert abs(float(dc - r.A[k])) < 1e-8 and abs(float(dw - r.B[k])) < 1e-8

@@ -27,7 +27,7 @@ def test_features_lay_out_the_batch(planted):
     data, m, _, X, mask, _ = planted
     for i, seq in enumerate(data.batch.to_lists()[:5]):
         assert int(mask[i].sum()) == len(seq)
-        assert torch.equal(X[i, :len(seq)], m.E[seq])
+        assert torch.equal(X[i, : len(seq)], m.E[seq])
 
 
 def test_dense_svm_agrees_with_token_pairs(planted):
@@ -118,20 +118,23 @@ def test_two_selected_positions_need_not_tie():
     assert dense.selection(X, res.p, tol=2.5).tolist() == [[True, True, False]]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda X: ts.att_svm_dense(X[:, :, 0], np.zeros(3, dtype=np.int64)), "X"),
-    (lambda X: ts.att_svm_dense(X, np.zeros(2, dtype=np.int64)), "selected"),
-    (lambda X: ts.att_svm_dense(X, np.zeros((3, 4))), "selected"),
-    (lambda X: ts.att_svm_dense(X, np.full(3, 7)), "position indices"),
-    (lambda X: ts.att_svm_dense(X, np.zeros((3, 4), dtype=bool)), "no selected position"),
-    (lambda X: ts.att_svm_dense(X, np.ones((3, 4), dtype=bool)), "no constraint"),
-    (lambda X: ts.att_svm_dense(X, np.full(3, 3), mask=np.arange(4) < np.full((3, 1), 3)), "mask leaves out"),
-    (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((2, 2))), "Z"),
-    (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((3, 2)), norm="l1"), "norm"),
-    (lambda X: ts.normalized_gd(X, [0, 1, 1], np.ones(2), steps=3), "labels_from_01"),
-    (lambda X: ts.normalized_gd(X, [1, -1, 1], np.ones(3), steps=3), "v must"),
-    (lambda X: ts.att_svm_dense(np.where(X > 0, np.nan, X), np.zeros(3, dtype=np.int64)), "X"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda X: ts.att_svm_dense(X[:, :, 0], np.zeros(3, dtype=np.int64)), "X"),
+        (lambda X: ts.att_svm_dense(X, np.zeros(2, dtype=np.int64)), "selected"),
+        (lambda X: ts.att_svm_dense(X, np.zeros((3, 4))), "selected"),
+        (lambda X: ts.att_svm_dense(X, np.full(3, 7)), "position indices"),
+        (lambda X: ts.att_svm_dense(X, np.zeros((3, 4), dtype=bool)), "no selected position"),
+        (lambda X: ts.att_svm_dense(X, np.ones((3, 4), dtype=bool)), "no constraint"),
+        (lambda X: ts.att_svm_dense(X, np.full(3, 3), mask=np.arange(4) < np.full((3, 1), 3)), "mask leaves out"),
+        (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((2, 2))), "Z"),
+        (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((3, 2)), norm="l1"), "norm"),
+        (lambda X: ts.normalized_gd(X, [0, 1, 1], np.ones(2), steps=3), "labels_from_01"),
+        (lambda X: ts.normalized_gd(X, [1, -1, 1], np.ones(3), steps=3), "v must"),
+        (lambda X: ts.att_svm_dense(np.where(X > 0, np.nan, X), np.zeros(3, dtype=np.int64)), "X"),
+    ],
+)
 def test_bad_arguments_are_named(call, match):
     X = np.random.default_rng(0).normal(size=(3, 4, 2))
     with pytest.raises(InvalidArgumentError, match=match):

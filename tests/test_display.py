@@ -28,5 +28,5 @@ def test_kept_words_is_encodes_rule(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     words = d.test_words[0]
     kept = ts.text.kept_words(words, d.vocab)
-    assert [w for w, k in zip(words, kept) if k] == ts.text.decode(d.test.sequence(0), d.vocab)
+    assert [w for w, k in zip(words, kept, strict=True) if k] == ts.text.decode(d.test.sequence(0), d.vocab)
     assert sum(ts.text.kept_words(words, d.vocab, max_len=1)) == 1

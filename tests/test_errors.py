@@ -13,8 +13,19 @@ def test_every_error_is_a_tokensel_error_and_a_builtin():
     for cls in classes:
         assert issubclass(cls, errors.TokenselError)
         if cls is not errors.TokenselError:
-            assert any(issubclass(cls, b) for b in (ValueError, TypeError, KeyError, FileNotFoundError,
-                                                    RuntimeError, ArithmeticError, AssertionError, OSError)), cls
+            assert any(
+                issubclass(cls, b)
+                for b in (
+                    ValueError,
+                    TypeError,
+                    KeyError,
+                    FileNotFoundError,
+                    RuntimeError,
+                    ArithmeticError,
+                    AssertionError,
+                    OSError,
+                )
+            ), cls
 
 
 def test_divergence_error_carries_its_step():

@@ -22,7 +22,7 @@ def test_concurrent_writers_never_leave_a_partial_file(tmp_path):
     path = tmp_path / "b.json"
 
     def write(k):
-        for i in range(20):
+        for _ in range(20):
             files.write_json_atomic(path, {"writer": k, "data": list(range(500))})
 
     threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
@@ -86,7 +86,13 @@ def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previo
 
     monkeypatch.setattr(torch, "save", full)
     with pytest.raises(StorageError, match="No space left on device"):
-        ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=3, lr=0.05, progress=False,
-                       checkpoint=tmp_path / "other.pt")
+        ts.train_joint(
+            ts.AttentionModel.init(12, 4, seed=0),
+            batch,
+            steps=3,
+            lr=0.05,
+            progress=False,
+            checkpoint=tmp_path / "other.pt",
+        )
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["run.pt"]

@@ -53,8 +53,10 @@ def _resume_leaves_model_alone_or_resumes(path):
 
 
 @FUZZ
-@given(cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),
-       truncate=st.one_of(st.none(), st.integers(0, 10**6)))
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),
+    truncate=st.one_of(st.none(), st.integers(0, 10**6)),
+)
 def test_damaged_checkpoint_bytes_are_refused_or_harmless(tmp_path_factory, checkpoint, cuts, truncate):
     data = bytearray(checkpoint[0])
     for pos, byte in cuts:
@@ -66,22 +68,24 @@ def test_damaged_checkpoint_bytes_are_refused_or_harmless(tmp_path_factory, chec
     _resume_leaves_model_alone_or_resumes(path)
 
 
-TENSOR_EDITS = st.sampled_from([
-    lambda t: t.view(-1)[:1].fill_(float("nan")) and t,
-    lambda t: t.view(-1)[:1].fill_(-1.0) and t,
-    lambda t: t.view(-1)[:1].fill_(float("inf")) and t,
-    lambda t: t.reshape(-1),
-    lambda t: t[..., :1] if t.ndim else t.reshape(1),
-    lambda t: t.float(),
-    lambda t: t.to(torch.int64),
-    lambda t: torch.zeros(()),
-    lambda t: t.t() if t.ndim == 2 else t.flip(0) if t.ndim else t.reshape(1, 1),
-    lambda t: t.to("meta"),
-    lambda t: t.to_sparse(),
-    lambda t: [1.0, 2.0],
-    lambda t: None,
-    lambda t: "x",
-])
+TENSOR_EDITS = st.sampled_from(
+    [
+        lambda t: t.view(-1)[:1].fill_(float("nan")) and t,
+        lambda t: t.view(-1)[:1].fill_(-1.0) and t,
+        lambda t: t.view(-1)[:1].fill_(float("inf")) and t,
+        lambda t: t.reshape(-1),
+        lambda t: t[..., :1] if t.ndim else t.reshape(1),
+        lambda t: t.float(),
+        lambda t: t.to(torch.int64),
+        lambda t: torch.zeros(()),
+        lambda t: t.t() if t.ndim == 2 else t.flip(0) if t.ndim else t.reshape(1, 1),
+        lambda t: t.to("meta"),
+        lambda t: t.to_sparse(),
+        lambda t: [1.0, 2.0],
+        lambda t: None,
+        lambda t: "x",
+    ]
+)
 
 
 def _leaves(state, prefix=()):
@@ -126,15 +130,18 @@ def test_edited_checkpoint_states_are_refused_before_anything_is_loaded(tmp_path
 
 
 # ------------------------------------------------------------------ manifests
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 @FUZZ
-@given(manifest=st.one_of(JSON, st.fixed_dictionaries({"files": st.dictionaries(st.text(max_size=30), JSON,
-                                                                                    max_size=3)})),
-       raw=st.one_of(st.none(), st.binary(max_size=200)))
+@given(
+    manifest=st.one_of(JSON, st.fixed_dictionaries({"files": st.dictionaries(st.text(max_size=30), JSON, max_size=3)})),
+    raw=st.one_of(st.none(), st.binary(max_size=200)),
+)
 def test_any_manifest_is_read_or_refused_with_one_error(tmp_path_factory, manifest, raw):
     root = tmp_path_factory.mktemp("manifest")
     (root / "imdb").mkdir()
@@ -151,8 +158,10 @@ def test_any_manifest_is_read_or_refused_with_one_error(tmp_path_factory, manife
 # ------------------------------------------------------------------ archives
 def _tar(members):
     raw = io.BytesIO()
-    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w",
-                                                                                format=tarfile.GNU_FORMAT) as tar:
+    with (
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar,
+    ):
         for name, data in members:
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -161,17 +170,23 @@ def _tar(members):
 
 
 NAMES = st.one_of(
-    st.builds(lambda s, f, i, r: f"aclImdb/{s}/{f}/{i}_{r}.txt", st.sampled_from(["train", "test"]),
-              st.sampled_from(["pos", "neg"]), st.one_of(st.integers(0, 20), st.just("9" * 5000), st.just("-1")),
-              st.one_of(st.integers(0, 12), st.just("1" * 50))),
+    st.builds(
+        lambda s, f, i, r: f"aclImdb/{s}/{f}/{i}_{r}.txt",
+        st.sampled_from(["train", "test"]),
+        st.sampled_from(["pos", "neg"]),
+        st.one_of(st.integers(0, 20), st.just("9" * 5000), st.just("-1")),
+        st.one_of(st.integers(0, 12), st.just("1" * 50)),
+    ),
     st.text(max_size=40),
     st.sampled_from(["aclImdb/train/pos/", "aclImdb/train/pos/x.txt", "aclImdb/README", "../../etc/passwd"]),
 )
 
 
 @FUZZ
-@given(members=st.lists(st.tuples(NAMES, st.binary(max_size=40)), max_size=12), cut=st.one_of(st.none(),
-                                                                                                 st.integers(1, 400)))
+@given(
+    members=st.lists(st.tuples(NAMES, st.binary(max_size=40)), max_size=12),
+    cut=st.one_of(st.none(), st.integers(1, 400)),
+)
 def test_any_archive_is_parsed_or_refused_with_a_data_error(tmp_path_factory, members, cut):
     try:
         data = _tar(members)
@@ -209,9 +224,15 @@ def test_a_huge_review_member_is_refused_without_being_read(tmp_path):
 
 
 # ------------------------------------------------------------------ caches
-SMALL = {"train": {"text": ["good film", "great", "bad film", "awful"], "label": [1, 1, 0, 0],
-                   "rating": [9, 8, 2, 1], "review_id": [0, 1, 2, 3]},
-         "test": {"text": ["good", "bad"], "label": [1, 0], "rating": [10, 1], "review_id": [0, 1]}}
+SMALL = {
+    "train": {
+        "text": ["good film", "great", "bad film", "awful"],
+        "label": [1, 1, 0, 0],
+        "rating": [9, 8, 2, 1],
+        "review_id": [0, 1, 2, 3],
+    },
+    "test": {"text": ["good", "bad"], "label": [1, 0], "rating": [10, 1], "review_id": [0, 1]},
+}
 
 
 @pytest.fixture
@@ -233,8 +254,10 @@ def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
 
     archive, folder = parsed
     train = folder / "imdb" / "train.parquet"
-    pq.write_table(pa.table({"text": ["EDITED"] * 4, "label": [1, 1, 0, 0], "rating": [9, 8, 2, 1],
-                             "review_id": [0, 1, 2, 3]}), train)
+    pq.write_table(
+        pa.table({"text": ["EDITED"] * 4, "label": [1, 1, 0, 0], "rating": [9, 8, 2, 1], "review_id": [0, 1, 2, 3]}),
+        train,
+    )
     meta = json.loads((folder / "MANIFEST.json").read_text())
     meta["files"]["imdb/train.parquet"] = sha256_file(train)
     (folder / "MANIFEST.json").write_text(json.dumps(meta))
@@ -280,14 +303,28 @@ def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory,
     import pyarrow.parquet as pq
 
     assert pq.read_table(again / "imdb" / "train.parquet").column("text").to_pylist() == sorted(
-        SMALL["train"]["text"], key=lambda t: (SMALL["train"]["label"][SMALL["train"]["text"].index(t)],
-                                               SMALL["train"]["review_id"][SMALL["train"]["text"].index(t)]))
+        SMALL["train"]["text"],
+        key=lambda t: (
+            SMALL["train"]["label"][SMALL["train"]["text"].index(t)],
+            SMALL["train"]["review_id"][SMALL["train"]["text"].index(t)],
+        ),
+    )
 
 
 # ------------------------------------------------------------------ the command line
-COMMANDS = [["manifest", "{p}"], ["imdb-mirror", "{p}", "{p}/a.tar.gz"], ["imdb-mirror", "{d}", "{p}"],
-            ["format", "--check", "{p}"], ["format", "{p}"], ["pdf", "{p}"], ["pdf", "{d}", "{p}"],
-            ["student", "{p}"], ["student", "{d}", "{p}"], ["contents"], ["format", "--check"]]
+COMMANDS = [
+    ["manifest", "{p}"],
+    ["imdb-mirror", "{p}", "{p}/a.tar.gz"],
+    ["imdb-mirror", "{d}", "{p}"],
+    ["format", "--check", "{p}"],
+    ["format", "{p}"],
+    ["pdf", "{p}"],
+    ["pdf", "{d}", "{p}"],
+    ["student", "{p}"],
+    ["student", "{d}", "{p}"],
+    ["contents"],
+    ["format", "--check"],
+]
 PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
 
 
@@ -314,8 +351,9 @@ def _make(root, kind):
 
 @FUZZ
 @given(command=st.sampled_from(COMMANDS), kind=PATHS)
-def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(tmp_path_factory, monkeypatch, capsys,
-                                                                           command, kind):
+def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(
+    tmp_path_factory, monkeypatch, capsys, command, kind
+):
     """Run outside a book (in an empty folder): no command reports success, none shows a traceback or
     blocks on a FIFO."""
     root = tmp_path_factory.mktemp("cli")

@@ -55,8 +55,9 @@ def test_format_page_formats_cells_only_and_keeps_a_trailing_semicolon():
     assert "z = f(1, 2);" in out  # the semicolon that hides a cell's value stays
     assert "x=1   # a code block" in out and "keep   this" in out and "`code=1`" in out
     assert format_page(out) == out
-    expected = (PAGE.replace("import numpy as np\ny = np.array([1,2,3])", "import numpy as np\n\ny = np.array([1, 2, 3])")
-                .replace("f( 1,2 );", "f(1, 2);"))
+    expected = PAGE.replace(
+        "import numpy as np\ny = np.array([1,2,3])", "import numpy as np\n\ny = np.array([1, 2, 3])"
+    ).replace("f( 1,2 );", "f(1, 2);")
     assert out == expected
 
 

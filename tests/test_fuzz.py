@@ -21,13 +21,45 @@ MC = ts.synthetic.independent_tokens_multiclass(9, 8, 3, length=5, seed=0).batch
 WORDS = [["good", "film"], ["bad", "film"], ["good", "plot"]]
 VOCAB = ts.text.build_vocabulary(WORDS, min_df=1)
 
-BAD = st.sampled_from([
-    None, "", "abc", "1", b"x", True, False, 0, -1, 1.5, -0.5, 2**63, 10**30, float("nan"), float("inf"),
-    -float("inf"), [], [[]], [1, "a"], [[1, 2], [3]], {}, {"a": 1}, (1, 2, 3), object(),
-    np.array([]), np.array([np.nan]), np.array([[1.0, 2.0]]), np.array(["a"]),
-    torch.tensor([]), torch.tensor([1.5, 2.5]), torch.tensor([True]), torch.zeros(3, dtype=torch.float16),
-    torch.full((S,), float("nan")), torch.zeros(S, 2), Path("/nonexistent/dir/file.pt"),
-])
+BAD = st.sampled_from(
+    [
+        None,
+        "",
+        "abc",
+        "1",
+        b"x",
+        True,
+        False,
+        0,
+        -1,
+        1.5,
+        -0.5,
+        2**63,
+        10**30,
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        [],
+        [[]],
+        [1, "a"],
+        [[1, 2], [3]],
+        {},
+        {"a": 1},
+        (1, 2, 3),
+        object(),
+        np.array([]),
+        np.array([np.nan]),
+        np.array([[1.0, 2.0]]),
+        np.array(["a"]),
+        torch.tensor([]),
+        torch.tensor([1.5, 2.5]),
+        torch.tensor([True]),
+        torch.zeros(3, dtype=torch.float16),
+        torch.full((S,), float("nan")),
+        torch.zeros(S, 2),
+        Path("/nonexistent/dir/file.pt"),
+    ]
+)
 
 
 def _model():
@@ -47,43 +79,77 @@ ENTRY_POINTS = {
     "seed_everything": (ts.seed_everything, lambda: dict(seed=0, threads=2)),
     "generator": (ts.generator, lambda: dict(seed=0)),
     "rng": (ts.rng, lambda: dict(seed=0)),
-    "from_sequences": (ts.RaggedBatch.from_sequences,
-                       lambda: dict(sequences=[[0, 1], [2]], labels=[1, -1], vocab_size=3, num_classes=None)),
-    "RaggedBatch": (ts.RaggedBatch, lambda: dict(ids=torch.tensor([0, 1, 2]), offsets=torch.tensor([0, 2, 3]),
-                                                 labels=torch.tensor([1.0, -1.0]), vocab_size=3)),
+    "from_sequences": (
+        ts.RaggedBatch.from_sequences,
+        lambda: dict(sequences=[[0, 1], [2]], labels=[1, -1], vocab_size=3, num_classes=None),
+    ),
+    "RaggedBatch": (
+        ts.RaggedBatch,
+        lambda: dict(
+            ids=torch.tensor([0, 1, 2]), offsets=torch.tensor([0, 2, 3]), labels=torch.tensor([1.0, -1.0]), vocab_size=3
+        ),
+    ),
     "subset": (lambda **k: BATCH.subset(**k), lambda: dict(index=[0, 1])),
     "truncate": (lambda **k: BATCH.truncate(**k), lambda: dict(max_len=2)),
     "sequence": (lambda **k: BATCH.sequence(**k), lambda: dict(i=0)),
     "labels_from_01": (ts.labels_from_01, lambda: dict(labels=[0, 1])),
-    "AttentionModel.init": (ts.AttentionModel.init, lambda: dict(vocab_size=S, d=4, seed=0, p_init="gaussian",
-                                                                 dtype=torch.float64)),
+    "AttentionModel.init": (
+        ts.AttentionModel.init,
+        lambda: dict(vocab_size=S, d=4, seed=0, p_init="gaussian", dtype=torch.float64),
+    ),
     "MultiClass.init": (ts.MultiClassAttentionModel.init, lambda: dict(vocab_size=8, d=4, num_classes=3, seed=0)),
-    "AttentionModel": (ts.AttentionModel, lambda: dict(E=torch.zeros(S, 4, dtype=torch.float64),
-                                                       p=torch.zeros(4, dtype=torch.float64),
-                                                       v=torch.ones(4, dtype=torch.float64))),
+    "AttentionModel": (
+        ts.AttentionModel,
+        lambda: dict(
+            E=torch.zeros(S, 4, dtype=torch.float64),
+            p=torch.zeros(4, dtype=torch.float64),
+            v=torch.ones(4, dtype=torch.float64),
+        ),
+    ),
     "gradients": (ts.gradients, lambda: dict(model=_model(), batch=BATCH)),
     "one_step": (ts.one_step, lambda: dict(model=_model(), batch=BATCH, eta0=1.0)),
-    "train_p": (ts.train_p, lambda: dict(model=_model(), batch=BATCH, lr=0.1, steps=2, method="gd", records=3,
-                                         progress=False)),
+    "train_p": (
+        ts.train_p,
+        lambda: dict(model=_model(), batch=BATCH, lr=0.1, steps=2, method="gd", records=3, progress=False),
+    ),
     "gradient_flow": (ts.gradient_flow, lambda: dict(model=_model(), batch=BATCH, t_max=1.0, records=3)),
-    "train_joint": (ts.train_joint, lambda: dict(model=_model(), batch=BATCH, steps=2, lr=0.01, params=("E", "p"),
-                                                 test_batch=BATCH, eval_every=1, progress=False)),
+    "train_joint": (
+        ts.train_joint,
+        lambda: dict(
+            model=_model(),
+            batch=BATCH,
+            steps=2,
+            lr=0.01,
+            params=("E", "p"),
+            test_batch=BATCH,
+            eval_every=1,
+            progress=False,
+        ),
+    ),
     "alpha": (ts.statistics.alpha, lambda: dict(batch=BATCH, normalize="length")),
     "posterior_gap": (ts.statistics.posterior_gap, lambda: dict(batch=BATCH, per="occurrence")),
     "token_classes": (ts.statistics.token_classes, lambda: dict(batch=BATCH, tol=1e-12)),
     "selection": (ts.statistics.selection, lambda: dict(batch=BATCH, c=torch.zeros(S, dtype=torch.float64), tol=0.0)),
     "optimal_tokens": (ts.statistics.optimal_tokens, lambda: dict(batch=BATCH, w=torch.zeros(S, dtype=torch.float64))),
     "loss_floor": (ts.statistics.loss_floor, lambda: dict(batch=BATCH, w=torch.zeros(S, dtype=torch.float64))),
-    "separation": (ts.statistics.separation, lambda: dict(batch=BATCH, x=torch.zeros(S, dtype=torch.float64),
-                                                          token_mask=torch.zeros(S, dtype=torch.bool))),
+    "separation": (
+        ts.statistics.separation,
+        lambda: dict(batch=BATCH, x=torch.zeros(S, dtype=torch.float64), token_mask=torch.zeros(S, dtype=torch.bool)),
+    ),
     "alpha_multiclass": (ts.statistics.alpha_multiclass, lambda: dict(batch=MC)),
     "binned": (ts.statistics.binned, lambda: dict(x=np.arange(5.0), y=np.arange(5.0), bins=2)),
-    "shape_summary": (ts.statistics.shape_summary, lambda: dict(gap=np.linspace(-1, 1, 40), scores=np.arange(40.0),
-                                                                values=np.arange(40.0), bins=5)),
-    "values_spread": (ts.statistics.values_spread,
-                      lambda: dict(bins_v=ts.statistics.binned(np.arange(8.0), np.arange(8.0), bins=2))),
-    "selection_pairs": (ts.selection_pairs, lambda: dict(batch=BATCH, selected=torch.ones(BATCH.num_tokens,
-                                                                                           dtype=torch.bool))),
+    "shape_summary": (
+        ts.statistics.shape_summary,
+        lambda: dict(gap=np.linspace(-1, 1, 40), scores=np.arange(40.0), values=np.arange(40.0), bins=5),
+    ),
+    "values_spread": (
+        ts.statistics.values_spread,
+        lambda: dict(bins_v=ts.statistics.binned(np.arange(8.0), np.arange(8.0), bins=2)),
+    ),
+    "selection_pairs": (
+        ts.selection_pairs,
+        lambda: dict(batch=BATCH, selected=torch.ones(BATCH.num_tokens, dtype=torch.bool)),
+    ),
     "find_cycle": (ts.find_cycle, lambda: dict(pairs=_pairs())),
     "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
     "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
@@ -94,13 +160,23 @@ ENTRY_POINTS = {
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
     "variants.make": (ts.variants.make, lambda: dict(kind="mlp", vocab_size=S, d=4, seed=0)),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
-    "train_variant": (ts.variants.train_variant, lambda: dict(model=_variant(), batch=BATCH, steps=2, lr=0.01,
-                                                              eval_every=1, progress=False, chunk=None)),
-    "attention_html": (ts.display.attention_html, lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False])),
-    "assumption1_pairs": (ts.synthetic.assumption1_pairs, lambda: dict(n_pairs=2, n_important=1, n_irrelevant=2,
-                                                                       length=3, seed=0)),
+    "train_variant": (
+        ts.variants.train_variant,
+        lambda: dict(model=_variant(), batch=BATCH, steps=2, lr=0.01, eval_every=1, progress=False, chunk=None),
+    ),
+    "attention_html": (
+        ts.display.attention_html,
+        lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False]),
+    ),
+    "assumption1_pairs": (
+        ts.synthetic.assumption1_pairs,
+        lambda: dict(n_pairs=2, n_important=1, n_irrelevant=2, length=3, seed=0),
+    ),
     "iid_irrelevant": (ts.synthetic.iid_irrelevant, lambda: dict(n=4, n_important=1, n_irrelevant=2, length=3, seed=0)),
-    "independent_tokens": (ts.synthetic.independent_tokens, lambda: dict(n=4, vocab_size=5, length=3, delta=1.0, seed=0)),
+    "independent_tokens": (
+        ts.synthetic.independent_tokens,
+        lambda: dict(n=4, vocab_size=5, length=3, delta=1.0, seed=0),
+    ),
     "load_reviews": (ts.load_reviews, lambda: dict(name="imdb", split="test", data_dir=Path("/nonexistent-tokensel"))),
     "prepare_reviews": (ts.reviews.prepare_reviews, lambda: dict(name="imdb", data_dir=Path("/nonexistent-tokensel"))),
     "check": (ts.check, lambda: dict(name="x", measured=1.0, expected=1.0, tol=0.1, kind="abs")),
@@ -112,12 +188,18 @@ def _state(kwargs, results: Path):
     """Bytes of every tensor reachable from the arguments, and of every file in the results folder."""
     h = hashlib.sha256()
     for v in kwargs.values():
-        tensors = [v] if isinstance(v, torch.Tensor) else [getattr(v, a) for a in ("E", "p", "v", "V")
-                                                           if isinstance(getattr(v, a, None), torch.Tensor)]
+        tensors = (
+            [v]
+            if isinstance(v, torch.Tensor)
+            else [getattr(v, a) for a in ("E", "p", "v", "V") if isinstance(getattr(v, a, None), torch.Tensor)]
+        )
         tensors += list(v.matrices.values()) if isinstance(v, ts.variants.VariantModel) else []
         for t in tensors:
-            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-                     if t.dtype != torch.bool else t.cpu().numpy().tobytes())
+            h.update(
+                t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+                if t.dtype != torch.bool
+                else t.cpu().numpy().tobytes()
+            )
     for p in sorted(results.rglob("*")):
         if p.is_file() and not p.name.endswith(".lock"):
             h.update(p.name.encode() + p.read_bytes())

@@ -4,18 +4,23 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+from conftest import random_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
 from tokensel.errors import InvalidBatchError, InvalidParameterError
 
-from conftest import random_batch
-
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 9), vocab=st.integers(1, 13),
-       max_len=st.integers(1, 8), d=st.integers(1, 9), scale=st.sampled_from([0.1, 1.0, 5.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 9),
+    vocab=st.integers(1, 13),
+    max_len=st.integers(1, 8),
+    d=st.integers(1, 9),
+    scale=st.sampled_from([0.1, 1.0, 5.0]),
+)
 def test_closed_form_matches_autograd(seed, n, vocab, max_len, d, scale):
     batch = random_batch(seed, n=n, vocab=vocab, max_len=max_len)
     model = ts.AttentionModel.init(vocab, d, seed=seed)
@@ -69,7 +74,7 @@ def _mp_grad_p(E, p, v, batch, digits=120):
         e = [mpmath.exp(x - amax) for x in a]
         Z = sum(e)
         q = [x / Z for x in e]
-        f = sum(qt * ut for qt, ut in zip(q, u))
+        f = sum(qt * ut for qt, ut in zip(q, u, strict=True))
         g = -y / (1 + mpmath.exp(y * f)) / batch.n
         for t, s in enumerate(seq):
             for k in range(d):
@@ -110,13 +115,16 @@ def test_gradient_underflows_to_exact_zero_without_nan():
     assert torch.all(torch.isfinite(g.p)) and np.isfinite(g.loss)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("p", torch.zeros(3, dtype=torch.float64), "p has shape"),
-    ("v", torch.full((4,), float("nan"), dtype=torch.float64), "v contains NaN"),
-    ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
-    ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
-    ("p", torch.zeros(4, dtype=torch.long), "floating point"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("p", torch.zeros(3, dtype=torch.float64), "p has shape"),
+        ("v", torch.full((4,), float("nan"), dtype=torch.float64), "v contains NaN"),
+        ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
+        ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
+        ("p", torch.zeros(4, dtype=torch.long), "floating point"),
+    ],
+)
 def test_bad_parameters(field, value, message):
     m = ts.AttentionModel.init(5, 4, seed=0)
     kw = dict(E=m.E, p=m.p, v=m.v)
@@ -181,4 +189,6 @@ def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
     assert np.isfinite(gr.loss) and np.isfinite(model.loss(batch))
     if K is None:
         q = model.attention(batch)
-        assert torch.all(torch.isfinite(q)) and torch.allclose(ts.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64))
+        assert torch.all(torch.isfinite(q)) and torch.allclose(
+            ts.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64)
+        )

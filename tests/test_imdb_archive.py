@@ -9,27 +9,33 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import ROOT
 
 import tokensel as ts
 from tokensel import config, imdb_archive
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 from tokensel.manifest import sha256_file, write_manifest
 
-from conftest import ROOT
-
 # a few reviews per split and label, ratings in the names as in aclImdb/{split}/{pos,neg}/<id>_<rating>.txt
 SMALL = {
-    "train": {"text": ["a wonderful film", "great, great fun", "boring and bad", "bad <br /> plot", "dull"],
-              "label": [1, 1, 0, 0, 0], "rating": [10, 7, 1, 4, 2], "review_id": [3, 11, 0, 2, 10]},
-    "test": {"text": ["great acting", "wonderful", "bad acting", "an awful film ’twas"],
-             "label": [1, 1, 0, 0], "rating": [9, 8, 3, 1], "review_id": [5, 1, 4, 0]},
+    "train": {
+        "text": ["a wonderful film", "great, great fun", "boring and bad", "bad <br /> plot", "dull"],
+        "label": [1, 1, 0, 0, 0],
+        "rating": [10, 7, 1, 4, 2],
+        "review_id": [3, 11, 0, 2, 10],
+    },
+    "test": {
+        "text": ["great acting", "wonderful", "bad acting", "an awful film ’twas"],
+        "label": [1, 1, 0, 0],
+        "rating": [9, 8, 3, 1],
+        "review_id": [5, 1, 4, 0],
+    },
 }
 
 
 @pytest.fixture
 def archive(tmp_path):
     return imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
-
 
 
 @pytest.fixture
@@ -39,7 +45,6 @@ def use_archive(archive, monkeypatch, tmp_path):
     monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
     return archive
-
 
 
 def test_archive_is_parsed_into_the_books_table(use_archive, tmp_path):
@@ -53,7 +58,6 @@ def test_archive_is_parsed_into_the_books_table(use_archive, tmp_path):
     assert train.num_rows == 5 and sorted(train["rating"]) == [1, 2, 4, 7, 10]  # the unsup review is skipped
     data = ts.reviews.prepare_reviews("imdb", min_df=1)
     assert data.test_ratings.tolist() == [1, 3, 8, 9] and data.train.n == 5
-
 
 
 def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
@@ -74,7 +78,6 @@ def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
     assert ts.load_reviews("imdb", "train").num_rows == 5
 
 
-
 def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypatch):
     first = imdb_archive.prepare()
     other = dict(SMALL, test={**SMALL["test"], "text": ["changed"] + SMALL["test"]["text"][1:]})
@@ -86,10 +89,11 @@ def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypat
     assert len(folders) == 2 and first in folders  # same names and sizes, other content: another folder
 
 
-
 def test_checksum_failure_caches_nothing(use_archive, monkeypatch, tmp_path):
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", "0" * 64)
-    with pytest.raises(DataUnavailableError, match="has SHA-256 [0-9a-f]{64}, not the expected 0{64}.*nothing was parsed"):
+    with pytest.raises(
+        DataUnavailableError, match="has SHA-256 [0-9a-f]{64}, not the expected 0{64}.*nothing was parsed"
+    ):
         ts.load_reviews("imdb", "train")
     assert not list((tmp_path / "cache").glob("imdb/*-v*"))
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", "not-a-checksum")
@@ -97,12 +101,10 @@ def test_checksum_failure_caches_nothing(use_archive, monkeypatch, tmp_path):
         ts.load_reviews("imdb", "train")
 
 
-
 def test_canonical_checksum_is_required_for_the_canonical_url(monkeypatch):
     monkeypatch.delenv("TOKENSEL_IMDB_SHA256", raising=False)
     assert imdb_archive.expected_sha256(config.CANONICAL_IMDB_URL) == imdb_archive.CANONICAL_SHA256
     assert imdb_archive.expected_sha256("/somewhere/else.tar.gz") is None
-
 
 
 def test_unverified_archive_is_used_with_a_warning(archive, monkeypatch, tmp_path):
@@ -112,7 +114,6 @@ def test_unverified_archive_is_used_with_a_warning(archive, monkeypatch, tmp_pat
     with pytest.warns(UserWarning, match="not the Stanford release.*unverified"):
         ds = ts.load_reviews("imdb", "test")
     assert "an unverified copy" in ds.info.description
-
 
 
 def test_damaged_and_foreign_archives_are_refused(tmp_path):
@@ -131,7 +132,6 @@ def test_damaged_and_foreign_archives_are_refused(tmp_path):
         imdb_archive.fetch(str(tmp_path / "missing.tar.gz"))
 
 
-
 @pytest.mark.slow
 def test_mirror_command_round_trips_a_data_folder(tmp_path):
     root = tmp_path / "data"
@@ -141,18 +141,33 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
     write_manifest(root)
     out = tmp_path / "mirror" / "aclImdb_v1.tar.gz"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSEL_")}
-    run = subprocess.run([sys.executable, "-m", "tokensel", "imdb-mirror", str(root), str(out)], env=env,
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "tokensel", "imdb-mirror", str(root), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
     tables = imdb_archive.parse_archive(out)
     assert tables["test"].column("rating").to_pylist() == [1, 3, 8, 9]
-    env.update(TOKENSEL_IMDB_ARCHIVE=str(out), TOKENSEL_IMDB_SHA256=sha256_file(out),
-               TOKENSEL_CACHE_DIR=str(tmp_path / "cache"), HF_DATASETS_OFFLINE="1")
-    run = subprocess.run([sys.executable, "-m", "tokensel", "data", "imdb"], env=env, capture_output=True,
-                         text=True, timeout=300, cwd=ROOT)
+    env.update(
+        TOKENSEL_IMDB_ARCHIVE=str(out),
+        TOKENSEL_IMDB_SHA256=sha256_file(out),
+        TOKENSEL_CACHE_DIR=str(tmp_path / "cache"),
+        HF_DATASETS_OFFLINE="1",
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "tokensel", "data", "imdb"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
     assert "imdb/train: 5 reviews, columns text, label, rating, review_id" in run.stdout
-
 
 
 @pytest.mark.slow
@@ -173,17 +188,29 @@ def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, 
             served.append(self.path)
             super().do_GET()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(archive.parent)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(archive.parent))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{archive.name}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENSEL_", "HF_"))}
-        env.update(TOKENSEL_IMDB_ARCHIVE=url, TOKENSEL_IMDB_SHA256=sha256_file(archive),
-                   TOKENSEL_CACHE_DIR=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf"),
-                   HF_DATASETS_DISABLE_PROGRESS_BARS="1")
+        env.update(
+            TOKENSEL_IMDB_ARCHIVE=url,
+            TOKENSEL_IMDB_SHA256=sha256_file(archive),
+            TOKENSEL_CACHE_DIR=str(tmp_path / "cache"),
+            HF_HOME=str(tmp_path / "hf"),
+            HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+        )
         for _ in range(2):
-            run = subprocess.run([sys.executable, "-m", "tokensel", "data", "imdb"], env=env, capture_output=True,
-                                 text=True, timeout=300, cwd=ROOT)
+            run = subprocess.run(
+                [sys.executable, "-m", "tokensel", "data", "imdb"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=ROOT,
+            )
             assert run.returncode == 0, run.stdout + run.stderr
             assert "imdb/test: 4 reviews, columns text, label, rating, review_id" in run.stdout
         assert list((tmp_path / "cache" / "downloads").rglob("*")), "nothing was cached by the download manager"

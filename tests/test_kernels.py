@@ -34,8 +34,7 @@ def _rel(x, y):
     return float((x - y).abs().max() / y.abs().max().clamp_min(1e-300))
 
 
-CASES = [(None, torch.float64, 1e-12), (4, torch.float64, 1e-12), (None, torch.float32, 2e-5),
-         (4, torch.float32, 2e-5)]
+CASES = [(None, torch.float64, 1e-12), (4, torch.float64, 1e-12), (None, torch.float32, 2e-5), (4, torch.float32, 2e-5)]
 
 
 @pytest.mark.parametrize("K,dtype,tol", CASES)

@@ -7,7 +7,8 @@ that scrolls sideways. The book's own rules make them fit: long equations are sp
 in the sources, outputs wrap at spaces, and a table too wide for the column turns into one card per row
 (``_static/tokensel.js`` and ``tokensel.css``). Code cells and figures are not measured for width: a code
 line keeps its characters and may scroll in its box, and a figure is never shown so small that its tick
-labels are under 10 px (it scrolls in its box instead; the last test measures the text size). A negative control runs the same measurement on a crafted page.
+labels are under 10 px (it scrolls in its box instead; the last test measures the text size). A negative control
+runs the same measurement on a crafted page.
 
 Needs the built book and Chromium (``make browser-check``, ``--browser``).
 """
@@ -84,10 +85,12 @@ def measured(tmp_path_factory):
     with serve(HTML) as base, chromium(tmp_path_factory.mktemp("chromium")) as driver:
         for width in WIDTHS:
             for page in pages:
-                found["clipped"] += [f"{width} px, {page.name}: {p}"
-                                     for p in clipped(driver, f"{base}book/{page.name}", width)]
+                found["clipped"] += [
+                    f"{width} px, {page.name}: {p}" for p in clipped(driver, f"{base}book/{page.name}", width)
+                ]
                 found["figures"].setdefault(width, []).extend(
-                    (page.name, *fig) for fig in driver.execute_script(FIGURES))
+                    (page.name, *fig) for fig in driver.execute_script(FIGURES)
+                )
     return found
 
 
@@ -133,7 +136,7 @@ def png_dpi(path: Path) -> float | None:
     at = data.find(b"pHYs")
     if at < 0:
         return None
-    ppu_x, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    ppu_x, _, unit = struct.unpack(">IIB", data[at + 4 : at + 13])
     return ppu_x * 0.0254 if unit == 1 else None
 
 
@@ -164,7 +167,9 @@ def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
             sizes.setdefault(width, []).append(px)
             if px < 10:
                 small.append(f"{page}: tick labels {px:.1f} px high in {src}")
-    print("\ntick labels as shown: " + "; ".join(f"{w} px window: {min(v):.1f} to {max(v):.1f} px"
-                                                for w, v in sizes.items()))
+    print(
+        "\ntick labels as shown: "
+        + "; ".join(f"{w} px window: {min(v):.1f} to {max(v):.1f} px" for w, v in sizes.items())
+    )
     assert sizes.get(1400) and sizes.get(400), "no figures found"
     assert not small, "\n".join(small)

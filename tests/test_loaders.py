@@ -9,11 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import shared_data_dir
 
 import tokensel as ts
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
-
-from conftest import shared_data_dir
 
 
 def _write(dirpath, rel, texts, labels):
@@ -30,8 +29,10 @@ def _hub_layout(root, n_train, n_test, seed=0):
         labels = g.permutation(np.arange(n) % 2)
         texts = [f"{'good' if y else 'bad'} place number {i}" for i, y in enumerate(labels)]
         (root / "plain_text").mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": texts, "label": labels.astype(np.int64)}),
-                       root / "plain_text" / f"{split}-00000-of-00001.parquet")
+        pq.write_table(
+            pa.table({"text": texts, "label": labels.astype(np.int64)}),
+            root / "plain_text" / f"{split}-00000-of-00001.parquet",
+        )
     return root
 
 
@@ -43,8 +44,8 @@ def test_local_parquet_through_datasets(tmp_path):
     assert "local copy imdb/train.parquet (SHA-256" in ds.info.description
     assert str(tmp_path) not in ds.info.description  # provenance by checksum, never a local path
     import datasets
-    assert isinstance(ds, datasets.Dataset)
 
+    assert isinstance(ds, datasets.Dataset)
 
 
 def test_loader_errors(tmp_path, monkeypatch):
@@ -69,11 +70,11 @@ def test_loader_errors(tmp_path, monkeypatch):
     bad.unlink()
     _write(tmp_path, "yelp_polarity_sample/test.parquet", ["x"], [1])
     import pyarrow as pa2
+
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
     ts.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="lacks column"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
-
 
 
 def test_unreachable_sources_name_every_fix(monkeypatch):
@@ -87,26 +88,33 @@ def test_unreachable_sources_name_every_fix(monkeypatch):
     with pytest.raises(DataUnavailableError, match="unreachable.*fancyzhx/yelp_polarity.*TOKENSEL_DATA_DIR"):
         ts.load_reviews("yelp_polarity", "train")
     monkeypatch.setattr(datasets.DownloadManager, "download", refuse)
-    with pytest.raises(DataUnavailableError, match="(?s)could not download the IMDB archive 'https://ai.stanford.edu/"
-                       ".*unreachable.*TOKENSEL_IMDB_ARCHIVE.*TOKENSEL_DATA_DIR"):
+    with pytest.raises(
+        DataUnavailableError,
+        match="(?s)could not download the IMDB archive 'https://ai.stanford.edu/"
+        ".*unreachable.*TOKENSEL_IMDB_ARCHIVE.*TOKENSEL_DATA_DIR",
+    ):
         ts.load_reviews("imdb", "train")
-
 
 
 @pytest.mark.slow
 def test_no_data_and_no_network_in_a_fresh_process(tmp_path):
     """prepare_reviews with no data folder, no archive setting and no network: one clear message."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSEL_")}
-    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
-               TOKENSEL_CACHE_DIR=str(tmp_path / "cache"))
-    code = ("import tokensel as ts\n"
-            "try:\n    ts.reviews.prepare_reviews('imdb')\n"
-            "except ts.DataUnavailableError as e:\n    print('ERR', e)\n")
+    env.update(
+        HF_DATASETS_OFFLINE="1",
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf"),
+        TOKENSEL_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    code = (
+        "import tokensel as ts\n"
+        "try:\n    ts.reviews.prepare_reviews('imdb')\n"
+        "except ts.DataUnavailableError as e:\n    print('ERR', e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "ERR could not download the IMDB archive" in out.stdout, out.stdout + out.stderr
     assert "To get IMDB" in out.stdout and "TOKENSEL_IMDB_ARCHIVE" in out.stdout and "TOKENSEL_DATA_DIR" in out.stdout
     assert "Traceback" not in out.stdout
-
 
 
 def test_real_yelp_sample_and_imdb_schema():
@@ -138,7 +146,6 @@ def test_yelp_from_the_hub_layout_is_a_stated_stratified_sample(tmp_path, monkey
     monkeypatch.setenv("TOKENSEL_YELP_SIZE", "lots")
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_YELP_SIZE='lots'.*'full'"):
         ts.load_reviews("yelp_polarity", "train")
-
 
 
 def test_stratified_sample_keeps_label_shares():

@@ -6,13 +6,11 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import shared_data_dir
 
 import tokensel as ts
 from tokensel.errors import DataUnavailableError
 from tokensel.manifest import sha256_file, write_manifest
-
-from conftest import shared_data_dir
-
 
 
 def test_local_folder_is_checked_against_its_manifest(tmp_path):
@@ -40,7 +38,6 @@ def test_local_folder_is_checked_against_its_manifest(tmp_path):
     (root / "MANIFEST.json").write_text(json.dumps(["a list"]))
     with pytest.raises(DataUnavailableError, match="no 'files' table"):
         ts.load_reviews("imdb", "train", data_dir=root)
-
 
 
 def test_the_project_copy_matches_the_published_checksums():

@@ -16,10 +16,10 @@ def _brute_pairs(batch, selected):
     sel = selected.tolist()
     pos = 0
     for seq in batch.to_lists():
-        flags = sel[pos:pos + len(seq)]
+        flags = sel[pos : pos + len(seq)]
         pos += len(seq)
-        S = {s for s, f in zip(seq, flags) if f}
-        U = {s for s, f in zip(seq, flags) if not f}
+        S = {s for s, f in zip(seq, flags, strict=True) if f}
+        U = {s for s, f in zip(seq, flags, strict=True) if not f}
         out |= set(itertools.product(S, U))
     return np.array(sorted(out))
 
@@ -45,7 +45,9 @@ def test_sparse_equals_plain_dense_cvxpy(small):
     E = model.E.numpy()
     p = cp.Variable(E.shape[1])
     cons = [(E[s] - E[s2]) @ p >= 1 for s, s2 in pairs]
-    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(
+        solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10
+    )
     assert np.allclose(sparse.p.numpy(), p.value, atol=1e-6)
     assert sparse.min_margin >= 1 - 1e-7 and sparse.active >= 1
     dense = ts.max_margin(model.E, pairs, form="dense")
@@ -67,11 +69,14 @@ def test_infeasible_without_cycle_when_rank_deficient():
         ts.max_margin(E, np.array([[0, 2], [2, 1]]))
 
 
-@pytest.mark.parametrize("pairs, message", [
-    (np.zeros((0, 2)), "non-empty"),
-    (np.array([[0, 5]]), "must lie in"),
-    (np.array([1, 2]), "non-empty \\(k, 2\\)"),
-])
+@pytest.mark.parametrize(
+    "pairs, message",
+    [
+        (np.zeros((0, 2)), "non-empty"),
+        (np.array([[0, 5]]), "must lie in"),
+        (np.array([1, 2]), "non-empty \\(k, 2\\)"),
+    ],
+)
 def test_bad_pairs(pairs, message):
     with pytest.raises(InvalidParameterError, match=message):
         ts.max_margin(torch.eye(3, dtype=torch.float64), pairs)

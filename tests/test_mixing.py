@@ -16,8 +16,7 @@ def test_mix_gradients_by_finite_differences():
 
 def test_entry_attention_is_the_occurrence_softmax():
     data = ts.synthetic.independent_tokens(10, 6, length=(2, 8), delta=0.8, seed=5)
-    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[5]], data.batch.labels.tolist() + [1],
-                                          vocab_size=6)
+    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[5]], data.batch.labels.tolist() + [1], vocab_size=6)
     plan = ts.mixing.MixPlan(batch)
     c = torch.linspace(-3, 40, 6, dtype=torch.float64)  # large scores: the shift must be per sequence
     q = ts.mixing.entry_attention(c, plan)

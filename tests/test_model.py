@@ -2,11 +2,10 @@
 
 import pytest
 import torch
+from conftest import random_batch
 
 import tokensel as ts
 from tokensel.errors import InvalidParameterError
-
-from conftest import random_batch
 
 
 def test_init_follows_the_paper_and_is_seeded():
@@ -48,11 +47,17 @@ def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(sha
 
     S, d = shape
     with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
-        ts.AttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
-                          torch.zeros(d, dtype=torch.float64))
+        ts.AttentionModel(
+            torch.zeros(S, d, dtype=torch.float64),
+            torch.zeros(d, dtype=torch.float64),
+            torch.zeros(d, dtype=torch.float64),
+        )
     with pytest.raises(ts.InvalidParameterError):
-        ts.MultiClassAttentionModel(torch.zeros(S, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
-                                    torch.zeros(d, 2, dtype=torch.float64))
+        ts.MultiClassAttentionModel(
+            torch.zeros(S, d, dtype=torch.float64),
+            torch.zeros(d, dtype=torch.float64),
+            torch.zeros(d, 2, dtype=torch.float64),
+        )
 
 
 @pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])
@@ -72,9 +77,11 @@ def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(nam
 def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device):
     from tokensel.errors import TokenselError
 
-    for build in (lambda: ts.AttentionModel.init(5, 3, device=device),
-                  lambda: ts.MultiClassAttentionModel.init(5, 3, 2, device=device),
-                  lambda: ts.variants.make("mlp", 5, 3, device=device)):
+    for build in (
+        lambda: ts.AttentionModel.init(5, 3, device=device),
+        lambda: ts.MultiClassAttentionModel.init(5, 3, 2, device=device),
+        lambda: ts.variants.make("mlp", 5, 3, device=device),
+    ):
         with pytest.raises(TokenselError, match="device|CUDA"):
             build()
 
@@ -87,12 +94,17 @@ def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
     from tokensel import experiments, reviews
 
     batch = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2], [0]], [1, 1, -1, -1], vocab_size=3)
-    data = reviews.ReviewData.__new__(reviews.ReviewData)
     fields = {f.name: None for f in dataclasses.fields(reviews.ReviewData)}
     fields.update(name="imdb", train=batch, test=batch, vocab=ts.text.build_vocabulary([["a", "b", "c"]], min_df=1))
     good = dict(fields, train_ratings=np.array([9, 7, 1, 4]), test_ratings=np.array([10, 8, 2, 3]))
     assert experiments.rating_classes(reviews.ReviewData(**good), "train").labels.tolist() == [3, 2, 0, 1]
-    for bad in (np.array([11, 7, 1, 4]), np.array([9, 7, 0, 4]), np.array([9, 5, 1, 4]), np.array([9, 7, 8, 4]),
-                np.array(["9", "7", "1", "4"]), np.array([9.0, 7.0, 1.0, 4.0])):
+    for bad in (
+        np.array([11, 7, 1, 4]),
+        np.array([9, 7, 0, 4]),
+        np.array([9, 5, 1, 4]),
+        np.array([9, 7, 8, 4]),
+        np.array(["9", "7", "1", "4"]),
+        np.array([9.0, 7.0, 1.0, 4.0]),
+    ):
         with pytest.raises(ts.TokenselError):
             experiments.rating_classes(reviews.ReviewData(**dict(fields, train_ratings=bad, test_ratings=bad)))

@@ -13,8 +13,13 @@ def _md(text):
 
 
 def _code(text, outputs=(), metadata=None):
-    return {"cell_type": "code", "metadata": metadata or {}, "source": text, "outputs": list(outputs),
-            "execution_count": 1}
+    return {
+        "cell_type": "code",
+        "metadata": metadata or {},
+        "source": text,
+        "outputs": list(outputs),
+        "execution_count": 1,
+    }
 
 
 def _stream(text, name="stdout"):
@@ -27,8 +32,12 @@ def _notebook(*cells):
 
 def test_repair_streams_undoes_the_in_place_merge_of_myst_nb():
     # what myst-nb stores: the first stream merged with the later ones, which stay
-    stored = [_stream("[ok] a\n[ok] b\n[ok] c\n"), _stream("[ok] b\n"), {"output_type": "display_data", "data": {}},
-              _stream("[ok] c\n")]
+    stored = [
+        _stream("[ok] a\n[ok] b\n[ok] c\n"),
+        _stream("[ok] b\n"),
+        {"output_type": "display_data", "data": {}},
+        _stream("[ok] c\n"),
+    ]
     out = nbs.repair_streams(stored)
     assert [o["output_type"] for o in out] == ["stream", "display_data"]
     assert out[0]["text"] == "[ok] a\n[ok] b\n[ok] c\n"
@@ -44,12 +53,15 @@ def test_repair_streams_undoes_the_in_place_merge_of_myst_nb():
 
 
 GATED = _notebook(
-    _md("# Ch\n\n````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n\n"
+    _md(
+        "# Ch\n\n````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n\n"
         "The plain answer is forty two.\n````\n\n````{exercise} Challenge: y\n:label: ex-y\nAnd this.\n````\n\n"
-        "````{solution-start} ex-y\n:class: dropdown\n````\n\nThe gated answer follows:\n"),
+        "````{solution-start} ex-y\n:class: dropdown\n````\n\nThe gated answer follows:\n"
+    ),
     _code("answer = 42\nts.check('exercise: the answer', answer, 42, tol=0)", [_stream("[ok] 42.1234\n")]),
     _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solutions.\n"),
-    _code("print('kept')"))
+    _code("print('kept')"),
+)
 
 
 def test_split_solutions_takes_out_plain_and_gated_solutions():
@@ -72,18 +84,28 @@ def test_split_solutions_takes_out_plain_and_gated_solutions():
 
 
 CHAPTER = _notebook(
-    _md("# Two\n\n````{prf:lemma} One step\n:label: lem-a\n\nThe step is\n\n$$\nx = 1\n$$ (eq-a)\n\nexactly.\n"
+    _md(
+        "# Two\n\n````{prf:lemma} One step\n:label: lem-a\n\nThe step is\n\n$$\nx = 1\n$$ (eq-a)\n\nexactly.\n"
         "````\n\n````{prf:proof}\nBy {prf:ref}`lem-a` and {eq}`eq-a`; see {doc}`03_next` and {prf:ref}`lem-far`.\n"
-        "````\n\n$$ y = 2 $$\n\n```{admonition} Why it matters\nA note, {cite:t}`wu2025`.\n```\n"),
+        "````\n\n$$ y = 2 $$\n\n```{admonition} Why it matters\nA note, {cite:t}`wu2025`.\n```\n"
+    ),
     _code("fig = 1", metadata={"mystnb": {"figure": {"name": "fig-a", "caption": "c"}}}),
-    _md("As {numref}`fig-a` shows ({numref}`Figure %s <fig-a>`), {cite:p}`wu2025`.\n\n"
-        "````{exercise} Warm-up: by hand\n:label: ex-a\nCompute {math}`x`.\n````\n"))
+    _md(
+        "As {numref}`fig-a` shows ({numref}`Figure %s <fig-a>`), {cite:p}`wu2025`.\n\n"
+        "````{exercise} Warm-up: by hand\n:label: ex-a\nCompute {math}`x`.\n````\n"
+    ),
+)
 
 
 def test_labels_are_numbered_as_the_book_numbers_them():
     labels = nbs.collect_labels(CHAPTER, 2, "02_two")
-    assert labels == {"02_two": "chapter 2", "lem-a": "Lemma 2.1", "eq-a": "(2.1)", "fig-a": "Figure 2.1",
-                      "ex-a": "Exercise 2.1"}
+    assert labels == {
+        "02_two": "chapter 2",
+        "lem-a": "Lemma 2.1",
+        "eq-a": "(2.1)",
+        "fig-a": "Figure 2.1",
+        "ex-a": "Exercise 2.1",
+    }
 
 
 def test_plain_markdown_has_no_myst_left():
@@ -135,8 +157,10 @@ def test_plain_markdown_rejects_what_it_cannot_convert():
 
 
 def test_bib_labels():
-    bib = ("@article{wu2025,\n  author = {Wu, Diyuan and Shevchenko, Aleksandr and Mondelli, Marco},\n  year = {2025}\n}\n"
-           "@book{solo,\n  author = {Ada Lovelace},\n  year = 1843\n}\n")
+    bib = (
+        "@article{wu2025,\n  author = {Wu, Diyuan and Shevchenko, Aleksandr and Mondelli, Marco},\n  year = {2025}\n}\n"
+        "@book{solo,\n  author = {Ada Lovelace},\n  year = 1843\n}\n"
+    )
     assert nbs.bib_labels(bib) == {"wu2025": "Wu et al. (2025)", "solo": "Lovelace (1843)"}
     with pytest.raises(InvalidArgumentError, match="bibtex"):
         nbs.bib_labels(None)

@@ -4,11 +4,11 @@ and the package states dependency ranges (the exact pins live in constraints.txt
 import os
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def _requirement_names(lines):
     import re
 
-    return {re.split(r"[<>=!~\[; ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-"): line.strip()
-            for line in lines if line.strip() and not line.lstrip().startswith("#")}
+    return {
+        re.split(r"[<>=!~\[; ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-"): line.strip()
+        for line in lines
+        if line.strip() and not line.lstrip().startswith("#")
+    }
 
 
 def test_dependencies_are_ranges_and_constraints_pin_them():
@@ -61,22 +64,30 @@ def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path):
     assert sorted(n for n in names if n.endswith(".py")) == modules
 
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
-                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     away = tmp_path / "elsewhere"
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(target)
 
     def run(*args):
-        return subprocess.run([sys.executable, *args], cwd=away, env=env, capture_output=True, text=True,
-                              timeout=300, check=True).stdout
+        return subprocess.run(
+            [sys.executable, *args], cwd=away, env=env, capture_output=True, text=True, timeout=300, check=True
+        ).stdout
 
     where = Path(run("-c", "import tokensel; print(tokensel.__file__)").strip())
     assert where.is_relative_to(target), where
     assert "verify" in run("-m", "tokensel", "--help")
-    assert run("-c", "import tokensel as ts; print(ts.__version__)").strip() == tomllib.loads(
-        (ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (
+        run("-c", "import tokensel as ts; print(ts.__version__)").strip()
+        == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    )
     # the library computes without the repository: the planted important tokens of the theory's synthetic data
     out = run("-c", "import tokensel as ts; print(int(ts.synthetic.theory_pairs().important.sum()))")
     assert out.strip() == "6"

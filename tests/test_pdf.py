@@ -20,10 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _page(title: str) -> str:
-    return (f'<html><head><link rel="stylesheet" href="../_static/x.css"><title>{title} &#8212; The Book</title>'
-            f'</head><body><nav><p class="title logo__title">The Book</p>menu</nav><article class="bd-article" '
-            f'role="main"><h1><span class="section-number">1. </span>{title} \\(p_t\\)<a class="headerlink" '
-            f'href="#x">#</a></h1><img src="../_images/a.png"></article></body></html>')
+    return (
+        f'<html><head><link rel="stylesheet" href="../_static/x.css"><title>{title} &#8212; The Book</title>'
+        f'</head><body><nav><p class="title logo__title">The Book</p>menu</nav><article class="bd-article" '
+        f'role="main"><h1><span class="section-number">1. </span>{title} \\(p_t\\)<a class="headerlink" '
+        f'href="#x">#</a></h1><img src="../_images/a.png"></article></body></html>'
+    )
 
 
 def test_combined_page_keeps_every_article_in_order_after_a_title_page_and_contents(tmp_path):
@@ -40,7 +42,9 @@ def test_combined_page_keeps_every_article_in_order_after_a_title_page_and_conte
     assert "details.hide.above-input" in text  # no stub of a hidden cell on paper
     assert pdf.headings_of(out) == ["1. One p_t", "1. Two p_t"]
     custom = pdf.combined_page(tmp_path, ["book/one"], title="A | class", subtitle="student edition")
-    assert "<h1>A | class</h1><p>student edition</p>" in custom.read_text() and pdf.headings_of(custom) == ["1. One p_t"]
+    assert "<h1>A | class</h1><p>student edition</p>" in custom.read_text() and pdf.headings_of(custom) == [
+        "1. One p_t"
+    ]
     with pytest.raises(DataUnavailableError, match="make book"):
         pdf.combined_page(tmp_path, ["book/one", "book/three"])
     with pytest.raises(InvalidArgumentError, match="one folder"):
@@ -73,13 +77,18 @@ def _blank(pages: int) -> bytes:
 def test_assemble_numbers_the_pages_and_bookmarks_each_part(tmp_path):
     import pypdf
 
-    out = pdf.assemble([(None, _blank(1)), ("Contents", _blank(1)), ("1. One", _blank(3)), ("2. Two", _blank(2))],
-                       tmp_path / "sub" / "book.pdf")
+    out = pdf.assemble(
+        [(None, _blank(1)), ("Contents", _blank(1)), ("1. One", _blank(3)), ("2. Two", _blank(2))],
+        tmp_path / "sub" / "book.pdf",
+    )
     reader = pypdf.PdfReader(out)
     assert len(reader.pages) == 7
     assert [p.extract_text().strip() for p in reader.pages] == ["", "2", "3", "4", "5", "6", "7"]
     assert [(o.title, reader.get_destination_page_number(o)) for o in reader.outline] == [
-        ("Contents", 1), ("1. One", 2), ("2. Two", 5)]
+        ("Contents", 1),
+        ("1. One", 2),
+        ("2. Two", 5),
+    ]
     assert pdf.page_starts([3, 2], front=2) == [3, 6]  # as the contents print them: 1-based
     with pytest.raises(InvalidArgumentError, match="parts"):
         pdf.assemble([], tmp_path / "x.pdf")
@@ -106,7 +115,7 @@ def check_printed_book(out, pages, exercises=r"Exercise 7\.3") -> str:
     assert not unnumbered, f"sheets without their page number: {unnumbered[:10]}"
     outline = [(o.title, reader.get_destination_page_number(o)) for o in reader.outline]
     assert len(outline) == len(pages) + 1 and outline[0] == ("Contents", 1)
-    for (heading, index), title in zip(outline[1:], titles):
+    for (heading, index), title in zip(outline[1:], titles, strict=True):
         assert title in heading and title in texts[index], (heading, index)
     return text
 

@@ -16,11 +16,16 @@ HTML = ROOT / "_build" / "html"
 SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "_panels_static", "reports"}
 
 #: absolute paths of a machine (a reader's paths are their own), and file:// links
-ABSOLUTE_PATH = re.compile(r"(?<![\w.])(?:/(?:home|work|tmp|root|Users|var/folders|mnt|opt)/[\w.-]+|file://|[A-Z]:\\Users)")
+ABSOLUTE_PATH = re.compile(
+    r"(?<![\w.])(?:/(?:home|work|tmp|root|Users|var/folders|mnt|opt)/[\w.-]+|file://|[A-Z]:\\Users)"
+)
 #: words about the book's making rather than its subject
-MAKING = re.compile(r"\bCI\b|continuous integration|build machine|compute budget|our budget|two CPU cores|"
-                    r"2 CPU cores|first version of this|earlier draft|previous draft|in this session|"
-                    r"maintainer", re.IGNORECASE)
+MAKING = re.compile(
+    r"\bCI\b|continuous integration|build machine|compute budget|our budget|two CPU cores|"
+    r"2 CPU cores|first version of this|earlier draft|previous draft|in this session|"
+    r"maintainer",
+    re.IGNORECASE,
+)
 
 
 def visible_text(page: str) -> str:
@@ -34,7 +39,7 @@ def reader_problems(text: str) -> list[str]:
     out = []
     for rx in (ABSOLUTE_PATH, MAKING):
         for m in rx.finditer(text):
-            out.append(" ".join(text[max(0, m.start() - 60):m.end() + 60].split()))
+            out.append(" ".join(text[max(0, m.start() - 60) : m.end() + 60].split()))
     return out
 
 
@@ -51,8 +56,7 @@ def test_every_page_speaks_to_readers_only():
     pages = [p for p in HTML.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(HTML).parts)]
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
-    found = {str(p.relative_to(HTML)): reader_problems(visible_text(p.read_text(encoding="utf-8")))
-             for p in pages}
+    found = {str(p.relative_to(HTML)): reader_problems(visible_text(p.read_text(encoding="utf-8"))) for p in pages}
     found = {k: v for k, v in found.items() if v}
     assert not found, "\n".join(f"{page}: {hit}" for page, hits in found.items() for hit in hits)
 
@@ -76,8 +80,11 @@ def test_the_alt_text_rule():
 
 @pytest.mark.browser
 def test_every_figure_has_a_descriptive_alt_text():
-    pages = [p for p in HTML.rglob("*.html") if not SKIP_DIRS & set(p.relative_to(HTML).parts)
-             and p.name != "py-modindex.html"]  # Sphinx's module index: its only images are expand/collapse toggles
+    pages = [
+        p
+        for p in HTML.rglob("*.html")
+        if not SKIP_DIRS & set(p.relative_to(HTML).parts) and p.name != "py-modindex.html"
+    ]  # Sphinx's module index: its only images are expand/collapse toggles
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
     found = {str(p.relative_to(HTML)): undescribed_images(p.read_text(encoding="utf-8")) for p in pages}

@@ -52,7 +52,7 @@ def test_fresh_seeds_are_disjoint_from_the_book_and_from_each_other():
     assert seeds[:3] == [1000, 1100, 1200]
     ranges = [set(range(s, s + rep.STRIDE)) for s in [0, *seeds]]  # what each run may draw: seed + k, k < STRIDE
     for i, a in enumerate(ranges):
-        for b in ranges[i + 1:]:
+        for b in ranges[i + 1 :]:
             assert not a & b
     assert rep.fresh_seeds(2, start=5) == [1500, 1600]
     for bad in (0, -1, 1.5, True, "3"):
@@ -105,18 +105,26 @@ def _tiny_book(tmp_path, chapters):
 @pytest.mark.slow
 def test_a_sweep_records_every_outcome_resumes_and_reruns_changed_chapters(tmp_path, monkeypatch):
     monkeypatch.delenv("TOKENSEL_RESULTS_DIR", raising=False)
-    root = _tiny_book(tmp_path, {
-        "01_half": 'ts.check("even hundreds", seed % 200 == 0, kind="true")\nts.check("seed", seed, 1000, kind="ge")',
-        "02_crash": 'ts.check("before", 1.0, 1.0, tol=0.0)\nraise RuntimeError("boom")',
-        "03_slow": "time.sleep(600)",
-    })
+    root = _tiny_book(
+        tmp_path,
+        {
+            "01_half": 'ts.check("even hundreds", seed % 200 == 0, kind="true")\n'
+            'ts.check("seed", seed, 1000, kind="ge")',
+            "02_crash": 'ts.check("before", 1.0, 1.0, tol=0.0)\nraise RuntimeError("boom")',
+            "03_slow": "time.sleep(600)",
+        },
+    )
     out = tmp_path / "out"
     settings = rep.SweepSettings(out=out, workers=1, timeout=300)
     seeds = rep.fresh_seeds(2)
     results = rep.run_sweep(["01_half", "02_crash"], seeds, settings, root=root)
     status = {(r["chapter"], r["seed"]): r["status"] for r in results}
-    assert status == {("01_half", 1000): "ok", ("01_half", 1100): "claims failed",
-                      ("02_crash", 1000): "crashed", ("02_crash", 1100): "crashed"}
+    assert status == {
+        ("01_half", 1000): "ok",
+        ("01_half", 1100): "claims failed",
+        ("02_crash", 1000): "crashed",
+        ("02_crash", 1100): "crashed",
+    }
     slow = rep.run_sweep(["03_slow"], seeds[:1], rep.SweepSettings(out=out, workers=1, timeout=20), root=root)
     assert slow[0]["status"] == "timed out" and 20 <= slow[0]["seconds"] < 60
     crashed = rep.read_result(out, rep.Task("02_crash", 1000))
@@ -158,16 +166,28 @@ def test_summary_status_table_and_threshold_changes_from_records(tmp_path):
         folder = out / "tasks" / "01_a" / f"seed-{seed}"
         (folder / "records").mkdir(parents=True)
         ok = abs(value - 1) <= 0.1
-        (folder / "result.json").write_text(json.dumps(dict(chapter="01_a", seed=seed, code=digest,
-                                                            status="ok" if ok else "claims failed")))
-        (folder / "records" / "01_a@x.json").write_text(json.dumps(dict(chapter="01_a", finished=1, checks=[
-            dict(name="x", measured=value, expected=1.0, tol=0.1, kind="abs", passed=ok)])))
+        (folder / "result.json").write_text(
+            json.dumps(dict(chapter="01_a", seed=seed, code=digest, status="ok" if ok else "claims failed"))
+        )
+        (folder / "records" / "01_a@x.json").write_text(
+            json.dumps(
+                dict(
+                    chapter="01_a",
+                    finished=1,
+                    checks=[dict(name="x", measured=value, expected=1.0, tol=0.1, kind="abs", passed=ok)],
+                )
+            )
+        )
     s = rep.summarize(out, root)
     assert s.loc[0, "held"] == 2 and s.loc[0, "seeds"] == 3 and bool(s.loc[0, "seed_dependent"])
     assert (s.loc[0, "min"], s.loc[0, "median"], s.loc[0, "max"]) == (0.5, 0.95, 1.05)
     assert s.loc[0, "failed_seeds"] == [1100]
-    claims = pd.DataFrame([dict(chapter="01_a", name="x", expected=1.0, tol=0.2, kind="abs"),
-                           dict(chapter="01_a", name="new", expected=0.0, tol=0.0, kind="abs")])
+    claims = pd.DataFrame(
+        [
+            dict(chapter="01_a", name="x", expected=1.0, tol=0.2, kind="abs"),
+            dict(chapter="01_a", name="new", expected=0.0, tol=0.0, kind="abs"),
+        ]
+    )
     table = rep.status_table(claims, out, root)
     assert table["fresh seeds"].tolist() == ["held in 2 of 3", "not replicated"]
     assert table.verdict.tolist() == ["seed-dependent", "not replicated"]
@@ -187,8 +207,12 @@ def test_summary_status_table_and_threshold_changes_from_records(tmp_path):
 def test_a_corrupt_result_is_not_trusted(tmp_path):
     folder = tmp_path / "tasks" / "01_a" / "seed-1000"
     folder.mkdir(parents=True)
-    for bad in ["{", "[]", json.dumps(dict(chapter="01_b", seed=1000, status="ok")),
-                json.dumps(dict(chapter="01_a", seed=1000, status="fine"))]:
+    for bad in [
+        "{",
+        "[]",
+        json.dumps(dict(chapter="01_b", seed=1000, status="ok")),
+        json.dumps(dict(chapter="01_a", seed=1000, status="fine")),
+    ]:
         (folder / "result.json").write_text(bad)
         assert rep.read_result(tmp_path, rep.Task("01_a", 1000)) is None
 
@@ -221,8 +245,9 @@ def test_the_recorded_replication_is_current():
 def _fake(out, root, chapter, seed, claims, status="ok"):
     folder = out / "tasks" / chapter / f"seed-{seed}"
     (folder / "records").mkdir(parents=True)
-    (folder / "result.json").write_text(json.dumps(dict(chapter=chapter, seed=seed, status=status,
-                                                        code=rep.code_digest(root, chapter))))
+    (folder / "result.json").write_text(
+        json.dumps(dict(chapter=chapter, seed=seed, status=status, code=rep.code_digest(root, chapter)))
+    )
     (folder / "records" / f"{chapter}@r.json").write_text(json.dumps(dict(chapter=chapter, finished=1, checks=claims)))
 
 
@@ -233,8 +258,7 @@ def test_compare_finds_every_kind_of_difference_and_ignores_round_off(tmp_path):
     _fake(tmp_path / "ref", root, "01_a", 1000, [a, b])
     _fake(tmp_path / "same", root, "01_a", 1000, [{**a, "measured": 3e-16}, {**b, "measured": 0.42000001}])
     assert rep.compare(tmp_path / "same", tmp_path / "ref", root) == []
-    _fake(tmp_path / "diff", root, "01_a", 1000, [{**a, "passed": False}, {**b, "measured": 0.5},
-                                                  dict(b, name="c")])
+    _fake(tmp_path / "diff", root, "01_a", 1000, [{**a, "passed": False}, {**b, "measured": 0.5}, dict(b, name="c")])
     diffs = rep.compare(tmp_path / "diff", tmp_path / "ref", root)
     assert any("'a' failed here, held" in d for d in diffs)
     assert any("'b' measured 0.5 here" in d for d in diffs)

@@ -1,7 +1,7 @@
 """Real-data preparation (tokensel.reviews) on tiny local parquet files."""
 
-
 import tokensel as ts
+
 
 def test_prepare_imdb(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
@@ -43,19 +43,22 @@ def _own_texts(n=60, seed=0):
     return texts, labels
 
 
-@pytest.mark.parametrize("convert, positive", [
-    (lambda y: y, None),
-    (lambda y: [2 * v - 1 for v in y], None),
-    (lambda y: ["pos" if v else "neg" for v in y], "pos"),
-    (lambda y: np.array(y, dtype=float), None),
-])
+@pytest.mark.parametrize(
+    "convert, positive",
+    [
+        (lambda y: y, None),
+        (lambda y: [2 * v - 1 for v in y], None),
+        (lambda y: ["pos" if v else "neg" for v in y], "pos"),
+        (lambda y: np.array(y, dtype=float), None),
+    ],
+)
 def test_prepare_texts_takes_every_label_spelling(convert, positive):
     texts, labels = _own_texts()
     data = ts.prepare_texts(texts, convert(labels), positive=positive, test_fraction=0.25, min_df=2)
     assert data.train.n + data.test.n == 60 and data.test.n == 15
     great, awful = data.vocab.id("great"), data.vocab.id("awful")
     for batch in (data.train, data.test):
-        for seq, y in zip(batch.to_lists(), batch.labels.tolist()):
+        for seq, y in zip(batch.to_lists(), batch.labels.tolist(), strict=True):
             assert (great in seq) == (y > 0) and (awful in seq) == (y < 0)
     assert data.train_ratings is None and not data.is_sample
     assert len(data.test_words) == data.test.n
@@ -87,20 +90,23 @@ def test_from_frame_reads_csv_frame_and_dataset(tmp_path):
         ts.from_frame(path, text="body", label="stars", positive="good")
 
 
-@pytest.mark.parametrize("texts, labels, kw, error, match", [
-    (["a b", "c d", "e f"], [0, 1, 2], {}, InvalidArgumentError, "exactly two classes, found 3.*merge"),
-    (["a b", "c d", "e f"], [1, 1, 1], {}, InvalidArgumentError, "exactly two classes, found 1.*both classes"),
-    (["a b", "c d", "e f"], [0, float("nan"), 1], {}, InvalidArgumentError, r"labels\[1\] is missing"),
-    (["a b", "c d", "e f"], [0, 1], {}, InvalidArgumentError, "3 texts and 2 labels"),
-    (["a b", "  ", "e f"], [0, 1, 0], {}, InvalidArgumentError, r"texts\[1\] is empty"),
-    (["a b", None, "e f"], [0, 1, 0], {}, ArgumentTypeError, r"texts\[1\] is a NoneType"),
-    ("a b", [0, 1], {}, ArgumentTypeError, "texts must be a list"),
-    (["a b", "c d", "e f"], ["x", "y", "x"], {}, InvalidArgumentError, "say which is positive"),
-    (["a b", "c d", "e f"], ["x", "y", "x"], {"positive": "z"}, InvalidArgumentError, "positive='z' is not one"),
-    (["a b", "c d", "e f"], ["x", 1, "x"], {}, InvalidArgumentError, "mixes strings and numbers"),
-    (["a b", "c d", "e f"], [0, 1, 0], {"test_fraction": 1.5}, InvalidArgumentError, "test_fraction"),
-    (["a b", "c d", "e f"], [0, 1, 0], {"test_fraction": 0.01}, InvalidArgumentError, "leaves 0 for testing"),
-])
+@pytest.mark.parametrize(
+    "texts, labels, kw, error, match",
+    [
+        (["a b", "c d", "e f"], [0, 1, 2], {}, InvalidArgumentError, "exactly two classes, found 3.*merge"),
+        (["a b", "c d", "e f"], [1, 1, 1], {}, InvalidArgumentError, "exactly two classes, found 1.*both classes"),
+        (["a b", "c d", "e f"], [0, float("nan"), 1], {}, InvalidArgumentError, r"labels\[1\] is missing"),
+        (["a b", "c d", "e f"], [0, 1], {}, InvalidArgumentError, "3 texts and 2 labels"),
+        (["a b", "  ", "e f"], [0, 1, 0], {}, InvalidArgumentError, r"texts\[1\] is empty"),
+        (["a b", None, "e f"], [0, 1, 0], {}, ArgumentTypeError, r"texts\[1\] is a NoneType"),
+        ("a b", [0, 1], {}, ArgumentTypeError, "texts must be a list"),
+        (["a b", "c d", "e f"], ["x", "y", "x"], {}, InvalidArgumentError, "say which is positive"),
+        (["a b", "c d", "e f"], ["x", "y", "x"], {"positive": "z"}, InvalidArgumentError, "positive='z' is not one"),
+        (["a b", "c d", "e f"], ["x", 1, "x"], {}, InvalidArgumentError, "mixes strings and numbers"),
+        (["a b", "c d", "e f"], [0, 1, 0], {"test_fraction": 1.5}, InvalidArgumentError, "test_fraction"),
+        (["a b", "c d", "e f"], [0, 1, 0], {"test_fraction": 0.01}, InvalidArgumentError, "leaves 0 for testing"),
+    ],
+)
 def test_prepare_texts_refuses_bad_inputs(texts, labels, kw, error, match):
     with pytest.raises(error, match=match):
         ts.prepare_texts(texts, labels, **kw)

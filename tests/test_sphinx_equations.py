@@ -34,12 +34,14 @@ def _build(tmp_path, number_all=True):
     (src / "conf.py").write_text(
         "extensions = ['myst_parser', 'tokensel.book.sphinx_equations']\n"
         "myst_enable_extensions = ['dollarmath', 'amsmath']\n"
-        f"tokensel_number_all_equations = {number_all}\n")
+        f"tokensel_number_all_equations = {number_all}\n"
+    )
     (src / "index.md").write_text(PAGE)
     out = tmp_path / ("html" if number_all else "html-off")
     warnings = io.StringIO()
-    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=warnings,
-                 freshenv=True)
+    app = Sphinx(
+        str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=warnings, freshenv=True
+    )
     app.build()
     # a second Sphinx app in one process re-registers docutils nodes: that warning is not about the page
     problems = [w for w in warnings.getvalue().splitlines() if "WARNING" in w and "already registered" not in w]

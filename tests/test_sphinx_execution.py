@@ -84,8 +84,12 @@ def test_the_key_sees_data_content_and_result_settings_not_locations(tmp_path, m
 
 def test_key_changes_name_the_library_files_and_packages():
     old = {"parts": {"library": {"core.py": "1", "grads.py": "2"}, "software": {"packages": {"torch": "2.0"}}}}
-    new = {"parts": {"library": {"core.py": "1", "grads.py": "3", "new.py": "4"},
-                     "software": {"packages": {"torch": "2.1"}}}}
+    new = {
+        "parts": {
+            "library": {"core.py": "1", "grads.py": "3", "new.py": "4"},
+            "software": {"packages": {"torch": "2.1"}},
+        }
+    }
     assert ex.key_changes(old, new) == ["library changed (grads.py, new.py)", "software changed (torch)"]
 
 
@@ -103,10 +107,26 @@ def test_a_damaged_key_is_no_key(tmp_path):
 
 
 def _record(d: Path, chapter: str, run: str, started: float, passed=True) -> Path:
-    rec = {"schema": checks.SCHEMA, "chapter": chapter, "run": run, "pid": 1, "host": "elsewhere",
-           "started": started, "finished": started + 1, "seconds": 1.0,
-           "checks": [{"name": f"{chapter} claim", "measured": 1.0 if passed else 2.0, "expected": 1.0, "tol": 0.0,
-                       "kind": "abs", "passed": passed}]}
+    rec = {
+        "schema": checks.SCHEMA,
+        "chapter": chapter,
+        "run": run,
+        "pid": 1,
+        "host": "elsewhere",
+        "started": started,
+        "finished": started + 1,
+        "seconds": 1.0,
+        "checks": [
+            {
+                "name": f"{chapter} claim",
+                "measured": 1.0 if passed else 2.0,
+                "expected": 1.0,
+                "tol": 0.0,
+                "kind": "abs",
+                "passed": passed,
+            }
+        ],
+    }
     rec = checks._sealed(rec)
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{chapter}@{run}.json").write_text(json.dumps(rec, indent=1))
@@ -186,11 +206,15 @@ kernelspec:
 
 
 def _page(name: str, prose: str, extra: str = "") -> str:
-    return (FRONT + f"# Page {name}\n\n{prose}\n\n```{{code-cell}} ipython3\nimport tokensel as ts\n\n"
-            f'ts.start_chapter("{name}")\nts.check("{name} holds", 1.0, 1.0, tol=0.0)\n{extra}ts.end_chapter()\n```\n')
+    return (
+        FRONT + f"# Page {name}\n\n{prose}\n\n```{{code-cell}} ipython3\nimport tokensel as ts\n\n"
+        f'ts.start_chapter("{name}")\nts.check("{name} holds", 1.0, 1.0, tol=0.0)\n{extra}ts.end_chapter()\n```\n'
+    )
 
 
-STATUS = FRONT + """# Status
+STATUS = (
+    FRONT
+    + """# Status
 
 ```{code-cell} ipython3
 from tokensel.book import checks
@@ -199,6 +223,7 @@ claims, chapters = checks.report(["a", "b"])
 print("claims:", ", ".join(claims["name"]))
 ```
 """
+)
 
 
 def _tiny_book(tmp_path: Path) -> Path:
@@ -208,7 +233,8 @@ def _tiny_book(tmp_path: Path) -> Path:
         "title: Tiny\nauthor: t\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: cache\n"
         "  timeout: 300\nsphinx:\n  extra_extensions:\n    - tokensel.book.sphinx_execution\n  config:\n"
         "    nb_execution_raise_on_error: true\n    tokensel_execute_every_build: [status]\n"
-        "    tokensel_execution_inputs: [recorded]\n")
+        "    tokensel_execution_inputs: [recorded]\n"
+    )
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n- file: a\n- file: b\n- file: status\n")
     (book / "intro.md").write_text("# Tiny\n\nA book of two pages.\n")
     (book / "a.md").write_text(_page("a", "First words."))
@@ -228,15 +254,32 @@ def _build(book: Path, env: dict, expect: set) -> float:
     checks.mark_build_start(results)
     start = time.time()
     t0 = time.perf_counter()
-    run = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(book), "--builder", "html",
-                          "-W", "-n", "--keep-going"], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "jupyter-book"),
+            "build",
+            str(book),
+            "--builder",
+            "html",
+            "-W",
+            "-n",
+            "--keep-going",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert checks.verify(results, expected=["a", "b"])[1] == 2
     cache = get_cache(str(book / "_build" / ".jupyter_cache"))
     # an executed notebook is cached as executed/<hash>/base.ipynb, written when its execution ends
-    executed = {Path(r.uri).stem for r in cache.list_cache_records()
-                if (cache.path / "executed" / r.hashkey / "base.ipynb").stat().st_mtime >= start}
+    executed = {
+        Path(r.uri).stem
+        for r in cache.list_cache_records()
+        if (cache.path / "executed" / r.hashkey / "base.ipynb").stat().st_mtime >= start
+    }
     log = [line for line in (run.stdout + run.stderr).splitlines() if "execution cache" in line or "Execut" in line]
     assert executed == expect, "\n".join(log)
     return seconds
@@ -253,8 +296,14 @@ def test_a_rebuild_executes_only_what_changed(tmp_path):
     book = _tiny_book(tmp_path)
     lib = tmp_path / "lib"
     shutil.copytree(ROOT / "lib" / "tokensel", lib / "tokensel", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**os.environ, "PYTHONPATH": str(lib), "TOKENSEL_RESULTS_DIR": str(book / "_build" / "checks"),
-           "TOKENSEL_THREADS": "1", "TOKENSEL_PROGRESS": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(lib),
+        "TOKENSEL_RESULTS_DIR": str(book / "_build" / "checks"),
+        "TOKENSEL_THREADS": "1",
+        "TOKENSEL_PROGRESS": "0",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     results = book / "_build" / "checks"
 
     first = _build(book, env, {"a", "b", "status"})

@@ -20,25 +20,54 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
 
     root = tmp_path / "src"
     (root / "book").mkdir(parents=True)
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
-                                   "    chapters:\n      - file: book/01_model\n      - file: book/02_next\n")
-    (root / "refs.bib").write_text("@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n"
-                                   "  year = {2025}\n}\n")
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
+        "    chapters:\n      - file: book/01_model\n      - file: book/02_next\n"
+    )
+    (root / "refs.bib").write_text(
+        "@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n  year = {2025}\n}\n"
+    )
     out = tmp_path / "_build" / "html"
     executed = tmp_path / "_build" / "jupyter_execute" / "book"
     executed.mkdir(parents=True)
-    cell = {"cell_type": "markdown", "metadata": {},
-            "source": "# Model\n\n````{prf:definition} Attention\n:label: def-att\nIt is {cite:p}`wu2025`.\n````\n"
-                      "See {prf:ref}`lem-next` in {doc}`02_next`.\n"}
-    code = {"cell_type": "code", "metadata": {}, "source": "import tokensel", "execution_count": 1,
-            "outputs": [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
-                        {"output_type": "stream", "name": "stdout", "text": "b\n"}]}
-    (executed / "01_model.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                                         "cells": [cell, code]}))
-    (executed / "02_next.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "markdown", "metadata": {}, "source": "````{prf:lemma} Next\n:label: lem-next\nx\n````\n"}]}))
-    app = SimpleNamespace(outdir=str(out), srcdir=str(root),
-                          config=SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository=""))
+    cell = {
+        "cell_type": "markdown",
+        "metadata": {},
+        "source": "# Model\n\n````{prf:definition} Attention\n:label: def-att\nIt is {cite:p}`wu2025`.\n````\n"
+        "See {prf:ref}`lem-next` in {doc}`02_next`.\n",
+    }
+    code = {
+        "cell_type": "code",
+        "metadata": {},
+        "source": "import tokensel",
+        "execution_count": 1,
+        "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+            {"output_type": "stream", "name": "stdout", "text": "b\n"},
+        ],
+    }
+    (executed / "01_model.ipynb").write_text(
+        json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell, code]})
+    )
+    (executed / "02_next.ipynb").write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "markdown",
+                        "metadata": {},
+                        "source": "````{prf:lemma} Next\n:label: lem-next\nx\n````\n",
+                    }
+                ],
+            }
+        )
+    )
+    app = SimpleNamespace(
+        outdir=str(out), srcdir=str(root), config=SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository="")
+    )
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/01_model", "page.html", context, doctree=object())
     assert context["ipynb_source"] == "book/01_model.ipynb"

@@ -10,7 +10,9 @@ from tokensel.errors import InvalidBatchError
 
 def test_alpha_both_normalisations():
     b = ts.RaggedBatch.from_sequences([[0, 0, 1], [1, 2]], [1, -1], vocab_size=4)
-    assert torch.allclose(ts.statistics.alpha(b), torch.tensor([2 / 3 / 2, (1 / 3 - 1 / 2) / 2, -1 / 4, 0.0], dtype=torch.float64))
+    assert torch.allclose(
+        ts.statistics.alpha(b), torch.tensor([2 / 3 / 2, (1 / 3 - 1 / 2) / 2, -1 / 4, 0.0], dtype=torch.float64)
+    )
     assert ts.statistics.alpha(b, "count").tolist() == [2.0, 0.0, -1.0, 0.0]
     with pytest.raises(ValueError, match="normalize"):
         ts.statistics.alpha(b, "bogus")
@@ -66,14 +68,17 @@ def test_independent_tokens_knob():
     assert np.abs(ts.statistics.posterior_gap(d0.batch).numpy()).max() < 0.1
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: ts.synthetic.assumption1_pairs(0, 2, 3), "n_pairs"),
-    (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=1), "length"),
-    (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=(5, 3)), "empty"),
-    (lambda: ts.synthetic.iid_irrelevant(5, 2, 3), "even"),
-    (lambda: ts.synthetic.independent_tokens(10, 20, delta=1.5), "delta"),
-    (lambda: ts.synthetic.token_biases(10, 1.0), "frac_irrelevant"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ts.synthetic.assumption1_pairs(0, 2, 3), "n_pairs"),
+        (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=1), "length"),
+        (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=(5, 3)), "empty"),
+        (lambda: ts.synthetic.iid_irrelevant(5, 2, 3), "even"),
+        (lambda: ts.synthetic.independent_tokens(10, 20, delta=1.5), "delta"),
+        (lambda: ts.synthetic.token_biases(10, 1.0), "frac_irrelevant"),
+    ],
+)
 def test_bad_generator_arguments(call, message):
     with pytest.raises(InvalidBatchError, match=message):
         call()
@@ -105,7 +110,9 @@ def test_alpha_multiclass_and_generator():
     b = d.batch
     a = ts.statistics.alpha_multiclass(b)
     assert a.shape == (24, 4)
-    assert torch.allclose(a.sum(1), torch.zeros(24, dtype=torch.float64), atol=1e-15)  # sum over k of (1{y=k} - 1/K) = 0
+    assert torch.allclose(
+        a.sum(1), torch.zeros(24, dtype=torch.float64), atol=1e-15
+    )  # sum over k of (1{y=k} - 1/K) = 0
     rel = d.planted >= 0
     assert np.all(a.numpy()[rel].argmax(1) == d.planted[rel])  # the home class has the largest alpha
     # K = 2 with labels y in {0, 1}: alpha_{s,1} equals half the binary alpha with labels 2y - 1
@@ -170,8 +177,9 @@ def test_values_spread_separates_moved_values_from_noise():
 def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
     import pandas as pd
 
-    table = pd.DataFrame({"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0],
-                          "std": [1.0, 1.0, 1.0, np.nan, 1.0]})
+    table = pd.DataFrame(
+        {"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0], "std": [1.0, 1.0, 1.0, np.nan, 1.0]}
+    )
     se = ts.statistics.standard_errors(table)
     assert np.allclose(se[[0, 1, 2, 4]], 0.1) and np.isnan(se[3])
     # 1.0 -> 0.5 drops by 0.5 > 2 * sqrt(0.01 + 0.01) = 0.283; with z = 4 (0.566) it is noise
@@ -233,6 +241,7 @@ def test_direction_rate_recovers_one_over_ln_t():
 
 # --- issue 26 (6): error bars over words and the two controls of chapter 06 -----------------------------------
 
+
 def _u_and_monotone(n=2000, seed=0, noise=0.3):
     rng = np.random.default_rng(seed)
     gap = rng.uniform(-1, 1, n)
@@ -277,20 +286,24 @@ def test_frequency_matched_permutes_within_strata_only():
     freq_shape = np.log(counts)
     gap_f = -np.log(counts) / 7 + 0.01 * rng.normal(size=200)
     _, _, _, rho_f = ts.statistics.shape_summary(
-        ts.statistics.frequency_matched(gap_f, counts, strata=4, seed=1), freq_shape, freq_shape)
+        ts.statistics.frequency_matched(gap_f, counts, strata=4, seed=1), freq_shape, freq_shape
+    )
     assert rho_f < -0.5
     _, _, _, rho_g = ts.statistics.shape_summary(out, gap, gap)
     assert abs(rho_g) < 0.6
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: ts.statistics.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
-    (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
-    (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
-    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
-    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
-    (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: ts.statistics.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
+        (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
+        (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
+        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
+        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
+        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
+    ],
+)
 def test_bad_arguments_are_named(call, match):
     with pytest.raises(ts.errors.TokenselError, match=match):
         call()

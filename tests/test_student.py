@@ -16,8 +16,15 @@ import pytest
 import yaml
 
 from tokensel.book.checks import toc_files, toc_numbers
-from tokensel.book.student import (drop_claims, find_leaks, leak_evidence, prepare_student_sources,
-                                   solution_claims, student_config, student_notebook)
+from tokensel.book.student import (
+    drop_claims,
+    find_leaks,
+    leak_evidence,
+    prepare_student_sources,
+    solution_claims,
+    student_config,
+    student_notebook,
+)
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,13 +45,22 @@ def _notebook(*cells):
 
 
 def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
-    nb = _notebook(_md("````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n"
-                       "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
-                       "The answer:\n"),
-                   _code("answer = 42\nts.check(\"exercise: the answer\", answer, 42, tol=0)"),
-                   _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
-                   dict(_code("print('kept')"), outputs=[{"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
-                                                         {"output_type": "stream", "name": "stdout", "text": "b\n"}]))
+    nb = _notebook(
+        _md(
+            "````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n"
+            "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
+            "The answer:\n"
+        ),
+        _code('answer = 42\nts.check("exercise: the answer", answer, 42, tol=0)'),
+        _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
+        dict(
+            _code("print('kept')"),
+            outputs=[
+                {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+                {"output_type": "stream", "name": "stdout", "text": "b\n"},
+            ],
+        ),
+    )
     out, solutions = student_notebook(nb)
     text = json.dumps(out)
     assert "ex-x" in text and "Do it." in text and "After the solution." in text and "kept" in text
@@ -55,14 +71,26 @@ def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
 
 
 def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
-    table = ("<table><tr><th>name</th></tr><tr><td>one step: corr</td><td>0.998958</td></tr>"
-             "<tr><td>exercise: err at d = 16384 within 30% of the fit&#x27;s prediction</td><td>0.0117035</td></tr>"
-             "</table>")
+    table = (
+        "<table><tr><th>name</th></tr><tr><td>one step: corr</td><td>0.998958</td></tr>"
+        "<tr><td>exercise: err at d = 16384 within 30% of the fit&#x27;s prediction</td><td>0.0117035</td></tr>"
+        "</table>"
+    )
     name = "exercise: err at d = 16384 within 30% of the fit's prediction"
-    nb = _notebook(dict(_code("claims_table(...)"), outputs=[
-        {"output_type": "execute_result", "data": {"text/html": table, "text/plain": f"x\n{name} 0.0117035\ny\n"},
-         "metadata": {}, "execution_count": 1},
-        {"output_type": "stream", "name": "stdout", "text": f"[ok] {name}: 0.0117035\n[ok] other\n"}]))
+    nb = _notebook(
+        dict(
+            _code("claims_table(...)"),
+            outputs=[
+                {
+                    "output_type": "execute_result",
+                    "data": {"text/html": table, "text/plain": f"x\n{name} 0.0117035\ny\n"},
+                    "metadata": {},
+                    "execution_count": 1,
+                },
+                {"output_type": "stream", "name": "stdout", "text": f"[ok] {name}: 0.0117035\n[ok] other\n"},
+            ],
+        )
+    )
     out, removed = drop_claims(nb, [name])
     text = json.dumps(out)
     assert "0.0117035" not in text and "fit" not in text and removed == 3
@@ -73,16 +101,29 @@ def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
 
 
 def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
-    nb = _notebook(_md("# Ch\n\nThe rate goes up with more irrelevant tokens in the data.\n\n"
-                       "````{exercise} Core: x\n:label: ex-x\nPredict how the rate changes with more tokens.\n````\n\n"
-                       "````{solution} ex-x\nThe rate goes up with more irrelevant tokens in the data; "
-                       "each token needs its own score below every important one, so $p_{mm}$ grows "
-                       "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"),
-                   dict(_code("ts.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
-                        outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}]),
-                   _md("````{solution-end}\n````\n"))
-    records = [{"chapter": "ch", "checks": [{"name": "exercise: rate", "measured": 2.41234567, "expected": 2.3871},
-                                            {"name": "other", "measured": 9.87654, "expected": 1.0}]}]
+    nb = _notebook(
+        _md(
+            "# Ch\n\nThe rate goes up with more irrelevant tokens in the data.\n\n"
+            "````{exercise} Core: x\n:label: ex-x\nPredict how the rate changes with more tokens.\n````\n\n"
+            "````{solution} ex-x\nThe rate goes up with more irrelevant tokens in the data; "
+            "each token needs its own score below every important one, so $p_{mm}$ grows "
+            "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"
+        ),
+        dict(
+            _code("ts.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
+            outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}],
+        ),
+        _md("````{solution-end}\n````\n"),
+    )
+    records = [
+        {
+            "chapter": "ch",
+            "checks": [
+                {"name": "exercise: rate", "measured": 2.41234567, "expected": 2.3871},
+                {"name": "other", "measured": 9.87654, "expected": 1.0},
+            ],
+        }
+    ]
     evidence = leak_evidence([nb], records)
     assert "each token needs its own score below every important one" in evidence["phrases"]
     assert not any("rate goes up" in p for p in evidence["phrases"])  # also in the chapter's own text
@@ -91,8 +132,10 @@ def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
     student, _ = student_notebook(nb)
     assert find_leaks(json.dumps(student), evidence) == []
     page = "<p>Each token needs its own <em>score</em> below&nbsp;every\nimportant one</p><td>2.41235</td>"
-    assert find_leaks(page, evidence) == ["phrase 'each token needs its own score below every important one'",
-                                          "value 2.41235"]
+    assert find_leaks(page, evidence) == [
+        "phrase 'each token needs its own score below every important one'",
+        "value 2.41235",
+    ]
     assert find_leaks("12.41235 and 2.412351", evidence) == []  # a number inside another is no match
 
 
@@ -112,11 +155,19 @@ def test_student_config_executes_nothing_and_hides_solutions():
 def _book(tmp_path, pages=("book/intro", "book/ch")):
     root = tmp_path / "root"
     (root / "book").mkdir(parents=True)
-    (root / "_config.yml").write_text(yaml.safe_dump(
-        {"title": "t", "execute": {"execute_notebooks": "force"}, "exclude_patterns": ["**/*.ipynb"],
-         "sphinx": {"config": {}}}))
-    (root / "_toc.yml").write_text(yaml.safe_dump(
-        {"format": "jb-book", "root": pages[0], "chapters": [{"file": p} for p in pages[1:]]}))
+    (root / "_config.yml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "t",
+                "execute": {"execute_notebooks": "force"},
+                "exclude_patterns": ["**/*.ipynb"],
+                "sphinx": {"config": {}},
+            }
+        )
+    )
+    (root / "_toc.yml").write_text(
+        yaml.safe_dump({"format": "jb-book", "root": pages[0], "chapters": [{"file": p} for p in pages[1:]]})
+    )
     for p in pages:
         (root / f"{p}.md").write_text("---\nkernelspec:\n  name: python3\nsummary: s\n---\n# T\n")
     return root
@@ -129,14 +180,22 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     with pytest.raises(DataUnavailableError, match="make book"):
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book").mkdir(parents=True)
-    status = dict(_code("table"), outputs=[{"output_type": "stream", "name": "stdout",
-                                            "text": "[ok] exercise: e: 1.23456\n[ok] kept: 2\n"}])
+    status = dict(
+        _code("table"),
+        outputs=[{"output_type": "stream", "name": "stdout", "text": "[ok] exercise: e: 1.23456\n[ok] kept: 2\n"}],
+    )
     (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(_notebook(_md("# T\n"), status)))
     with pytest.raises(DataUnavailableError, match="book/ch"):  # a code page that was not executed
         prepare_student_sources(root, built, tmp_path / "out")
-    (built / "jupyter_execute" / "book" / "ch.ipynb").write_text(json.dumps(_notebook(
-        _md("# Ch\n````{solution-start} ex\n````\n"), _code("ts.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
-        _md("````{solution-end}\n````\n"))))
+    (built / "jupyter_execute" / "book" / "ch.ipynb").write_text(
+        json.dumps(
+            _notebook(
+                _md("# Ch\n````{solution-start} ex\n````\n"),
+                _code("ts.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
+                _md("````{solution-end}\n````\n"),
+            )
+        )
+    )
     with pytest.raises(InvalidArgumentError, match="out"):
         prepare_student_sources(root, built, built)
     with pytest.raises(InvalidArgumentError, match="out"):
@@ -166,7 +225,9 @@ def test_the_student_edition_has_every_exercise_and_no_solution():
         full, student = FULL / f"{page}.html", STUDENT / f"{page}.html"
         exercises = _count(student, "exercise")
         if exercises < 3 or exercises != _count(full, "exercise"):
-            problems.append(f"{page}: {exercises} exercises in the student edition, {_count(full, 'exercise')} in the book")
+            problems.append(
+                f"{page}: {exercises} exercises in the student edition, {_count(full, 'exercise')} in the book"
+            )
         if _count(student, "solution") or "Solution to" in student.read_text(encoding="utf-8"):
             problems.append(f"{page}: a solution is shown in the student edition")
         if _count(full, "solution") < 3:
@@ -181,7 +242,9 @@ def test_every_chapter_has_a_warm_up_a_core_and_a_challenge_each_with_a_solution
     problems = []
     for page in toc_numbers(ROOT):
         text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
-        exercises = re.findall(r"^(`{3,}|:{3,})\{exercise\}\s*(Warm-up|Core|Challenge)\b.*\n:label:\s*(\S+)", text, re.M)
+        exercises = re.findall(
+            r"^(`{3,}|:{3,})\{exercise\}\s*(Warm-up|Core|Challenge)\b.*\n:label:\s*(\S+)", text, re.M
+        )
         grades = {g for _, g, _ in exercises}
         if grades != {"Warm-up", "Core", "Challenge"}:
             problems.append(f"{page}: exercises graded {sorted(grades)}")
@@ -216,15 +279,16 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     """Every file of the student edition (pages, page sources, notebook downloads, search index) and its PDF
     are searched for every solution's text (runs of five or more words), every number of three or more
     significant digits that a solution prints or records, and the names of the exercises' checks."""
+    from test_pdf import check_printed_book
+
     from tokensel.book.checks import load_results
     from tokensel.book.pdf import print_book
-    from test_pdf import check_printed_book
 
     if not STUDENT.is_dir():
         pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")
     executed = ROOT / "_build" / "jupyter_execute"
     chapters = [json.loads((executed / f"{p}.ipynb").read_text(encoding="utf-8")) for p in toc_numbers(ROOT)]
-    _, solutions = zip(*(student_notebook(nb) for nb in chapters))
+    _, solutions = zip(*(student_notebook(nb) for nb in chapters), strict=True)
     exercise_checks = solution_claims([s for found in solutions for s in found])
     # what the other pages show (the status page without the exercises' checks) proves nothing
     elsewhere = []
@@ -232,19 +296,26 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
         if page in toc_numbers(ROOT):
             continue
         if (executed / f"{page}.ipynb").is_file():
-            other, _ = drop_claims(json.loads((executed / f"{page}.ipynb").read_text(encoding="utf-8")),
-                                   exercise_checks)
+            other, _ = drop_claims(
+                json.loads((executed / f"{page}.ipynb").read_text(encoding="utf-8")), exercise_checks
+            )
             elsewhere.append(_artefact_text_of(other))
         else:
             elsewhere.append((ROOT / f"{page}.md").read_text(encoding="utf-8"))
     evidence = leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=elsewhere)
-    print(f"evidence: {len(evidence['phrases'])} phrases, {len(evidence['values'])} values, "
-          f"{len(evidence['claims'])} exercise checks")
+    print(
+        f"evidence: {len(evidence['phrases'])} phrases, {len(evidence['values'])} values, "
+        f"{len(evidence['claims'])} exercise checks"
+    )
     assert len(evidence["phrases"]) >= 20 and evidence["values"] and evidence["claims"]
     # the search finds them where they are: the full book's chapter pages show every solution
-    in_full = [h for p in toc_numbers(ROOT) for h in find_leaks((FULL / f"{p}.html").read_text(encoding="utf-8"), evidence)]
+    in_full = [
+        h for p in toc_numbers(ROOT) for h in find_leaks((FULL / f"{p}.html").read_text(encoding="utf-8"), evidence)
+    ]
     print(f"{len(in_full)} pieces of evidence found in the full book's chapter pages")
-    assert len(in_full) >= len(evidence["phrases"]) // 3, f"only {len(in_full)} pieces of evidence found in the full book"
+    assert len(in_full) >= len(evidence["phrases"]) // 3, (
+        f"only {len(in_full)} pieces of evidence found in the full book"
+    )
     problems = []
     for path in sorted(STUDENT.rglob("*")):
         if "_static" in path.parts:  # the theme's and MathJax's files, not the book's

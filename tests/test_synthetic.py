@@ -62,8 +62,7 @@ def test_contested_stationary_point_rejects_same_sign_values():
 
 
 def test_assumption1_pairs_with_several_important_tokens_per_sequence():
-    data = ts.synthetic.assumption1_pairs(n_pairs=30, n_important=3, n_irrelevant=10, length=6, seed=1,
-                                          per_sequence=2)
+    data = ts.synthetic.assumption1_pairs(n_pairs=30, n_important=3, n_irrelevant=10, length=6, seed=1, per_sequence=2)
     b = data.batch
     occ = data.important_occurrences
     planted = torch.from_numpy(data.planted)[b.ids]

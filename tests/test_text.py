@@ -1,19 +1,24 @@
 """tokensel.text: the tokenizer, the vocabulary rule and the encoding."""
 
-
 import pytest
 
 import tokensel as ts
 from tokensel.errors import InvalidBatchError
 
 
-
 def test_tokenize():
-    assert ts.text.tokenize("Great movie!<br /><br />I didn't LIKE it, 10/10") == \
-        ["great", "movie", "i", "didn't", "like", "it", "10", "10"]
+    assert ts.text.tokenize("Great movie!<br /><br />I didn't LIKE it, 10/10") == [
+        "great",
+        "movie",
+        "i",
+        "didn't",
+        "like",
+        "it",
+        "10",
+        "10",
+    ]
     with pytest.raises(TypeError):
         ts.text.tokenize(None)
-
 
 
 def test_vocabulary_rule_and_encoding():

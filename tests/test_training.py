@@ -70,14 +70,17 @@ def test_train_joint_reduces_loss():
     assert m.E.grad is None
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda m, b: ts.one_step(m, b, eta0=-1.0), "eta0"),
-    (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
-    (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
-    (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
-    (lambda m, b: ts.train_joint(m, b, steps=3, params=("E", "W")), "params"),
-    (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m, b: ts.one_step(m, b, eta0=-1.0), "eta0"),
+        (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
+        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
+        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
+        (lambda m, b: ts.train_joint(m, b, steps=3, params=("E", "W")), "params"),
+        (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
+    ],
+)
 def test_bad_training_arguments(call, message):
     data, m = _phase1()
     with pytest.raises(InvalidParameterError, match=message):
@@ -129,8 +132,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert ts.train_joint(again, data.batch, checkpoint=ckpt, **kw).loss == traj_whole.loss
     assert torch.equal(again.E, whole.E)
     with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt,
-                       **dict(kw, lr=0.01))
+        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.01))
 
 
 def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):

@@ -7,24 +7,35 @@ import pytest
 import torch
 
 import tokensel as ts
+from tokensel.errors import (
+    ArgumentTypeError,
+    DataUnavailableError,
+    InvalidArgumentError,
+    InvalidBatchError,
+    InvalidParameterError,
+    SolverError,
+    TokenselError,
+    UnknownWordError,
+)
 from tokensel.validation import check_int, check_real, check_real_array
-from tokensel.errors import (ArgumentTypeError, DataUnavailableError, InvalidArgumentError, InvalidBatchError,
-                             InvalidParameterError, SolverError, TokenselError, UnknownWordError)
 
 
 def _batch():
     return ts.synthetic.assumption1_pairs(6, 2, 5, length=(3, 5), seed=0).batch
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: ts.RaggedBatch.from_sequences([[0.0, 1.7]], [1]), "must hold integers"),
-    (lambda: ts.RaggedBatch(torch.tensor([0.0, 1.0]), torch.tensor([0, 2]), [1], 2), "must be integers"),
-    (lambda: ts.RaggedBatch(np.array([0.0, 1.0]), np.array([0, 2]), [1], 2), "must hold integers"),
-    (lambda: _batch().subset([0.0, 1.9]), "integers or booleans"),
-    (lambda: _batch().subset(torch.tensor([0.0, 1.0])), "integers or booleans"),
-    (lambda: ts.RaggedBatch.from_sequences([[0, 1]], ["pos"]), "labels must be numbers"),
-    (lambda: ts.RaggedBatch.from_sequences(["ab"], [1]), "is a string"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ts.RaggedBatch.from_sequences([[0.0, 1.7]], [1]), "must hold integers"),
+        (lambda: ts.RaggedBatch(torch.tensor([0.0, 1.0]), torch.tensor([0, 2]), [1], 2), "must be integers"),
+        (lambda: ts.RaggedBatch(np.array([0.0, 1.0]), np.array([0, 2]), [1], 2), "must hold integers"),
+        (lambda: _batch().subset([0.0, 1.9]), "integers or booleans"),
+        (lambda: _batch().subset(torch.tensor([0.0, 1.0])), "integers or booleans"),
+        (lambda: ts.RaggedBatch.from_sequences([[0, 1]], ["pos"]), "labels must be numbers"),
+        (lambda: ts.RaggedBatch.from_sequences(["ab"], [1]), "is a string"),
+    ],
+)
 def test_no_silent_coercion_into_a_batch(call, message):
     with pytest.raises(InvalidBatchError, match=message):
         call()
@@ -44,25 +55,37 @@ def test_untokenized_documents_are_refused(docs):
         ts.text.build_vocabulary(docs, min_df=1)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("Café naïve Ørsted", ["café", "naïve", "ørsted"]),
-    ("Cafe\u0301", ["café"]),  # decomposed accent: NFC makes it the same word
-    ("Ελληνικά γράμματα", ["ελληνικά", "γράμματα"]),
-    ("Привет, мир!", ["привет", "мир"]),
-    ("مرحبا بالعالم", ["مرحبا", "بالعالم"]),
-    ("שָׁלוֹם עוֹלָם", ["שָׁלוֹם", "עוֹלָם"]),
-    ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),
-    ("日本語の映画", ["日本語の映画"]),  # written without spaces: one run
-    ("좋은 영화", ["좋은", "영화"]),
-    ("don't it’s <br />fine", ["don't", "it's", "fine"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("Café naïve Ørsted", ["café", "naïve", "ørsted"]),
+        ("Cafe\u0301", ["café"]),  # decomposed accent: NFC makes it the same word
+        ("Ελληνικά γράμματα", ["ελληνικά", "γράμματα"]),
+        ("Привет, мир!", ["привет", "мир"]),
+        ("مرحبا بالعالم", ["مرحبا", "بالعالم"]),
+        ("שָׁלוֹם עוֹלָם", ["שָׁלוֹם", "עוֹלָם"]),
+        ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),
+        ("日本語の映画", ["日本語の映画"]),  # written without spaces: one run
+        ("좋은 영화", ["좋은", "영화"]),
+        ("don't it’s <br />fine", ["don't", "it's", "fine"]),
+    ],
+)
 def test_tokenizer_keeps_letters_of_every_script(text, words):
     assert ts.text.tokenize(text) == words
 
 
 def test_tokenizer_on_ascii_is_unchanged():
-    assert ts.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == \
-        ["it's", "a", "great", "film", "10", "10", "don't", "miss", "it"]
+    assert ts.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == [
+        "it's",
+        "a",
+        "great",
+        "film",
+        "10",
+        "10",
+        "don't",
+        "miss",
+        "it",
+    ]
 
 
 def test_binned_handles_out_of_range_values_explicitly():
@@ -110,15 +133,19 @@ def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
     with pytest.raises(SolverError, match="not installed"):
         ts.max_margin(E, np.array([[0, 1]]), solver="NO_SUCH_SOLVER")
     with pytest.raises(SolverError, match="stopped with status|failed"):
-        ts.max_margin(torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)),
-                      np.array([[i, i + 1] for i in range(39)]), max_iter=1)
+        ts.max_margin(
+            torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)),
+            np.array([[i, i + 1] for i in range(39)]),
+            max_iter=1,
+        )
     assert not issubclass(SolverError, ts.InfeasibleSVMError)
 
 
 def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(tmp_path, monkeypatch):
     (tmp_path / "imdb").mkdir()
     pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")}).to_parquet(
-        tmp_path / "imdb" / "test.parquet")
+        tmp_path / "imdb" / "test.parquet"
+    )
     ts.manifest.write_manifest(tmp_path)  # its checksum is checked before it is parsed
     with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
@@ -143,9 +170,11 @@ def test_an_unknown_word_is_a_tokensel_key_error():
     assert isinstance(info.value, KeyError) and isinstance(info.value, TokenselError)
 
 
-@pytest.mark.parametrize("value", [10**400, -(10**5000), torch.tensor(2.0, device="meta"),
-                                   torch.tensor(2, device="meta"), torch.tensor(1 + 2j)],
-                         ids=["400 digits", "5000 digits", "meta float", "meta int", "complex"])
+@pytest.mark.parametrize(
+    "value",
+    [10**400, -(10**5000), torch.tensor(2.0, device="meta"), torch.tensor(2, device="meta"), torch.tensor(1 + 2j)],
+    ids=["400 digits", "5000 digits", "meta float", "meta int", "complex"],
+)
 def test_numbers_that_cannot_be_numbers_are_refused_with_a_tokensel_error(value):
     from tokensel.errors import TokenselError
 

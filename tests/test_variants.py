@@ -48,15 +48,16 @@ def _loss_and_grads(m, f):
 def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
     # repeated tokens (counts > 1), lengths 1..9, a vocabulary larger than the batch uses
     data = ts.synthetic.independent_tokens(40, 15, length=(2, 9), delta=0.8, seed=seed)
-    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[7], [3, 3, 3]],
-                                          data.batch.labels.tolist() + [1, -1], vocab_size=19)
+    batch = ts.RaggedBatch.from_sequences(
+        data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
+    )
     m = ts.variants.make("mlp", 19, 6, seed=seed, dtype=torch.float64)
     for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)
     m.p.data *= 5.0  # peaked attention
     sparse = _loss_and_grads(m, m.forward_prepared(*m.prepare(batch)))
     dense = _loss_and_grads(m, m.forward_reference(*ts.variants.padded(batch)))
-    for a, b in zip(sparse, dense):
+    for a, b in zip(sparse, dense, strict=True):
         assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
     assert sparse[1][15:].abs().max() == 0  # unused tokens get no gradient
 
@@ -66,8 +67,9 @@ def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
 def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed):
     """forward_prepared never forms H and applies W1 to E once; in float64 it equals forward_reference."""
     data = ts.synthetic.independent_tokens(30, 15, length=(2, 9), delta=0.8, seed=seed)
-    batch = ts.RaggedBatch.from_sequences(data.batch.to_lists() + [[7], [3, 3, 3]],
-                                          data.batch.labels.tolist() + [1, -1], vocab_size=19)
+    batch = ts.RaggedBatch.from_sequences(
+        data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
+    )
     m = ts.variants.make(kind, 19, 6, seed=seed, dtype=torch.float64)
     g = torch.Generator().manual_seed(seed)
     for w in m.matrices.values():  # away from the identity start, so W1 and W2 matter
@@ -82,7 +84,7 @@ def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed)
         loss = torch.nn.functional.softplus(-f).square().sum()
         return [loss.detach()] + list(torch.autograd.grad(loss, params))
 
-    for a, b in zip(grads(m.forward_prepared(ids, mask)), grads(m.forward_reference(ids, mask))):
+    for a, b in zip(grads(m.forward_prepared(ids, mask)), grads(m.forward_reference(ids, mask)), strict=True):
         assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
 
 
@@ -111,7 +113,9 @@ def test_wkq_read_out_and_training_reduces_loss():
     with pytest.raises(InvalidParameterError, match="is the interface"):
         ts.variants.VariantModel.init(30, 12)
     assert {k: c.kind for k, c in ts.variants.MODELS.items()} == {k: k for k in ts.variants.KINDS}
-    assert set(ts.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"} and not ts.variants.TwoLayer.init(30, 4).matrices
+    assert (
+        set(ts.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"} and not ts.variants.TwoLayer.init(30, 4).matrices
+    )
     assert set(ts.variants.COMPARED) | set(ts.variants.MLP_PLACEMENTS) == set(ts.variants.KINDS)
 
 
@@ -161,17 +165,21 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ts.variants.TwoLayer, "forward_prepared", dying)
     with pytest.raises(KeyboardInterrupt):
-        ts.variants.train_variant(ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch,
-                                  checkpoint=ckpt, checkpoint_every=5, **kw)
+        ts.variants.train_variant(
+            ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, checkpoint_every=5, **kw
+        )
     monkeypatch.setattr(ts.variants.TwoLayer, "forward_prepared", real)
     resumed = ts.variants.make("two_layer_wkq", 20, 8, seed=0)
     traj = ts.variants.train_variant(resumed, data.batch, checkpoint=ckpt, checkpoint_every=5, **kw)
-    for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [(resumed.matrices[k], whole.matrices[k]) for k in whole.matrices]:
+    for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [
+        (resumed.matrices[k], whole.matrices[k]) for k in whole.matrices
+    ]:
         assert torch.equal(a, b)
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
     with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.variants.train_variant(ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch,
-                                  checkpoint=ckpt, **dict(kw, lr=0.02))
+        ts.variants.train_variant(
+            ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.02)
+        )
 
 
 @pytest.mark.parametrize("kind", ts.variants.KINDS)
@@ -185,5 +193,5 @@ def test_variant_training_is_bitwise_reproducible(kind):
         m = ts.variants.make(kind, 300, 16, seed=0)
         ts.variants.train_variant(m, data.batch, steps=3, lr=0.01, eval_every=3, progress=False)
         runs.append([m.E, m.p, *m.matrices.values()])
-    for a, b in zip(*runs):
+    for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)

@@ -87,8 +87,10 @@ def _book() -> Path:
 
     root = book_root()
     if _kind(root / "_config.yml") != "file" or _kind(root / "_toc.yml") != "file":
-        raise UsageError(f"{str(Path.cwd())!r} is not inside a book (no _config.yml and _toc.yml here or above): "
-                         "run this from the project folder")
+        raise UsageError(
+            f"{str(Path.cwd())!r} is not inside a book (no _config.yml and _toc.yml here or above): "
+            "run this from the project folder"
+        )
     return root
 
 
@@ -106,8 +108,9 @@ def main(argv=None) -> int:
         except TokenselError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    ap = argparse.ArgumentParser(prog="python -m tokensel", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m tokensel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="check the claim records of a built book")
     v.add_argument("results_dir", nargs="?")
@@ -153,8 +156,10 @@ def main(argv=None) -> int:
                             print(f"{name}/train: none (the local sample is split into train and test by the book)")
                             continue
                         raise
-                    print(f"{name}/{split}: {ds.num_rows:,} reviews, columns {', '.join(ds.column_names)}; "
-                          f"{ds.info.description}")
+                    print(
+                        f"{name}/{split}: {ds.num_rows:,} reviews, columns {', '.join(ds.column_names)}; "
+                        f"{ds.info.description}"
+                    )
             return 0
         if args.command == "contents":
             from .book.sphinx_roadmap import contents_markdown
@@ -178,8 +183,10 @@ def main(argv=None) -> int:
             built = _existing(args.build_dir, "folder", "the build folder")
             out = _output(args.out, "folder", "the student edition's folder")
             if _kind(out) == "folder" and any(out.iterdir()) and _kind(out / "_toc.yml") != "file":
-                raise UsageError(f"the student edition's folder {args.out!r} holds files that are not a student "
-                                 "edition (it is emptied first): give a new or empty folder")
+                raise UsageError(
+                    f"the student edition's folder {args.out!r} holds files that are not a student "
+                    "edition (it is emptied first): give a new or empty folder"
+                )
             print(f"wrote the student edition's sources to {prepare_student_sources(root, built, out)}")
             return 0
         if args.command == "format":

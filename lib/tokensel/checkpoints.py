@@ -19,6 +19,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,8 +45,11 @@ def digest_tensors(tensors: dict) -> str:
             continue
         t = t.detach()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-        h.update(np.ascontiguousarray(t.cpu().reshape(-1).view(torch.uint8).numpy()).tobytes()
-                 if t.dtype != torch.bool else t.cpu().numpy().tobytes())
+        h.update(
+            np.ascontiguousarray(t.cpu().reshape(-1).view(torch.uint8).numpy()).tobytes()
+            if t.dtype != torch.bool
+            else t.cpu().numpy().tobytes()
+        )
     return h.hexdigest()[:32]
 
 
@@ -53,8 +57,14 @@ def digest_batch(batch) -> str:
     """SHA-256 of a batch's token ids, offsets and labels (and its vocabulary size and classes)."""
     if batch is None:
         return "none"
-    return digest_tensors({"ids": batch.ids, "offsets": batch.offsets, "labels": batch.labels,
-                           "meta": torch.tensor([batch.vocab_size, batch.num_classes or 0])})
+    return digest_tensors(
+        {
+            "ids": batch.ids,
+            "offsets": batch.offsets,
+            "labels": batch.labels,
+            "meta": torch.tensor([batch.vocab_size, batch.num_classes or 0]),
+        }
+    )
 
 
 def fingerprint(recipe: str, batch, start: dict, settings: dict, test_batch=None) -> dict:
@@ -64,9 +74,15 @@ def fingerprint(recipe: str, batch, start: dict, settings: dict, test_batch=None
     from .version import __version__
 
     dtypes = sorted({str(t.dtype) for t in start.values() if t is not None})
-    return {"recipe": str(recipe), "library": __version__, "data": digest_batch(batch),
-            "test_data": digest_batch(test_batch), "init": digest_tensors(start), "dtype": ",".join(dtypes),
-            "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()}}
+    return {
+        "recipe": str(recipe),
+        "library": __version__,
+        "data": digest_batch(batch),
+        "test_data": digest_batch(test_batch),
+        "init": digest_tensors(start),
+        "dtype": ",".join(dtypes),
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()},
+    }
 
 
 def save(path, tensors: dict, opt, step: int, traj, meta: dict) -> None:
@@ -76,26 +92,38 @@ def save(path, tensors: dict, opt, step: int, traj, meta: dict) -> None:
     ensure_folder(path.parent, "the folder of the checkpoint")
     if path.is_dir():
         raise StorageError(f"the checkpoint path {str(path)!r} is a folder: pass the path of a file.")
-    state = {"format": FORMAT, "tensors": {k: t.detach() for k, t in tensors.items()}, "opt": opt.state_dict(),
-             "step": int(step), "traj": dataclasses.asdict(traj), "meta": meta}
+    state = {
+        "format": FORMAT,
+        "tensors": {k: t.detach() for k, t in tensors.items()},
+        "opt": opt.state_dict(),
+        "step": int(step),
+        "traj": dataclasses.asdict(traj),
+        "meta": meta,
+    }
     with _lock(path):
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         except OSError as exc:
-            raise StorageError(f"cannot write the checkpoint {str(path)!r} ({describe_os_error(exc)}): make its "
-                               "folder writable or pass another path.") from exc
+            raise StorageError(
+                f"cannot write the checkpoint {str(path)!r} ({describe_os_error(exc)}): make its "
+                "folder writable or pass another path."
+            ) from exc
         os.close(fd)
         try:
             torch.save(state, tmp)
             os.replace(tmp, path)
         except OSError as exc:
             Path(tmp).unlink(missing_ok=True)
-            raise StorageError(f"cannot write the checkpoint {str(path)!r} ({describe_os_error(exc)}); the previous "
-                               "checkpoint, if any, was kept.") from exc
+            raise StorageError(
+                f"cannot write the checkpoint {str(path)!r} ({describe_os_error(exc)}); the previous "
+                "checkpoint, if any, was kept."
+            ) from exc
         except RuntimeError as exc:  # torch reports a full disk as a RuntimeError from its zip writer
             Path(tmp).unlink(missing_ok=True)
-            raise StorageError(f"cannot write the checkpoint {str(path)!r} ({str(exc).splitlines()[0][:160]}); "
-                               "the previous checkpoint, if any, was kept.") from exc
+            raise StorageError(
+                f"cannot write the checkpoint {str(path)!r} ({str(exc).splitlines()[0][:160]}); "
+                "the previous checkpoint, if any, was kept."
+            ) from exc
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -110,13 +138,22 @@ def _diff(saved, meta: dict) -> list[str]:
         if not _same(saved.get(k), meta.get(k)):
             if k == "settings" and isinstance(saved.get(k), dict) and isinstance(meta.get(k), dict):
                 a, b = saved[k], meta[k]
-                out += [f"{s} ({_short(a.get(s))} there, {_short(b.get(s))} here)"
-                        for s in sorted(set(a) | set(b), key=str) if not _same(a.get(s), b.get(s))]
+                out += [
+                    f"{s} ({_short(a.get(s))} there, {_short(b.get(s))} here)"
+                    for s in sorted(set(a) | set(b), key=str)
+                    if not _same(a.get(s), b.get(s))
+                ]
             else:
-                out.append({"data": "training data", "test_data": "test data", "init": "initial parameters",
-                            "recipe": f"recipe ({saved.get(k)!r} there, {meta.get(k)!r} here)",
-                            "library": f"library version ({saved.get(k)!r} there, {meta.get(k)!r} here)",
-                            "dtype": f"dtype ({saved.get(k)!r} there, {meta.get(k)!r} here)"}.get(k, k))
+                out.append(
+                    {
+                        "data": "training data",
+                        "test_data": "test data",
+                        "init": "initial parameters",
+                        "recipe": f"recipe ({saved.get(k)!r} there, {meta.get(k)!r} here)",
+                        "library": f"library version ({saved.get(k)!r} there, {meta.get(k)!r} here)",
+                        "dtype": f"dtype ({saved.get(k)!r} there, {meta.get(k)!r} here)",
+                    }.get(k, k)
+                )
     return out
 
 
@@ -151,7 +188,7 @@ def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or type(a) is not type(b):
         return False
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, float) and a != a:
@@ -170,7 +207,7 @@ def _optimiser_problem(saved, opt, count: int) -> str | None:
     groups = saved["param_groups"]
     if not isinstance(groups, list) or len(groups) != len(mine):
         return f"it has {_short(groups)} as parameter groups, this run has {len(mine)} group(s)"
-    for i, (g, m) in enumerate(zip(groups, mine)):
+    for i, (g, m) in enumerate(zip(groups, mine, strict=True)):
         if not isinstance(g, dict) or set(g) != set(m):
             return f"parameter group {i} has the entries {_short(g)}, this run's has {sorted(m)}"
         for key in sorted(m):
@@ -193,10 +230,19 @@ def _optimiser_problem(saved, opt, count: int) -> str | None:
             if problem:
                 return f"{name} of parameter {key} {problem}"
         s = entry["step"]
-        if not isinstance(s, torch.Tensor) or s.ndim != 0 or s.dtype != torch.float32 or s.is_meta \
-                or s.layout != torch.strided or s.device != like.device or float(s) != count:
-            return (f"the step count of parameter {key} is {_short(s)}, this run needs a float32 tensor holding "
-                    f"{count} on {like.device}")
+        if (
+            not isinstance(s, torch.Tensor)
+            or s.ndim != 0
+            or s.dtype != torch.float32
+            or s.is_meta
+            or s.layout != torch.strided
+            or s.device != like.device
+            or float(s) != count
+        ):
+            return (
+                f"the step count of parameter {key} is {_short(s)}, this run needs a float32 tensor holding "
+                f"{count} on {like.device}"
+            )
     return None
 
 
@@ -210,7 +256,7 @@ def _trajectory_problem(traj, step: int) -> str | None:
     extra = traj.get("extra")
     if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
         return "its extra columns are not a table of named lists"
-    columns = {k: traj.get(k) for k in ("step", "t", "loss", "norm_p", "grad_norm", "cos_ref")} | extra
+    columns: dict[str, Any] = {k: traj.get(k) for k in ("step", "t", "loss", "norm_p", "grad_norm", "cos_ref")} | extra
     lengths = set()
     for name, col in columns.items():
         if not isinstance(col, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in col):
@@ -243,18 +289,24 @@ def resume(path, tensors: dict, opt, meta: dict, traj_type):
         try:
             state = torch.load(path, map_location=device, weights_only=True)
         except Exception as exc:  # noqa: BLE001 - truncated, foreign, or a pickle that is not plain data
-            raise CheckpointError(f"checkpoint {str(path)!r} cannot be read as a tokensel checkpoint "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}). {keep}") from exc
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} cannot be read as a tokensel checkpoint "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}). {keep}"
+            ) from exc
     if not isinstance(state, dict) or set(state) != set(_KEYS) or state.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not a tokensel checkpoint of this version (format {FORMAT}). {keep}")
     if not _same(state["meta"], meta):
-        raise CheckpointError(f"checkpoint {str(path)!r} belongs to another run: it differs in "
-                              f"{', '.join(_diff(state['meta'], meta))}. {keep}")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} belongs to another run: it differs in "
+            f"{', '.join(_diff(state['meta'], meta))}. {keep}"
+        )
     saved = state["tensors"]
     if not isinstance(saved, dict) or set(saved) != set(tensors):
-        raise CheckpointError(f"checkpoint {str(path)!r} holds the tensors "
-                              f"{sorted(map(str, saved)) if isinstance(saved, dict) else type(saved).__name__}, "
-                              f"this run trains {sorted(tensors)}. {keep}")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds the tensors "
+            f"{sorted(map(str, saved)) if isinstance(saved, dict) else type(saved).__name__}, "
+            f"this run trains {sorted(tensors)}. {keep}"
+        )
     for name, t in tensors.items():
         problem = _tensor_problem(saved[name], t)
         if problem:
@@ -278,8 +330,9 @@ def resume(path, tensors: dict, opt, meta: dict, traj_type):
         opt.load_state_dict(state["opt"])
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
         opt.load_state_dict(before)
-        raise CheckpointError(f"checkpoint {str(path)!r}: its optimiser state does not fit this run ({exc}). "
-                              f"{keep}") from exc
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: its optimiser state does not fit this run ({exc}). {keep}"
+        ) from exc
     with torch.no_grad():
         for name, t in tensors.items():
             t.copy_(saved[name])

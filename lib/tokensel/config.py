@@ -57,8 +57,9 @@ def _get(name: str) -> str | None:
 
 def _bad(name: str, value: str, want: str) -> InvalidArgumentError:
     shown = value if len(value) <= 40 else value[:37] + "..."
-    return InvalidArgumentError(f"environment variable {name}={shown!r} is not {want}; set it to {want} "
-                                f"or unset it (see tokensel.config)")
+    return InvalidArgumentError(
+        f"environment variable {name}={shown!r} is not {want}; set it to {want} or unset it (see tokensel.config)"
+    )
 
 
 def _whole(value: str, digits: int) -> int | None:

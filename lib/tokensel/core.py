@@ -110,8 +110,7 @@ def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
     return out.index_add_(0, dt.ids, x)
 
 
-def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
-                      stable: bool = True) -> ScoreValueGrads:
+def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor, stable: bool = True) -> ScoreValueGrads:
     """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``.
 
     Runs over the distinct (sequence, token) entries of the batch weighted by their counts
@@ -128,8 +127,9 @@ def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor,
     return ScoreValueGrads(loss, f, _scatter(dt, h * umf, S), _scatter(dt, h, S))
 
 
-def score_value_grads_multiclass(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor,
-                                 stable: bool = True) -> ScoreValueGrads:
+def score_value_grads_multiclass(
+    batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool = True
+) -> ScoreValueGrads:
     """Exact full-batch gradients of the softmax cross-entropy of the K-class model with respect to
     ``c = E p`` and ``W = E V`` (|S| x K); the logits are ``f_k = sum_t q_t u_{t,k}``."""
     dt, e, Z, f, umf = _attend(batch, c, W, stable)
@@ -147,8 +147,9 @@ def score_value_grads_multiclass(batch: RaggedBatch, c: torch.Tensor, W: torch.T
 def fused_applies(batch: RaggedBatch, c: torch.Tensor, stable: bool) -> bool:
     """Whether :func:`fused_grads` computes this evaluation: the stable form, on the CPU, in float32 or
     float64 (the naive form, other devices and dtypes use the reference)."""
-    return stable and batch.device.type == "cpu" and c.device.type == "cpu" \
-        and c.dtype in (torch.float32, torch.float64)
+    return (
+        stable and batch.device.type == "cpu" and c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
+    )
 
 
 def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:

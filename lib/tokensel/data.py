@@ -12,8 +12,9 @@ Binary labels are ``±1`` (``num_classes=None``); multi-class labels are integer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -28,11 +29,15 @@ def _as_long(x, name: str) -> torch.Tensor:
     objects are refused."""
     if isinstance(x, torch.Tensor):
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
-            raise InvalidBatchError(f"{name} must be integers, got a tensor of dtype {x.dtype}"
-                                    + (": convert explicitly with .long()" if x.dtype.is_floating_point else ""))
+            raise InvalidBatchError(
+                f"{name} must be integers, got a tensor of dtype {x.dtype}"
+                + (": convert explicitly with .long()" if x.dtype.is_floating_point else "")
+            )
         if x.is_meta or x.layout != torch.strided:
-            raise InvalidBatchError(f"{name} must be a dense tensor with values, got a {x.layout} tensor"
-                                    + (" on the meta device" if x.is_meta else ""))
+            raise InvalidBatchError(
+                f"{name} must be a dense tensor with values, got a {x.layout} tensor"
+                + (" on the meta device" if x.is_meta else "")
+            )
         return x.detach().to(torch.long, copy=True).contiguous()
     try:
         arr = check_int_array(x, name, error=InvalidBatchError)
@@ -55,7 +60,7 @@ class RaggedBatch:
     vocab_size: int
     num_classes: int | None = None
     _seg: torch.Tensor = field(init=False, repr=False, compare=False)
-    _unique: object = field(init=False, repr=False, compare=False, default=None)
+    _unique: DistinctTokens | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):
         ids = _as_long(self.ids, "token ids")
@@ -75,8 +80,7 @@ class RaggedBatch:
         offsets = offsets.to(device)
         if int(offsets[0]) != 0 or int(offsets[-1]) != ids.numel():
             raise InvalidBatchError(
-                f"offsets must start at 0 and end at len(ids)={ids.numel()}, "
-                f"got {int(offsets[0])}..{int(offsets[-1])}"
+                f"offsets must start at 0 and end at len(ids)={ids.numel()}, got {int(offsets[0])}..{int(offsets[-1])}"
             )
         lengths = offsets[1:] - offsets[:-1]
         if torch.any(lengths <= 0):
@@ -87,23 +91,28 @@ class RaggedBatch:
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
             bad = int(torch.nonzero((ids < 0) | (ids >= vocab_size))[0])
             raise InvalidBatchError(
-                f"token id {int(ids[bad])} at flat position {bad} is outside the vocabulary "
-                f"0..{vocab_size - 1}"
+                f"token id {int(ids[bad])} at flat position {bad} is outside the vocabulary 0..{vocab_size - 1}"
             )
         n = offsets.numel() - 1
         labels = self.labels
         if not isinstance(labels, torch.Tensor):
             try:
-                arr = check_real_array(labels, "labels", finite=False, error=InvalidBatchError) \
-                    if not isinstance(labels, (str, bytes)) else np.asarray([labels])
+                arr = (
+                    check_real_array(labels, "labels", finite=False, error=InvalidBatchError)
+                    if not isinstance(labels, (str, bytes))
+                    else np.asarray([labels])
+                )
             except ArgumentTypeError:
                 arr = np.asarray(["?"])
             if arr.dtype.kind not in "iuf":
-                raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array "
-                                        f"of dtype {arr.dtype}")
+                raise InvalidBatchError(
+                    f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array of dtype {arr.dtype}"
+                )
             labels = torch.from_numpy(np.array(arr, copy=True, order="C"))
         elif labels.dtype == torch.bool or labels.dtype.is_complex:
-            raise InvalidBatchError(f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got dtype {labels.dtype}")
+            raise InvalidBatchError(
+                f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got dtype {labels.dtype}"
+            )
         else:
             if labels.is_meta or labels.layout != torch.strided:
                 raise InvalidBatchError("labels must be a dense tensor with values")
@@ -147,18 +156,21 @@ class RaggedBatch:
     @classmethod
     def from_sequences(
         cls,
-        sequences: Sequence[Sequence[int]],
-        labels: Sequence[int],
+        sequences: Sequence[Sequence[int] | np.ndarray],
+        labels: Sequence[int] | np.ndarray | torch.Tensor,
         vocab_size: int | None = None,
         num_classes: int | None = None,
-    ) -> "RaggedBatch":
-        """Build a batch from a list of token-id lists. ``vocab_size`` defaults to max id + 1."""
+    ) -> RaggedBatch:
+        """Build a batch from a list of token-id sequences (lists or 1-D integer arrays) and their ``labels`` (a
+        list, array or tensor). ``vocab_size`` defaults to max id + 1."""
         if isinstance(sequences, (str, bytes)) or not hasattr(sequences, "__len__"):
             raise InvalidBatchError(f"sequences must be a list of token-id lists, got {type(sequences).__name__}")
         seqs = []
         for i, s in enumerate(sequences):
             if isinstance(s, (str, bytes)):
-                raise InvalidBatchError(f"sequence {i} is a string: pass token ids (ints), e.g. via tokensel.text.encode")
+                raise InvalidBatchError(
+                    f"sequence {i} is a string: pass token ids (ints), e.g. via tokensel.text.encode"
+                )
             try:
                 seqs.append(check_int_array(s, f"sequence {i}", ndim=1, error=InvalidBatchError))
             except ArgumentTypeError as exc:
@@ -172,7 +184,10 @@ class RaggedBatch:
             vocab_size = int(ids.max()) + 1 if ids.size else 1
         else:
             vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidBatchError)
-        return cls(torch.from_numpy(ids), torch.from_numpy(offsets), labels, vocab_size, num_classes)
+        # __post_init__ checks the labels and turns them into a tensor
+        return cls(
+            torch.from_numpy(ids), torch.from_numpy(offsets), cast(torch.Tensor, labels), vocab_size, num_classes
+        )
 
     # ------------------------------------------------------------------ views
     @property
@@ -199,20 +214,21 @@ class RaggedBatch:
     def device(self) -> torch.device:
         return self.ids.device
 
-    def distinct(self) -> "DistinctTokens":
+    def distinct(self) -> DistinctTokens:
         """The batch as distinct (sequence, token) entries with multiplicities (computed once, cached).
 
         Occurrences of one token in one sequence share score, value and attention weight, so every
         full-batch sum over occurrences equals a count-weighted sum over these entries.
         """
-        if self._unique is None:
+        unique = self._unique
+        if unique is None:
             key, counts = torch.unique(self.seg * self.vocab_size + self.ids, return_counts=True)
             seg = key // self.vocab_size
             per_seq = torch.bincount(seg, minlength=self.n)
             offsets = torch.cat([torch.zeros(1, dtype=torch.long, device=self.device), torch.cumsum(per_seq, 0)])
-            object.__setattr__(self, "_unique", DistinctTokens(key % self.vocab_size, seg, offsets,
-                                                               counts.to(torch.float64)))
-        return self._unique
+            unique = DistinctTokens(key % self.vocab_size, seg, offsets, counts.to(torch.float64))
+            object.__setattr__(self, "_unique", unique)
+        return unique
 
     def sequence(self, i: int) -> torch.Tensor:
         """Token ids of sequence ``i``."""
@@ -222,12 +238,13 @@ class RaggedBatch:
         i = i % self.n
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
-    def to(self, device) -> "RaggedBatch":
+    def to(self, device) -> RaggedBatch:
         """The same batch on another device."""
-        return RaggedBatch(self.ids.to(device), self.offsets.to(device), self.labels.to(device),
-                           self.vocab_size, self.num_classes)
+        return RaggedBatch(
+            self.ids.to(device), self.offsets.to(device), self.labels.to(device), self.vocab_size, self.num_classes
+        )
 
-    def subset(self, index) -> "RaggedBatch":
+    def subset(self, index) -> RaggedBatch:
         """The sequences selected by ``index`` (indices or a boolean mask), in that order."""
         if isinstance(index, (bool, np.bool_)) or isinstance(index, (int, np.integer)):
             raise InvalidBatchError(f"index must be a list of sequence indices or a boolean mask, got {index!r}")
@@ -246,8 +263,10 @@ class RaggedBatch:
             if index is None:
                 raise InvalidBatchError(f"index must hold integers or booleans, got an array of dtype {arr.dtype}")
         if index.dtype.is_floating_point or index.dtype.is_complex:
-            raise InvalidBatchError(f"index must hold integers or booleans, got dtype {index.dtype}: "
-                                    "convert integer-valued floats explicitly")
+            raise InvalidBatchError(
+                f"index must hold integers or booleans, got dtype {index.dtype}: "
+                "convert integer-valued floats explicitly"
+            )
         if index.ndim != 1:
             raise InvalidBatchError(f"index must be 1-D, got shape {tuple(index.shape)}")
         if index.dtype == torch.bool:
@@ -271,7 +290,7 @@ class RaggedBatch:
         labels = self.labels.cpu()[index].to(self.device)
         return RaggedBatch(ids, new_off.to(self.device), labels, self.vocab_size, self.num_classes)
 
-    def truncate(self, max_len: int) -> "RaggedBatch":
+    def truncate(self, max_len: int) -> RaggedBatch:
         """Keep the first ``max_len`` tokens of every sequence."""
         max_len = check_int(max_len, "max_len", min=1, error=InvalidBatchError)
         lengths = torch.clamp(self.lengths, max=max_len)
@@ -291,8 +310,10 @@ class RaggedBatch:
 
     def __repr__(self) -> str:
         kind = "binary ±1" if self.num_classes is None else f"{self.num_classes} classes"
-        return (f"RaggedBatch(n={self.n}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
-                f"labels={kind}, device={self.device})")
+        return (
+            f"RaggedBatch(n={self.n}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
+            f"labels={kind}, device={self.device})"
+        )
 
 
 @dataclass(frozen=True)

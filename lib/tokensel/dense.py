@@ -84,8 +84,10 @@ def _check_mask(mask, shape) -> np.ndarray:
         return np.ones(shape, dtype=bool)
     m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
     if m.dtype != np.bool_ or m.shape != shape:
-        raise InvalidArgumentError(f"mask must be a boolean array of shape {shape} (True at the real positions of "
-                                   f"each sequence), got {m.dtype} {m.shape}")
+        raise InvalidArgumentError(
+            f"mask must be a boolean array of shape {shape} (True at the real positions of "
+            f"each sequence), got {m.dtype} {m.shape}"
+        )
     empty = np.flatnonzero(~m.any(1))
     if empty.size:
         raise InvalidArgumentError(f"mask leaves sequence {int(empty[0])} without a position: drop that sequence")
@@ -99,18 +101,23 @@ def _check_selected(selected, mask: np.ndarray) -> np.ndarray:
     s = selected.detach().cpu().numpy() if isinstance(selected, torch.Tensor) else np.asarray(selected)
     if s.dtype == np.bool_:
         if s.shape != (n, T):
-            raise InvalidArgumentError(f"selected must be a boolean array of shape {(n, T)} or one position index "
-                                       f"per sequence (shape ({n},)), got a boolean array of shape {s.shape}")
+            raise InvalidArgumentError(
+                f"selected must be a boolean array of shape {(n, T)} or one position index "
+                f"per sequence (shape ({n},)), got a boolean array of shape {s.shape}"
+            )
         out = s.copy()
     elif s.dtype.kind in "iu" and s.shape == (n,):
         if s.min() < 0 or s.max() >= T:
-            raise InvalidArgumentError(f"selected holds position indices in 0..{T - 1}, got {int(s.min())}.."
-                                       f"{int(s.max())}")
+            raise InvalidArgumentError(
+                f"selected holds position indices in 0..{T - 1}, got {int(s.min())}..{int(s.max())}"
+            )
         out = np.zeros((n, T), dtype=bool)
         out[np.arange(n), s] = True
     else:
-        raise InvalidArgumentError(f"selected must be a boolean array of shape {(n, T)} or an integer array of one "
-                                   f"position per sequence, shape ({n},); got {s.dtype} {s.shape}")
+        raise InvalidArgumentError(
+            f"selected must be a boolean array of shape {(n, T)} or an integer array of one "
+            f"position per sequence, shape ({n},); got {s.dtype} {s.shape}"
+        )
     outside = np.argwhere(out & ~mask)
     if outside.size:
         i, t = outside[0]
@@ -146,14 +153,24 @@ def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
     # variables: lambda (selected positions) >= 0, mu (unselected) >= 0
     # sum_i sum_t lambda x - sum mu x = 0 (D rows); per sequence sum lambda - sum mu = 0; sum lambda = 1
     geo = sp.hstack([sp.csr_matrix(F[si, st].T), sp.csr_matrix(-F[ui, ut].T)])
-    per_seq = sp.hstack([sp.csr_matrix((np.ones(k_s), (si, np.arange(k_s))), shape=(n, k_s)),
-                         sp.csr_matrix((-np.ones(k_u), (ui, np.arange(k_u))), shape=(n, k_u))])
+    per_seq = sp.hstack(
+        [
+            sp.csr_matrix((np.ones(k_s), (si, np.arange(k_s))), shape=(n, k_s)),
+            sp.csr_matrix((-np.ones(k_u), (ui, np.arange(k_u))), shape=(n, k_u)),
+        ]
+    )
     total = sp.csr_matrix(np.r_[np.ones(k_s), np.zeros(k_u)][None, :])
     A = sp.vstack([geo, per_seq, total]).tocsr()
     b = np.r_[np.zeros(D + n), 1.0]
     scale = max(1.0, float(np.abs(F).max()))
-    res = linprog(np.zeros(k_s + k_u), A_eq=A, b_eq=b * 1.0, bounds=(0, None), method="highs",
-                  options={"primal_feasibility_tolerance": 1e-9 * scale})
+    res = linprog(
+        np.zeros(k_s + k_u),
+        A_eq=A,
+        b_eq=b * 1.0,
+        bounds=(0, None),
+        method="highs",
+        options={"primal_feasibility_tolerance": 1e-9 * scale},
+    )
     if res.status == 2:  # the certificate does not exist: the SVM is feasible
         return None
     if res.status != 0:
@@ -180,7 +197,9 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
         raise InfeasibleSVMError(
             f"the ATT-SVM has no solution: sequences {seqs} conflict (a convex combination of their selected minus "
             "unselected features is zero, so no p puts every selected position above every unselected one); "
-            "change the selection of these sequences or drop them", sequences=seqs)
+            "change the selection of these sequences or drop them",
+            sequences=seqs,
+        )
     (si, st), (ui, ut) = np.nonzero(sel & uns.any(1, keepdims=True)), np.nonzero(uns)
     local = np.full(len(sel), -1)
     local[rows] = np.arange(rows.size)
@@ -199,8 +218,10 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
     _solve(prob, solver, **solver_opts)
     seconds = time.perf_counter() - t0
     if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
-        raise SolverError(f"the solver {solver} stopped with status {prob.status!r} on the dense ATT-SVM "
-                          f"({rows.size} sequences, dimension {F.shape[2]}): try solver='SCS'")
+        raise SolverError(
+            f"the solver {solver} stopped with status {prob.status!r} on the dense ATT-SVM "
+            f"({rows.size} sequences, dimension {F.shape[2]}): try solver='SCS'"
+        )
     pv = np.asarray(p.value, dtype=np.float64)
     scores = F @ pv
     gap = np.where(sel, scores, np.inf).min(1) - np.where(uns, scores, -np.inf).max(1)
@@ -208,9 +229,16 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
     chosen = mask & (np.where(mask, scores, -np.inf) >= np.where(mask, scores, -np.inf).max(1, keepdims=True) - 1e-6)
     W = pv.reshape(shape)
     size = float(np.linalg.norm(W, "nuc")) if norm == "nuc" else float(np.linalg.norm(pv))
-    return DenseSVMResult(p=torch.from_numpy(W.copy()), norm=size, min_margin=float(gap.min()),
-                          active=int(np.sum(gap < 1 + 1e-6)), same_selection=bool(np.array_equal(chosen, sel)),
-                          constraints=pairs, status=prob.status, solve_time=seconds)
+    return DenseSVMResult(
+        p=torch.from_numpy(W.copy()),
+        norm=size,
+        min_margin=float(gap.min()),
+        active=int(np.sum(gap < 1 + 1e-6)),
+        same_selection=bool(np.array_equal(chosen, sel)),
+        constraints=pairs,
+        status=prob.status,
+        solve_time=seconds,
+    )
 
 
 def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
@@ -246,7 +274,9 @@ def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLAR
     X = _check_features(X)
     Z = check_real_array(Z, "Z", ndim=2, error=InvalidArgumentError)
     if Z.shape[0] != X.shape[0] or Z.shape[1] == 0:
-        raise InvalidArgumentError(f"Z must hold one query vector per sequence, shape ({X.shape[0]}, d_z), got {Z.shape}")
+        raise InvalidArgumentError(
+            f"Z must hold one query vector per sequence, shape ({X.shape[0]}, d_z), got {Z.shape}"
+        )
     check_choice(norm, "norm", ("fro", "nuc"), error=InvalidArgumentError)
     mask = _check_mask(mask, X.shape[:2])
     sel = _check_selected(selected, mask)
@@ -267,8 +297,9 @@ class NormalizedGD:
     cos_ref: list
 
 
-def normalized_gd(X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None, reference=None,
-                  records: int = 50) -> NormalizedGD:
+def normalized_gd(
+    X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None, reference=None, records: int = 50
+) -> NormalizedGD:
     """Normalised gradient descent ``p <- p - lr * g / ||g||`` on the logistic loss
     ``(1/n) sum_i log(1 + exp(-y_i f(X_i)))`` of ``f(X_i) = v^T X_i^T softmax(X_i p)``, from ``p0``
     (default zero), in float64.
@@ -287,16 +318,21 @@ def normalized_gd(X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None,
     m = torch.from_numpy(_check_mask(mask, (n, T)))
     y = torch.from_numpy(check_real_array(labels, "labels", ndim=1, error=InvalidArgumentError))
     if y.shape != (n,) or not bool(((y == 1) | (y == -1)).all()):
-        raise InvalidArgumentError(f"labels must hold one label of +1 or -1 per sequence, shape ({n},): map 0/1 "
-                                   "labels with tokensel.labels_from_01")
+        raise InvalidArgumentError(
+            f"labels must hold one label of +1 or -1 per sequence, shape ({n},): map 0/1 "
+            "labels with tokensel.labels_from_01"
+        )
     v = torch.from_numpy(check_real_array(v, "v", ndim=1, error=InvalidArgumentError))
     if v.shape != (d,):
         raise InvalidArgumentError(f"v must have shape ({d},) (the feature dimension), got {tuple(v.shape)}")
     steps = check_int(steps, "steps", min=1, max=10**8, error=InvalidParameterError)
     lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
     records = check_int(records, "records", min=1, error=InvalidParameterError)
-    p = torch.zeros(d, dtype=torch.float64) if p0 is None else \
-        torch.from_numpy(check_real_array(p0, "p0", ndim=1, error=InvalidParameterError)).clone()
+    p = (
+        torch.zeros(d, dtype=torch.float64)
+        if p0 is None
+        else torch.from_numpy(check_real_array(p0, "p0", ndim=1, error=InvalidParameterError)).clone()
+    )
     if p.shape != (d,):
         raise InvalidParameterError(f"p0 must have shape ({d},), got {tuple(p.shape)}")
     ref = None
@@ -336,8 +372,10 @@ def features(E: torch.Tensor, batch: RaggedBatch):
     if not isinstance(batch, RaggedBatch):
         raise InvalidArgumentError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
     if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[0] != batch.vocab_size:
-        raise InvalidArgumentError(f"E must be a ({batch.vocab_size}, d) tensor (one row per token), got "
-                                   f"{getattr(E, 'shape', type(E).__name__)}")
+        raise InvalidArgumentError(
+            f"E must be a ({batch.vocab_size}, d) tensor (one row per token), got "
+            f"{getattr(E, 'shape', type(E).__name__)}"
+        )
     T = int(batch.lengths.max())
     pos = torch.arange(batch.num_tokens) - batch.offsets[:-1][batch.seg].cpu()
     X = torch.zeros(batch.n, T, E.shape[1], dtype=torch.float64)

@@ -26,6 +26,7 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -39,38 +40,72 @@ from .reviews import ReviewData, from_frame, prepare_texts
 from .training import one_step, train_joint
 from .validation import check_choice, check_int_array
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 PAPER_D = 2048
 
 
 def _check_data(data) -> ReviewData:
     if not isinstance(data, ReviewData):
-        raise InvalidParameterError(f"data must be a ReviewData (from tokensel.reviews.prepare_reviews), "
-                                    f"got {type(data).__name__}")
+        raise InvalidParameterError(
+            f"data must be a ReviewData (from tokensel.reviews.prepare_reviews), got {type(data).__name__}"
+        )
     return data
 
 
-def train_full(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-               eval_every: int = 25, checkpoint=None):
+def _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, params: tuple, recipe: str):
+    """A fresh model (``AttentionModel.init``) trained on ``data`` with ``train_joint``: ``(model, frame)``."""
+    _check_data(data)
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(
+        model,
+        data.train,
+        steps=steps,
+        lr=lr,
+        params=params,
+        test_batch=data.test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe=recipe,
+    )
+    return model, traj.to_frame()
+
+
+def _final_scores(history) -> dict:
+    """The last row of a training history: training and test accuracy, test loss."""
+    last = history.iloc[-1]
+    return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss))
+
+
+def train_full(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+):
     """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
     resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
     data set, seed or setting is refused."""
-    _check_data(data)
-    model = AttentionModel.init(len(data.vocab), d, seed=seed)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("E", "p"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe="full")
-    return model, traj.to_frame()
+    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("E", "p"), "full")
 
 
-def train_frozen(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-                 eval_every: int = 25, checkpoint=None):
+def train_frozen(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
     are trained."""
-    _check_data(data)
-    model = AttentionModel.init(len(data.vocab), d, seed=seed)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe="frozen_E")
-    return model, traj.to_frame()
+    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("p", "v"), "frozen_E")
 
 
 def one_step_eta(data: ReviewData) -> float:
@@ -79,14 +114,31 @@ def one_step_eta(data: ReviewData) -> float:
     return float(2.0 / statistics.alpha(data.train).abs().max())
 
 
-def train_one_step_then_freeze(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3,
-                               seed: int = 0, eta0: float | None = None, eval_every: int = 25, checkpoint=None):
+def train_one_step_then_freeze(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eta0: float | None = None,
+    eval_every: int = 25,
+    checkpoint=None,
+):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
     then ``E`` frozen and only ``p`` and ``v`` trained."""
     eta0 = one_step_eta(data) if eta0 is None else eta0
     model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
-    traj = train_joint(model, data.train, steps=steps, lr=lr, params=("p", "v"), test_batch=data.test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe=f"one_step_then_freeze(eta0={eta0!r})")
+    traj = train_joint(
+        model,
+        data.train,
+        steps=steps,
+        lr=lr,
+        params=("p", "v"),
+        test_batch=data.test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe=f"one_step_then_freeze(eta0={eta0!r})",
+    )
     return model, traj.to_frame()
 
 
@@ -101,34 +153,62 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
     batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
     if ratings is None:
-        raise DataUnavailableError(f"{data.name} has no star ratings: the four rating classes need IMDB's "
-                                   "ratings (the original archive carries them)")
+        raise DataUnavailableError(
+            f"{data.name} has no star ratings: the four rating classes need IMDB's "
+            "ratings (the original archive carries them)"
+        )
     ratings = check_int_array(ratings, f"{split}_ratings", ndim=1, error=InvalidParameterError)
     if len(ratings) != batch.n:
         raise InvalidParameterError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
     labels = batch.labels.cpu().numpy()
-    outside = (ratings < 1) | (ratings > 10) | ((ratings > 4) & (ratings < 7)) | ((labels < 0) & (ratings > 4)) \
+    outside = (
+        (ratings < 1)
+        | (ratings > 10)
+        | ((ratings > 4) & (ratings < 7))
+        | ((labels < 0) & (ratings > 4))
         | ((labels > 0) & (ratings < 7))
+    )
     if outside.any():
         i = int(np.flatnonzero(outside)[0])
-        raise InvalidParameterError(f"{split}_ratings[{i}] = {int(ratings[i])} is not an IMDB rating of its review "
-                                    "(negative reviews are rated 1-4, positive 7-10): it is not binned into a class")
+        raise InvalidParameterError(
+            f"{split}_ratings[{i}] = {int(ratings[i])} is not an IMDB rating of its review "
+            "(negative reviews are rated 1-4, positive 7-10): it is not binned into a class"
+        )
     classes = np.digitize(ratings, RATING_EDGES)
-    return RaggedBatch(batch.ids, batch.offsets, torch.from_numpy(classes), len(data.vocab),
-                       num_classes=len(RATING_EDGES) + 1)
+    return RaggedBatch(
+        batch.ids, batch.offsets, torch.from_numpy(classes), len(data.vocab), num_classes=len(RATING_EDGES) + 1
+    )
 
 
-def train_multiclass(data: ReviewData, d: int = PAPER_D, steps: int = 300, lr: float = 3e-3, seed: int = 0,
-                     eval_every: int = 25, checkpoint=None, dtype=torch.float32):
+def train_multiclass(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+    dtype=torch.float32,
+):
     """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
     full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy, parameters in
     ``dtype`` (float32 by default: the statistics read from this model are rank correlations of bin means,
     far above float32 rounding). Returns ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are
     top-class accuracies."""
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
+    assert train.num_classes is not None  # rating_classes sets it
     model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
-    traj = train_joint(model, train, steps=steps, lr=lr, params=("E", "p"), test_batch=test,
-                       eval_every=eval_every, checkpoint=checkpoint, recipe="multiclass")
+    traj = train_joint(
+        model,
+        train,
+        steps=steps,
+        lr=lr,
+        params=("E", "p"),
+        test_batch=test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe="multiclass",
+    )
     return model, traj.to_frame()
 
 
@@ -147,6 +227,7 @@ def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> 
     K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes."""
     alpha = statistics.alpha_multiclass(batch)
     eta0 = 2.0 / float(alpha.abs().max())
+    assert batch.num_classes is not None  # alpha_multiclass refuses a batch without classes
     m0 = MultiClassAttentionModel.init(batch.vocab_size, d, batch.num_classes, seed=seed, p_init="zero")
     return OneStepMulticlass(alpha, eta0, (one_step(m0, batch, eta0).E - m0.E) @ m0.V)
 
@@ -161,7 +242,7 @@ class Fit:
 
     data: ReviewData
     model: AttentionModel
-    history: object
+    history: pd.DataFrame
     gap: torch.Tensor
     shapes: statistics.ShapeSummary
 
@@ -175,28 +256,41 @@ class Fit:
         batch = self.data.train if split == "train" else self.data.test
         with torch.no_grad():
             chosen = statistics.selection(batch, self.model.scores().detach().cpu().double())
-        words, gaps = [], []
-        for seq, flags in zip(batch.to_lists(), torch.split(chosen, batch.lengths.tolist())):
-            ids = sorted({s for s, f in zip(seq, flags.tolist()) if f})
+        words, gap_list = [], []
+        for seq, flags in zip(batch.to_lists(), torch.split(chosen, batch.lengths.tolist()), strict=True):
+            ids = sorted({s for s, f in zip(seq, flags.tolist(), strict=True) if f})
             words.append(" ".join(self.data.vocab.words[s] for s in ids))
-            gaps.append(float(self.gap[ids].mean()))
+            gap_list.append(float(self.gap[ids].mean()))
         label = batch.labels.cpu().numpy()
-        gaps = np.array(gaps)
-        return pd.DataFrame({"label": label.astype(int), "selected": words, "gap of selected": gaps,
-                             "agrees": np.sign(gaps) == label})
+        gaps = np.array(gap_list)
+        return pd.DataFrame(
+            {"label": label.astype(int), "selected": words, "gap of selected": gaps, "agrees": np.sign(gaps) == label}
+        )
 
     def summary(self) -> dict:
         """Final accuracies and test loss, the U-gap and rank correlation of the two shapes, the words binned,
         and the share of test documents whose selected words' gap has the label's sign."""
-        last = self.history.iloc[-1]
-        return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss),
-                    u_gap=float(self.shapes.u_gap), rho=float(self.shapes.rho),
-                    words=int(torch.isfinite(self.gap).sum()),
-                    selection_agrees=float(self.selection("test")["agrees"].mean()))
+        return dict(
+            **_final_scores(self.history),
+            u_gap=float(self.shapes.u_gap),
+            rho=float(self.shapes.rho),
+            words=int(torch.isfinite(self.gap).sum()),
+            selection_agrees=float(self.selection("test")["agrees"].mean()),
+        )
 
 
-def fit_texts(source, labels=None, d: int = 512, steps: int = 200, lr: float = 3e-3, seed: int = 0,
-              eval_every: int = 25, text: str = "text", label: str = "label", **prepare) -> Fit:
+def fit_texts(
+    source,
+    labels=None,
+    d: int = 512,
+    steps: int = 200,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    text: str = "text",
+    label: str = "label",
+    **prepare,
+) -> Fit:
     """Train the one-layer model on labelled texts as the paper does (:func:`train_full`) and measure the two
     shapes and the selection; returns a :class:`Fit`.
 
@@ -241,10 +335,30 @@ class Scale:
 
 
 SCALES = {
-    "reduced": Scale("reduced", d=64, steps=150, lr=3e-3, eval_every=50, n_train=3000, n_test=3000, max_len=48, chunk=None,
-                one_layer_dtype=torch.float64),
-    "paper": Scale("paper", d=PAPER_D, steps=300, lr=3e-3, eval_every=50, n_train=None, n_test=None, max_len=256,
-                   chunk=2500, one_layer_dtype=torch.float32),
+    "reduced": Scale(
+        "reduced",
+        d=64,
+        steps=150,
+        lr=3e-3,
+        eval_every=50,
+        n_train=3000,
+        n_test=3000,
+        max_len=48,
+        chunk=None,
+        one_layer_dtype=torch.float64,
+    ),
+    "paper": Scale(
+        "paper",
+        d=PAPER_D,
+        steps=300,
+        lr=3e-3,
+        eval_every=50,
+        n_train=None,
+        n_test=None,
+        max_len=256,
+        chunk=2500,
+        one_layer_dtype=torch.float32,
+    ),
 }
 
 #: every model of the comparison by short name, with its display name
@@ -260,8 +374,9 @@ def scale(which, **changes) -> Scale:
     try:
         return replace(base, **changes)
     except TypeError as err:
-        raise InvalidParameterError(f"unknown Scale setting in {sorted(changes)}: the settings are "
-                                    f"{', '.join(base.__dataclass_fields__)}") from err
+        raise InvalidParameterError(
+            f"unknown Scale setting in {sorted(changes)}: the settings are {', '.join(base.__dataclass_fields__)}"
+        ) from err
 
 
 def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
@@ -272,8 +387,10 @@ def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedB
     train, test = data.train, data.test
     for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
         if want is not None and want > have:
-            raise InvalidParameterError(f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
-                                        f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer")
+            raise InvalidParameterError(
+                f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
+                f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer"
+            )
     if sc.n_train is not None:
         train = train.subset(np.sort(rng.choice(train.n, sc.n_train, replace=False)))
     if sc.n_test is not None:
@@ -290,14 +407,14 @@ class Run:
 
     kind: str
     model: object
-    history: object  # pandas DataFrame
-    bins_p: object
-    bins_v: object
+    history: pd.DataFrame
+    bins_p: pd.DataFrame
+    bins_v: pd.DataFrame
     u_gap: float
     spearman_v: float
     seconds: float
     words: int  # words with a posterior gap on the training reviews (the binned ones)
-    bins_h: object = None
+    bins_h: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -306,39 +423,82 @@ class Run:
     def summary(self) -> dict:
         """Final accuracies and test loss, the U-gap, the rank correlation and the spread of the values' bins,
         and the training time in seconds."""
-        last = self.history.iloc[-1]
-        return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss),
-                    u_gap=float(self.u_gap), spearman_v=float(self.spearman_v),
-                    spread_v=statistics.values_spread(self.bins_v), seconds=float(self.seconds))
+        return dict(
+            **_final_scores(self.history),
+            u_gap=float(self.u_gap),
+            spearman_v=float(self.spearman_v),
+            spread_v=statistics.values_spread(self.bins_v),
+            seconds=float(self.seconds),
+        )
 
 
-def run_model(kind: str, train: RaggedBatch, test: RaggedBatch, sc: Scale, seed: int = 0, device="cpu",
-              scores_dtype: torch.dtype | None = None, checkpoint=None, progress: bool | None = None) -> Run:
+def run_model(
+    kind: str,
+    train: RaggedBatch,
+    test: RaggedBatch,
+    sc: Scale,
+    seed: int = 0,
+    device="cpu",
+    scores_dtype: torch.dtype | None = None,
+    checkpoint=None,
+    progress: bool | None = None,
+) -> Run:
     """Train model ``kind`` (a key of :data:`MODEL_NAMES`) on ``train`` with the settings of ``sc``, and
     measure the two shapes (:func:`tokensel.statistics.shape_summary`) against the posterior gap of
     ``train``: words absent from it are left out of the bins."""
     check_choice(kind, "kind", tuple(MODEL_NAMES), error=InvalidParameterError)
     if not isinstance(sc, Scale):
-        raise InvalidParameterError(f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}")
+        raise InvalidParameterError(
+            f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}"
+        )
     gap = statistics.posterior_gap(train)
     t0 = time.time()
     train_d, test_d = train.to(device), test.to(device)
+    model: AttentionModel | variants.VariantModel
     if kind == "one_layer":
         model = AttentionModel.init(train.vocab_size, sc.d, seed=seed, dtype=sc.one_layer_dtype, device=device)
-        traj = train_joint(model, train_d, steps=sc.steps, lr=sc.lr, test_batch=test_d, eval_every=sc.eval_every,
-                           checkpoint=checkpoint, progress=progress)
+        traj = train_joint(
+            model,
+            train_d,
+            steps=sc.steps,
+            lr=sc.lr,
+            test_batch=test_d,
+            eval_every=sc.eval_every,
+            checkpoint=checkpoint,
+            progress=progress,
+        )
     else:
         model = variants.make(kind, train.vocab_size, sc.d, seed=seed, device=device)
-        traj = variants.train_variant(model, train_d, steps=sc.steps, lr=sc.lr, test_batch=test_d,
-                                      eval_every=sc.eval_every, chunk=sc.chunk, checkpoint=checkpoint,
-                                      scores_dtype=scores_dtype, progress=progress)
+        traj = variants.train_variant(
+            model,
+            train_d,
+            steps=sc.steps,
+            lr=sc.lr,
+            test_batch=test_d,
+            eval_every=sc.eval_every,
+            chunk=sc.chunk,
+            checkpoint=checkpoint,
+            scores_dtype=scores_dtype,
+            progress=progress,
+        )
     seconds = time.time() - t0
     with torch.no_grad():
         scores, values = model.scores().cpu(), model.values().cpu()
-        token_values = values if kind == "one_layer" else model.token_values().cpu()
+        # kind "one_layer" is the AttentionModel, every other kind a VariantModel (variants.make)
+        token_values = model.token_values().cpu() if isinstance(model, variants.VariantModel) else values
     bp, bv, u, rho = statistics.shape_summary(gap, scores, values)
-    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, int(torch.isfinite(gap).sum()),
-               bins_h=statistics.binned(gap, token_values))
+    return Run(
+        kind,
+        model,
+        traj.to_frame(),
+        bp,
+        bv,
+        u,
+        rho,
+        seconds,
+        int(torch.isfinite(gap).sum()),
+        bins_h=statistics.binned(gap, token_values),
+    )
 
 
 def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
@@ -359,10 +519,19 @@ def verdicts(runs: dict):
     rows = []
     for name, run in runs.items():
         s = run.summary()
-        rows.append({"model": name, "train acc": s["train_acc"], "test acc": s["test_acc"], "test loss": s["test_loss"],
-                     "U-gap of E_s p (std)": s["u_gap"], "Spearman of E_s v bins": s["spearman_v"],
-                     "spread of E_s v bins (std)": s["spread_v"],
-                     "U-shape holds (>= 1)": s["u_gap"] >= 1, "values monotone (>= 0.9)": s["spearman_v"] >= 0.9})
+        rows.append(
+            {
+                "model": name,
+                "train acc": s["train_acc"],
+                "test acc": s["test_acc"],
+                "test loss": s["test_loss"],
+                "U-gap of E_s p (std)": s["u_gap"],
+                "Spearman of E_s v bins": s["spearman_v"],
+                "spread of E_s v bins (std)": s["spread_v"],
+                "U-shape holds (>= 1)": s["u_gap"] >= 1,
+                "values monotone (>= 0.9)": s["spearman_v"] >= 0.9,
+            }
+        )
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -393,8 +562,9 @@ def write_run(run: Run, folder, **provenance) -> None:
     commit, command)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(folder / f"bins_{run.kind}.csv",
-                                                                                 index=False)
+    run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(
+        folder / f"bins_{run.kind}.csv", index=False
+    )
     write_json_atomic(folder / f"summary_{run.kind}.json", {**run.summary(), **provenance})
 
 
@@ -417,8 +587,10 @@ def read_runs(folder):
             bp = pd.read_csv(table)
             bv = bp[["bin", "left", "right", "center", "count"]].assign(mean=bp["mean_v"], std=bp["std_v"])
         except (ValueError, KeyError) as err:
-            raise DataUnavailableError(f"{summary.name} / {table.name} in {folder} cannot be read ({err}): "
-                                       "write them again with tokensel.experiments.write_run") from err
+            raise DataUnavailableError(
+                f"{summary.name} / {table.name} in {folder} cannot be read ({err}): "
+                "write them again with tokensel.experiments.write_run"
+            ) from err
         missing = {"train_acc", "test_acc", "test_loss", "u_gap", "spearman_v"} - set(values)
         if missing:
             raise DataUnavailableError(f"{summary} lacks {sorted(missing)}: write it again with write_run")
@@ -432,14 +604,37 @@ def read_runs(folder):
 def check_kinds(kinds) -> tuple:
     """``kinds`` as a tuple of model short names (keys of :data:`MODEL_NAMES`), each checked."""
     if isinstance(kinds, str) or not isinstance(kinds, (tuple, list)) or not kinds:
-        raise InvalidParameterError(f"kinds must be a non-empty list of model names from {tuple(MODEL_NAMES)}, "
-                                    f"got {kinds!r}")
+        raise InvalidParameterError(
+            f"kinds must be a non-empty list of model names from {tuple(MODEL_NAMES)}, got {kinds!r}"
+        )
     kinds = tuple(kinds)
     for k in kinds:
         check_choice(k, "kinds", tuple(MODEL_NAMES), error=InvalidParameterError)
     return kinds
 
 
-__all__ = ["PAPER_D", "SCALES", "MODEL_NAMES", "Scale", "Run", "scale", "train_full", "train_frozen", "one_step_eta",
-           "train_one_step_then_freeze", "rating_classes", "one_step_multiclass", "train_multiclass", "variant_batches", "run_model",
-           "compare_variants", "verdicts", "Fit", "fit_texts", "value_noise", "write_run", "read_runs", "check_kinds"]
+__all__ = [
+    "PAPER_D",
+    "SCALES",
+    "MODEL_NAMES",
+    "Scale",
+    "Run",
+    "scale",
+    "train_full",
+    "train_frozen",
+    "one_step_eta",
+    "train_one_step_then_freeze",
+    "rating_classes",
+    "one_step_multiclass",
+    "train_multiclass",
+    "variant_batches",
+    "run_model",
+    "compare_variants",
+    "verdicts",
+    "Fit",
+    "fit_texts",
+    "value_noise",
+    "write_run",
+    "read_runs",
+    "check_kinds",
+]

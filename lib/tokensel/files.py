@@ -27,11 +27,14 @@ def ensure_folder(folder: Path, what: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StorageError(f"{what} {str(folder)!r} cannot be used as a folder ({describe_os_error(exc)}): "
-                           "remove what is in its place or choose another folder.") from exc
+        raise StorageError(
+            f"{what} {str(folder)!r} cannot be used as a folder ({describe_os_error(exc)}): "
+            "remove what is in its place or choose another folder."
+        ) from exc
     if not folder.is_dir():
-        raise StorageError(f"{what} {str(folder)!r} is not a folder: remove what is in its place or choose another "
-                           "folder.")
+        raise StorageError(
+            f"{what} {str(folder)!r} is not a folder: remove what is in its place or choose another folder."
+        )
     return folder
 
 
@@ -47,8 +50,17 @@ def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
     except OSError as exc:
         raise error(f"{what} {str(path)!r} cannot be read ({describe_os_error(exc)}).") from exc
     if not stat.S_ISREG(mode):
-        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
-                if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a file"
+        )
         raise error(f"{what} {str(path)!r} is {kind}, not a regular file.")
     return path
 
@@ -64,8 +76,9 @@ def write_json_atomic(path: Path, data) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise StorageError(f"cannot write {str(path)!r} ({describe_os_error(exc)}): make its folder writable or "
-                           "choose another.") from exc
+        raise StorageError(
+            f"cannot write {str(path)!r} ({describe_os_error(exc)}): make its folder writable or choose another."
+        ) from exc
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -93,11 +106,15 @@ def file_lock(path: Path, timeout: float = 120):
     try:
         lk.acquire()
     except Timeout as exc:
-        raise StorageError(f"the lock {str(path)!r} is still held after {timeout:g} s: another process is using "
-                           "the same file; wait for it, or remove the lock file if no process holds it.") from exc
+        raise StorageError(
+            f"the lock {str(path)!r} is still held after {timeout:g} s: another process is using "
+            "the same file; wait for it, or remove the lock file if no process holds it."
+        ) from exc
     except OSError as exc:
-        raise StorageError(f"cannot take the lock {str(path)!r} ({describe_os_error(exc)}): make its folder "
-                           "writable or choose another.") from exc
+        raise StorageError(
+            f"cannot take the lock {str(path)!r} ({describe_os_error(exc)}): make its folder "
+            "writable or choose another."
+        ) from exc
     try:
         yield lk
     finally:

@@ -60,8 +60,9 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
     stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
     in the reference implementation; ``fused=True`` insists on the kernel."""
     if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
-        raise InvalidParameterError(f"model must be an AttentionModel or MultiClassAttentionModel, got "
-                                    f"{type(model).__name__}")
+        raise InvalidParameterError(
+            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
+        )
     if not isinstance(stable, bool):
         raise InvalidParameterError(f"stable must be True or False, got {stable!r}")
     if fused not in (None, True, False):
@@ -69,8 +70,10 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
-        raise InvalidParameterError("fused=True needs stable=True and a float32/float64 model and batch on the "
-                                    "CPU: use fused=None to fall back to the reference elsewhere")
+        raise InvalidParameterError(
+            "fused=True needs stable=True and a float32/float64 model and batch on the "
+            "CPU: use fused=None to fall back to the reference elsewhere"
+        )
     multiclass = isinstance(model, MultiClassAttentionModel)
     PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
     if fused is not False and fused_applies(batch, E, stable):

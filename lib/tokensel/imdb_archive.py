@@ -64,13 +64,16 @@ def fetch(location: str) -> Path:
     """The archive at ``location`` as a local file: a path is used as it is, a URL is downloaded into
     the cache by ``datasets``' download manager (a cached download is reused)."""
     if not isinstance(location, str) or not location.strip():
-        raise InvalidArgumentError("the IMDB archive location must be a URL or a path, got "
-                                   f"{config.redact(location) if isinstance(location, str) else type(location).__name__!r}")
+        raise InvalidArgumentError(
+            "the IMDB archive location must be a URL or a path, got "
+            f"{config.redact(location) if isinstance(location, str) else type(location).__name__!r}"
+        )
     if not _is_url(location) or location.startswith("file://"):
-        path = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
+        path = Path(location[len("file://") :] if location.startswith("file://") else location).expanduser()
         if not path.is_file():
-            raise DataUnavailableError(f"the IMDB archive {str(path)!r} (TOKENSEL_IMDB_ARCHIVE) does not exist or "
-                                       "is not a file. " + HOW_TO_GET)
+            raise DataUnavailableError(
+                f"the IMDB archive {str(path)!r} (TOKENSEL_IMDB_ARCHIVE) does not exist or is not a file. " + HOW_TO_GET
+            )
         return path
     from datasets import DownloadConfig, DownloadManager
 
@@ -79,8 +82,10 @@ def fetch(location: str) -> Path:
         return Path(DownloadManager(download_config=cfg).download(location))
     except Exception as exc:  # offline, unreachable, missing HTTP backend: one message for all
         shown, said = config.redact(location), str(exc)[:300].replace(location, config.redact(location))
-        raise DataUnavailableError(f"could not download the IMDB archive {shown!r} "
-                                   f"({type(exc).__name__}: {config.redact_text(said)}). " + HOW_TO_GET) from exc
+        raise DataUnavailableError(
+            f"could not download the IMDB archive {shown!r} "
+            f"({type(exc).__name__}: {config.redact_text(said)}). " + HOW_TO_GET
+        ) from exc
 
 
 def expected_sha256(location: str) -> str | None:
@@ -100,7 +105,7 @@ def parse_archive(path: str | Path) -> dict:
     a review given twice, and an archive without reviews of every split and label."""
     import pyarrow as pa
 
-    rows = {s: [] for s in SPLITS}
+    rows: dict[str, list[tuple[int, int, int, str]]] = {s: [] for s in SPLITS}
     seen = set()
     try:  # one pass through gzip's own reader, which raises on a truncated archive (tarfile's does not)
         gz = gzip.open(str(path), "rb")
@@ -110,26 +115,35 @@ def parse_archive(path: str | Path) -> dict:
             name = member.name
             total += max(member.size, 0)
             if total > MAX_ARCHIVE_BYTES:
-                raise DataUnavailableError(f"{str(path)!r}: its members add up to more than {MAX_ARCHIVE_BYTES:,} "
-                                           "bytes (the IMDB archive unpacks to about 490 MB): this is not the IMDB "
-                                           "archive.")
+                raise DataUnavailableError(
+                    f"{str(path)!r}: its members add up to more than {MAX_ARCHIVE_BYTES:,} "
+                    "bytes (the IMDB archive unpacks to about 490 MB): this is not the IMDB "
+                    "archive."
+                )
             m = _REVIEW_FOLDER.match(name)
             if m is None or not member.isfile():
                 continue
             split, folder = m.group(1), m.group(2)
             f = _REVIEW_NAME.match(m.group(3))
             if f is None:
-                raise DataUnavailableError(f"{name[:200]}: a review of {split}/{folder} must be named <id>_<rating>.txt "
-                                           "(an id of at most 9 digits, a rating of 1-10): this is not the IMDB archive.")
+                raise DataUnavailableError(
+                    f"{name[:200]}: a review of {split}/{folder} must be named <id>_<rating>.txt "
+                    "(an id of at most 9 digits, a rating of 1-10): this is not the IMDB archive."
+                )
             if member.size > MAX_REVIEW_BYTES:
-                raise DataUnavailableError(f"{name}: a review of {member.size:,} bytes (IMDB's longest has 13,704; at "
-                                           f"most {MAX_REVIEW_BYTES:,} are read): this is not the IMDB archive.")
+                raise DataUnavailableError(
+                    f"{name}: a review of {member.size:,} bytes (IMDB's longest has 13,704; at "
+                    f"most {MAX_REVIEW_BYTES:,} are read): this is not the IMDB archive."
+                )
             fh = tar.extractfile(member)
+            assert fh is not None  # member.isfile(): tarfile gives a reader for every regular file
             rid, rating = int(f.group(1)), int(f.group(2))
             label = _LABEL[folder]
             if not (1 <= rating <= 10) or (label == 0 and rating > 4) or (label == 1 and rating < 7):
-                raise DataUnavailableError(f"{name}: rating {rating} does not fit the IMDB layout (negative reviews "
-                                           "are rated 1-4, positive 7-10): this is not the IMDB archive.")
+                raise DataUnavailableError(
+                    f"{name}: rating {rating} does not fit the IMDB layout (negative reviews "
+                    "are rated 1-4, positive 7-10): this is not the IMDB archive."
+                )
             key = (split, label, rid)
             if key in seen:
                 raise DataUnavailableError(f"{name}: review {rid} of {split}/{folder} occurs twice in the archive.")
@@ -144,21 +158,28 @@ def parse_archive(path: str | Path) -> dict:
         tar.close()
         gz.close()
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as exc:
-        raise DataUnavailableError(f"could not read {str(path)!r} as a .tar.gz archive ({type(exc).__name__}: {exc}); "
-                                   "it may be truncated: fetch it again.") from exc
+        raise DataUnavailableError(
+            f"could not read {str(path)!r} as a .tar.gz archive ({type(exc).__name__}: {exc}); "
+            "it may be truncated: fetch it again."
+        ) from exc
     for split in SPLITS:
         labels = {r[0] for r in rows[split]}
         if labels != {0, 1}:
             raise DataUnavailableError(
                 f"{str(path)!r} has no {split} reviews of label(s) {sorted({0, 1} - labels)} under "
-                f"aclImdb/{split}/{{neg,pos}}/<id>_<rating>.txt: it is not in the original IMDB layout.")
+                f"aclImdb/{split}/{{neg,pos}}/<id>_<rating>.txt: it is not in the original IMDB layout."
+            )
     tables = {}
     for split in SPLITS:
         r = sorted(rows[split])
-        tables[split] = pa.table({"text": pa.array([x[3] for x in r], pa.string()),
-                                  "label": pa.array([x[0] for x in r], pa.int64()),
-                                  "rating": pa.array([x[2] for x in r], pa.int64()),
-                                  "review_id": pa.array([x[1] for x in r], pa.int64())})
+        tables[split] = pa.table(
+            {
+                "text": pa.array([x[3] for x in r], pa.string()),
+                "label": pa.array([x[0] for x in r], pa.int64()),
+                "rating": pa.array([x[2] for x in r], pa.int64()),
+                "review_id": pa.array([x[1] for x in r], pa.int64()),
+            }
+        )
     return tables
 
 
@@ -170,11 +191,15 @@ def _seal_key(root: Path) -> bytes:
     except FileExistsError:
         key = check_regular_file(path, "the cache's key", DataUnavailableError).read_bytes()
         if len(key) != 32:
-            raise DataUnavailableError(f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again).")
+            raise DataUnavailableError(
+                f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again)."
+            ) from None
         return key
     except OSError as exc:
-        raise StorageError(f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
-                           f"writable or point {config.CACHE_DIR} at a writable folder.") from exc
+        raise StorageError(
+            f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+            f"writable or point {config.CACHE_DIR} at a writable folder."
+        ) from exc
     key = secrets.token_bytes(32)
     with os.fdopen(fd, "wb") as fh:
         fh.write(key)
@@ -185,8 +210,9 @@ def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
     """The manifest's seal: an HMAC, under the cache's key, of the archive's SHA-256, the parser version and
     the parsed files' checksums and row counts. A manifest rewritten to match edited files (without the key)
     no longer matches its seal, and a folder is tied to the one archive it was parsed from."""
-    body = json.dumps({"archive_sha256": digest, "parser": PARSER_VERSION, "files": files, "rows": rows},
-                      sort_keys=True).encode()
+    body = json.dumps(
+        {"archive_sha256": digest, "parser": PARSER_VERSION, "files": files, "rows": rows}, sort_keys=True
+    ).encode()
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
@@ -196,10 +222,13 @@ def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
     try:
         meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         files = read_manifest(folder)
+        if files is None:  # the manifest is gone: the checks below would fail (TypeError) all the same
+            return False
         if meta.get("archive_sha256") != digest or meta.get("parser") != PARSER_VERSION:
             return False
         if not isinstance(meta.get("seal"), str) or not hmac.compare_digest(
-                meta["seal"], seal(key, digest, files, meta.get("rows"))):
+            meta["seal"], seal(key, digest, files, meta.get("rows"))
+        ):
             return False
         for split in SPLITS:
             rel = f"imdb/{split}.parquet"
@@ -222,13 +251,23 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
     digest = sha256_file(archive)
     if expected is not None and digest != expected:
         raise DataUnavailableError(
-            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, not the expected {expected}"
-            + (" (TOKENSEL_IMDB_SHA256)" if config.imdb_sha256() else " (the published checksum of the Stanford release)")
-            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, or correct "
-              "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust.")
+            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, "
+            f"not the expected {expected}"
+            + (
+                " (TOKENSEL_IMDB_SHA256)"
+                if config.imdb_sha256()
+                else " (the published checksum of the Stanford release)"
+            )
+            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, "
+            "or correct "
+            "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
+        )
     if expected is None and digest != CANONICAL_SHA256:
-        warnings.warn(f"the IMDB archive {config.redact(location)} is not the Stanford release (SHA-256 {digest[:16]}...) and "
-                      "TOKENSEL_IMDB_SHA256 is not set, so it is used unverified", stacklevel=2)
+        warnings.warn(
+            f"the IMDB archive {config.redact(location)} is not the Stanford release (SHA-256 {digest[:16]}...) and "
+            "TOKENSEL_IMDB_SHA256 is not set, so it is used unverified",
+            stacklevel=2,
+        )
     root = Path(cache) if cache is not None else config.cache_dir() / "imdb"
     folder = root / f"{digest[:16]}-v{PARSER_VERSION}"
     with lock(root, ".prepare.lock", timeout=1800):
@@ -241,17 +280,28 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
         try:
             tmp = Path(tempfile.mkdtemp(prefix=".parsing-", dir=root))
         except OSError as exc:
-            raise StorageError(f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
-                               f"writable or point {config.CACHE_DIR} at a writable folder.") from exc
+            raise StorageError(
+                f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+                f"writable or point {config.CACHE_DIR} at a writable folder."
+            ) from exc
         try:
             (tmp / "imdb").mkdir()
             for split, table in tables.items():
                 pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
             files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
             rows = {s: tables[s].num_rows for s in SPLITS}
-            write_json_atomic(tmp / MANIFEST, {"files": files, "archive_sha256": digest, "source": config.redact(location),
-                                               "verified": expected is not None, "parser": PARSER_VERSION,
-                                               "rows": rows, "seal": seal(key, digest, files, rows)})
+            write_json_atomic(
+                tmp / MANIFEST,
+                {
+                    "files": files,
+                    "archive_sha256": digest,
+                    "source": config.redact(location),
+                    "verified": expected is not None,
+                    "parser": PARSER_VERSION,
+                    "rows": rows,
+                    "seal": seal(key, digest, files, rows),
+                },
+            )
             if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace
                 shutil.rmtree(folder)
             elif folder.exists() or folder.is_symlink():
@@ -262,8 +312,10 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
             raise
         except OSError as exc:  # a full disk, a read-only cache: nothing half-written is kept
             shutil.rmtree(tmp, ignore_errors=True)
-            raise StorageError(f"cannot write the parsed IMDB table into {str(root)!r} ({describe_os_error(exc)}): "
-                               f"free space or point {config.CACHE_DIR} at another folder.") from exc
+            raise StorageError(
+                f"cannot write the parsed IMDB table into {str(root)!r} ({describe_os_error(exc)}): "
+                f"free space or point {config.CACHE_DIR} at another folder."
+            ) from exc
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -274,8 +326,13 @@ def describe(folder: Path) -> str:
     """Where a parsed folder came from, for a reader: the archive by name and checksum, never a local path."""
     meta = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
     digest = meta["archive_sha256"]
-    which = ("the Stanford release" if digest == CANONICAL_SHA256 else
-             "a mirror, verified against TOKENSEL_IMDB_SHA256" if meta.get("verified") else "an unverified copy")
+    which = (
+        "the Stanford release"
+        if digest == CANONICAL_SHA256
+        else "a mirror, verified against TOKENSEL_IMDB_SHA256"
+        if meta.get("verified")
+        else "an unverified copy"
+    )
     return f"aclImdb_v1.tar.gz (SHA-256 {digest[:12]}..., {which})"
 
 
@@ -295,20 +352,26 @@ def write_archive(tables: dict, path: str | Path, extras: bool = True) -> Path:
         missing = {"text", "label", "rating", "review_id"} - set(df.columns)
         if missing:
             raise InvalidArgumentError(f"tables[{split!r}] lacks column(s) {sorted(missing)}")
-        for text, label, rating, rid in zip(df["text"], df["label"], df["rating"], df["review_id"]):
+        for text, label, rating, rid in zip(df["text"], df["label"], df["rating"], df["review_id"], strict=True):
             folder = {0: "neg", 1: "pos"}.get(int(label))
             if folder is None:
                 raise InvalidArgumentError(f"tables[{split!r}]: label {label!r} is not 0 or 1")
             members.append((f"aclImdb/{split}/{folder}/{int(rid)}_{int(rating)}.txt", str(text).encode("utf-8")))
     if extras:
-        members += [("aclImdb/README", b"Large Movie Review Dataset v1.0 (layout mirror)\n"),
-                    ("aclImdb/train/unsup/0_0.txt", b"An unlabelled review the parser must skip.\n"),
-                    ("aclImdb/train/labeledBow.feat", b"0 0:1\n"), ("aclImdb/imdb.vocab", b"the\n")]
+        members += [
+            ("aclImdb/README", b"Large Movie Review Dataset v1.0 (layout mirror)\n"),
+            ("aclImdb/train/unsup/0_0.txt", b"An unlabelled review the parser must skip.\n"),
+            ("aclImdb/train/labeledBow.feat", b"0 0:1\n"),
+            ("aclImdb/imdb.vocab", b"the\n"),
+        ]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
         for name, data in sorted(members):
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), 0, 0o644

@@ -53,7 +53,7 @@ class EntryPlan:
         cuts = np.searchsorted(self.offsets, np.arange(1, BLOCKS) * (M / BLOCKS))
         self.blocks = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]])).astype(np.int64)
         self.lock = threading.Lock()
-        self._scratch = {}
+        self._scratch: dict[int, np.ndarray] = {}
 
     @property
     def n(self) -> int:
@@ -209,7 +209,8 @@ def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
 
 
 def _threads() -> None:
-    numba.set_num_threads(min(config.threads(), numba.config.NUMBA_NUM_THREADS))
+    # numba.config sets NUMBA_NUM_THREADS at import time (through globals()), which its stubs cannot see
+    numba.set_num_threads(min(config.threads(), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
 def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multiclass: bool):
@@ -231,10 +232,12 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
         P = plan.partials(width)
         args = (plan.offsets, plan.ids, plan.counts(dtype), CW)
         if multiclass:
-            _entries_multiclass(*args, np.ascontiguousarray(labels, np.int64), plan.blocks, plan.max_entries, P,
-                                f, per_seq)
+            _entries_multiclass(
+                *args, np.ascontiguousarray(labels, np.int64), plan.blocks, plan.max_entries, P, f, per_seq
+            )
         else:
-            _entries_binary(*args, np.ascontiguousarray(labels, np.float64), plan.blocks, plan.max_entries, P, f,
-                            per_seq)
+            _entries_binary(
+                *args, np.ascontiguousarray(labels, np.float64), plan.blocks, plan.max_entries, P, f, per_seq
+            )
         _sum_blocks(P, AB)
     return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB

@@ -44,7 +44,8 @@ class Source:
 SOURCES = {
     "imdb": Source("aclImdb_v1.tar.gz", {"train": "imdb/train.parquet", "test": "imdb/test.parquet"}),
     "yelp_polarity": Source(
-        config.DEFAULT_YELP_SOURCE, {"test": "yelp_polarity_sample/test.parquet"},
+        config.DEFAULT_YELP_SOURCE,
+        {"test": "yelp_polarity_sample/test.parquet"},
         note="the local copy is a real 1,000-review sample of the Yelp polarity test split",
     ),
 }
@@ -59,9 +60,11 @@ def _fix_hint(name: str, split: str) -> str:
     if name == "imdb":
         return imdb_archive.HOW_TO_GET
     local = SOURCES[name].local_files.get(split, f"{name}/{split}.parquet")
-    return (f"To get the data: on a machine that can reach the Hugging Face hub, leave {DATA_DIR_ENV} unset "
-            f"(dataset {config.yelp_source()!r}, with HF_DATASETS_OFFLINE unset; or {config.YELP_SOURCE} naming "
-            f"a local copy in the hub's layout), or set {DATA_DIR_ENV} to a folder holding '{local}'.")
+    return (
+        f"To get the data: on a machine that can reach the Hugging Face hub, leave {DATA_DIR_ENV} unset "
+        f"(dataset {config.yelp_source()!r}, with HF_DATASETS_OFFLINE unset; or {config.YELP_SOURCE} naming "
+        f"a local copy in the hub's layout), or set {DATA_DIR_ENV} to a folder holding '{local}'."
+    )
 
 
 def _datasets():
@@ -80,8 +83,10 @@ def _load_local(root: Path, rel: str, name: str, split: str):
     after the check and then served as verified data."""
     datasets = _datasets()
     if not root.is_dir():
-        raise DataUnavailableError(f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist "
-                                   "or is not a folder. " + _fix_hint(name, split))
+        raise DataUnavailableError(
+            f"data directory {str(root)!r} (from {DATA_DIR_ENV} or data_dir) does not exist "
+            "or is not a folder. " + _fix_hint(name, split)
+        )
     path = root / rel
     if not path.exists() and not path.is_symlink():
         raise DataUnavailableError(f"missing data file {str(path)!r}. " + _fix_hint(name, split))
@@ -94,10 +99,13 @@ def _load_local(root: Path, rel: str, name: str, split: str):
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise DataUnavailableError(
             f"could not read {str(path)!r} as parquet ({type(exc).__name__}: {str(exc)[:160]}); the file may be "
-            "corrupted or truncated: fetch it again.") from exc
+            "corrupted or truncated: fetch it again."
+        ) from exc
     if table.num_rows == 0:
-        raise DataUnavailableError(f"{str(path)!r} is a valid parquet file with no rows: point "
-                                   f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split))
+        raise DataUnavailableError(
+            f"{str(path)!r} is a valid parquet file with no rows: point "
+            f"{DATA_DIR_ENV} at the full data. " + _fix_hint(name, split)
+        )
     _check_columns(table, str(path))
     return datasets.Dataset(table, split=datasets.Split(split)), digest
 
@@ -134,8 +142,7 @@ def _check_columns(table, where: str) -> None:
     if "rating" in names:
         r = table.column("rating")
         neg = pc.equal(table.column("label"), 0)
-        wrong = pc.or_(pc.or_(pc.less(r, 1), pc.greater(r, 10)),
-                       pc.if_else(neg, pc.greater(r, 4), pc.less(r, 7)))
+        wrong = pc.or_(pc.or_(pc.less(r, 1), pc.greater(r, 10)), pc.if_else(neg, pc.greater(r, 4), pc.less(r, 7)))
         if pc.any(wrong).as_py():
             raise bad("column 'rating' holds values outside 1-4 for negative or 7-10 for positive reviews")
 
@@ -155,7 +162,9 @@ def stratified_sample(ds, n: int, seed: int = 0):
     take = np.floor(quota).astype(int)
     take[np.argsort(-(quota - take), kind="stable")[: n - take.sum()]] += 1
     g = np.random.default_rng(seed)
-    keep = np.concatenate([g.choice(np.flatnonzero(labels == c), size=k, replace=False) for c, k in zip(classes, take)])
+    keep = np.concatenate(
+        [g.choice(np.flatnonzero(labels == c), size=k, replace=False) for c, k in zip(classes, take, strict=True)]
+    )
     return ds.select(np.sort(keep))
 
 
@@ -165,15 +174,19 @@ def _load_hub(name: str, split: str):
     try:
         ds = datasets.load_dataset(source, split=split)
     except Exception as exc:
-        raise DataUnavailableError(f"could not load {source!r} split {split!r} ({type(exc).__name__}: {exc}). "
-                                   + _fix_hint(name, split)) from exc
+        raise DataUnavailableError(
+            f"could not load {source!r} split {split!r} ({type(exc).__name__}: {exc}). " + _fix_hint(name, split)
+        ) from exc
     size, total = config.yelp_size(), ds.num_rows
     if size is None or size >= total:
         return ds, f"{name}/{split} from {source}: all {total:,} reviews"
     seed = {"train": 0, "test": 1}[split]
-    return (stratified_sample(ds, size, seed=seed),
-            f"{name}/{split} from {source}: a stratified sample of {size:,} of its {total:,} reviews "
-            f"(seed {seed}; {config.YELP_SIZE}=full for all)")
+    return (
+        stratified_sample(ds, size, seed=seed),
+        f"{name}/{split} from {source}: a stratified sample of {size:,} of its {total:,} reviews "
+        f"(seed {seed}; {config.YELP_SIZE}=full for all)",
+    )
+
 
 def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
     """Load a review data set split as a ``datasets.Dataset`` with columns ``text``, ``label``.
@@ -199,10 +212,12 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
         if split not in src.local_files:
             raise DataUnavailableError(
                 f"the local data directory has no {split!r} split of {name!r} "
-                f"(only {sorted(src.local_files)}; {src.note}). " + _fix_hint(name, split))
+                f"(only {sorted(src.local_files)}; {src.note}). " + _fix_hint(name, split)
+            )
         ds, digest = _load_local(root, src.local_files[split], name, split)
-        desc = (f"{name}/{split} from the local copy {src.local_files[split]} (SHA-256 {digest[:12]}...)"
-                + (f" ({src.note})" if src.note else ""))
+        desc = f"{name}/{split} from the local copy {src.local_files[split]} (SHA-256 {digest[:12]}...)" + (
+            f" ({src.note})" if src.note else ""
+        )
     else:
         ds, desc = _load_hub(name, split)
     missing = {"text", "label"} - set(ds.column_names)

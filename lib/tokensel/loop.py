@@ -11,8 +11,9 @@ handling of a diverging run are written once.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -56,8 +57,15 @@ class Trajectory:
     def to_frame(self):
         import pandas as pd
 
-        data = dict(step=self.step, t=self.t, loss=self.loss, norm_p=self.norm_p,
-                    grad_norm=self.grad_norm, cos_ref=self.cos_ref, **self.extra)
+        data = dict(
+            step=self.step,
+            t=self.t,
+            loss=self.loss,
+            norm_p=self.norm_p,
+            grad_norm=self.grad_norm,
+            cos_ref=self.cos_ref,
+            **self.extra,
+        )
         return pd.DataFrame(data)
 
     def __len__(self):
@@ -102,7 +110,9 @@ def diverged(step: int, lr: float, what: str) -> DivergenceError:
     """The error of a run whose loss or gradient stopped being finite at ``step``."""
     return DivergenceError(
         f"training diverged at step {step}: {what} is not finite. The model holds the parameters of step "
-        f"{step} (before the failing update); lr={lr:g} is probably too large: try a smaller lr.", step=step)
+        f"{step} (before the failing update); lr={lr:g} is probably too large: try a smaller lr.",
+        step=step,
+    )
 
 
 def _finite(tensors: list) -> bool:
@@ -126,9 +136,19 @@ def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
     return top + updates * lr * bound >= largest / 4
 
 
-def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: Settings, *, method: str,
-         label: str, test_batch=None, saved: dict | None = None, fingerprint: dict | None = None,
-         autograd: bool = False) -> Trajectory:
+def adam(
+    model,
+    trained: list,
+    step_fn: Callable[[bool], StepResult],
+    settings: Settings,
+    *,
+    method: str,
+    label: str,
+    test_batch=None,
+    saved: dict | None = None,
+    fingerprint: dict | None = None,
+    autograd: bool = False,
+) -> Trajectory:
     """Full-batch Adam on the ``trained`` tensors of ``model``, in place.
 
     Every ``settings.eval_every`` steps and at the end the loss, the training accuracy, the norm of
@@ -149,9 +169,11 @@ def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: 
     opt = torch.optim.Adam(trained, lr=lr, fused=True)
     traj = Trajectory(method=method)
     start = 0
+    # what a checkpoint holds: the callers pass both whenever settings.checkpoint is set (nothing checks it)
+    to_save, meta = cast(dict, saved), cast(dict, fingerprint)
     try:
         if settings.checkpoint is not None:
-            start, traj = checkpoints.resume(settings.checkpoint, saved, opt, fingerprint, Trajectory) or (0, traj)
+            start, traj = checkpoints.resume(settings.checkpoint, to_save, opt, meta, Trajectory) or (0, traj)
         for t in trained:
             t.requires_grad_(autograd)
         guard = may_overflow(opt, trained, lr, steps - start)  # a huge lr: undo an update that overflows
@@ -171,20 +193,21 @@ def adam(model, trained: list, step_fn: Callable[[bool], StepResult], settings: 
                     traj.append(step, step, r.loss, float(model.p.detach().norm()), r.grad_norm_p, **extra)
                 if last:
                     if settings.checkpoint is not None:
-                        checkpoints.save(settings.checkpoint, saved, opt, step, traj, fingerprint)
+                        checkpoints.save(settings.checkpoint, to_save, opt, step, traj, meta)
                     break
-                with torch.no_grad():  # the last finite parameters, kept until the update is known finite
-                    for b, t in zip(backup, trained):
-                        b.copy_(t)
+                if guard:
+                    with torch.no_grad():  # the last finite parameters, kept until the update is known finite
+                        for b, t in zip(backup, trained, strict=True):
+                            b.copy_(t)
                 opt.step()
                 if guard and not _finite(trained):  # finite gradients, but an update that overflowed
                     with torch.no_grad():
-                        for b, t in zip(backup, trained):
+                        for b, t in zip(backup, trained, strict=True):
                             t.copy_(b)
                     raise diverged(step, lr, "the update of the parameters")
                 pb.update(1)
                 if settings.checkpoint is not None and (step + 1) % settings.checkpoint_every == 0:
-                    checkpoints.save(settings.checkpoint, saved, opt, step, traj, fingerprint)
+                    checkpoints.save(settings.checkpoint, to_save, opt, step, traj, meta)
     finally:
         for t in trained:
             t.requires_grad_(False)

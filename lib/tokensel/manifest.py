@@ -45,22 +45,30 @@ def read_manifest(root: Path) -> dict | None:
     check_regular_file(path, "the manifest", DataUnavailableError)
     try:
         if path.stat().st_size > 2**24:
-            raise DataUnavailableError(f"{str(path)!r} is larger than 16 MiB: not a manifest; write it again with "
-                                       "`python -m tokensel manifest <folder>`.")
+            raise DataUnavailableError(
+                f"{str(path)!r} is larger than 16 MiB: not a manifest; write it again with "
+                "`python -m tokensel manifest <folder>`."
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
     except DataUnavailableError:
         raise
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise DataUnavailableError(f"{str(path)!r} is not a readable JSON manifest ({type(exc).__name__}: {exc}); "
-                                   "write it again with `python -m tokensel manifest <folder>`.") from exc
+        raise DataUnavailableError(
+            f"{str(path)!r} is not a readable JSON manifest ({type(exc).__name__}: {exc}); "
+            "write it again with `python -m tokensel manifest <folder>`."
+        ) from exc
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):
-        raise DataUnavailableError(f"{str(path)!r} has no 'files' table of checksums; write it again with "
-                                   "`python -m tokensel manifest <folder>`.")
+        raise DataUnavailableError(
+            f"{str(path)!r} has no 'files' table of checksums; write it again with "
+            "`python -m tokensel manifest <folder>`."
+        )
     for rel, digest in files.items():
         if not isinstance(rel, str) or not isinstance(digest, str) or not _HEX64.fullmatch(digest):
-            raise DataUnavailableError(f"{str(path)!r}: entry {rel!r}: {digest!r} is not a SHA-256 (64 lower-case hex "
-                                       "digits); write the manifest again with `python -m tokensel manifest <folder>`.")
+            raise DataUnavailableError(
+                f"{str(path)!r}: entry {rel!r}: {digest!r} is not a SHA-256 (64 lower-case hex "
+                "digits); write the manifest again with `python -m tokensel manifest <folder>`."
+            )
     return dict(files)
 
 
@@ -72,21 +80,25 @@ def _expected(root: Path, rel: str) -> tuple[str, str]:
         return KNOWN[rel], "the published checksum of the project's copy, tokensel.manifest.KNOWN"
     raise DataUnavailableError(
         f"no checksum is known for {str(root / rel)!r}: the data folder has no {MANIFEST} entry for it. If the "
-        f"file is what you mean to use, record it with `python -m tokensel manifest {root}`.")
+        f"file is what you mean to use, record it with `python -m tokensel manifest {root}`."
+    )
 
 
 def _mismatch(root: Path, rel: str, got: str, expected: str, origin: str) -> DataUnavailableError:
     return DataUnavailableError(
         f"{str(root / rel)!r} has SHA-256 {got}, but {expected} is expected ({origin}): the file is damaged, "
         "truncated or another version. Fetch the file again; if you changed it on purpose, record the new "
-        f"checksum with `python -m tokensel manifest {root}`.")
+        f"checksum with `python -m tokensel manifest {root}`."
+    )
 
 
 def _regular(root: Path, rel: str) -> Path:
     path = root / rel
     if not path.exists():
-        raise DataUnavailableError(f"{str(path)!r} does not exist: the data folder needs {rel} (see the "
-                                   "README's data section for where the files come from)")
+        raise DataUnavailableError(
+            f"{str(path)!r} does not exist: the data folder needs {rel} (see the "
+            "README's data section for where the files come from)"
+        )
     return check_regular_file(path, "the data file", DataUnavailableError)
 
 
@@ -132,8 +144,9 @@ def write_manifest(root: Path, extra: dict | None = None) -> Path:
     files = {}
     try:
         for p in sorted(root.rglob("*.parquet")):
-            files[p.relative_to(root).as_posix()] = sha256_file(check_regular_file(p, "the data file",
-                                                                                   DataUnavailableError))
+            files[p.relative_to(root).as_posix()] = sha256_file(
+                check_regular_file(p, "the data file", DataUnavailableError)
+            )
     except DataUnavailableError:
         raise
     except OSError as exc:

@@ -46,9 +46,11 @@ class SVMResult:
     active: int  # pairs with margin within 1e-6 of 1
 
     def summary(self) -> str:
-        return (f"ATT-SVM ({self.form}): {len(self.pairs)} pairs over {len(self.tokens)} tokens, "
-                f"status {self.status}, ||p_mm|| = {self.norm:.6g}, min margin {self.min_margin:.6f}, "
-                f"{self.active} active constraints, {self.total_time:.2f} s")
+        return (
+            f"ATT-SVM ({self.form}): {len(self.pairs)} pairs over {len(self.tokens)} tokens, "
+            f"status {self.status}, ||p_mm|| = {self.norm:.6g}, min margin {self.min_margin:.6f}, "
+            f"{self.active} active constraints, {self.total_time:.2f} s"
+        )
 
 
 def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
@@ -62,7 +64,8 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
         raise InvalidParameterError(
             f"selected must be a boolean mask of shape {tuple(batch.ids.shape)}, got "
-            f"{getattr(selected, 'dtype', type(selected).__name__)} {tuple(getattr(selected, 'shape', ()))}")
+            f"{getattr(selected, 'dtype', type(selected).__name__)} {tuple(getattr(selected, 'shape', ()))}"
+        )
     S = batch.vocab_size
     seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
     key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
@@ -104,7 +107,7 @@ def find_cycle(pairs: np.ndarray):
                 stack.pop()
                 path.pop()
             elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             elif not state.get(nxt):
                 state[nxt] = 1
                 stack.append((nxt, iter(succ.get(nxt, ()))))
@@ -128,8 +131,10 @@ def _check_solver(solver, opts: dict) -> str:
     if not isinstance(solver, str) or not solver:
         raise InvalidParameterError(f"solver must be a cvxpy solver name such as 'CLARABEL', got {solver!r}")
     if solver.upper() not in cp.installed_solvers():
-        raise SolverError(f"the solver {solver!r} is not installed; installed: {cp.installed_solvers()}: "
-                          "install it (pip install ...) or pass one of those")
+        raise SolverError(
+            f"the solver {solver!r} is not installed; installed: {cp.installed_solvers()}: "
+            "install it (pip install ...) or pass one of those"
+        )
     return solver.upper()
 
 
@@ -165,11 +170,18 @@ def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_o
         raise SolverError(
             f"the ATT-SVM is feasible (its scale-free form has a solution), but two embeddings of a pair are only "
             f"{norms.min():.3g} apart, so its solution needs |p| >= {1 / norms.min():.3g}: beyond what the solver "
-            f"{solver} resolves (it reported the problem infeasible). Rescale E or drop near-duplicate tokens.")
+            f"{solver} resolves (it reported the problem infeasible). Rescale E or drop near-duplicate tokens."
+        )
 
 
-def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver: str = "CLARABEL",
-               verbose: bool = False, **solver_opts) -> SVMResult:
+def max_margin(
+    E: torch.Tensor,
+    pairs: np.ndarray,
+    form: str = "sparse",
+    solver: str = "CLARABEL",
+    verbose: bool = False,
+    **solver_opts,
+) -> SVMResult:
     """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
 
     Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
@@ -190,21 +202,27 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
     if pairs.min() < 0 or pairs.max() >= S:
         raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
     if np.any(pairs[:, 0] == pairs[:, 1]):
-        raise InfeasibleSVMError("a pair has s == s' (p^T 0 >= 1 is impossible): a token is both "
-                                 "selected and unselected", cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2)
+        raise InfeasibleSVMError(
+            "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
+            cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2,
+        )
     cycle = find_cycle(pairs)
     if cycle is not None:
         raise InfeasibleSVMError(
             f"the selection is infeasible: the pair constraints around the cycle {cycle} of tokens "
-            f"add up to 0 >= {len(cycle) - 1}", cycle=cycle)
+            f"add up to 0 >= {len(cycle) - 1}",
+            cycle=cycle,
+        )
     En = E.detach().cpu().numpy().astype(np.float64)
     tokens = np.unique(pairs)
     p = cp.Variable(d)
     if form == "sparse":
         local = np.searchsorted(tokens, pairs)
         k, m = len(pairs), len(tokens)
-        D = sp.csr_matrix((np.r_[np.ones(k), -np.ones(k)], (np.r_[np.arange(k), np.arange(k)],
-                                                              np.r_[local[:, 0], local[:, 1]])), shape=(k, m))
+        D = sp.csr_matrix(
+            (np.r_[np.ones(k), -np.ones(k)], (np.r_[np.arange(k), np.arange(k)], np.r_[local[:, 0], local[:, 1]])),
+            shape=(k, m),
+        )
         c = cp.Variable(m)
         constraints = [En[tokens] @ p == c, D @ c >= 1]
     else:
@@ -221,19 +239,30 @@ def max_margin(E: torch.Tensor, pairs: np.ndarray, form: str = "sparse", solver:
         _confirm_infeasible(En, pairs, solver, solver_opts, d)
         raise InfeasibleSVMError(
             f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
-            f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p")
+            f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p"
+        )
     if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
-        raise SolverError(f"the solver {solver} stopped with status {prob.status!r} on the ATT-SVM "
-                          f"({len(pairs)} pairs, {len(tokens)} tokens, d = {d}): feasibility is unknown; "
-                          "try another solver (solver='SCS') or a larger iteration limit (max_iter=...)")
+        raise SolverError(
+            f"the solver {solver} stopped with status {prob.status!r} on the ATT-SVM "
+            f"({len(pairs)} pairs, {len(tokens)} tokens, d = {d}): feasibility is unknown; "
+            "try another solver (solver='SCS') or a larger iteration limit (max_iter=...)"
+        )
     pv = np.asarray(p.value, dtype=np.float64)
     margins = (En[pairs[:, 0]] - En[pairs[:, 1]]) @ pv
     stats = prob.solver_stats
     solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else total
-    return SVMResult(p=torch.from_numpy(pv).to(dtype=E.dtype, device=E.device), norm=float(np.linalg.norm(pv)),
-                     pairs=pairs, tokens=tokens, status=prob.status, form=form, solve_time=solve_time,
-                     total_time=total, min_margin=float(margins.min()),
-                     active=int(np.sum(margins < 1 + 1e-6)))
+    return SVMResult(
+        p=torch.from_numpy(pv).to(dtype=E.dtype, device=E.device),
+        norm=float(np.linalg.norm(pv)),
+        pairs=pairs,
+        tokens=tokens,
+        status=prob.status,
+        form=form,
+        solve_time=solve_time,
+        total_time=total,
+        min_margin=float(margins.min()),
+        active=int(np.sum(margins < 1 + 1e-6)),
+    )
 
 
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
@@ -255,7 +284,9 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     pairs = _check_pairs(pairs)
     solver = _check_solver(solver, {})
     if not isinstance(gram, torch.Tensor) or not gram.dtype.is_floating_point:
-        raise InvalidParameterError(f"gram must be a floating-point torch tensor (|S| x |S|), got {type(gram).__name__}")
+        raise InvalidParameterError(
+            f"gram must be a floating-point torch tensor (|S| x |S|), got {type(gram).__name__}"
+        )
     G = gram.detach().cpu().numpy().astype(np.float64)
     if G.ndim != 2 or G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
         raise InvalidParameterError("gram must be square and cover every token of the pairs")
@@ -276,7 +307,8 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     except np.linalg.LinAlgError:
         raise InvalidParameterError(
             "gram is singular or not positive definite on the tokens of the pairs: the score-space form needs "
-            "linearly independent embeddings (d >= the number of tokens); use max_margin on E instead") from None
+            "linearly independent embeddings (d >= the number of tokens); use max_margin on E instead"
+        ) from None
     c = cp.Variable(len(tokens))
     prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ c)), [c[local[:, 0]] - c[local[:, 1]] >= 1])
     opts = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10) if solver == "CLARABEL" else {}

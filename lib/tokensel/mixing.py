@@ -52,14 +52,16 @@ class MixPlan:
     def matrix(self, values: torch.Tensor) -> torch.Tensor:
         """``Q`` (n x |S|, CSR) with the given per-entry values."""
         with _quiet_csr():
-            return torch.sparse_csr_tensor(self.entries.offsets, self.entries.ids, values, self.shape,
-                                           check_invariants=False)
+            return torch.sparse_csr_tensor(
+                self.entries.offsets, self.entries.ids, values, self.shape, check_invariants=False
+            )
 
     def matrix_t(self, values: torch.Tensor) -> torch.Tensor:
         """``Q^T`` (|S| x n, CSR) with the given per-entry values (in entry order)."""
         with _quiet_csr():
-            return torch.sparse_csr_tensor(self.crow_t, self.col_t, values[self.perm], self.shape[::-1],
-                                           check_invariants=False)
+            return torch.sparse_csr_tensor(
+                self.crow_t, self.col_t, values[self.perm], self.shape[::-1], check_invariants=False
+            )
 
 
 class _Mix(torch.autograd.Function):

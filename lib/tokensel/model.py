@@ -11,6 +11,7 @@ Parameters are float64 by default and may live on any torch device.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,7 +20,6 @@ from .errors import InvalidBatchError, InvalidParameterError
 from .seeding import generator
 from .validation import MAX_ELEMENTS, check_choice, check_device, check_int
 
-
 HALF = (torch.float16, torch.bfloat16)
 
 
@@ -27,8 +27,14 @@ def _check_dtype(dtype) -> None:
     """Parameters are float32 or float64: half precision is refused (its softmax sums overflow once a
     token repeats a few thousand times, and the book's statistics need more digits)."""
     if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.float64):
-        raise InvalidParameterError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
-                                    + (": half precision is not supported for parameters" if isinstance(dtype, torch.dtype) and dtype in HALF else ""))
+        raise InvalidParameterError(
+            f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
+            + (
+                ": half precision is not supported for parameters"
+                if isinstance(dtype, torch.dtype) and dtype in HALF
+                else ""
+            )
+        )
 
 
 def _check_tensor(name, t, shape, dtype=None, device=None):
@@ -37,8 +43,9 @@ def _check_tensor(name, t, shape, dtype=None, device=None):
     if not t.dtype.is_floating_point:
         raise InvalidParameterError(f"{name} must be floating point, got {t.dtype}")
     if t.dtype in HALF:
-        raise InvalidParameterError(f"{name} has dtype {t.dtype}: use float32 or float64 (half precision is "
-                                    "not supported for parameters)")
+        raise InvalidParameterError(
+            f"{name} has dtype {t.dtype}: use float32 or float64 (half precision is not supported for parameters)"
+        )
     if tuple(t.shape) != tuple(shape):
         raise InvalidParameterError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
     if dtype is not None and t.dtype != dtype:
@@ -52,6 +59,13 @@ def _check_tensor(name, t, shape, dtype=None, device=None):
 class _EmbeddingModel:
     """What both models share: the embedding table ``E`` (|S| x d), the ``<cls>`` vector ``p`` and a
     value read-out ``v`` (a vector, or a d x K matrix)."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    if TYPE_CHECKING:  # a dataclass field of the binary model, a property (the matrix V) of the multi-class one
+
+        @property
+        def v(self) -> torch.Tensor: ...
 
     @property
     def vocab_size(self) -> int:
@@ -77,16 +91,17 @@ class _EmbeddingModel:
             if t.numel():
                 lo, hi = torch.aminmax(t.detach())  # NaN propagates through both
                 if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
-                    raise InvalidParameterError(f"{name} contains NaN or inf (written into it after the model was "
-                                                "built?): rebuild the model or restore finite values")
+                    raise InvalidParameterError(
+                        f"{name} contains NaN or inf (written into it after the model was "
+                        "built?): rebuild the model or restore finite values"
+                    )
 
     def _check_vocab(self, batch: RaggedBatch) -> None:
         self.check_finite()
         if not isinstance(batch, RaggedBatch):
             raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
         if batch.vocab_size != self.vocab_size:
-            raise InvalidBatchError(
-                f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
 
 @dataclass
@@ -100,11 +115,12 @@ class AttentionModel(_EmbeddingModel):
     def __post_init__(self):
         self.validate()
 
-    def validate(self) -> "AttentionModel":
+    def validate(self) -> AttentionModel:
         """Check shapes, dtypes, devices and finiteness; raise InvalidParameterError otherwise."""
         if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
             raise InvalidParameterError(
-                f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}")
+                f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}"
+            )
         S, d = self.E.shape
         if S < 1 or d < 1:
             raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
@@ -115,8 +131,9 @@ class AttentionModel(_EmbeddingModel):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def init(cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian",
-             dtype=torch.float64, device="cpu") -> "AttentionModel":
+    def init(
+        cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian", dtype=torch.float64, device="cpu"
+    ) -> AttentionModel:
         """The paper's initialisation: ``E_s, p ~ N(0, I/d)`` (or ``p = 0``), ``v`` a random unit vector."""
         vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidParameterError)
         d = check_int(d, "d", min=1, error=InvalidParameterError)
@@ -125,8 +142,10 @@ class AttentionModel(_EmbeddingModel):
         _check_dtype(dtype)
         device = check_device(device)
         if vocab_size * d > MAX_ELEMENTS:
-            raise InvalidParameterError(f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
-                                        "this library allocates: lower vocab_size or d")
+            raise InvalidParameterError(
+                f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
+                "this library allocates: lower vocab_size or d"
+            )
         g = generator(seed)
         E = torch.randn(vocab_size, d, generator=g, dtype=torch.float64) / d**0.5
         p = torch.randn(d, generator=g, dtype=torch.float64) / d**0.5
@@ -134,15 +153,17 @@ class AttentionModel(_EmbeddingModel):
         v = v / v.norm()
         if p_init == "zero":
             p = torch.zeros(d, dtype=torch.float64)
-        return cls(E.to(dtype=dtype, device=device), p.to(dtype=dtype, device=device),
-                   v.to(dtype=dtype, device=device))
+        return cls(E.to(dtype=dtype, device=device), p.to(dtype=dtype, device=device), v.to(dtype=dtype, device=device))
 
-    def copy(self) -> "AttentionModel":
+    def copy(self) -> AttentionModel:
         return AttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.v.detach().clone())
 
-    def to(self, device=None, dtype=None) -> "AttentionModel":
-        return AttentionModel(self.E.to(device=device, dtype=dtype), self.p.to(device=device, dtype=dtype),
-                              self.v.to(device=device, dtype=dtype))
+    def to(self, device=None, dtype=None) -> AttentionModel:
+        return AttentionModel(
+            self.E.to(device=device, dtype=dtype),
+            self.p.to(device=device, dtype=dtype),
+            self.v.to(device=device, dtype=dtype),
+        )
 
     # ------------------------------------------------------------------ forward
     def check_batch(self, batch: RaggedBatch) -> None:
@@ -190,7 +211,7 @@ class MultiClassAttentionModel(_EmbeddingModel):
     def __post_init__(self):
         self.validate()
 
-    def validate(self) -> "MultiClassAttentionModel":
+    def validate(self) -> MultiClassAttentionModel:
         if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
             raise InvalidParameterError("E must be a 2-D tensor (|S| x d)")
         S, d = self.E.shape
@@ -200,13 +221,22 @@ class MultiClassAttentionModel(_EmbeddingModel):
         _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
         if not isinstance(self.V, torch.Tensor) or self.V.ndim != 2 or self.V.shape[0] != d or self.V.shape[1] < 2:
             raise InvalidParameterError(
-                f"V must be a (d x K) tensor with d = {d} and K >= 2, got {tuple(getattr(self.V, 'shape', ()))}")
+                f"V must be a (d x K) tensor with d = {d} and K >= 2, got {tuple(getattr(self.V, 'shape', ()))}"
+            )
         _check_tensor("V", self.V, tuple(self.V.shape), self.E.dtype, self.E.device)
         return self
 
     @classmethod
-    def init(cls, vocab_size: int, d: int, num_classes: int, seed: int = 0, p_init: str = "gaussian",
-             dtype=torch.float64, device="cpu") -> "MultiClassAttentionModel":
+    def init(
+        cls,
+        vocab_size: int,
+        d: int,
+        num_classes: int,
+        seed: int = 0,
+        p_init: str = "gaussian",
+        dtype=torch.float64,
+        device="cpu",
+    ) -> MultiClassAttentionModel:
         """``E_s, p ~ N(0, I/d)`` (or ``p = 0``); ``V`` has K random orthonormal columns (K <= d)."""
         num_classes = check_int(num_classes, "num_classes", min=2, error=InvalidParameterError)
         d = check_int(d, "d", min=1, error=InvalidParameterError)
@@ -217,10 +247,13 @@ class MultiClassAttentionModel(_EmbeddingModel):
         base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
         g = generator(seed + 7_919)
         V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))
-        return cls(base.E.to(dtype=dtype, device=device), base.p.to(dtype=dtype, device=device),
-                   V.to(dtype=dtype, device=device))
+        return cls(
+            base.E.to(dtype=dtype, device=device),
+            base.p.to(dtype=dtype, device=device),
+            V.to(dtype=dtype, device=device),
+        )
 
-    def copy(self) -> "MultiClassAttentionModel":
+    def copy(self) -> MultiClassAttentionModel:
         return MultiClassAttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.V.detach().clone())
 
     @property
@@ -236,7 +269,8 @@ class MultiClassAttentionModel(_EmbeddingModel):
         self._check_vocab(batch)
         if batch.num_classes != self.num_classes:
             raise InvalidBatchError(
-                f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}")
+                f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}"
+            )
 
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Logits (n x K)."""

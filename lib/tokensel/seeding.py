@@ -19,7 +19,7 @@ from .validation import check_int
 _FROM_CONFIG = object()
 
 
-def seed_everything(seed: int = 0, threads: int | None = _FROM_CONFIG) -> None:
+def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) -> None:
     """Seed Python, NumPy and torch, and fix torch's intra-op thread count (default
     :func:`tokensel.config.threads`, i.e. ``TOKENSEL_THREADS`` or 2; None leaves it as it is).
 

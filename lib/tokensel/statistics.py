@@ -21,8 +21,8 @@ import torch
 
 from .core import scatter_tokens, segment_max, segment_softmax
 from .data import RaggedBatch
-from .loss import logistic
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, InvalidParameterError
+from .loss import logistic
 from .validation import check_bool, check_choice, check_int, check_real, check_real_array
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
@@ -113,26 +113,40 @@ def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.T
 def _check_occurrence_vector(batch: RaggedBatch, x, name: str, boolean: bool = False) -> None:
     if not isinstance(batch, RaggedBatch):
         raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-    if not isinstance(x, torch.Tensor) or x.shape != (batch.num_tokens,) \
-            or (boolean and x.dtype != torch.bool) or (not boolean and not x.dtype.is_floating_point):
-        raise InvalidBatchError(f"{name} must be a {'boolean' if boolean else 'floating-point'} tensor with one entry "
-                                f"per token occurrence, shape ({batch.num_tokens},); got "
-                                f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+    if (
+        not isinstance(x, torch.Tensor)
+        or x.shape != (batch.num_tokens,)
+        or (boolean and x.dtype != torch.bool)
+        or (not boolean and not x.dtype.is_floating_point)
+    ):
+        raise InvalidBatchError(
+            f"{name} must be a {'boolean' if boolean else 'floating-point'} tensor with one entry "
+            f"per token occurrence, shape ({batch.num_tokens},); got "
+            f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}"
+        )
 
 
 def _check_token_mask(batch: RaggedBatch, token_mask) -> None:
-    if not isinstance(token_mask, torch.Tensor) or token_mask.dtype != torch.bool \
-            or token_mask.shape != (batch.vocab_size,):
-        raise InvalidBatchError(f"token_mask must be a boolean tensor with one entry per vocabulary token, shape "
-                                f"({batch.vocab_size},); got {getattr(token_mask, 'dtype', type(token_mask).__name__)}")
+    if (
+        not isinstance(token_mask, torch.Tensor)
+        or token_mask.dtype != torch.bool
+        or token_mask.shape != (batch.vocab_size,)
+    ):
+        raise InvalidBatchError(
+            f"token_mask must be a boolean tensor with one entry per vocabulary token, shape "
+            f"({batch.vocab_size},); got {getattr(token_mask, 'dtype', type(token_mask).__name__)}"
+        )
 
 
-def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> None:
+def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> float:
+    """Check that ``x`` holds one finite value per token of ``batch``; return ``tol`` checked (a float >= 0)."""
     if not isinstance(batch, RaggedBatch):
         raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
     if not isinstance(x, torch.Tensor) or x.shape != (batch.vocab_size,) or not x.dtype.is_floating_point:
-        raise InvalidBatchError(f"{name} must be a tensor of one value per token, shape ({batch.vocab_size},); "
-                                f"got {getattr(x, 'shape', type(x).__name__)}")
+        raise InvalidBatchError(
+            f"{name} must be a tensor of one value per token, shape ({batch.vocab_size},); "
+            f"got {getattr(x, 'shape', type(x).__name__)}"
+        )
     if not bool(torch.isfinite(x).all()):
         raise InvalidBatchError(f"{name} contains NaN or inf")
     return check_real(tol, "tol", min=0.0)
@@ -198,13 +212,17 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
             raise InvalidArgumentError(f"range_ must be a pair (lo, hi), got {range_!r}")
         lo, hi = (check_real(r, f"range_[{i}]") for i, r in enumerate(range_))
     if not lo < hi:
-        raise InvalidArgumentError(f"the binning range must have lo < hi, got ({lo!r}, {hi!r})"
-                                   + ("" if range_ is not None else ": x has a single value"))
+        raise InvalidArgumentError(
+            f"the binning range must have lo < hi, got ({lo!r}, {hi!r})"
+            + ("" if range_ is not None else ": x has a single value")
+        )
     outside = (x < lo) | (x > hi)
     if outside.any():
         if out_of_range == "raise":
-            raise InvalidArgumentError(f"{int(outside.sum())} values of x lie outside range_ = ({lo!r}, {hi!r}): "
-                                       "widen range_, or pass out_of_range='drop' or 'clip'")
+            raise InvalidArgumentError(
+                f"{int(outside.sum())} values of x lie outside range_ = ({lo!r}, {hi!r}): "
+                "widen range_, or pass out_of_range='drop' or 'clip'"
+            )
         if out_of_range == "drop":
             x, y = x[~outside], y[~outside]
     edges = np.linspace(lo, hi, bins + 1)
@@ -212,11 +230,19 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     rows = []
     for b in range(bins):
         yb = y[idx == b]
-        rows.append(dict(bin=b, left=edges[b], right=edges[b + 1], center=(edges[b] + edges[b + 1]) / 2,
-                         count=yb.size, mean=yb.mean() if yb.size else np.nan,
-                         std=yb.std() if yb.size else np.nan,
-                         q10=np.quantile(yb, 0.1) if yb.size else np.nan,
-                         q90=np.quantile(yb, 0.9) if yb.size else np.nan))
+        rows.append(
+            dict(
+                bin=b,
+                left=edges[b],
+                right=edges[b + 1],
+                center=(edges[b] + edges[b + 1]) / 2,
+                count=yb.size,
+                mean=yb.mean() if yb.size else np.nan,
+                std=yb.std() if yb.size else np.nan,
+                q10=np.quantile(yb, 0.1) if yb.size else np.nan,
+                q90=np.quantile(yb, 0.9) if yb.size else np.nan,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -331,8 +357,9 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> 
     s = torch.from_numpy(check_real_array(scores, "scores", ndim=1, finite=False))
     v = torch.from_numpy(check_real_array(values, "values", ndim=1, finite=False))
     if not g.shape == s.shape == v.shape:
-        raise InvalidArgumentError(f"gap, scores and values need one entry per token each, got lengths "
-                                   f"{len(g)}, {len(s)}, {len(v)}")
+        raise InvalidArgumentError(
+            f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
+        )
     seen = torch.isfinite(g)
     bins_p, bins_v = binned(g, s, bins=bins), binned(g, v, bins=bins)
     fp = bins_p[bins_p["count"] > 0]
@@ -349,8 +376,9 @@ def bin_rank_correlation(table) -> float:
     from scipy.stats import spearmanr
 
     if not hasattr(table, "columns") or not {"count", "mean", "center"} <= set(table.columns):
-        raise ArgumentTypeError(f"table must come from binned() (columns count, mean, center), got "
-                                f"{type(table).__name__}")
+        raise ArgumentTypeError(
+            f"table must come from binned() (columns count, mean, center), got {type(table).__name__}"
+        )
     filled = table[table["count"] > 0]
     if len(filled) < 3:
         raise InvalidArgumentError("fewer than 3 filled bins: a rank correlation says nothing")
@@ -373,8 +401,9 @@ def values_spread(bins_v) -> float:
 
 def _filled_bins(table, what: str):
     if not hasattr(table, "columns") or not {"count", "mean", "std"} <= set(table.columns):
-        raise ArgumentTypeError(f"{what} must be a table from binned() (columns count, mean, std), got "
-                                f"{type(table).__name__}")
+        raise ArgumentTypeError(
+            f"{what} must be a table from binned() (columns count, mean, std), got {type(table).__name__}"
+        )
     return table[table["count"] > 0]
 
 
@@ -403,8 +432,11 @@ def bin_noise_summary(table, z: float = 2.0) -> dict:
         raise InvalidArgumentError("the bin means' standard errors are zero: their noise level is undefined")
     drop = mean[:-1] - mean[1:]
     noise = z * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
-    return {"range_se": float((mean.max() - mean.min()) / scale), "reversals": int((drop > noise).sum()),
-            "steps": int(len(mean) - 1)}
+    return {
+        "range_se": float((mean.max() - mean.min()) / scale),
+        "reversals": int((drop > noise).sum()),
+        "steps": int(len(mean) - 1),
+    }
 
 
 def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
@@ -433,6 +465,7 @@ def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
 
 # --- uncertainty and controls for the shapes (chapter 06) ------------------------------------------------------
 
+
 def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, central: float) -> tuple[float, float]:
     """``(u_gap, rho)`` of :func:`shape_summary` for finite arrays, with bin counts and sums instead of tables
     (the same numbers; the bootstrap calls it hundreds of times)."""
@@ -446,8 +479,8 @@ def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, centra
     count = np.bincount(idx, minlength=bins)
     filled = count > 0
     centers = ((edges[:-1] + edges[1:]) / 2)[filled]
-    mean_s = (np.bincount(idx, weights=s, minlength=bins)[filled] / count[filled])
-    mean_v = (np.bincount(idx, weights=v, minlength=bins)[filled] / count[filled])
+    mean_s = np.bincount(idx, weights=s, minlength=bins)[filled] / count[filled]
+    mean_v = np.bincount(idx, weights=v, minlength=bins)[filled] / count[filled]
     centre = mean_s[np.abs(centers) < central]
     if centre.size == 0 or filled.sum() < 3:
         return float("nan"), float("nan")
@@ -460,16 +493,18 @@ def _finite_tokens(gap, scores, values) -> tuple[np.ndarray, np.ndarray, np.ndar
     s = check_real_array(scores, "scores", ndim=1, finite=False)
     v = check_real_array(values, "values", ndim=1, finite=False)
     if not g.shape == s.shape == v.shape:
-        raise InvalidArgumentError(f"gap, scores and values need one entry per token each, got lengths "
-                                   f"{len(g)}, {len(s)}, {len(v)}")
+        raise InvalidArgumentError(
+            f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
+        )
     keep = np.isfinite(g) & np.isfinite(s) & np.isfinite(v)
     if keep.sum() < 3:
         raise InvalidArgumentError(f"only {int(keep.sum())} tokens have a finite gap, score and value: need 3")
     return g[keep], s[keep], v[keep]
 
 
-def shape_bootstrap(gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95,
-                    bins: int = 20, central: float = 0.2):
+def shape_bootstrap(
+    gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95, bins: int = 20, central: float = 0.2
+):
     """Bootstrap confidence intervals over words for the two shapes of :func:`shape_summary`.
 
     The tokens (those with a finite gap, score and value) are resampled with replacement ``n_boot`` times;
@@ -488,11 +523,17 @@ def shape_bootstrap(gap, scores, values, n_boot: int = 200, seed: int = 0, level
     g, s, v = _finite_tokens(gap, scores, values)
     estimate = _shape_values(g, s, v, bins, central)
     rng = np.random.default_rng(seed)
-    draws = np.array([_shape_values(g[i], s[i], v[i], bins, central)
-                      for i in (rng.integers(0, g.size, g.size) for _ in range(n_boot))])
+    draws = np.array(
+        [
+            _shape_values(g[i], s[i], v[i], bins, central)
+            for i in (rng.integers(0, g.size, g.size) for _ in range(n_boot))
+        ]
+    )
     if np.isnan(draws).any():
-        raise InvalidArgumentError(f"{int(np.isnan(draws).any(axis=1).sum())} of {n_boot} resamples left too few "
-                                   "filled bins to measure the shapes: use fewer bins or more tokens")
+        raise InvalidArgumentError(
+            f"{int(np.isnan(draws).any(axis=1).sum())} of {n_boot} resamples left too few "
+            "filled bins to measure the shapes: use fewer bins or more tokens"
+        )
     q = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return pd.DataFrame({"estimate": estimate, "low": q[0], "high": q[1]}, index=["u_gap", "rho"])
 

@@ -25,8 +25,8 @@ import torch
 
 from .data import RaggedBatch
 from .errors import ArgumentTypeError, InvalidBatchError
-from .validation import check_int, check_real
 from .seeding import rng
+from .validation import check_int, check_real
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -79,12 +79,14 @@ def _lengths(length, count, gen):
 
 
 def _planted_roles(n_important, n_irrelevant):
-    return np.concatenate([np.full(n_important, POSITIVE), np.full(n_important, NEGATIVE),
-                           np.full(n_irrelevant, IRRELEVANT)]).astype(np.int64)
+    return np.concatenate(
+        [np.full(n_important, POSITIVE), np.full(n_important, NEGATIVE), np.full(n_irrelevant, IRRELEVANT)]
+    ).astype(np.int64)
 
 
-def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=8,
-                      seed: int = 0, per_sequence: int = 1) -> SyntheticData:
+def assumption1_pairs(
+    n_pairs: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0, per_sequence: int = 1
+) -> SyntheticData:
     """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
 
     Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
@@ -101,8 +103,9 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
     n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
     per_sequence = _check_pos_int("per_sequence", per_sequence)
     if per_sequence > n_important:
-        raise InvalidBatchError(f"per_sequence={per_sequence} distinct important tokens need n_important >= it, "
-                                f"got {n_important}")
+        raise InvalidBatchError(
+            f"per_sequence={per_sequence} distinct important tokens need n_important >= it, got {n_important}"
+        )
     g = rng(seed)
     T = _lengths(length, n_pairs, g)
     if per_sequence > 1 and T.min() <= per_sequence:
@@ -119,9 +122,9 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
         else:
             irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - per_sequence)
             pos = np.sort(g.choice(T[k], size=per_sequence, replace=False))
-            s_pos = g.choice(P, size=per_sequence, replace=False)
-            s_neg = P + g.choice(P, size=per_sequence, replace=False)
-            for imp in (s_pos, s_neg):
+            imp_pos = g.choice(P, size=per_sequence, replace=False)
+            imp_neg = P + g.choice(P, size=per_sequence, replace=False)
+            for imp in (imp_pos, imp_neg):
                 seq = irr.copy()
                 for j, at in enumerate(pos):
                     seq = np.insert(seq, at, imp[j])
@@ -129,10 +132,13 @@ def assumption1_pairs(n_pairs: int, n_important: int, n_irrelevant: int, length=
         labels += [1, -1]
     vocab = 2 * P + n_irrelevant
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
-    return SyntheticData(batch, _planted_roles(P, n_irrelevant),
-                         f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
-                         f"{n_irrelevant} irrelevant tokens, length {length}"
-                         + (f", {per_sequence} important tokens per sequence" if per_sequence > 1 else ""))
+    return SyntheticData(
+        batch,
+        _planted_roles(P, n_irrelevant),
+        f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
+        f"{n_irrelevant} irrelevant tokens, length {length}"
+        + (f", {per_sequence} important tokens per sequence" if per_sequence > 1 else ""),
+    )
 
 
 #: the Assumption-1 data that chapters 03-05 share
@@ -167,9 +173,11 @@ def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: 
         imp = g.integers(0, P) if labels[i] == 1 else P + g.integers(0, P)
         seqs.append(np.insert(irr, g.integers(0, T[i]), imp))
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * P + n_irrelevant)
-    return SyntheticData(batch, _planted_roles(P, n_irrelevant),
-                         f"i.i.d. irrelevant tokens: n={n}, {P}+{P} important and {n_irrelevant} "
-                         f"irrelevant tokens, length {length}")
+    return SyntheticData(
+        batch,
+        _planted_roles(P, n_irrelevant),
+        f"i.i.d. irrelevant tokens: n={n}, {P}+{P} important and {n_irrelevant} irrelevant tokens, length {length}",
+    )
 
 
 def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
@@ -190,8 +198,9 @@ def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
     return b
 
 
-def independent_tokens(n: int, vocab_size: int, length=20, delta: float = 1.0,
-                       frac_irrelevant: float = 0.5, seed: int = 0) -> SyntheticData:
+def independent_tokens(
+    n: int, vocab_size: int, length=20, delta: float = 1.0, frac_irrelevant: float = 0.5, seed: int = 0
+) -> SyntheticData:
     """Tokens drawn i.i.d. given the label: ``P(x_t = s | y) = (1 + delta * y * b_s) / |S|``.
 
     ``b_s`` comes from :func:`token_biases`. With balanced labels the expected per-occurrence
@@ -212,12 +221,24 @@ def independent_tokens(n: int, vocab_size: int, length=20, delta: float = 1.0,
         probs[y] = probs[y] / probs[y].sum()
     seqs = [g.choice(vocab_size, size=T[i], p=probs[labels[i]]) for i in range(n)]
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size)
-    return SyntheticData(batch, b, f"independent tokens: n={n}, |S|={vocab_size}, length {length}, "
-                         f"delta={delta}, {frac_irrelevant:.0%} irrelevant", planted_gap=delta * b)
+    return SyntheticData(
+        batch,
+        b,
+        f"independent tokens: n={n}, |S|={vocab_size}, length {length}, "
+        f"delta={delta}, {frac_irrelevant:.0%} irrelevant",
+        planted_gap=delta * b,
+    )
 
 
-def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, length=20, delta: float = 1.0,
-                                  frac_irrelevant: float = 0.5, seed: int = 0) -> SyntheticData:
+def independent_tokens_multiclass(
+    n: int,
+    vocab_size: int,
+    num_classes: int,
+    length=20,
+    delta: float = 1.0,
+    frac_irrelevant: float = 0.5,
+    seed: int = 0,
+) -> SyntheticData:
     """K-class analogue of :func:`independent_tokens`.
 
     Each relevant token gets a home class (round robin); ``b_{s,k} = 1`` for its home class and
@@ -249,8 +270,12 @@ def independent_tokens_multiclass(n: int, vocab_size: int, num_classes: int, len
     labels = np.arange(n) % K
     seqs = [g.choice(vocab_size, size=T[i], p=probs[:, labels[i]]) for i in range(n)]
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size, num_classes=K)
-    return SyntheticData(batch, home, f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
-                         f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant")
+    return SyntheticData(
+        batch,
+        home,
+        f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
+        f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant",
+    )
 
 
 def contested_pairs(n_pairs: int) -> SyntheticData:
@@ -271,8 +296,11 @@ def contested_pairs(n_pairs: int) -> SyntheticData:
         labels += [1, -1, 1, -1]
     batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * n_pairs)
     planted = np.tile(np.array([POSITIVE, NEGATIVE], dtype=np.int64), n_pairs)
-    return SyntheticData(batch, planted, f"contested pairs: {n_pairs} token pairs (a, b), sequences (a, a)+, "
-                         "(b, b)-, (a, b)+ and (a, b)-")
+    return SyntheticData(
+        batch,
+        planted,
+        f"contested pairs: {n_pairs} token pairs (a, b), sequences (a, a)+, (b, b)-, (a, b)+ and (a, b)-",
+    )
 
 
 def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
@@ -287,13 +315,16 @@ def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tenso
     if not all(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in (E, v, p0)):
         raise InvalidBatchError("E, v and p0 must be floating-point torch tensors")
     if E.ndim != 2 or E.shape[0] % 2 or v.shape != (E.shape[1],) or p0.shape != (E.shape[1],):
-        raise InvalidBatchError(f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
-                                f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}")
+        raise InvalidBatchError(
+            f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
+            f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}"
+        )
     u = E @ v
     ua, ub = u[0::2], u[1::2]
     if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):
-        raise InvalidBatchError("every pair needs u_a > 0 > u_b for a finite stationary point; take a larger "
-                                "first step eta0")
+        raise InvalidBatchError(
+            "every pair needs u_a > 0 > u_b for a finite stationary point; take a larger first step eta0"
+        )
     D = E[0::2] - E[1::2]
     target = torch.log(-ub / ua) - D @ p0
     G = D @ D.T

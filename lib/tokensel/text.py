@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
-import torch
-
 import regex
+import torch
 
 from .data import RaggedBatch
 from .errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
@@ -43,12 +43,15 @@ def tokenize(text: str) -> list[str]:
 def _check_documents(tokenized, name: str = "tokenized") -> None:
     """A list of documents, each a list of str words (not a str, which would iterate over characters)."""
     if isinstance(tokenized, (str, bytes)) or not isinstance(tokenized, Sequence):
-        raise ArgumentTypeError(f"{name} must be a list of documents, each a list of words (from tokenize), "
-                                f"got {type(tokenized).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be a list of documents, each a list of words (from tokenize), got {type(tokenized).__name__}"
+        )
     for i, doc in enumerate(tokenized):
         if isinstance(doc, (str, bytes)) or not isinstance(doc, Sequence):
-            raise ArgumentTypeError(f"{name}[{i}] must be a list of words (tokenize(text)), got "
-                                    f"{type(doc).__name__}: tokenize each document first")
+            raise ArgumentTypeError(
+                f"{name}[{i}] must be a list of words (tokenize(text)), got "
+                f"{type(doc).__name__}: tokenize each document first"
+            )
         if doc and not isinstance(doc[0], str):
             raise ArgumentTypeError(f"{name}[{i}] must hold str words, got {type(doc[0]).__name__}")
 
@@ -61,6 +64,7 @@ class Vocabulary:
     doc_freq: np.ndarray
     min_df: int
     max_df: float | None
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
@@ -90,8 +94,10 @@ class Vocabulary:
         """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), each
         list from the extreme inwards; ``among`` (word ids) limits the ranking to those words."""
         if not isinstance(x, torch.Tensor) or x.shape != (len(self),):
-            raise ArgumentTypeError(f"x must be a tensor of one value per word, shape ({len(self)},); "
-                                    f"got {getattr(x, 'shape', type(x).__name__)}")
+            raise ArgumentTypeError(
+                f"x must be a tensor of one value per word, shape ({len(self)},); "
+                f"got {getattr(x, 'shape', type(x).__name__)}"
+            )
         idx = torch.arange(len(self)) if among is None else torch.as_tensor(among, dtype=torch.long)
         k = check_int(k, "k", min=1)
         order = idx[torch.argsort(x[idx], descending=True)]
@@ -105,8 +111,9 @@ class Vocabulary:
         return s
 
 
-def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int | float = 5,
-                     max_df: float | None = None) -> Vocabulary:
+def build_vocabulary(
+    tokenized: Sequence[Sequence[str]], min_df: int | float = 5, max_df: float | None = None
+) -> Vocabulary:
     """The vocabulary of the tokenized training documents under the document-frequency rule.
 
     ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
@@ -122,14 +129,14 @@ def build_vocabulary(tokenized: Sequence[Sequence[str]], min_df: int | float = 5
         raise InvalidArgumentError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
     if max_df is not None:
         max_df = check_real(max_df, "max_df", min=0.0, max=1.0, min_inclusive=False)
-    df = Counter()
+    df: Counter[str] = Counter()
     for doc in tokenized:
         df.update(set(doc))
     cap = n_docs if max_df is None else max_df * n_docs
     kept = sorted(((w, c) for w, c in df.items() if min_df <= c <= cap), key=lambda wc: (-wc[1], wc[0]))
     if not kept:
         raise InvalidArgumentError(f"no word occurs in at least {min_df} of the {n_docs} documents: lower min_df")
-    words, counts = zip(*kept)
+    words, counts = zip(*kept, strict=True)
     return Vocabulary(tuple(words), np.array(counts, dtype=np.int64), int(min_df), max_df)
 
 
@@ -141,8 +148,13 @@ class Encoded(NamedTuple):
     kept: np.ndarray
 
 
-def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_len: int | None = None,
-           num_classes: int | None = None) -> Encoded:
+def encode(
+    tokenized: Sequence[Sequence[str]],
+    labels,
+    vocab: Vocabulary,
+    max_len: int | None = None,
+    num_classes: int | None = None,
+) -> Encoded:
     """Encode tokenized documents as a :class:`RaggedBatch` and say which documents it holds.
 
     Out-of-vocabulary words are dropped; with ``max_len`` each sequence keeps its first
@@ -162,17 +174,18 @@ def encode(tokenized: Sequence[Sequence[str]], labels, vocab: Vocabulary, max_le
         raise InvalidBatchError(f"labels must be 1-D (one per document), got shape {labels.shape}")
     if len(labels) != len(tokenized):
         raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
-    seqs, kept = [], []
+    seqs: list[list[int]] = []
+    kept_list: list[int] = []
     for i, doc in enumerate(tokenized):
         ids = vocab.ids(doc)
         if max_len is not None:
             ids = ids[:max_len]
         if ids:
             seqs.append(ids)
-            kept.append(i)
+            kept_list.append(i)
     if not seqs:
         raise InvalidBatchError("no document has an in-vocabulary token")
-    kept = np.array(kept, dtype=np.int64)
+    kept = np.array(kept_list, dtype=np.int64)
     batch = RaggedBatch.from_sequences(seqs, labels[kept], vocab_size=len(vocab), num_classes=num_classes)
     return Encoded(batch, kept)
 
@@ -196,8 +209,9 @@ def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
     """Words of a sequence of ids."""
     if not isinstance(vocab, Vocabulary):
         raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
-    ids = check_int_array(ids.cpu() if isinstance(ids, torch.Tensor) else ids, "ids", ndim=1)
-    if ids.size and (ids.min() < 0 or ids.max() >= len(vocab)):
-        raise InvalidArgumentError(f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(ids.min())}.."
-                                   f"{int(ids.max())}")
-    return [vocab.words[i] for i in ids.tolist()]
+    arr = check_int_array(ids.cpu() if isinstance(ids, torch.Tensor) else ids, "ids", ndim=1)
+    if arr.size and (arr.min() < 0 or arr.max() >= len(vocab)):
+        raise InvalidArgumentError(
+            f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(arr.min())}..{int(arr.max())}"
+        )
+    return [vocab.words[i] for i in arr.tolist()]

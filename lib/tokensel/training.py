@@ -15,6 +15,8 @@ All use the exact closed-form gradients of :mod:`tokensel.grads`, and record a
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import torch
 
@@ -50,22 +52,32 @@ def _check_positive(name, value) -> float:
 
 def _check_model(model, kinds=(AttentionModel,)):
     if not isinstance(model, kinds):
-        raise InvalidParameterError(f"model must be {' or '.join(k.__name__ for k in kinds)}, got "
-                                    f"{type(model).__name__}")
+        raise InvalidParameterError(
+            f"model must be {' or '.join(k.__name__ for k in kinds)}, got {type(model).__name__}"
+        )
     model.validate()
 
 
 def _check_reference(reference, model):
     if reference is None:
         return None
-    if not isinstance(reference, torch.Tensor) or reference.shape != model.p.shape \
-            or not reference.dtype.is_floating_point or not bool(torch.isfinite(reference).all()):
-        raise InvalidParameterError(f"reference must be a finite floating-point tensor of shape {tuple(model.p.shape)} "
-                                    "(a direction such as p_mm), or None")
+    if (
+        not isinstance(reference, torch.Tensor)
+        or reference.shape != model.p.shape
+        or not reference.dtype.is_floating_point
+        or not bool(torch.isfinite(reference).all())
+    ):
+        raise InvalidParameterError(
+            f"reference must be a finite floating-point tensor of shape {tuple(model.p.shape)} "
+            "(a direction such as p_mm), or None"
+        )
     return reference.to(device=model.p.device, dtype=model.p.dtype)
 
 
-def one_step(model: AttentionModel, batch: RaggedBatch, eta0: float, stable: bool = True) -> AttentionModel:
+_Model = TypeVar("_Model", AttentionModel, MultiClassAttentionModel)
+
+
+def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True) -> _Model:
     """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
 
     ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
@@ -79,9 +91,19 @@ def one_step(model: AttentionModel, batch: RaggedBatch, eta0: float, stable: boo
     return out
 
 
-def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, method: str = "gd",
-            reference: torch.Tensor | None = None, stable: bool = True, records: int = 200,
-            max_norm: float | None = None, progress: bool | None = None, monitor=None) -> Trajectory:
+def train_p(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    lr: float,
+    steps: int,
+    method: str = "gd",
+    reference: torch.Tensor | None = None,
+    stable: bool = True,
+    records: int = 200,
+    max_norm: float | None = None,
+    progress: bool | None = None,
+    monitor=None,
+) -> Trajectory:
     """Phase 2: train ``model.p`` in place with ``E`` and ``v`` frozen.
 
     ``method="gd"`` is plain gradient descent (gradient-flow mode: ``t = lr * step``);
@@ -114,17 +136,30 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
             last = step == steps
             if step in rec or last or gnorm == 0.0:
                 t = lr * step if method == "gd" else step
-                traj.append(step, t, loss, p.norm(), gnorm, cosine(p, ref) if ref is not None else float("nan"),
-                            **(monitor(p) if monitor else {}))
+                traj.append(
+                    step,
+                    t,
+                    loss,
+                    p.norm(),
+                    gnorm,
+                    cosine(p, ref) if ref is not None else float("nan"),
+                    **(monitor(p) if monitor else {}),
+                )
             if gnorm == 0.0:
                 traj.stopped = "underflow"
                 break
             if max_norm is not None and float(p.norm()) > max_norm:
                 traj.stopped = "max_norm"
                 if step not in rec:
-                    traj.append(step, lr * step if method == "gd" else step, loss, p.norm(), gnorm,
-                                cosine(p, ref) if ref is not None else float("nan"),
-                                **(monitor(p) if monitor else {}))
+                    traj.append(
+                        step,
+                        lr * step if method == "gd" else step,
+                        loss,
+                        p.norm(),
+                        gnorm,
+                        cosine(p, ref) if ref is not None else float("nan"),
+                        **(monitor(p) if monitor else {}),
+                    )
                 break
             if last:
                 break
@@ -134,9 +169,17 @@ def train_p(model: AttentionModel, batch: RaggedBatch, lr: float, steps: int, me
     return traj
 
 
-def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, reference=None,
-                  records: int = 100, rtol: float = 1e-8, atol: float = 1e-10, stable: bool = True,
-                  monitor=None) -> Trajectory:
+def gradient_flow(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    t_max: float,
+    reference=None,
+    records: int = 100,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    stable: bool = True,
+    monitor=None,
+) -> Trajectory:
     """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
 
     The step size grows with ``t`` as the gradient decays, so decades of flow time cost only
@@ -166,8 +209,15 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
-    sol = solve_ivp(rhs, (0.0, float(t_max)), model.p.detach().cpu().numpy().astype(np.float64),
-                    method="RK45", t_eval=t_eval, rtol=rtol, atol=atol)
+    sol = solve_ivp(
+        rhs,
+        (0.0, float(t_max)),
+        model.p.detach().cpu().numpy().astype(np.float64),
+        method="RK45",
+        t_eval=t_eval,
+        rtol=rtol,
+        atol=atol,
+    )
     if sol.status < 0:
         raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
     traj = Trajectory(method="flow")
@@ -175,8 +225,15 @@ def gradient_flow(model: AttentionModel, batch: RaggedBatch, t_max: float, refer
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
         loss, grad = p_gradient(E, p, w, batch, stable)
-        traj.append(k, t, loss, p.norm(), grad.norm(), cosine(p, ref) if ref is not None else float("nan"),
-                    **(monitor(p) if monitor else {}))
+        traj.append(
+            k,
+            t,
+            loss,
+            p.norm(),
+            grad.norm(),
+            cosine(p, ref) if ref is not None else float("nan"),
+            **(monitor(p) if monitor else {}),
+        )
     traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
     traj.stopped = "t_max"
     model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
@@ -195,10 +252,19 @@ def _finite_product_bound(*pairs) -> bool:
     return total < float(torch.finfo(pairs[0][0].dtype).max) / 4
 
 
-def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float = 1e-2,
-                params: tuple = ("E", "p"), test_batch: RaggedBatch | None = None, eval_every: int = 10,
-                progress: bool | None = None, checkpoint=None, checkpoint_every: int = 50,
-                recipe: str = "train_joint") -> Trajectory:
+def train_joint(
+    model: AttentionModel | MultiClassAttentionModel,
+    batch: RaggedBatch,
+    steps: int,
+    lr: float = 1e-2,
+    params: tuple = ("E", "p"),
+    test_batch: RaggedBatch | None = None,
+    eval_every: int = 10,
+    progress: bool | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 50,
+    recipe: str = "train_joint",
+) -> Trajectory:
     """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place.
 
     Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
@@ -215,13 +281,20 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
     uninterrupted run. A checkpoint of another run is refused.
     """
     if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
-        raise InvalidParameterError(f"model must be an AttentionModel or MultiClassAttentionModel, got "
-                                    f"{type(model).__name__}")
-    if isinstance(params, str) or not isinstance(params, (tuple, list)) or not params \
-            or not all(isinstance(n, str) for n in params) or set(params) - {"E", "p", "v"} \
-            or len(set(params)) != len(params):
-        raise InvalidParameterError(f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), "
-                                    f"got {params!r}")
+        raise InvalidParameterError(
+            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
+        )
+    if (
+        isinstance(params, str)
+        or not isinstance(params, (tuple, list))
+        or not params
+        or not all(isinstance(n, str) for n in params)
+        or set(params) - {"E", "p", "v"}
+        or len(set(params)) != len(params)
+    ):
+        raise InvalidParameterError(
+            f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), got {params!r}"
+        )
     settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
     if not isinstance(recipe, str) or not recipe:
         raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
@@ -236,8 +309,12 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
 
     def step(take_grad: bool) -> StepResult:
         gr = gradients(model, batch)
-        finite = bool(np.isfinite(gr.loss) and torch.isfinite(gr.p).all() and torch.isfinite(gr.v).all()
-                      and _finite_product_bound((gr.A, model.p), (gr.B, model.v)))
+        finite = bool(
+            np.isfinite(gr.loss)
+            and torch.isfinite(gr.p).all()
+            and torch.isfinite(gr.v).all()
+            and _finite_product_bound((gr.A, model.p), (gr.B, model.v))
+        )
         if take_grad and finite:
             for name, t in tensors.items():
                 t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
@@ -245,8 +322,25 @@ def train_joint(model: AttentionModel, batch: RaggedBatch, steps: int, lr: float
         return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite)
 
     saved = {"E": model.E, "p": model.p, "v": model.v}
-    meta = None if settings.checkpoint is None else checkpoints.fingerprint(
-        recipe, batch, saved, dict(params=tuple(params), lr=settings.lr, steps=settings.steps,
-                                   eval_every=settings.eval_every), test_batch)
-    return loop.adam(model, list(tensors.values()), step, settings, method="adam", label="train (Adam)",
-                     test_batch=test_batch, saved=saved, fingerprint=meta)
+    meta = (
+        None
+        if settings.checkpoint is None
+        else checkpoints.fingerprint(
+            recipe,
+            batch,
+            saved,
+            dict(params=tuple(params), lr=settings.lr, steps=settings.steps, eval_every=settings.eval_every),
+            test_batch,
+        )
+    )
+    return loop.adam(
+        model,
+        list(tensors.values()),
+        step,
+        settings,
+        method="adam",
+        label="train (Adam)",
+        test_batch=test_batch,
+        saved=saved,
+        fingerprint=meta,
+    )

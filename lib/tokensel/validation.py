@@ -22,8 +22,16 @@ from .errors import ArgumentTypeError, InvalidArgumentError
 MAX_ELEMENTS = 2**34  # the largest tensor a function will allocate on request (128 GiB in float64)
 MAX_STEPS = 10**12  # more steps than any run can take: larger counts are typing errors
 
-__all__ = ["check_int", "check_real", "check_bool", "check_choice", "check_path", "check_int_array",
-           "check_real_array", "check_device"]
+__all__ = [
+    "check_int",
+    "check_real",
+    "check_bool",
+    "check_choice",
+    "check_path",
+    "check_int_array",
+    "check_real_array",
+    "check_device",
+]
 
 
 def _short(value) -> str:
@@ -38,19 +46,24 @@ def _short(value) -> str:
 
 def _scalar_tensor_problem(value, name: str):
     """A 0-d tensor that cannot give its number (on the meta device, complex): an ArgumentTypeError."""
-    if isinstance(value, torch.Tensor) and (value.is_meta or value.ndim != 0 or value.is_complex()
-                                            or value.layout != torch.strided):
+    if isinstance(value, torch.Tensor) and (
+        value.is_meta or value.ndim != 0 or value.is_complex() or value.layout != torch.strided
+    ):
         where = "on the meta device (it has no value)" if value.is_meta else f"of shape {tuple(value.shape)}"
         return ArgumentTypeError(f"{name} must be a number, got a {value.dtype} tensor {where}")
     return None
 
 
-def check_int(value, name: str, *, min: int | None = None, max: int | None = None,
-              error=InvalidArgumentError) -> int:
+def check_int(value, name: str, *, min: int | None = None, max: int | None = None, error=InvalidArgumentError) -> int:
     """``value`` as a Python int; refuses bools, floats (even ``2.0``), strings and tensors of other types."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
-        if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.dtype.is_floating_point \
-                and value.dtype != torch.bool and not value.is_complex():
+        if (
+            isinstance(value, torch.Tensor)
+            and value.ndim == 0
+            and not value.dtype.is_floating_point
+            and value.dtype != torch.bool
+            and not value.is_complex()
+        ):
             problem = _scalar_tensor_problem(value, name)
             if problem:
                 raise problem
@@ -67,13 +80,20 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
     return value
 
 
-def check_real(value, name: str, *, min: float | None = None, max: float | None = None,
-               min_inclusive: bool = True, max_inclusive: bool = True, finite: bool = True,
-               error=InvalidArgumentError) -> float:
+def check_real(
+    value,
+    name: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+    finite: bool = True,
+    error=InvalidArgumentError,
+) -> float:
     """``value`` as a Python float; refuses bools, strings, NaN (always) and inf (unless ``finite=False``)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        if isinstance(value, torch.Tensor) and value.ndim == 0 and value.dtype != torch.bool \
-                and not value.is_complex():
+        if isinstance(value, torch.Tensor) and value.ndim == 0 and value.dtype != torch.bool and not value.is_complex():
             problem = _scalar_tensor_problem(value, name)
             if problem:
                 raise problem
@@ -106,8 +126,9 @@ def check_bool(value, name: str, *, allow_none: bool = False):
         return bool(value)
     if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.ndim == 0:
         return bool(value)
-    raise ArgumentTypeError(f"{name} must be True or False{' (or None)' if allow_none else ''}, "
-                            f"got {type(value).__name__} {_short(value)}")
+    raise ArgumentTypeError(
+        f"{name} must be True or False{' (or None)' if allow_none else ''}, got {type(value).__name__} {_short(value)}"
+    )
 
 
 def check_choice(value, name: str, choices, error=InvalidArgumentError):
@@ -127,8 +148,10 @@ def check_path(value, name: str, *, allow_none: bool = True):
         return None
     if isinstance(value, (str, os.PathLike)) and str(value).strip():
         return Path(value)
-    raise ArgumentTypeError(f"{name} must be a file path (str or pathlib.Path){' or None' if allow_none else ''}, "
-                            f"got {type(value).__name__} {_short(value)}")
+    raise ArgumentTypeError(
+        f"{name} must be a file path (str or pathlib.Path){' or None' if allow_none else ''}, "
+        f"got {type(value).__name__} {_short(value)}"
+    )
 
 
 def _as_numpy(value, name: str) -> np.ndarray:
@@ -164,16 +187,18 @@ def check_int_array(value, name: str, *, ndim: int | None = None, error=InvalidA
     if arr.size == 0 and arr.dtype.kind == "f":  # np.asarray([]) is float64: an empty list is fine
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
-        raise ArgumentTypeError(f"{name} must hold integers, got an array of dtype {arr.dtype}"
-                                + (": convert integer-valued floats explicitly with .astype(int)"
-                                   if arr.dtype.kind == "f" else ""))
+        raise ArgumentTypeError(
+            f"{name} must hold integers, got an array of dtype {arr.dtype}"
+            + (": convert integer-valued floats explicitly with .astype(int)" if arr.dtype.kind == "f" else "")
+        )
     if ndim is not None and arr.ndim != ndim:
         raise error(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     return arr.astype(np.int64, copy=False)
 
 
-def check_real_array(value, name: str, *, ndim: int | None = None, finite: bool = True,
-                     error=InvalidArgumentError) -> np.ndarray:
+def check_real_array(
+    value, name: str, *, ndim: int | None = None, finite: bool = True, error=InvalidArgumentError
+) -> np.ndarray:
     """``value`` as a float64 numpy array; refuses bool, object and string arrays, and NaN/inf when ``finite``."""
     arr = _as_numpy(value, name)
     if arr.dtype.kind not in "iuf":
@@ -190,19 +215,23 @@ def check_device(value, name: str = "device") -> torch.device:
     """``value`` as a :class:`torch.device` that this build of torch can use: a CUDA device on a build or a
     machine without CUDA, an index past the last GPU, or the meta device (no values) is refused."""
     if isinstance(value, bool) or not isinstance(value, (str, torch.device, int)):
-        raise ArgumentTypeError(f"{name} must be a device such as 'cpu' or 'cuda', got {type(value).__name__} "
-                                f"{_short(value)}")
+        raise ArgumentTypeError(
+            f"{name} must be a device such as 'cpu' or 'cuda', got {type(value).__name__} {_short(value)}"
+        )
     try:
         dev = torch.device(value)
     except (RuntimeError, TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"{name} = {_short(value)} is not a device ({str(exc)[:80]}); use 'cpu' or "
-                                   "'cuda'") from None
+        raise InvalidArgumentError(
+            f"{name} = {_short(value)} is not a device ({str(exc)[:80]}); use 'cpu' or 'cuda'"
+        ) from None
     if dev.type == "meta":
         raise InvalidArgumentError(f"{name} = 'meta' holds no values: use 'cpu' or 'cuda'")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise InvalidArgumentError(f"{name} = {str(dev)!r}, but this torch build or machine has no CUDA GPU "
-                                       f"(torch {torch.__version__}): use 'cpu'")
+            raise InvalidArgumentError(
+                f"{name} = {str(dev)!r}, but this torch build or machine has no CUDA GPU "
+                f"(torch {torch.__version__}): use 'cpu'"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise InvalidArgumentError(f"{name} = {str(dev)!r}, but there are {torch.cuda.device_count()} GPU(s)")
     elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):

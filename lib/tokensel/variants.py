@@ -92,8 +92,10 @@ class VariantModel(_EmbeddingModel):
     def init(cls, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
         """``E, p, v`` as in the paper (:meth:`tokensel.AttentionModel.init`), then the variant's matrices."""
         if cls is VariantModel:
-            raise InvalidParameterError("VariantModel is the interface: initialise one of "
-                                        f"{', '.join(c.__name__ for c in MODELS.values())} (or use make(kind, ...))")
+            raise InvalidParameterError(
+                "VariantModel is the interface: initialise one of "
+                f"{', '.join(c.__name__ for c in MODELS.values())} (or use make(kind, ...))"
+            )
         _check_dtype(dtype)
         device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed)
@@ -110,7 +112,7 @@ class VariantModel(_EmbeddingModel):
         """The variant's own trainable matrices, by name (empty for :class:`TwoLayer`)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("E", "p", "v")}
 
-    def validate(self) -> "VariantModel":
+    def validate(self) -> VariantModel:
         """Check the shapes, dtypes, devices and finiteness of every parameter."""
         AttentionModel(self.E, self.p, self.v)  # E, p, v as in the one-layer model
         for name, w in self.matrices.items():
@@ -164,11 +166,11 @@ class VariantModel(_EmbeddingModel):
         if not isinstance(batch, RaggedBatch):
             raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
         if batch.num_classes is not None:
-            raise InvalidBatchError("the variants are binary models: the batch must have ±1 labels, "
-                                    f"got a {batch.num_classes}-class batch")
+            raise InvalidBatchError(
+                f"the variants are binary models: the batch must have ±1 labels, got a {batch.num_classes}-class batch"
+            )
         if batch.vocab_size != self.vocab_size:
-            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has "
-                                    f"{self.vocab_size} rows")
+            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
     def loss(self, batch: RaggedBatch) -> float:
         with torch.no_grad():
@@ -333,10 +335,19 @@ def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32,
     return MODELS[kind].init(vocab_size, d, seed=seed, dtype=dtype, device=device)
 
 
-def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float = 3e-3,
-                  test_batch: RaggedBatch | None = None, eval_every: int = 25, progress: bool | None = None,
-                  chunk: int | None = None, checkpoint=None, checkpoint_every: int = 25,
-                  scores_dtype: torch.dtype | None = None):
+def train_variant(
+    model: VariantModel,
+    batch: RaggedBatch,
+    steps: int,
+    lr: float = 3e-3,
+    test_batch: RaggedBatch | None = None,
+    eval_every: int = 25,
+    progress: bool | None = None,
+    chunk: int | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 25,
+    scores_dtype: torch.dtype | None = None,
+):
     """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed unless the class says
     :attr:`~VariantModel.trains_v`), gradients by
     autograd, through the one training loop (:func:`tokensel.loop.adam`). With ``chunk``, each
@@ -359,8 +370,10 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
     model.check_batch(batch)
     if test_batch is not None:
         model.check_batch(test_batch)
-    parts = [(model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
-             for ix in length_chunks(batch, chunk)]
+    parts = [
+        (model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
+        for ix in length_chunks(batch, chunk)
+    ]
     params = [model.E, model.p, *model.matrices.values(), *([model.v] if model.trains_v else [])]
 
     def step(take_grad: bool) -> StepResult:
@@ -378,9 +391,32 @@ def train_variant(model: VariantModel, batch: RaggedBatch, steps: int, lr: float
         return StepResult(loss, correct / batch.n, float("nan"), finite)
 
     saved = {"E": model.E, "p": model.p, **model.matrices, **({"v": model.v} if model.trains_v else {})}
-    meta = None if settings.checkpoint is None else checkpoints.fingerprint(
-        f"variant/{model.kind}", batch, {**saved, "v": model.v},
-        dict(lr=settings.lr, steps=settings.steps, eval_every=settings.eval_every, chunk=chunk,
-             scores_dtype=str(scores_dtype)), test_batch)
-    return loop.adam(model, params, step, settings, method=f"adam/{model.kind}", label=f"train {model.kind}",
-                     test_batch=test_batch, saved=saved, fingerprint=meta, autograd=True)
+    meta = (
+        None
+        if settings.checkpoint is None
+        else checkpoints.fingerprint(
+            f"variant/{model.kind}",
+            batch,
+            {**saved, "v": model.v},
+            dict(
+                lr=settings.lr,
+                steps=settings.steps,
+                eval_every=settings.eval_every,
+                chunk=chunk,
+                scores_dtype=str(scores_dtype),
+            ),
+            test_batch,
+        )
+    )
+    return loop.adam(
+        model,
+        params,
+        step,
+        settings,
+        method=f"adam/{model.kind}",
+        label=f"train {model.kind}",
+        test_batch=test_batch,
+        saved=saved,
+        fingerprint=meta,
+        autograd=True,
+    )

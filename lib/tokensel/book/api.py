@@ -43,9 +43,10 @@ argument and the fix. Modules are listed with their own summaries; their functio
 
 def _groups(init_source: str) -> dict[str, list[str]]:
     """The names of ``__all__`` by the comment above them in ``__init__.py``."""
-    body = init_source[init_source.index("__all__ = ["):]
-    body = body[:body.index("]")]
-    groups, current = {}, None
+    body = init_source[init_source.index("__all__ = [") :]
+    body = body[: body.index("]")]
+    groups: dict[str, list[str]] = {}
+    current = None
     for line in body.splitlines()[1:]:
         line = line.strip()
         if line.startswith("#"):
@@ -179,8 +180,10 @@ def render(root: Path | None = None) -> str:
         for name in groups[group]:
             obj = getattr(tokensel, name)
             is_module = isinstance(obj, types.ModuleType)
-            page = first_use(name, pages, module=is_module)
-            where = f"`ts.{name}`: " + (f"First used in {{doc}}`{page}`." if page else "Not used in the book's pages.")
+            first = first_use(name, pages, module=is_module)
+            where = f"`ts.{name}`: " + (
+                f"First used in {{doc}}`{first}`." if first else "Not used in the book's pages."
+            )
             if is_module:
                 modules.append(obj.__name__)
                 out += [f"### `ts.{name}`\n", where, ""]

@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..files import write_json_atomic
 from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError, TokenselError
+from ..files import write_json_atomic
 from . import replication, wording
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
@@ -98,8 +98,13 @@ def _lock(directory: Path):
 
 
 def _canonical(rec: dict) -> str:
-    return json.dumps({k: v for k, v in rec.items() if k != "digest"}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=True, allow_nan=True)
+    return json.dumps(
+        {k: v for k, v in rec.items() if k != "digest"},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+        allow_nan=True,
+    )
 
 
 def _digest(rec: dict) -> str:
@@ -162,12 +167,32 @@ def _verdict(c: dict) -> bool:
     return _holds(c["measured"], c["expected"], c["tol"], c["kind"])
 
 
-_CHECK_FIELDS = {"name": str, "kind": str, "passed": bool, "deviation": bool, "preregistered": bool,
-                 "reason": str, "site": (str, type(None)), "malformed": bool,
-                 "measured": (bool, int, float, str, type(None)), "expected": (bool, int, float, str, type(None)),
-                 "tol": (bool, int, float, str, type(None))}
-_RECORD_FIELDS = {"schema": int, "chapter": str, "run": str, "pid": int, "host": str, "started": (int, float),
-                  "finished": (int, float), "seconds": (int, float), "orphan": bool, "checks": list, "digest": str}
+_CHECK_FIELDS = {
+    "name": str,
+    "kind": str,
+    "passed": bool,
+    "deviation": bool,
+    "preregistered": bool,
+    "reason": str,
+    "site": (str, type(None)),
+    "malformed": bool,
+    "measured": (bool, int, float, str, type(None)),
+    "expected": (bool, int, float, str, type(None)),
+    "tol": (bool, int, float, str, type(None)),
+}
+_RECORD_FIELDS = {
+    "schema": int,
+    "chapter": str,
+    "run": str,
+    "pid": int,
+    "host": str,
+    "started": (int, float),
+    "finished": (int, float),
+    "seconds": (int, float),
+    "orphan": bool,
+    "checks": list,
+    "digest": str,
+}
 
 
 def _typed(value, kind) -> bool:
@@ -202,8 +227,11 @@ def record_problems(rec) -> list[str]:
             continue
         bad = [f"unknown field {k!r}" for k in c if k not in _CHECK_FIELDS]
         bad += [f"{k} is missing" for k in ("name", "measured", "expected", "tol", "kind", "passed") if k not in c]
-        bad += [f"{k} must be of type {t}, got {type(c[k]).__name__}" for k, t in _CHECK_FIELDS.items()
-                if k in c and not _typed(c[k], t)]
+        bad += [
+            f"{k} must be of type {t}, got {type(c[k]).__name__}"
+            for k, t in _CHECK_FIELDS.items()
+            if k in c and not _typed(c[k], t)
+        ]
         if not bad:
             ok_kind = c["kind"] in KINDS or (c["kind"] == MALFORMED and c.get("malformed") is True)
             if not ok_kind:
@@ -241,6 +269,7 @@ def _scan(directory: Path) -> tuple[list[dict], list[str]]:
         if why:
             bad.append(why)
         else:
+            assert rec is not None  # _read gives a record exactly when it gives no reason
             recs.append({**rec, "_file": p.name})
     return sorted(recs, key=lambda r: r["started"]), bad
 
@@ -256,6 +285,7 @@ def load_results(directory: Path | None = None, chapter: str | None = None, file
         rec, why = _read(d / file)
         if why:
             raise InvalidArgumentError(why)
+        assert rec is not None  # _read gives a record exactly when it gives no reason
         return [{**rec, "_file": file}]
     recs, bad = _scan(d)
     if bad:
@@ -282,8 +312,16 @@ def _alive(rec: dict) -> bool:
 
 def _new_state(chapter: str, **extra) -> None:
     _state.clear()
-    _state.update(chapter=chapter, run=uuid.uuid4().hex[:12], pid=os.getpid(), host=socket.gethostname(),
-                  started=time.time(), checks=[], t0=time.perf_counter(), **extra)
+    _state.update(
+        chapter=chapter,
+        run=uuid.uuid4().hex[:12],
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        started=time.time(),
+        checks=[],
+        t0=time.perf_counter(),
+        **extra,
+    )
 
 
 def start_chapter(chapter: str) -> None:
@@ -296,10 +334,17 @@ def start_chapter(chapter: str) -> None:
     clears the folder), so running a setup cell twice never erases a failure. Claims the replaced run made
     are gone from the folder; :func:`verify` names each claim of the chapter's source that has no record.
     """
-    if (not isinstance(chapter, str) or not chapter.strip() or chapter == NO_CHAPTER
-            or any(c in chapter for c in "/\\@") or chapter.strip() != chapter):
-        raise InvalidArgumentError(f"chapter must be a plain name (no '/', '\\' or '@', no surrounding spaces, "
-                                   f"not {NO_CHAPTER!r}), got {chapter!r}")
+    if (
+        not isinstance(chapter, str)
+        or not chapter.strip()
+        or chapter == NO_CHAPTER
+        or any(c in chapter for c in "/\\@")
+        or chapter.strip() != chapter
+    ):
+        raise InvalidArgumentError(
+            f"chapter must be a plain name (no '/', '\\' or '@', no surrounding spaces, "
+            f"not {NO_CHAPTER!r}), got {chapter!r}"
+        )
     d = results_dir()
     with _lock(d):
         recs, _ = _scan(d)
@@ -337,9 +382,15 @@ def end_chapter() -> float:
 
 def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
     """The calls of ``name`` (``name(...)`` or ``<anything>.name(...)``) in ``tree``, in source order."""
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
-        (isinstance(n.func, ast.Name) and n.func.id == name)
-        or (isinstance(n.func, ast.Attribute) and n.func.attr == name))]
+    found = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == name)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == name)
+        )
+    ]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
@@ -357,8 +408,10 @@ def _cell_sites(source: str):
     key = hashlib.sha256(source.encode()).hexdigest()
     if key not in _SITES:
         tree = ast.parse(source)
-        _SITES[key] = (_cell_key(tree), [(c.lineno, c.end_lineno, c.col_offset, c.end_col_offset)
-                                         for c in _calls(tree, "check")])
+        _SITES[key] = (
+            _cell_key(tree),
+            [(c.lineno, c.end_lineno, c.col_offset, c.end_col_offset) for c in _calls(tree, "check")],
+        )
     return _SITES[key]
 
 
@@ -446,15 +499,17 @@ def _definition_problem(name, expected, tol, kind, deviation, preregistered):
         except InvalidArgumentError:
             t = None
         if t is None or not _finite(t) or t < 0:
-            return InvalidArgumentError, (f"kind {kind!r} needs a tolerance tol >= 0 (a finite number), "
-                                          f"got {_safe(tol, 60)}")
+            return InvalidArgumentError, (
+                f"kind {kind!r} needs a tolerance tol >= 0 (a finite number), got {_safe(tol, 60)}"
+            )
         tol = t
     elif tol is not None:
         return InvalidArgumentError, f"kind {kind!r} takes no tolerance; got tol={_safe(tol, 60)}"
     if kind == "true":
         if expected is not None:
-            return InvalidArgumentError, (f"kind 'true' takes no expected value; got {_safe(expected, 60)} "
-                                          f"(write check(name, flag, kind='true'))")
+            return InvalidArgumentError, (
+                f"kind 'true' takes no expected value; got {_safe(expected, 60)} (write check(name, flag, kind='true'))"
+            )
         return None, (None, None)
     if expected is None:
         return InvalidArgumentError, f"kind {kind!r} needs an expected value"
@@ -479,9 +534,16 @@ def _claim(name, measured, expected, tol, kind, deviation, preregistered) -> tup
     """The record of one claim and the error a malformed one raises (after it is recorded)."""
     error, detail = _definition_problem(name, expected, tol, kind, deviation, preregistered)
     if error is not None:
-        rec = dict(name=name if isinstance(name, str) and name.strip() else f"<unnamed claim: {_safe(name, 60)}>",
-                   measured=_shown_value(measured), expected=_shown_value(expected), tol=_shown_value(tol),
-                   kind=MALFORMED, passed=False, malformed=True, reason=f"malformed claim: {detail}")
+        rec = dict(
+            name=name if isinstance(name, str) and name.strip() else f"<unnamed claim: {_safe(name, 60)}>",
+            measured=_shown_value(measured),
+            expected=_shown_value(expected),
+            tol=_shown_value(tol),
+            kind=MALFORMED,
+            passed=False,
+            malformed=True,
+            reason=f"malformed claim: {detail}",
+        )
         return rec, error(f"claim {rec['name']!r}: {detail}")
     e, t = detail
     reason = None
@@ -529,11 +591,20 @@ def _line(rec: dict) -> str:
     kind = rec["kind"]
     if kind == MALFORMED:
         return f"[FAILED] {rec['name']}: {_fmt(rec['measured'])} (malformed claim)" + (
-            f" ({rec['reason']})" if rec.get("reason") else "")
+            f" ({rec['reason']})" if rec.get("reason") else ""
+        )
     try:
-        line = wording.claim_line(rec["name"], rec["measured"], rec["expected"], rec["tol"], kind, rec["passed"],
-                                  deviation=bool(rec.get("deviation")),
-                                  preregistered=bool(rec.get("preregistered")), reason=rec.get("reason"))
+        line = wording.claim_line(
+            rec["name"],
+            rec["measured"],
+            rec["expected"],
+            rec["tol"],
+            kind,
+            rec["passed"],
+            deviation=bool(rec.get("deviation")),
+            preregistered=bool(rec.get("preregistered")),
+            reason=rec.get("reason"),
+        )
     except TokenselError:
         line = f"[{'ok' if rec['passed'] else 'FAILED'}] {rec['name']}: {_fmt(rec['measured'])}"
     chapter = _state.get("chapter")
@@ -554,8 +625,15 @@ def _append(rec: dict) -> None:
     _write()
 
 
-def check(name: str, measured, expected=None, tol: float | None = None, kind: str = "abs",
-          deviation: bool = False, preregistered: bool = False):
+def check(
+    name: str,
+    measured,
+    expected=None,
+    tol: float | None = None,
+    kind: str = "abs",
+    deviation: bool = False,
+    preregistered: bool = False,
+):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
 
     ``deviation=True`` marks a *tripwire*: the claim states an observed departure from the paper (e.g.
@@ -575,14 +653,24 @@ def check(name: str, measured, expected=None, tol: float | None = None, kind: st
     :class:`~tokensel.errors.ClaimFailedError`. A claim checked before :func:`start_chapter` is recorded in a
     record of its own, which :func:`verify` refuses.
     """
-    site = _site_of(inspect.currentframe().f_back)
+    frame = inspect.currentframe()
+    assert frame is not None  # None only on a Python without stack frames, which torch does not run on
+    site = _site_of(frame.f_back)
+    del frame  # a frame held in its own locals would wait for the garbage collector
     try:
         rec, error = _claim(name, measured, expected, tol, kind, deviation, preregistered)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the claim is on record as failed
         detail = f"the claim could not be evaluated ({type(exc).__name__}: {_safe(str(exc))})"
-        rec = dict(name=name if isinstance(name, str) and name.strip() else "<unnamed claim>",
-                   measured=_safe(measured), expected=_safe(expected), tol=_safe(tol), kind=MALFORMED,
-                   passed=False, malformed=True, reason=f"malformed claim: {detail}")
+        rec = dict(
+            name=name if isinstance(name, str) and name.strip() else "<unnamed claim>",
+            measured=_safe(measured),
+            expected=_safe(expected),
+            tol=_safe(tol),
+            kind=MALFORMED,
+            passed=False,
+            malformed=True,
+            reason=f"malformed claim: {detail}",
+        )
         error = InvalidArgumentError(f"claim {rec['name']!r}: {detail}")
     rec["site"] = site
     _append(rec)
@@ -613,10 +701,14 @@ def _show_failure(message: str) -> None:
     except ImportError:
         shell = None
     if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
-        display(HTML('<div style="border:2px solid #b00020;background:#fdecea;color:#5f0010;padding:0.5em 0.8em;'
-                     'font-weight:bold">' + html.escape(message) + "<br><span style='font-weight:normal'>The "
-                     "notebook runs on (TOKENSEL_CLAIMS=report); end_chapter() will list every failed claim."
-                     "</span></div>"))
+        display(
+            HTML(
+                '<div style="border:2px solid #b00020;background:#fdecea;color:#5f0010;padding:0.5em 0.8em;'
+                'font-weight:bold">' + html.escape(message) + "<br><span style='font-weight:normal'>The "
+                "notebook runs on (TOKENSEL_CLAIMS=report); end_chapter() will list every failed claim."
+                "</span></div>"
+            )
+        )
     else:
         warnings.warn(message, ClaimFailedWarning, stacklevel=3)
 
@@ -669,8 +761,11 @@ def _carried(d: Path, stamp) -> dict:
         data = json.loads(f.read_text())
     except (OSError, ValueError) as exc:
         raise InvalidArgumentError(f"{str(f)!r} cannot be read ({exc}): rebuild the book") from exc
-    if not (isinstance(data, dict) and isinstance(data.get("records"), dict)
-            and all(isinstance(v, str) for v in data["records"].values())):
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("records"), dict)
+        and all(isinstance(v, str) for v in data["records"].values())
+    ):
         raise InvalidArgumentError(f"{str(f)!r} is not a list of carried-over records: rebuild the book")
     return dict(data["records"]) if data.get("build") == stamp else {}
 
@@ -716,8 +811,13 @@ def toc_numbers(root: Path | None = None) -> dict[str, int]:
 
     root = root or book_root()
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    numbered = [e["file"] for part in toc.get("parts", []) if part.get("numbered")
-                for e in part.get("chapters") or [] if "file" in e]
+    numbered = [
+        e["file"]
+        for part in toc.get("parts", [])
+        if part.get("numbered")
+        for e in part.get("chapters") or []
+        if "file" in e
+    ]
     if (toc.get("options") or {}).get("numbered"):
         numbered += [e["file"] for e in toc.get("chapters") or [] if "file" in e]
     strip = [str(Path(f).with_suffix("")) if Path(f).suffix in (".md", ".ipynb") else f for f in numbered]
@@ -734,8 +834,9 @@ def _page_source(root: Path, page: str) -> Path | None:
     direct = root / f"{page}.md"
     if direct.is_file():
         return direct
-    found = [p for p in sorted(root.glob(f"**/{Path(page).name}.md"))
-             if "_build" not in p.parts and ".venv" not in p.parts]
+    found = [
+        p for p in sorted(root.glob(f"**/{Path(page).name}.md")) if "_build" not in p.parts and ".venv" not in p.parts
+    ]
     return found[0] if found else None
 
 
@@ -789,8 +890,10 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 names.append(arg.value)
             else:
-                issues.append(f"{path.name}: code cell {k}, line {call.lineno}: start_chapter needs the chapter's "
-                              f"name as a string literal (the build must know which chapter the page records)")
+                issues.append(
+                    f"{path.name}: code cell {k}, line {call.lineno}: start_chapter needs the chapter's "
+                    f"name as a string literal (the build must know which chapter the page records)"
+                )
         cell_key, calls = _cell_sites(code)
         lines = code.splitlines()
         for i, (line, *_rest) in enumerate(calls):
@@ -800,7 +903,7 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
     if len(names) > 1:
         issues.append(f"{path.name}: starts {len(names)} chapters {names}; a page records one chapter")
     if sites and not names:
-        issues.append(f"{path.name}: makes {len(sites)} claims but never calls start_chapter(\"...\")")
+        issues.append(f'{path.name}: makes {len(sites)} claims but never calls start_chapter("...")')
     _PAGES[key] = (names, sites, issues)
     return _PAGES[key]
 
@@ -810,7 +913,8 @@ def expected_claims(root: Path | None = None, chapters: list[str] | None = None)
     ``.md`` source of every page of ``_toc.yml`` (see :func:`page_claims`); ``chapters`` keeps those only.
     Two pages that start the same chapter name are a problem."""
     root = root or book_root()
-    out, issues, owner = {}, [], {}
+    out, issues = {}, []
+    owner: dict[str, str] = {}
     for page in toc_files(root):
         src = _page_source(root, page)
         if src is None:
@@ -859,8 +963,13 @@ def _this_build(d: Path) -> tuple[list[dict], list[str]]:
     stamp = _stamp(d)
     carried = _carried(d, stamp)
     recs, bad = _scan(d)
-    keep = [r for r in recs if stamp is None or r["started"] >= stamp
-            or carried.get(r["_file"]) == hashlib.sha256((d / r["_file"]).read_bytes()).hexdigest()]
+    keep = [
+        r
+        for r in recs
+        if stamp is None
+        or r["started"] >= stamp
+        or carried.get(r["_file"]) == hashlib.sha256((d / r["_file"]).read_bytes()).hexdigest()
+    ]
     return keep, bad
 
 
@@ -891,24 +1000,30 @@ def problems(expected, directory: Path | None = None) -> list[str]:
             out.append(f"{ch}: no record from this build")
     for r in recs:
         if r.get("orphan"):
-            out.append(f"claims checked before start_chapter() (recorded in {r['_file']}): "
-                       f"{[c['name'] for c in r['checks']]}")
+            out.append(
+                f"claims checked before start_chapter() (recorded in {r['_file']}): {[c['name'] for c in r['checks']]}"
+            )
             continue
         if "finished" not in r:
             out.append(f"{r['chapter']}: started but did not finish")
         for c in r["checks"]:
             if not c["passed"]:
-                out.append(f"{r['chapter']}: claim failed: {c['name']!r} "
-                           f"(measured {c['measured']!r}, {c['kind']} {c['expected']!r}"
-                           + (f" ± {c['tol']!r}" if c["tol"] is not None else "")
-                           + (f"; {c['reason']}" if c.get("reason") else "") + ")")
+                out.append(
+                    f"{r['chapter']}: claim failed: {c['name']!r} "
+                    f"(measured {c['measured']!r}, {c['kind']} {c['expected']!r}"
+                    + (f" ± {c['tol']!r}" if c["tol"] is not None else "")
+                    + (f"; {c['reason']}" if c.get("reason") else "")
+                    + ")"
+                )
     for ch, sites in want.items():
         recorded = {c.get("site") for r in recs if r["chapter"] == ch for c in r["checks"]}
         if sites and any(r["chapter"] == ch for r in recs):
             for site, where in sites.items():
                 if site not in recorded:
-                    out.append(f"{ch}: the claim at {where} was never recorded (a cell failed before it, it "
-                               f"never ran, or check was replaced)")
+                    out.append(
+                        f"{ch}: the claim at {where} was never recorded (a cell failed before it, it "
+                        f"never ran, or check was replaced)"
+                    )
     return out
 
 
@@ -941,16 +1056,30 @@ def report(expected: list[str], directory: Path | None = None):
     latest = {}
     for r in _this_build(d)[0]:
         latest[r["chapter"]] = r
-    claims = pd.DataFrame([dict(chapter=ch, **{k: c.get(k) for k in ("name", "measured", "expected", "tol",
-                                                                      "kind", "passed")},
-                                deviation=bool(c.get("deviation", False)),
-                                preregistered=bool(c.get("preregistered", False)))
-                           for ch in expected for c in latest[ch]["checks"]],
-                          columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation",
-                                   "preregistered"])
-    chapters = pd.DataFrame([dict(chapter=ch, claims=len(latest[ch]["checks"]),
-                                  passed=sum(c["passed"] for c in latest[ch]["checks"]),
-                                  seconds=latest[ch]["seconds"]) for ch in expected])
+    claims = pd.DataFrame(
+        [
+            dict(
+                chapter=ch,
+                **{k: c.get(k) for k in ("name", "measured", "expected", "tol", "kind", "passed")},
+                deviation=bool(c.get("deviation", False)),
+                preregistered=bool(c.get("preregistered", False)),
+            )
+            for ch in expected
+            for c in latest[ch]["checks"]
+        ],
+        columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation", "preregistered"],
+    )
+    chapters = pd.DataFrame(
+        [
+            dict(
+                chapter=ch,
+                claims=len(latest[ch]["checks"]),
+                passed=sum(c["passed"] for c in latest[ch]["checks"]),
+                seconds=latest[ch]["seconds"],
+            )
+            for ch in expected
+        ]
+    )
     return claims, chapters
 
 
@@ -959,15 +1088,21 @@ def paper_claims_table(claims, claim_map: dict):
     ``(where the book states it, [(chapter, name prefix), ...])``; a recorded check belongs to a claim when its
     chapter matches and its name starts with the prefix. One row per claim: where it is stated, how many checks
     test it, how many of them record deviations, and its status (``holds``; ``holds in part`` when some of its
-    checks record deviations; ``deviates`` when all do; ``FAILED``; or ``not checked`` when no recorded check matches, so a renamed check cannot vanish silently)."""
+    checks record deviations; ``deviates`` when all do; ``FAILED``; or ``not checked`` when no recorded check
+    matches, so a renamed check cannot vanish silently)."""
     import pandas as pd
 
     if not isinstance(claim_map, dict) or not claim_map:
         raise InvalidArgumentError("claim_map must be a non-empty dict: claim -> (where stated, [(chapter, prefix)])")
     rows = []
     for claim, entry in claim_map.items():
-        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], list) and entry[1]):
+        if not (
+            isinstance(entry, tuple)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], list)
+            and entry[1]
+        ):
             raise InvalidArgumentError(f"claim_map[{claim!r}] must be (where stated, [(chapter, name prefix), ...])")
         hit = pd.Series(False, index=claims.index)
         for chapter, prefix in entry[1]:
@@ -979,10 +1114,22 @@ def paper_claims_table(claims, claim_map: dict):
         elif not mine["passed"].all():
             status = "FAILED"
         else:
-            status = ("holds" if dev == 0 else "deviates" if dev == len(mine)
-                      else f"holds in part ({dev} of {len(mine)} checks record deviations)")
-        rows.append({"the paper's claim": claim, "stated in": entry[0], "checks": len(mine), "deviations": dev,
-                     "status": status})
+            status = (
+                "holds"
+                if dev == 0
+                else "deviates"
+                if dev == len(mine)
+                else f"holds in part ({dev} of {len(mine)} checks record deviations)"
+            )
+        rows.append(
+            {
+                "the paper's claim": claim,
+                "stated in": entry[0],
+                "checks": len(mine),
+                "deviations": dev,
+                "status": status,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -997,8 +1144,11 @@ def build_info(root: Path | None = None) -> dict:
     stamp = _stamp(book_results_dir()) if book_results_dir().is_dir() else None
     when = datetime.datetime.fromtimestamp(stamp or time.time(), tz=datetime.timezone.utc)
     try:
+
         def git(*args):
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20, check=True).stdout
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=20, check=True
+            ).stdout
 
         commit = git("rev-parse", "--short=12", "HEAD").strip()
         if git("status", "--porcelain", "--untracked-files=no").strip():
@@ -1008,8 +1158,14 @@ def build_info(root: Path | None = None) -> dict:
     return {"built": when.strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
 
 
-RELATIONS = {"abs": "= expected ± tol", "rel": "= expected ± tol·|expected|", "le": "≤ expected",
-             "ge": "≥ expected", "true": "holds", MALFORMED: "malformed claim"}
+RELATIONS = {
+    "abs": "= expected ± tol",
+    "rel": "= expected ± tol·|expected|",
+    "le": "≤ expected",
+    "ge": "≥ expected",
+    "true": "holds",
+    MALFORMED: "malformed claim",
+}
 
 
 def _shown(x) -> str:
@@ -1042,12 +1198,17 @@ def claims_table(claims, deviations: bool | None = None, links: bool = False):
     dev = claims["deviation"].astype(bool)
     status = claims["passed"].map({True: "holds", False: "FAILED"}).where(~(claims["passed"] & dev), "deviation")
     table = claims.assign(
-        measured=claims["measured"].map(_shown), expected=claims["expected"].map(_shown),
-        tol=claims["tol"].map(_shown), claim=claims["kind"].map(RELATIONS), status=status,
-        threshold=claims["preregistered"].map({True: "before the first run", False: "with a run in view"}))
+        measured=claims["measured"].map(_shown),
+        expected=claims["expected"].map(_shown),
+        tol=claims["tol"].map(_shown),
+        claim=claims["kind"].map(RELATIONS),
+        status=status,
+        threshold=claims["preregistered"].map({True: "before the first run", False: "with a run in view"}),
+    )
     if links:
-        table = table.assign(chapter=table["chapter"].map(
-            lambda c: f'<a href="{html.escape(str(c))}.html">{html.escape(str(c))}</a>'))
+        table = table.assign(
+            chapter=table["chapter"].map(lambda c: f'<a href="{html.escape(str(c))}.html">{html.escape(str(c))}</a>')
+        )
     return table[["chapter", "name", "measured", "claim", "expected", "tol", "status", "threshold"]]
 
 
@@ -1063,7 +1224,7 @@ def main(argv=None) -> int:
             print("usage: python -m tokensel verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
             return 2
         chapters = [c for c in argv[i + 1].split(",") if c]
-        del argv[i:i + 2]
+        del argv[i : i + 2]
     if not argv or argv[0] != "verify" or len(argv) > 2:
         print("usage: python -m tokensel verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
         return 2

@@ -16,29 +16,39 @@ def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         raise InvalidArgumentError("words must be a list of str (the review's words, e.g. from tokenize)")
     weights = check_real_array(weights, "weights", ndim=1)
-    if not isinstance(in_vocab, (list, tuple, np.ndarray)) or not all(isinstance(b, (bool, np.bool_)) for b in in_vocab):
+    if not isinstance(in_vocab, (list, tuple, np.ndarray)) or not all(
+        isinstance(b, (bool, np.bool_)) for b in in_vocab
+    ):
         raise InvalidArgumentError("in_vocab must be a list of booleans, one per word")
     in_vocab = list(in_vocab)
     if len(in_vocab) != len(words):
         raise InvalidArgumentError(f"{len(words)} words but {len(in_vocab)} in-vocabulary flags")
     if weights.ndim != 1 or weights.size != sum(map(bool, in_vocab)):
-        raise InvalidArgumentError(f"expected one weight per in-vocabulary word ({sum(map(bool, in_vocab))}), "
-                         f"got weights of shape {weights.shape}")
+        raise InvalidArgumentError(
+            f"expected one weight per in-vocabulary word ({sum(map(bool, in_vocab))}), "
+            f"got weights of shape {weights.shape}"
+        )
     top = weights.max() if weights.size and weights.max() > 0 else 1.0
     parts, k = [], 0
-    for word, known in zip(words, in_vocab):
+    for word, known in zip(words, in_vocab, strict=True):
         w = html.escape(word)
         if known:
             a = weights[k] / top
             k += 1
-            parts.append(f'<span title="attention {weights[k - 1]:.3g}" style="background: rgba({color}, '
-                         f'{a:.3f}); color: {"white" if a > 0.6 else "inherit"}; padding: 0 1px; '
-                         f'border-radius: 2px">{w}</span>')
+            parts.append(
+                f'<span title="attention {weights[k - 1]:.3g}" style="background: rgba({color}, '
+                f"{a:.3f}); color: {'white' if a > 0.6 else 'inherit'}; padding: 0 1px; "
+                f'border-radius: 2px">{w}</span>'
+            )
         else:
             parts.append(f'<span style="color: #aaa">{w}</span>')
-    head = f'<div style="font-size: 0.85em; color: #555; margin-bottom: 2px">{html.escape(title)}</div>' if title else ""
-    return (f'<div style="border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; margin: 6px 0; '
-            f'line-height: 1.7">{head}{" ".join(parts)}</div>')
+    head = (
+        f'<div style="font-size: 0.85em; color: #555; margin-bottom: 2px">{html.escape(title)}</div>' if title else ""
+    )
+    return (
+        f'<div style="border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; margin: 6px 0; '
+        f'line-height: 1.7">{head}{" ".join(parts)}</div>'
+    )
 
 
 def review_attention(model, data, i: int) -> str:

@@ -60,19 +60,41 @@ def format_sources(sources: list[str]) -> list[str]:
         raise InvalidArgumentError("sources must be a list of str, the code of each cell")
     if not sources:
         return []
-    nb = {"nbformat": 4, "nbformat_minor": 5,
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                       "language_info": {"name": "python"}},
-          "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [],
-                     "source": s} for i, s in enumerate(sources)]}
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+            for i, s in enumerate(sources)
+        ],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cells.ipynb"
         path.write_text(json.dumps(nb), encoding="utf-8")
-        done = subprocess.run([sys.executable, "-m", "ruff", "format", "--no-cache", "--isolated",
-                               "--line-length", str(LINE_LENGTH), str(path)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "format",
+                "--no-cache",
+                "--isolated",
+                "--line-length",
+                str(LINE_LENGTH),
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            raise InvalidArgumentError(f"ruff could not format the cells: {done.stderr.strip() or done.stdout.strip()}"
-                                       " (is ruff installed? `pip install ruff`)")
+            raise InvalidArgumentError(
+                f"ruff could not format the cells: {done.stderr.strip() or done.stdout.strip()}"
+                " (is ruff installed? `pip install ruff`)"
+            )
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     out = []
     for cell in cells:
@@ -86,7 +108,7 @@ def format_page(text: str) -> str:
     lines = text.split("\n")
     cells = code_cells(text)
     formatted = format_sources(["\n".join(lines[a:b]) for a, b in cells])
-    for (a, b), code in reversed(list(zip(cells, formatted))):
+    for (a, b), code in reversed(list(zip(cells, formatted, strict=True))):
         lines[a:b] = code.split("\n") if code else []
     return "\n".join(lines)
 
@@ -101,7 +123,9 @@ def _pages(paths) -> list[Path]:
 
 def unformatted(paths) -> list[str]:
     """The pages among ``paths`` whose code cells ``ruff format`` would change."""
-    return [str(p) for p in _pages(paths) if format_page(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
+    return [
+        str(p) for p in _pages(paths) if format_page(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")
+    ]
 
 
 def format_pages(paths) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
 from ..errors import InvalidArgumentError
 
@@ -29,13 +30,36 @@ _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 _DISPLAY_END = re.compile(r"^(?P<math>.*?)\$\$\s*(?:\((?P<label>[^()\s]+)\))?\s*$")
 
 #: heading words of the directives that are numbered in the book (per kind and chapter)
-PROOF_KINDS = {"prf:definition": "Definition", "prf:lemma": "Lemma", "prf:theorem": "Theorem",
-               "prf:proposition": "Proposition", "prf:corollary": "Corollary", "prf:assumption": "Assumption",
-               "prf:remark": "Remark", "prf:example": "Example", "prf:conjecture": "Conjecture",
-               "prf:axiom": "Axiom", "prf:criterion": "Criterion", "prf:algorithm": "Algorithm",
-               "prf:property": "Property", "prf:observation": "Observation", "prf:condition": "Condition"}
-ADMONITIONS = ("admonition", "note", "tip", "hint", "important", "warning", "caution", "attention", "danger",
-               "error", "seealso")
+PROOF_KINDS = {
+    "prf:definition": "Definition",
+    "prf:lemma": "Lemma",
+    "prf:theorem": "Theorem",
+    "prf:proposition": "Proposition",
+    "prf:corollary": "Corollary",
+    "prf:assumption": "Assumption",
+    "prf:remark": "Remark",
+    "prf:example": "Example",
+    "prf:conjecture": "Conjecture",
+    "prf:axiom": "Axiom",
+    "prf:criterion": "Criterion",
+    "prf:algorithm": "Algorithm",
+    "prf:property": "Property",
+    "prf:observation": "Observation",
+    "prf:condition": "Condition",
+}
+ADMONITIONS = (
+    "admonition",
+    "note",
+    "tip",
+    "hint",
+    "important",
+    "warning",
+    "caution",
+    "attention",
+    "danger",
+    "error",
+    "seealso",
+)
 SOLUTIONS = ("solution", "solution-start", "solution-end")
 
 
@@ -51,6 +75,7 @@ def _check_notebook(notebook) -> None:
 
 # --- streams ----------------------------------------------------------------------------------------------
 
+
 def repair_streams(outputs: list) -> list:
     """A cell's outputs with one stream per name (``stdout``, ``stderr``), each line once, in place of the first.
 
@@ -58,7 +83,8 @@ def repair_streams(outputs: list) -> list:
     and the later ones dropped; otherwise the later ones are appended to it, as Jupyter shows them."""
     if not isinstance(outputs, list):
         raise InvalidArgumentError(f"outputs must be a cell's list of outputs, got {type(outputs).__name__}")
-    first, later = {}, {}
+    first: dict[str, dict] = {}
+    later: dict[str, list[dict]] = {}
     for out in outputs:
         if isinstance(out, dict) and out.get("output_type") == "stream":
             name = out.get("name", "stdout")
@@ -75,8 +101,9 @@ def repair_streams(outputs: list) -> list:
         if out is not first[name]:
             continue
         text = "".join(out["text"]) if isinstance(out.get("text"), list) else str(out.get("text", ""))
-        tail = "".join("".join(o.get("text", "")).rstrip() + "\n" for o in later[name]
-                       if "".join(o.get("text", "")).rstrip())
+        tail = "".join(
+            "".join(o.get("text", "")).rstrip() + "\n" for o in later[name] if "".join(o.get("text", "")).rstrip()
+        )
         if tail and not _clean_stream(text).endswith(_clean_stream(tail)):
             text = text.rstrip() + "\n" + tail
         result.append(dict(out, text=text))
@@ -94,6 +121,7 @@ def _clean_stream(text: str) -> str:
 
 # --- solutions --------------------------------------------------------------------------------------------
 
+
 def _closes(line: str, fence: str) -> bool:
     s = line.strip()
     return bool(s) and set(s) == {fence[0]} and len(s) >= len(fence)
@@ -105,7 +133,8 @@ def split_solutions(notebook: dict) -> tuple[dict, list[dict]]:
     those cells' outputs). ``notebook`` is not changed; an unclosed solution is an error."""
     _check_notebook(notebook)
     cells, solutions = [], []
-    current, gated, fence = None, False, None  # current solution, inside a gate, fence of an open {solution}
+    current: dict[str, Any] | None = None  # current solution
+    gated, fence = False, None  # inside a gate, fence of an open {solution}
     closing = None  # fence of the {solution-end} that closes the gate, once seen
     for cell in notebook["cells"]:
         if cell.get("cell_type") != "markdown":
@@ -127,6 +156,7 @@ def split_solutions(notebook: dict) -> tuple[dict, list[dict]]:
                 kept.append(line)
                 continue
             if not gated:
+                assert fence is not None  # set together with current
                 if _closes(line, fence):
                     current = None
                 else:
@@ -162,6 +192,7 @@ def _outputs_text(cell) -> str:
 
 # --- MyST to plain Markdown -------------------------------------------------------------------------------
 
+
 def collect_labels(notebook: dict, chapter: int | None = None, page: str | None = None) -> dict[str, str]:
     """What the book calls each label defined in ``notebook`` (its ``chapter`` number, if numbered):
     ``{"lem-one-step": "Lemma 2.1", "eq-one-step": "(2.3)", "fig-x": "Figure 2.1", "ex-y": "Exercise 2.2"}``;
@@ -187,7 +218,7 @@ def collect_labels(notebook: dict, chapter: int | None = None, page: str | None 
         if cell.get("cell_type") != "markdown":
             continue
         lines = _source(cell).splitlines()
-        pending = None  # kind whose :label: may follow
+        pending: tuple[str, str] | None = None  # kind (and its number) whose :label: may follow
         in_math = False
         for line in lines:
             if in_math:
@@ -201,10 +232,8 @@ def collect_labels(notebook: dict, chapter: int | None = None, page: str | None 
             m = _FENCE.match(line)
             if m:
                 name = m["name"]
-                pending = ("exercise" if name == "exercise" else name if name in PROOF_KINDS else None)
-                if pending:
-                    number_ = number(pending)
-                    pending = (pending, number_)
+                opened = "exercise" if name == "exercise" else name if name in PROOF_KINDS else None
+                pending = (opened, number(opened)) if opened else None
                 continue
             opt = _OPTION.match(line)
             if opt and pending and opt["key"] == "label":
@@ -288,8 +317,12 @@ def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int
             if end:
                 math.append(end["math"])
                 body = "\n".join(m for m in math if m.strip())
-                out += [prefix + "$$", *(prefix + m for m in body.splitlines()),
-                        prefix + f"\\tag{{{number('equation')}}}", prefix + "$$"]
+                out += [
+                    prefix + "$$",
+                    *(prefix + m for m in body.splitlines()),
+                    prefix + f"\\tag{{{number('equation')}}}",
+                    prefix + "$$",
+                ]
                 math = None
             else:
                 math.append(line)
@@ -345,8 +378,12 @@ def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int
         if stripped.startswith("$$"):
             end = _DISPLAY_END.match(stripped[2:])
             if end:
-                out += [prefix + "$$", prefix + end["math"].strip(),
-                        prefix + f"\\tag{{{number('equation')}}}", prefix + "$$"]
+                out += [
+                    prefix + "$$",
+                    prefix + end["math"].strip(),
+                    prefix + f"\\tag{{{number('equation')}}}",
+                    prefix + "$$",
+                ]
             else:
                 math = [stripped[2:]]
             continue
@@ -371,8 +408,11 @@ def bib_labels(bibtex: str) -> dict[str, str]:
         year = re.search(r"\byear\s*=\s*\{?(\d{4})", entry)
         if not key:
             continue
-        names = [a.split(",")[0].strip() if "," in a else a.split()[-1] for a in
-                 re.split(r"\s+and\s+", author.group(1))] if author else [key.group(1)]
+        names = (
+            [a.split(",")[0].strip() if "," in a else a.split()[-1] for a in re.split(r"\s+and\s+", author.group(1))]
+            if author
+            else [key.group(1)]
+        )
         who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
         labels[key.group(1)] = who + (f" ({year.group(1)})" if year else "")
     return labels
@@ -380,21 +420,27 @@ def bib_labels(bibtex: str) -> dict[str, str]:
 
 def install_cell(repository: str | None = None) -> dict:
     """The first cell of a downloaded chapter: what it needs and how to install ``tokensel``."""
-    where = (f'`pip install "tokensel @ git+{repository}"`' if repository else
-             "`pip install .` in a copy of the tokensel repository (`git clone` its address first), or "
-             '`pip install "tokensel @ git+ADDRESS"` with the address of the repository')
-    text = ("**Running this chapter outside the book.** This notebook is a chapter of the executable book "
-            "*tokensel: attention with trained embeddings selects important tokens*. Its code imports the "
-            f"library `tokensel`: install it first, in a terminal with {where} (Python 3.10 or later; it "
-            "brings torch, numpy, cvxpy and the rest). In Colab or a Jupyter notebook, run the same command in "
-            "a cell of its own prefixed with `%`, e.g. `%pip install ...`, then restart the kernel. Chapters "
-            "on real reviews (IMDB, Yelp) download their data the first time. The outputs below are the "
-            "book's own; running the cells reproduces them.\n")
+    where = (
+        f'`pip install "tokensel @ git+{repository}"`'
+        if repository
+        else "`pip install .` in a copy of the tokensel repository (`git clone` its address first), or "
+        '`pip install "tokensel @ git+ADDRESS"` with the address of the repository'
+    )
+    text = (
+        "**Running this chapter outside the book.** This notebook is a chapter of the executable book "
+        "*tokensel: attention with trained embeddings selects important tokens*. Its code imports the "
+        f"library `tokensel`: install it first, in a terminal with {where} (Python 3.10 or later; it "
+        "brings torch, numpy, cvxpy and the rest). In Colab or a Jupyter notebook, run the same command in "
+        "a cell of its own prefixed with `%`, e.g. `%pip install ...`, then restart the kernel. Chapters "
+        "on real reviews (IMDB, Yelp) download their data the first time. The outputs below are the "
+        "book's own; running the cells reproduces them.\n"
+    )
     return {"cell_type": "markdown", "metadata": {"tags": ["tokensel-install"]}, "source": text}
 
 
-def standalone_notebook(notebook: dict, labels: dict[str, str] | None = None, chapter: int | None = None,
-                        repository: str | None = None) -> dict:
+def standalone_notebook(
+    notebook: dict, labels: dict[str, str] | None = None, chapter: int | None = None, repository: str | None = None
+) -> dict:
     """A copy of ``notebook`` for Jupyter, Colab or VS Code without MyST: every Markdown cell through
     :func:`plain_markdown` (with ``labels``, by default those of the notebook itself), every cell's streams
     through :func:`repair_streams`, and :func:`install_cell` first."""
@@ -408,7 +454,7 @@ def standalone_notebook(notebook: dict, labels: dict[str, str] | None = None, ch
     parts = whole.split(marker.strip())
     if len(parts) != len(markdown):
         raise InvalidArgumentError("a directive of the notebook spans Markdown cells: it cannot be converted")
-    for k, text in zip(markdown, parts):
+    for k, text in zip(markdown, parts, strict=True):
         nb["cells"][k] = dict(nb["cells"][k], source=text.strip("\n") + "\n")
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code":
@@ -434,14 +480,15 @@ def standalone_problems(notebook: dict) -> list[str]:
             if code is not None:
                 code = None if _closes(line, code) else code
                 continue
-            if _FENCE.match(line) or _OPTION.match(line):
+            fence = _FENCE.match(line)
+            if fence or _OPTION.match(line):
                 problems.append(f"cell {k}: MyST left: {line.strip()[:60]!r}")
-                if _FENCE.match(line):
-                    directives.append(_FENCE.match(line)["fence"])
+                if fence:
+                    directives.append(fence["fence"])
             elif directives and _closes(line, directives[-1]):
                 directives.pop()
-            elif _CODE_FENCE.match(line):
-                code = _CODE_FENCE.match(line)["fence"]
+            elif code_fence := _CODE_FENCE.match(line):
+                code = code_fence["fence"]
             else:
                 problems += [f"cell {k}: MyST role left: {m.group(0)[:60]!r}" for m in _ROLE.finditer(line)]
     return problems

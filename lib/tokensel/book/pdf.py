@@ -31,9 +31,17 @@ from pathlib import Path
 from ..errors import DataUnavailableError, InvalidArgumentError
 
 PRINT_PAGE = "book/print.html"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-quic",
-                  "--window-size=1280,1600")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--window-size=1280,1600",
+)
 WAIT_FOR_MATH = """
 const done = arguments[arguments.length - 1];
 if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) { done("MathJax not loaded"); return; }
@@ -111,27 +119,40 @@ def combined_page(html_root, pages: list[str], title: str | None = None, subtitl
         text = path.read_text(encoding="utf-8")
         found = _ARTICLE.search(text)
         if found is None:
-            raise DataUnavailableError(f"{path} has no <article class=\"bd-article\">: not a page of this book's theme")
+            raise DataUnavailableError(f'{path} has no <article class="bd-article">: not a page of this book\'s theme')
         if head is None:
-            head, first = _HEAD.search(text).group(1), text
+            # a page with an <article> but no <head> fails here with AttributeError
+            head, first = _HEAD.search(text).group(1), text  # type: ignore[union-attr]
         h1 = _H1.search(found.group(1))
         headings.append(_text(h1.group(1)) if h1 else Path(page).name)
-        articles.append(f'<section class="tokensel-print-page" data-part="{k}" id="tokensel-part-{k}">'
-                        f"{found.group(1)}</section>")
+        articles.append(
+            f'<section class="tokensel-print-page" data-part="{k}" id="tokensel-part-{k}">{found.group(1)}</section>'
+        )
+    assert first is not None  # pages is not empty: the first page sets it
     title = title or book_title(first)
     built = datetime.datetime.fromtimestamp((html_root / f"{pages[0]}.html").stat().st_mtime, tz=datetime.timezone.utc)
     subtitle = subtitle or f"built {built.date().isoformat()}"
-    front = (f'<section class="tokensel-print-front tokensel-print-title" data-part="title"><h1>{html.escape(title)}'
-             f"</h1><p>{html.escape(subtitle)}</p></section>\n"
-             '<section class="tokensel-print-front tokensel-print-toc" data-part="toc"><h1>Contents</h1><ol>'
-             + "".join(f'<li><a href="#tokensel-part-{k}">{html.escape(h)}</a><span class="tokensel-toc-dots">'
-                       f'</span><span class="tokensel-toc-page" data-target="{k}"></span></li>'
-                       for k, h in enumerate(headings))
-             + "</ol></section>")
+    front = (
+        f'<section class="tokensel-print-front tokensel-print-title" data-part="title"><h1>{html.escape(title)}'
+        f"</h1><p>{html.escape(subtitle)}</p></section>\n"
+        '<section class="tokensel-print-front tokensel-print-toc" data-part="toc"><h1>Contents</h1><ol>'
+        + "".join(
+            f'<li><a href="#tokensel-part-{k}">{html.escape(h)}</a><span class="tokensel-toc-dots">'
+            f'</span><span class="tokensel-toc-page" data-target="{k}"></span></li>'
+            for k, h in enumerate(headings)
+        )
+        + "</ol></section>"
+    )
     out = html_root / Path(pages[0]).parent / Path(PRINT_PAGE).name
-    out.write_text(f"<!DOCTYPE html>\n<html><head>{head}<style>{PRINT_STYLE}</style></head>\n"
-                   f'<body class="tokensel-print" data-headings="{html.escape(json.dumps(headings))}">\n'
-                   + front + "\n" + "\n".join(articles) + "\n</body></html>\n", encoding="utf-8")
+    out.write_text(
+        f"<!DOCTYPE html>\n<html><head>{head}<style>{PRINT_STYLE}</style></head>\n"
+        f'<body class="tokensel-print" data-headings="{html.escape(json.dumps(headings))}">\n'
+        + front
+        + "\n"
+        + "\n".join(articles)
+        + "\n</body></html>\n",
+        encoding="utf-8",
+    )
     return out
 
 
@@ -145,11 +166,17 @@ def _number_stamp(writer, width: float, height: float, text: str):
     from pypdf import PageObject
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Helvetica")})
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
     stamp = PageObject.create_blank_page(width=width, height=height)
     stamp[NameObject("/Resources")] = DictionaryObject(
-        {NameObject("/Font"): DictionaryObject({NameObject("/FTokselNumber"): font})})
+        {NameObject("/Font"): DictionaryObject({NameObject("/FTokselNumber"): font})}
+    )
     content = DecodedStreamObject()
     x = width / 2 - 2.5 * len(text)
     content.set_data(f"BT /FTokselNumber 9 Tf {x:.1f} 18 Td ({text}) Tj ET".encode("ascii"))
@@ -204,8 +231,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @contextmanager
 def serve(directory):
     """Serve ``directory`` on an ephemeral localhost port; yields the base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_QuietHandler, directory=str(directory)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -225,8 +253,10 @@ def chromium(profile_dir):
     browser = os.environ.get("TOKENSEL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     driver_bin = os.environ.get("TOKENSEL_CHROMEDRIVER") or shutil.which("chromedriver")
     if not browser or not driver_bin:
-        raise DataUnavailableError("Chromium and its driver are needed (Debian: apt-get install chromium "
-                                   "chromium-driver; or set TOKENSEL_CHROMIUM / TOKENSEL_CHROMEDRIVER)")
+        raise DataUnavailableError(
+            "Chromium and its driver are needed (Debian: apt-get install chromium "
+            "chromium-driver; or set TOKENSEL_CHROMIUM / TOKENSEL_CHROMEDRIVER)"
+        )
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser
     for flag in CHROMIUM_FLAGS:
@@ -247,8 +277,9 @@ def _pages_in(data: bytes) -> int:
     return len(PdfReader(io.BytesIO(data)).pages)
 
 
-def print_book(html_root, out, pages: list[str], profile_dir=None, title: str | None = None,
-               subtitle: str | None = None) -> Path:
+def print_book(
+    html_root, out, pages: list[str], profile_dir=None, title: str | None = None, subtitle: str | None = None
+) -> Path:
     """Print ``pages`` of the built book at ``html_root`` to the PDF ``out`` (A4) and return its path: a title
     page, the contents with page numbers, every page from a new sheet, page numbers, a bookmark per page."""
     html_root, out = Path(html_root), Path(out)
@@ -267,14 +298,24 @@ def print_book(html_root, out, pages: list[str], profile_dir=None, title: str | 
             driver.execute_script(SHOW_PART, name)
             # the DevTools command itself: chromedriver's print_page gives the renderer only 10 s, too little
             # for a whole book on a busy machine
-            result = driver.execute_cdp_cmd("Page.printToPDF", {
-                "paperWidth": 8.27, "paperHeight": 11.69, "printBackground": True,
-                "marginTop": 0.5, "marginBottom": 0.6, "marginLeft": 0.4, "marginRight": 0.4})
+            result = driver.execute_cdp_cmd(
+                "Page.printToPDF",
+                {
+                    "paperWidth": 8.27,
+                    "paperHeight": 11.69,
+                    "printBackground": True,
+                    "marginTop": 0.5,
+                    "marginBottom": 0.6,
+                    "marginLeft": 0.4,
+                    "marginRight": 0.4,
+                },
+            )
             return base64.b64decode(result["data"])
 
         chapters = [part(str(k)) for k in range(len(pages))]
         cover = part("title")
-        contents, numbers = part("toc"), {}
+        contents = part("toc")
+        numbers: dict[str, str] = {}
         for _ in range(3):  # the contents' own length moves the numbers it prints: until they agree
             starts = page_starts([_pages_in(c) for c in chapters], _pages_in(cover) + _pages_in(contents))
             if numbers == {str(k): str(n) for k, n in enumerate(starts)}:
@@ -282,5 +323,5 @@ def print_book(html_root, out, pages: list[str], profile_dir=None, title: str | 
             numbers = {str(k): str(n) for k, n in enumerate(starts)}
             driver.execute_script(SET_PAGE_NUMBERS, numbers)
             contents = part("toc")
-    parts = [(None, cover), ("Contents", contents)] + list(zip(headings, chapters))
+    parts = [(None, cover), ("Contents", contents)] + list(zip(headings, chapters, strict=True))
     return assemble(parts, out, numbered_from=1)

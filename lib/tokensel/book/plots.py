@@ -7,8 +7,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 
 #: colours safe for the common colour-vision deficiencies (Okabe and Ito's palette)
-PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999",
-           "p": "#009E73", "v": "#CC79A7"}
+PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999", "p": "#009E73", "v": "#CC79A7"}
 #: a second cue for the token roles, so that no figure relies on colour alone
 MARKERS = {"positive": "^", "negative": "v", "irrelevant": "o"}
 
@@ -22,7 +21,9 @@ def tick_label_pt() -> float:
     import matplotlib as mpl
     from matplotlib.font_manager import FontProperties
 
-    return min(FontProperties(size=mpl.rcParams[k]).get_size_in_points() for k in ("xtick.labelsize", "ytick.labelsize"))
+    return min(
+        FontProperties(size=mpl.rcParams[k]).get_size_in_points() for k in ("xtick.labelsize", "ytick.labelsize")
+    )
 
 
 def theme() -> None:
@@ -31,8 +32,15 @@ def theme() -> None:
     import seaborn as sns
 
     sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
-    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 4.0),
-                         "axes.titlesize": "medium", "figure.autolayout": False})
+    mpl.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "savefig.dpi": 110,
+            "figure.figsize": (6.4, 4.0),
+            "axes.titlesize": "medium",
+            "figure.autolayout": False,
+        }
+    )
     _retina()
 
 
@@ -92,14 +100,21 @@ def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
     stays legible on a narrow screen."""
     import matplotlib.pyplot as plt
 
-    if not isinstance(layout, list) or not layout or not all(isinstance(r, list) and r for r in layout) \
-            or len({len(r) for r in layout}) != 1:
-        raise InvalidArgumentError("layout must be a non-empty list of rows of equal length, each a list of "
-                                   "panel names, e.g. [['p', 'v'], ['tokens', 'tokens']]")
+    if (
+        not isinstance(layout, list)
+        or not layout
+        or not all(isinstance(r, list) and r for r in layout)
+        or len({len(r) for r in layout}) != 1
+    ):
+        raise InvalidArgumentError(
+            "layout must be a non-empty list of rows of equal length, each a list of "
+            "panel names, e.g. [['p', 'v'], ['tokens', 'tokens']]"
+        )
     rows = kw.pop("height_ratios", None)
     total = sum(rows) if rows else len(layout)
-    fig, axd = plt.subplot_mosaic(layout, figsize=(width * len(layout[0]), height * total),
-                                  constrained_layout=True, height_ratios=rows, **kw)
+    fig, axd = plt.subplot_mosaic(
+        layout, figsize=(width * len(layout[0]), height * total), constrained_layout=True, height_ratios=rows, **kw
+    )
     return fig, axd
 
 
@@ -161,8 +176,7 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
         for val, name in ((0, "irrelevant"), (1, "positive"), (-1, "negative")):
             m = np.sign(roles) == val
             if m.any():
-                ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], marker=MARKERS[name], lw=0,
-                           label=name)
+                ax.scatter(x[m], y[m], s=s, alpha=alpha, color=PALETTE[name], marker=MARKERS[name], lw=0, label=name)
     if labels is not None:
         label_points(ax, x, y, labels)
     return ax
@@ -186,18 +200,27 @@ def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
     for right in (False, True):
         side = [k for k in range(len(labels)) if (fx[k] > 0.5) == right]
         side.sort(key=lambda k: fy[k])
-        placed = []
+        placed: list[float] = []
         for k in side:
             placed.append(max(fy[k], placed[-1] + gap) if placed else fy[k])
         overflow = (placed[-1] - 0.97) if placed else 0.0
         if overflow > 0:  # push the column down, keeping the spacing, as far as the bottom allows
             placed = [max(p - overflow, 0.03 + gap * j) for j, p in enumerate(placed)]
-        for k, ty in zip(side, placed):
+        for k, ty in zip(side, placed, strict=True):
             i, text = labels[k]
             tx = fx[k] - 0.06 if right else fx[k] + 0.06
-            texts.append(ax.annotate(text, (x[i], y[i]), xytext=(tx, ty), textcoords="axes fraction",
-                                     fontsize=fontsize, ha="right" if right else "left", va="center",
-                                     arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"}))
+            texts.append(
+                ax.annotate(
+                    text,
+                    (x[i], y[i]),
+                    xytext=(tx, ty),
+                    textcoords="axes fraction",
+                    fontsize=fontsize,
+                    ha="right" if right else "left",
+                    va="center",
+                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"},
+                )
+            )
     return texts
 
 
@@ -213,8 +236,19 @@ def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: boo
     return ax
 
 
-def phase_diagram(ax, table, x: str, y: str, value: str, annot: str | None = None, vmin=0.0, vmax=1.0,
-                  cmap: str = "viridis", fmt: str = "{:.2f}", cbar_label: str | None = None):
+def phase_diagram(
+    ax,
+    table,
+    x: str,
+    y: str,
+    value: str,
+    annot: str | None = None,
+    vmin=0.0,
+    vmax=1.0,
+    cmap: str = "viridis",
+    fmt: str = "{:.2f}",
+    cbar_label: str | None = None,
+):
     """A heat map of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of a long DataFrame;
     cells are annotated with ``value`` and, if given, ``annot`` in brackets."""
     import seaborn as sns
@@ -224,6 +258,15 @@ def phase_diagram(ax, table, x: str, y: str, value: str, annot: str | None = Non
     if annot is not None:
         extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
         labels = labels + "\n(" + extra.map(fmt.format) + ")"
-    sns.heatmap(grid, ax=ax, vmin=vmin, vmax=vmax, cmap=cmap, annot=labels.values, fmt="",
-                annot_kws={"fontsize": ANNOTATION_PT}, cbar_kws={"label": cbar_label or value})
+    sns.heatmap(
+        grid,
+        ax=ax,
+        vmin=vmin,
+        vmax=vmax,
+        cmap=cmap,
+        annot=labels.values,
+        fmt="",
+        annot_kws={"fontsize": ANNOTATION_PT},
+        cbar_kws={"label": cbar_label or value},
+    )
     return ax

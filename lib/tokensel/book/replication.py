@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..version import __version__
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..files import write_json_atomic
 from ..validation import check_int
+from ..version import __version__
 
 FRESH_BASE = 1000
 STRIDE = 100
@@ -86,8 +86,10 @@ class SweepSettings:
 def _chapter_source(root: Path, chapter: str) -> Path:
     src = root / "book" / f"{chapter}.md"
     if not src.is_file():
-        raise InvalidArgumentError(f"chapters: no chapter {chapter!r} ({src.name} is not in book/); "
-                                   f"name chapters as in _toc.yml, e.g. 01_model")
+        raise InvalidArgumentError(
+            f"chapters: no chapter {chapter!r} ({src.name} is not in book/); "
+            f"name chapters as in _toc.yml, e.g. 01_model"
+        )
     return src
 
 
@@ -118,14 +120,19 @@ def read_result(out: Path, task: Task) -> dict | None:
         res = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if (not isinstance(res, dict) or res.get("chapter") != task.chapter or res.get("seed") != task.seed
-            or res.get("status") not in STATUSES):
+    if (
+        not isinstance(res, dict)
+        or res.get("chapter") != task.chapter
+        or res.get("seed") != task.seed
+        or res.get("status") not in STATUSES
+    ):
         return None
     return res
 
 
-def run_task(root: str, out: str, chapter: str, seed: int, timeout: float, threads: int = 1,
-             extra_params: dict | None = None) -> dict:
+def run_task(
+    root: str, out: str, chapter: str, seed: int, timeout: float, threads: int = 1, extra_params: dict | None = None
+) -> dict:
     """Execute ``chapter`` at ``seed`` in a fresh kernel (papermill) and record the outcome.
 
     Runs in a Dask worker or anywhere else: everything it needs is in its arguments, and it writes only
@@ -146,13 +153,35 @@ def run_task(root: str, out: str, chapter: str, seed: int, timeout: float, threa
     source_nb = folder / "source.ipynb"
     jupytext.write(nb, source_nb)
     params = {"seed": int(seed), **(extra_params or {})}
-    env = {**os.environ, "TOKENSEL_RESULTS_DIR": str(records), "TOKENSEL_CLAIMS": "report",
-           "TOKENSEL_PROGRESS": "0", "TOKENSEL_THREADS": str(threads), "MPLBACKEND": "Agg",
-           "PYTHONHASHSEED": "0", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-           "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
-    cmd = [sys.executable, "-m", "papermill", str(source_nb), str(folder / "executed.ipynb"),
-           "-y", json.dumps(params), "-k", "python3", "--cwd", str(root_p / "book"),
-           "--no-progress-bar", "--no-log-output", "--execution-timeout", str(max(1, int(timeout)))]
+    env = {
+        **os.environ,
+        "TOKENSEL_RESULTS_DIR": str(records),
+        "TOKENSEL_CLAIMS": "report",
+        "TOKENSEL_PROGRESS": "0",
+        "TOKENSEL_THREADS": str(threads),
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "OMP_NUM_THREADS": str(threads),
+        "NUMBA_NUM_THREADS": str(threads),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "papermill",
+        str(source_nb),
+        str(folder / "executed.ipynb"),
+        "-y",
+        json.dumps(params),
+        "-k",
+        "python3",
+        "--cwd",
+        str(root_p / "book"),
+        "--no-progress-bar",
+        "--no-log-output",
+        "--execution-timeout",
+        str(max(1, int(timeout))),
+    ]
     t0 = time.perf_counter()
     rc, tail, timed_out = _run_bounded(cmd, env, timeout)
     seconds = time.perf_counter() - t0
@@ -167,9 +196,18 @@ def run_task(root: str, out: str, chapter: str, seed: int, timeout: float, threa
         status = "claims failed"
     else:
         status = "crashed"
-    result = dict(chapter=chapter, seed=int(seed), status=status, seconds=round(seconds, 2), code=digest,
-                  returncode=rc, claims=len(claims), failed=sum(c.get("passed") is not True for c in claims),
-                  host=socket.gethostname(), params=params)
+    result = dict(
+        chapter=chapter,
+        seed=int(seed),
+        status=status,
+        seconds=round(seconds, 2),
+        code=digest,
+        returncode=rc,
+        claims=len(claims),
+        failed=sum(c.get("passed") is not True for c in claims),
+        host=socket.gethostname(),
+        params=params,
+    )
     if status in ("crashed", "timed out"):
         result["error"] = _last_error(tail)
     _keep_notebook(folder / "executed.ipynb", status)
@@ -250,8 +288,13 @@ def _last_error(text: str) -> str:
 def _git_commit(root: Path) -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return out.stdout.strip() + ("+uncommitted changes" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -283,16 +326,22 @@ def _cluster(settings: SweepSettings):
         workers = len(info.get("workers", {}))
         return client, None, f"the cluster at {settings.scheduler} ({workers} workers)", workers
     workers = settings.workers or default_workers(settings.threads)
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           memory_limit=settings.memory_limit, dashboard_address=None)
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=settings.memory_limit,
+        dashboard_address=None,
+    )
     client = Client(cluster)
     mem = [w.get("memory_limit") for w in client.scheduler_info().get("workers", {}).values()]
     per = f", {mem[0] / 2**30:.1f} GiB per worker" if mem and mem[0] else ""
     return client, cluster, f"a LocalCluster of {workers} workers x 1 task each{per}", workers
 
 
-def run_sweep(chapters: list[str], seeds: list[int], settings: SweepSettings, root: Path | None = None,
-              command: str | None = None) -> list[dict]:
+def run_sweep(
+    chapters: list[str], seeds: list[int], settings: SweepSettings, root: Path | None = None, command: str | None = None
+) -> list[dict]:
     """Run every (chapter, seed) not already finished in ``settings.out`` on Dask and return the outcomes
     of all of them (finished before or now). A task that crashes or times out is recorded as such.
     ``settings.retry`` reruns tasks recorded as crashed or timed out."""
@@ -307,8 +356,12 @@ def run_sweep(chapters: list[str], seeds: list[int], settings: SweepSettings, ro
     if len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"seeds: each seed once, got {seeds}")
     threads = check_int(settings.threads, "threads", min=1, max=256)
-    if isinstance(settings.timeout, bool) or not isinstance(settings.timeout, (int, float)) \
-            or not math.isfinite(settings.timeout) or settings.timeout <= 0:
+    if (
+        isinstance(settings.timeout, bool)
+        or not isinstance(settings.timeout, (int, float))
+        or not math.isfinite(settings.timeout)
+        or settings.timeout <= 0
+    ):
         raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {settings.timeout!r}")
     if settings.workers is not None:
         check_int(settings.workers, "workers", min=1, max=10_000)
@@ -326,8 +379,10 @@ def run_sweep(chapters: list[str], seeds: list[int], settings: SweepSettings, ro
             done[t] = res
         else:
             todo.append(t)
-    print(f"replicate: {len(tasks)} tasks ({len(chapters)} chapters x {len(seeds)} seeds), "
-          f"{len(done)} already finished in {out}, {len(todo)} to run")
+    print(
+        f"replicate: {len(tasks)} tasks ({len(chapters)} chapters x {len(seeds)} seeds), "
+        f"{len(done)} already finished in {out}, {len(todo)} to run"
+    )
     started, wall, where, workers = time.time(), 0.0, "nothing to run", 0
     if todo:
         from dask.distributed import as_completed
@@ -336,17 +391,36 @@ def run_sweep(chapters: list[str], seeds: list[int], settings: SweepSettings, ro
         print(f"replicate: running on {where}")
         t0 = time.perf_counter()
         try:
-            futures = {client.submit(run_task, str(root), str(out), t.chapter, t.seed, float(settings.timeout),
-                                     threads, settings.extra_params, key=f"replicate-{t.chapter}-{t.seed}", pure=False): t
-                       for t in todo}
+            futures = {
+                client.submit(
+                    run_task,
+                    str(root),
+                    str(out),
+                    t.chapter,
+                    t.seed,
+                    float(settings.timeout),
+                    threads,
+                    settings.extra_params,
+                    key=f"replicate-{t.chapter}-{t.seed}",
+                    pure=False,
+                ): t
+                for t in todo
+            }
             with bar(len(futures), "chapters x seeds") as pbar:
                 for fut in as_completed(futures):
                     t = futures[fut]
                     try:
                         res = fut.result()
                     except Exception as exc:  # the worker died: recorded, never dropped
-                        res = dict(chapter=t.chapter, seed=t.seed, status="crashed", seconds=None,
-                                   error=f"{type(exc).__name__}: {exc}"[:500], claims=0, failed=0)
+                        res = dict(
+                            chapter=t.chapter,
+                            seed=t.seed,
+                            status="crashed",
+                            seconds=None,
+                            error=f"{type(exc).__name__}: {exc}"[:500],
+                            claims=0,
+                            failed=0,
+                        )
                         write_json_atomic(_task_dir(out, t) / "result.json", res)
                     done[t] = res
                     pbar.update(1)
@@ -356,11 +430,26 @@ def run_sweep(chapters: list[str], seeds: list[int], settings: SweepSettings, ro
             client.close()
             if cluster is not None:
                 cluster.close()
-    _append_provenance(out, dict(
-        command=command or "python -m tokensel replicate", commit=_git_commit(root), versions=_versions(),
-        chapters=chapters, seeds=seeds, ran=[t.key for t in todo], wall_seconds=round(wall, 1),
-        cluster=where, workers=workers, threads_per_task=threads, host=socket.gethostname(),
-        cores=os.cpu_count(), started=started, finished=time.time(), timeout=settings.timeout))
+    _append_provenance(
+        out,
+        dict(
+            command=command or "python -m tokensel replicate",
+            commit=_git_commit(root),
+            versions=_versions(),
+            chapters=chapters,
+            seeds=seeds,
+            ran=[t.key for t in todo],
+            wall_seconds=round(wall, 1),
+            cluster=where,
+            workers=workers,
+            threads_per_task=threads,
+            host=socket.gethostname(),
+            cores=os.cpu_count(),
+            started=started,
+            finished=time.time(),
+            timeout=settings.timeout,
+        ),
+    )
     return [done[t] for t in tasks]
 
 
@@ -383,8 +472,10 @@ def load_replication(out: Path, root: Path | None = None) -> tuple[list[dict], l
     (:func:`stale_tasks` lists them)."""
     out = Path(out)
     if not (out / "tasks").is_dir():
-        raise InvalidArgumentError(f"{str(out)!r} holds no replication (no tasks/ folder): run "
-                                   f"`python -m tokensel replicate --out {shlex.quote(str(out))}` first")
+        raise InvalidArgumentError(
+            f"{str(out)!r} holds no replication (no tasks/ folder): run "
+            f"`python -m tokensel replicate --out {shlex.quote(str(out))}` first"
+        )
     digests: dict[str, str | None] = {}
     results, claims = [], []
     for folder in sorted((out / "tasks").glob("*/seed-*")):
@@ -442,19 +533,48 @@ def summarize(out: Path, root: Path | None = None):
         held = {c["seed"] for c in cs if c.get("passed") is True}
         failed = {c["seed"] for c in cs if c.get("passed") is not True}
         held -= failed  # a claim checked several times in one run holds only if it held every time
-        vals = [float(c["measured"]) for c in cs
-                if isinstance(c.get("measured"), (int, float)) and not isinstance(c.get("measured"), bool)]
+        vals = [
+            float(c["measured"])
+            for c in cs
+            if isinstance(c.get("measured"), (int, float)) and not isinstance(c.get("measured"), bool)
+        ]
         vals = [v for v in vals if math.isfinite(v)]
         n = len(seeds)
-        rows.append(dict(chapter=chapter, claim=name, seeds=n, held=len(held),
-                         fraction=len(held) / n if n else float("nan"),
-                         min=min(vals) if vals else None, median=float(np.median(vals)) if vals else None,
-                         max=max(vals) if vals else None,
-                         kind=cs[0].get("kind"), expected=cs[0].get("expected"), tol=cs[0].get("tol"),
-                         seed_dependent=bool(n and len(held) / n < SEED_DEPENDENT),
-                         failed_seeds=sorted(seeds - held)))
-    frame = pd.DataFrame(rows, columns=["chapter", "claim", "seeds", "held", "fraction", "min", "median", "max",
-                                        "kind", "expected", "tol", "seed_dependent", "failed_seeds"])
+        rows.append(
+            dict(
+                chapter=chapter,
+                claim=name,
+                seeds=n,
+                held=len(held),
+                fraction=len(held) / n if n else float("nan"),
+                min=min(vals) if vals else None,
+                median=float(np.median(vals)) if vals else None,
+                max=max(vals) if vals else None,
+                kind=cs[0].get("kind"),
+                expected=cs[0].get("expected"),
+                tol=cs[0].get("tol"),
+                seed_dependent=bool(n and len(held) / n < SEED_DEPENDENT),
+                failed_seeds=sorted(seeds - held),
+            )
+        )
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "chapter",
+            "claim",
+            "seeds",
+            "held",
+            "fraction",
+            "min",
+            "median",
+            "max",
+            "kind",
+            "expected",
+            "tol",
+            "seed_dependent",
+            "failed_seeds",
+        ],
+    )
     if len(frame):
         frame = frame.sort_values(["chapter", "claim"], kind="stable").reset_index(drop=True)
     return frame
@@ -464,7 +584,7 @@ def threshold_changes(out: Path, build_claims: list[dict], root: Path | None = N
     """Claims whose threshold (kind, expected value, tolerance) in a build differs from the one the sweep
     recorded, each with the reason from ``OUT/threshold_changes.json`` (None when none is given)."""
     _, claims = load_replication(out, root)
-    swept = {}
+    swept: dict[tuple, tuple] = {}
     for c in claims:
         swept.setdefault((c["chapter"], c["name"]), _threshold(c))
     reasons = {}
@@ -473,19 +593,23 @@ def threshold_changes(out: Path, build_claims: list[dict], root: Path | None = N
         try:
             data = json.loads(path.read_text())
         except ValueError as exc:
-            raise InvalidArgumentError(f"{str(path)!r} is not JSON ({exc}): it lists "
-                                       '[{"chapter": ..., "claim": ..., "reason": ...}]') from exc
-        if not isinstance(data, list) or not all(isinstance(d, dict) and isinstance(d.get("reason"), str)
-                                                 for d in data):
-            raise InvalidArgumentError(f"{str(path)!r} must be a list of "
-                                       '{"chapter": ..., "claim": ..., "reason": ...}')
+            raise InvalidArgumentError(
+                f'{str(path)!r} is not JSON ({exc}): it lists [{{"chapter": ..., "claim": ..., "reason": ...}}]'
+            ) from exc
+        if not isinstance(data, list) or not all(
+            isinstance(d, dict) and isinstance(d.get("reason"), str) for d in data
+        ):
+            raise InvalidArgumentError(
+                f'{str(path)!r} must be a list of {{"chapter": ..., "claim": ..., "reason": ...}}'
+            )
         reasons = {(d.get("chapter"), d.get("claim")): d["reason"] for d in data}
     changed = []
     for c in build_claims:
         key = (c.get("chapter"), c.get("name"))
         if key in swept and swept[key] != _threshold(c):
-            changed.append(dict(chapter=key[0], claim=key[1], swept=swept[key], now=_threshold(c),
-                                reason=reasons.get(key)))
+            changed.append(
+                dict(chapter=key[0], claim=key[1], swept=swept[key], now=_threshold(c), reason=reasons.get(key))
+            )
     return changed
 
 
@@ -525,9 +649,12 @@ def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[s
     got_results, got = load_replication(out, root)
     ref_results, ref = load_replication(recorded, root)
     ref_tasks = {(r["chapter"], r["seed"]) for r in ref_results}
-    problems = [f"{r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}"
-                for r in got_results if r["status"] in ("crashed", "timed out")]
-    index = {}
+    problems = [
+        f"{r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}"
+        for r in got_results
+        if r["status"] in ("crashed", "timed out")
+    ]
+    index: dict[tuple, list[dict]] = {}
     for c in ref:
         index.setdefault((c["chapter"], c["seed"], c["name"]), []).append(c)
     seen = set()
@@ -541,8 +668,10 @@ def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[s
             continue
         r = index[key][0]
         if (c.get("passed") is True) != (r.get("passed") is True):
-            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} {'held' if c.get('passed') else 'failed'} here, "
-                            f"{'held' if r.get('passed') else 'failed'} in the recorded replication")
+            problems.append(
+                f"{key[0]} at seed {key[1]}: {key[2]!r} {'held' if c.get('passed') else 'failed'} here, "
+                f"{'held' if r.get('passed') else 'failed'} in the recorded replication"
+            )
         m, e = c.get("measured"), r.get("measured")
         if isinstance(m, (int, float)) and isinstance(e, (int, float)) and not isinstance(m, bool):
             if abs(m - e) > _allowed(r, m, e, rtol):
@@ -566,12 +695,16 @@ def summary_text(out: Path) -> str:
         if r["status"] in ("crashed", "timed out"):
             lines.append(f"  {r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}")
     dep = frame[frame.seed_dependent] if len(frame) else frame
-    lines.append(f"{len(frame)} claims; held in every seed: {int((frame.fraction == 1).sum()) if len(frame) else 0}; "
-                 f"seed-dependent (held in < {SEED_DEPENDENT:.0%}): {len(dep)}")
+    lines.append(
+        f"{len(frame)} claims; held in every seed: {int((frame.fraction == 1).sum()) if len(frame) else 0}; "
+        f"seed-dependent (held in < {SEED_DEPENDENT:.0%}): {len(dep)}"
+    )
     for row in frame.itertuples() if len(frame) else []:
         if row.held < row.seeds:
-            lines.append(f"  {row.chapter}: {row.claim}: held in {row.held} of {row.seeds} seeds"
-                         f"{' (seed-dependent)' if row.seed_dependent else ''}")
+            lines.append(
+                f"  {row.chapter}: {row.claim}: held in {row.held} of {row.seeds} seeds"
+                f"{' (seed-dependent)' if row.seed_dependent else ''}"
+            )
     return "\n".join(lines)
 
 
@@ -581,11 +714,20 @@ def main(argv=None, root: Path | None = None, default_chapters: list[str] | None
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m tokensel replicate", description=main.__doc__)
-    ap.add_argument("--chapters", nargs="+", metavar="CHAPTER",
-                    help="chapters to run (names as in _toc.yml, e.g. 01_model); default: every numbered chapter")
+    ap.add_argument(
+        "--chapters",
+        nargs="+",
+        metavar="CHAPTER",
+        help="chapters to run (names as in _toc.yml, e.g. 01_model); default: every numbered chapter",
+    )
     ap.add_argument("--seeds", type=int, default=2, help="how many fresh seeds (default 2)")
-    ap.add_argument("--first-seed", type=int, default=0, metavar="I",
-                    help="start at fresh seed number I (default 0: seeds 1000, 1100, ...)")
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        metavar="I",
+        help="start at fresh seed number I (default 0: seeds 1000, 1100, ...)",
+    )
     ap.add_argument("--out", default=str(RECORDED), help=f"results folder (default {RECORDED})")
     ap.add_argument("--workers", type=int, help="LocalCluster workers (default: cores / threads)")
     ap.add_argument("--threads", type=int, default=1, help="threads each chapter may use (default 1)")
@@ -593,11 +735,17 @@ def main(argv=None, root: Path | None = None, default_chapters: list[str] | None
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds a task may run (default 1800)")
     ap.add_argument("--retry", action="store_true", help="run again the tasks recorded as crashed or timed out")
     ap.add_argument("--summary", action="store_true", help="run nothing; summarise the results folder")
-    ap.add_argument("--compare", metavar="DIR",
-                    help="after the run, compare every task with the same task of the replication in DIR "
-                         "(exit 1 on any difference)")
-    ap.add_argument("--strict", action="store_true",
-                    help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number")
+    ap.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="after the run, compare every task with the same task of the replication in DIR "
+        "(exit 1 on any difference)",
+    )
+    ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number",
+    )
     args = ap.parse_args(argv)
     root = Path(root or Path.cwd())
     out = Path(args.out)
@@ -607,8 +755,14 @@ def main(argv=None, root: Path | None = None, default_chapters: list[str] | None
         if not chapters:
             raise InvalidArgumentError("--chapters: name the chapters to run (e.g. --chapters 01_model 02_one_step)")
         seeds = fresh_seeds(args.seeds, args.first_seed)
-        settings = SweepSettings(out=out, workers=args.workers, threads=args.threads, scheduler=args.scheduler,
-                                 timeout=args.timeout, retry=args.retry)
+        settings = SweepSettings(
+            out=out,
+            workers=args.workers,
+            threads=args.threads,
+            scheduler=args.scheduler,
+            timeout=args.timeout,
+            retry=args.retry,
+        )
         command = "python -m tokensel replicate " + " ".join(shlex.quote(a) for a in (argv or sys.argv[2:]))
         run_sweep(chapters, seeds, settings, root=root, command=command.strip())
     print(summary_text(out))
@@ -646,12 +800,30 @@ def status_table(claims, out: Path, root: Path | None = None):
     for c in claims.itertuples():
         r = index.get((c.chapter, c.name))
         if r is None:
-            rows.append(dict(chapter=c.chapter, claim=c.name, **{"fresh seeds": "not replicated"},
-                             min="", median="", max="", verdict="not replicated"))
+            rows.append(
+                dict(
+                    chapter=c.chapter,
+                    claim=c.name,
+                    **{"fresh seeds": "not replicated"},
+                    min="",
+                    median="",
+                    max="",
+                    verdict="not replicated",
+                )
+            )
             continue
-        verdict = ("robust" if r.held == r.seeds else "seed-dependent" if r.seed_dependent else "held in most")
-        rows.append(dict(chapter=c.chapter, claim=c.name, **{"fresh seeds": f"held in {r.held} of {r.seeds}"},
-                         min=_num(r.min), median=_num(r.median), max=_num(r.max), verdict=verdict))
+        verdict = "robust" if r.held == r.seeds else "seed-dependent" if r.seed_dependent else "held in most"
+        rows.append(
+            dict(
+                chapter=c.chapter,
+                claim=c.name,
+                **{"fresh seeds": f"held in {r.held} of {r.seeds}"},
+                min=_num(r.min),
+                median=_num(r.median),
+                max=_num(r.max),
+                verdict=verdict,
+            )
+        )
     return pd.DataFrame(rows, columns=["chapter", "claim", "fresh seeds", "min", "median", "max", "verdict"])
 
 

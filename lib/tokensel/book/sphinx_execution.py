@@ -54,8 +54,14 @@ FOLDER = "tokensel"  # inside the jupyter-cache folder: KEY.json and records/<ha
 KEY_FILE = "KEY.json"
 INDEX = "INDEX"  # a record folder's list of files with their SHA-256 (no .json suffix: not a record)
 #: settings that name where things are, not what is computed (the data's content enters the key instead)
-WHERE_ONLY = {config.PROGRESS, config.RESULTS_DIR, config.CACHE_DIR, config.DATA_DIR, config.IMDB_ARCHIVE,
-              config.YELP_SOURCE}
+WHERE_ONLY = {
+    config.PROGRESS,
+    config.RESULTS_DIR,
+    config.CACHE_DIR,
+    config.DATA_DIR,
+    config.IMDB_ARCHIVE,
+    config.YELP_SOURCE,
+}
 #: environment variables other than ``TOKENSEL_*`` that can change what a page computes
 SETTINGS = ("PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "MPLBACKEND")
 _HEX = re.compile(r"[0-9a-f]{16,64}")
@@ -69,8 +75,11 @@ def tree_digests(root: Path) -> dict[str, str]:
         return {root.name: sha256_file(root)}
     if not root.is_dir():
         raise InvalidArgumentError(f"{str(root)!r} is neither a file nor a folder")
-    return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(root).as_posix(): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def data_identity() -> dict:
@@ -101,8 +110,11 @@ def software() -> dict:
         name = dist.metadata["Name"] if dist.metadata else None
         if name:
             packages[name.lower()] = dist.version
-    return {"python": sys.version, "platform": f"{platform.system()} {platform.machine()}",
-            "packages": dict(sorted(packages.items()))}
+    return {
+        "python": sys.version,
+        "platform": f"{platform.system()} {platform.machine()}",
+        "packages": dict(sorted(packages.items())),
+    }
 
 
 def execution_key(root: Path, inputs=()) -> dict:
@@ -116,13 +128,17 @@ def execution_key(root: Path, inputs=()) -> dict:
         raise InvalidArgumentError(f"inputs must be a list of paths relative to the book's root, got {inputs!r}")
     missing = [p for p in inputs if not (root / p).exists()]
     if missing:
-        raise InvalidArgumentError(f"inputs {missing} do not exist under {str(root)!r}: "
-                                   "list only files or folders the pages read")
-    env = {k: v for k, v in os.environ.items() if (k.startswith("TOKENSEL_") and k not in WHERE_ONLY)
-           or k in SETTINGS}
-    parts = {"library": tree_digests(Path(tokensel.__file__).parent),
-             "inputs": {p: tree_digests(root / p) for p in sorted(inputs)},
-             "data": data_identity(), "settings": dict(sorted(env.items())), "software": software()}
+        raise InvalidArgumentError(
+            f"inputs {missing} do not exist under {str(root)!r}: list only files or folders the pages read"
+        )
+    env = {k: v for k, v in os.environ.items() if (k.startswith("TOKENSEL_") and k not in WHERE_ONLY) or k in SETTINGS}
+    parts = {
+        "library": tree_digests(Path(tokensel.__file__).parent),
+        "inputs": {p: tree_digests(root / p) for p in sorted(inputs)},
+        "data": data_identity(),
+        "settings": dict(sorted(env.items())),
+        "software": software(),
+    }
     return {"digest": hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), "parts": parts}
 
 
@@ -134,8 +150,12 @@ def read_key(cache_path: Path) -> dict | None:
         data = json.loads(f.read_text())
     except (OSError, ValueError):
         return None
-    if not (isinstance(data, dict) and isinstance(data.get("digest"), str) and isinstance(data.get("parts"), dict)
-            and isinstance(data.get("all_read"), bool)):
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("digest"), str)
+        and isinstance(data.get("parts"), dict)
+        and isinstance(data.get("all_read"), bool)
+    ):
         return None
     return data
 
@@ -268,7 +288,9 @@ def before_read(app, env, docnames: list) -> None:
         # the new key at once, marked as not yet read in full: a build stopped half-way keeps what it executed
         # and the next one reads every page again
         _write_key(cache_path, key, all_read=False)
-    if not read_key(cache_path)["all_read"]:
+    stored = read_key(cache_path)
+    assert stored is not None  # the key read above, or the one just written (a valid key)
+    if not stored["all_read"]:
         read |= set(env.found_docs)
     cache = _cache(cache_path)
     every = set(app.config.tokensel_execute_every_build)
@@ -314,8 +336,10 @@ def after_read(app, doctree) -> None:
     hit = _match(cache, state.notebooks[page])
     if hit is None or hit.hashkey in state.cached_before:
         if new:
-            logger.warning(f"execution cache: {page} wrote claim records but was not executed from its code as "
-                           "read before the build: run `make book EXECUTE=force`")
+            logger.warning(
+                f"execution cache: {page} wrote claim records but was not executed from its code as "
+                "read before the build: run `make book EXECUTE=force`"
+            )
         if hit is not None:
             _write_executed(app.env, page, cache)
         return

@@ -27,16 +27,20 @@ def mathjax_source() -> Path:
         es5 = Path(loc) / "static" / "mathjax" / "es5"
         if (es5 / "tex-mml-chtml.js").is_file():
             return es5
-    raise ExtensionError("MathJax files not found: install the book's dependencies "
-                         "(pip install -e '.[book]', which includes django-static-mathjax)")
+    raise ExtensionError(
+        "MathJax files not found: install the book's dependencies "
+        "(pip install -e '.[book]', which includes django-static-mathjax)"
+    )
 
 
 def _check_config(app, config):
     from sphinx.errors import ConfigError
 
     if config.mathjax_path != LOCAL_PATH:
-        raise ConfigError(f"tokensel.book.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
-                          f"(got {config.mathjax_path!r})")
+        raise ConfigError(
+            f"tokensel.book.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
+            f"(got {config.mathjax_path!r})"
+        )
 
 
 def _copy(app, exc):

@@ -54,8 +54,9 @@ def write_download(app, pagename: str, executed: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     notebook = json.loads(executed.read_text(encoding="utf-8"))
     chapter = _numbers(app).get(pagename)
-    plain = standalone_notebook(notebook, book_labels(app), chapter,
-                                getattr(app.config, "tokensel_repository", None) or None)
+    plain = standalone_notebook(
+        notebook, book_labels(app), chapter, getattr(app.config, "tokensel_repository", None) or None
+    )
     target.write_text(json.dumps(plain, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return target
 

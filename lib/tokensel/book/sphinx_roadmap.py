@@ -66,8 +66,10 @@ def _summary(root: Path, page: str) -> str:
     path = page_source(root, page)
     summary = front_matter(path).get("summary") if path.is_file() else None
     if not isinstance(summary, str) or not summary.strip():
-        raise ExtensionError(f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
-                             "what the page shows); every page of _toc.yml needs one")
+        raise ExtensionError(
+            f"roadmap: {page}.md has no `summary:` in its front matter (a sentence saying "
+            "what the page shows); every page of _toc.yml needs one"
+        )
     return " ".join(summary.split())
 
 
@@ -78,8 +80,11 @@ def contents_markdown(root: Path) -> str:
     from .checks import toc_files, toc_numbers
 
     numbers = toc_numbers(root)
-    return "\n".join(f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(page_source(root, page))}**: "
-                     f"{_summary(root, page)}" for page in toc_files(root))
+    return "\n".join(
+        f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(page_source(root, page))}**: "
+        f"{_summary(root, page)}"
+        for page in toc_files(root)
+    )
 
 
 def roadmap_lines(root: Path, current: str) -> list[str]:
@@ -89,7 +94,7 @@ def roadmap_lines(root: Path, current: str) -> list[str]:
 
     numbers = toc_numbers(root)
     pages = toc_files(root)
-    after = pages[pages.index(current) + 1:] if current in pages else pages
+    after = pages[pages.index(current) + 1 :] if current in pages else pages
     lines = []
     for page in after:
         target = posixpath.relpath(page, posixpath.dirname(current) or ".")

@@ -21,6 +21,7 @@ import html
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -41,8 +42,10 @@ def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
     ones with their code cells and outputs) and every cell's streams stored once
     (:func:`~tokensel.book.notebooks.repair_streams`)."""
     out, solutions = split_solutions(notebook)
-    cells = [dict(c, outputs=repair_streams(c.get("outputs") or [])) if c.get("cell_type") == "code" else c
-             for c in out["cells"]]
+    cells = [
+        dict(c, outputs=repair_streams(c.get("outputs") or [])) if c.get("cell_type") == "code" else c
+        for c in out["cells"]
+    ]
     return dict(out, cells=cells), solutions
 
 
@@ -57,9 +60,13 @@ def solution_claims(solutions: list[dict]) -> list[str]:
                 names += re.findall(r"""\bcheck\(\s*["']([^"'\n]+)["']""", code)
                 continue
             for node in ast.walk(tree):
-                if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-                        and isinstance(node.args[0].value, str)
-                        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check"):
+                if (
+                    isinstance(node, ast.Call)
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                    and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check"
+                ):
                     names.append(node.args[0].value)
     return list(dict.fromkeys(names))
 
@@ -80,7 +87,7 @@ def drop_claims(notebook: dict, names: list[str]) -> tuple[dict, int]:
     def rows(text):
         nonlocal removed
         kept = _ROW.sub(lambda m: "" if any(e in m.group(0) for e in escaped) else m.group(0), text)
-        removed += (text != kept)
+        removed += text != kept
         return kept
 
     def lines(text):
@@ -113,7 +120,8 @@ def student_config(config: dict) -> dict:
     if not isinstance(config, dict) or "execute" not in config or "sphinx" not in config:
         raise InvalidArgumentError(
             "config must be the book's _config.yml as a dict, with 'execute' and 'sphinx' sections; "
-            f"got {type(config).__name__} with keys {sorted(config) if isinstance(config, dict) else '-'}")
+            f"got {type(config).__name__} with keys {sorted(config) if isinstance(config, dict) else '-'}"
+        )
     out = yaml.safe_load(yaml.safe_dump(config))  # a deep copy of plain data
     out["title"] = str(out.get("title", "")) + TITLE_SUFFIX
     out["execute"] = dict(out["execute"], execute_notebooks="off")
@@ -137,12 +145,16 @@ def prepare_student_sources(root, built, out) -> Path:
         raise InvalidArgumentError(f"root={str(root)!r} has no _config.yml and _toc.yml: pass the book's root folder")
     executed = built / "jupyter_execute"
     if not executed.is_dir():
-        raise DataUnavailableError(f"built={str(built)!r} has no jupyter_execute/ folder: run `make book` first "
-                                   "(the student edition reuses its executed notebooks)")
+        raise DataUnavailableError(
+            f"built={str(built)!r} has no jupyter_execute/ folder: run `make book` first "
+            "(the student edition reuses its executed notebooks)"
+        )
     protected = (root.resolve(), built.resolve())
     if out.resolve() in protected or any(out.resolve() in p.parents for p in protected):
-        raise InvalidArgumentError(f"out={str(out)!r} is the book's root or build folder or holds one: pass a "
-                                   "folder of its own (it is emptied first), e.g. _build/student")
+        raise InvalidArgumentError(
+            f"out={str(out)!r} is the book's root or build folder or holds one: pass a "
+            "folder of its own (it is emptied first), e.g. _build/student"
+        )
     pages = toc_files(root)
     sources = {}
     for page in pages:
@@ -153,14 +165,19 @@ def prepare_student_sources(root, built, out) -> Path:
         elif md.is_file() and "kernelspec" not in front_matter(md):
             sources[page] = md
         else:
-            raise DataUnavailableError(f"page {page!r} was not executed in {str(executed)!r}: run `make book` "
-                                       "first (the student edition shows the outputs of that build)")
+            raise DataUnavailableError(
+                f"page {page!r} was not executed in {str(executed)!r}: run `make book` "
+                "first (the student edition shows the outputs of that build)"
+            )
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    (out / "_config.yml").write_text("# written by tokensel.book.student from the book's _config.yml\n"
-                                     + yaml.safe_dump(student_config(config), sort_keys=False), encoding="utf-8")
+    (out / "_config.yml").write_text(
+        "# written by tokensel.book.student from the book's _config.yml\n"
+        + yaml.safe_dump(student_config(config), sort_keys=False),
+        encoding="utf-8",
+    )
     for name in SUPPORT_FILES:
         if (root / name).is_file():
             shutil.copy2(root / name, out / name)
@@ -217,7 +234,9 @@ def _values(text: str) -> list[str]:
     return [n.lstrip("-") for n in _NUMBER.findall(text) if _significant(n) >= 3]
 
 
-def leak_evidence(notebooks: list[dict], records: list[dict] = (), elsewhere: list[str] = ()) -> dict[str, list[str]]:
+def leak_evidence(
+    notebooks: list[dict], records: Sequence[dict] = (), elsewhere: Sequence[str] = ()
+) -> dict[str, list[str]]:
     """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
     ``records`` (:func:`~tokensel.book.checks.load_results`): ``phrases``, every run of five or more words of a
     solution's text (between formulas and punctuation), and ``values``, every number of three or more
@@ -238,13 +257,20 @@ def leak_evidence(notebooks: list[dict], records: list[dict] = (), elsewhere: li
         for cell in rest["cells"]:
             outside.append(normalise("".join(cell.get("source", ""))))
             outside += [normalise("".join(o.get("text", ""))) for o in cell.get("outputs") or []]
-            outside += [normalise("".join(v)) for o in cell.get("outputs") or []
-                        for k, v in (o.get("data") or {}).items() if k.startswith("text/")]
+            outside += [
+                normalise("".join(v))
+                for o in cell.get("outputs") or []
+                for k, v in (o.get("data") or {}).items()
+                if k.startswith("text/")
+            ]
     for rec in records:
         for claim in rec.get("checks", []):
             if claim.get("name") in names:
-                values += [_shown(claim[k]).lstrip("-") for k in ("measured", "expected")
-                           if isinstance(claim.get(k), float) and _significant(_shown(claim[k])) >= 3]
+                values += [
+                    _shown(claim[k]).lstrip("-")
+                    for k in ("measured", "expected")
+                    if isinstance(claim.get(k), float) and _significant(_shown(claim[k])) >= 3
+                ]
     shown = " \n ".join(outside)
     phrases = [p for p in dict.fromkeys(phrases) if p not in shown]
     values = [v for v in dict.fromkeys(values) if not re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", shown)]
@@ -255,7 +281,6 @@ def find_leaks(text: str, evidence: dict[str, list[str]]) -> list[str]:
     """Every piece of ``evidence`` (:func:`leak_evidence`) found in ``text`` (a page, a notebook, a PDF's text)."""
     flat = normalise(text)
     found = [f"phrase {p!r}" for p in evidence.get("phrases", []) if p in flat]
-    found += [f"value {v}" for v in evidence.get("values", [])
-              if re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", flat)]
+    found += [f"value {v}" for v in evidence.get("values", []) if re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", flat)]
     found += [f"claim {n!r}" for n in evidence.get("claims", []) if normalise(n) in flat]
     return found

@@ -59,9 +59,20 @@ def _off_by(kind, measured, expected) -> str:
     return f" (off by {percent(abs(measured - expected) / abs(expected), 2)})"
 
 
-def claim_line(name: str, measured, expected, tol, kind: str, passed: bool, *, deviation: bool = False,
-               preregistered: bool = False, reason: str | None = None, statement: str | None = None,
-               threshold: str | None = None) -> str:
+def claim_line(
+    name: str,
+    measured,
+    expected,
+    tol,
+    kind: str,
+    passed: bool,
+    *,
+    deviation: bool = False,
+    preregistered: bool = False,
+    reason: str | None = None,
+    statement: str | None = None,
+    threshold: str | None = None,
+) -> str:
     """The line(s) :func:`~tokensel.book.checks.check` prints for one claim.
 
     One line ``[ok] name: measured, required <condition>`` (``[deviation]`` for a tripwire that holds,
