@@ -120,3 +120,13 @@ def test_the_overflow_guard_is_off_for_ordinary_learning_rates():
     assert not may_overflow(opt, x, 1.0, 10**6)
     assert may_overflow(opt, x, 1e300, 10**6)
     assert may_overflow(opt, [torch.ones(2, dtype=torch.float32, requires_grad=True)], 1e36, 100)
+
+
+def test_a_checkpointed_run_without_what_to_save_is_refused_before_any_step(tmp_path):
+    for saved, fingerprint in [(None, {"recipe": "q"}), ({"p": torch.zeros(3)}, None)]:
+        model = _Quadratic()
+        step, calls = _step(model)
+        settings = loop.check_settings(5, 0.1, 1, tmp_path / "run.ckpt", 1, False)
+        with pytest.raises(InvalidParameterError, match="saved .* and fingerprint"):
+            loop.adam(model, [model.p], step, settings, method="adam", label="q", saved=saved, fingerprint=fingerprint)
+        assert calls == [] and not (tmp_path / "run.ckpt").exists()

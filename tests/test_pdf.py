@@ -54,6 +54,11 @@ def test_combined_page_keeps_every_article_in_order_after_a_title_page_and_conte
     (tmp_path / "book" / "bare.html").write_text("<html><head></head><body>no article</body></html>")
     with pytest.raises(DataUnavailableError, match="article"):
         pdf.combined_page(tmp_path, ["book/bare"])
+    (tmp_path / "book" / "headless.html").write_text(
+        '<html><body><article class="bd-article">x</article></body></html>'
+    )
+    with pytest.raises(DataUnavailableError, match="no <head>"):
+        pdf.combined_page(tmp_path, ["book/headless"])
 
 
 def test_book_title():

@@ -164,12 +164,17 @@ def adam(
     after it, however it ends.
     """
     steps, lr = settings.steps, settings.lr
+    if settings.checkpoint is not None and (not isinstance(saved, dict) or not isinstance(fingerprint, dict)):
+        raise InvalidParameterError(
+            "a run with a checkpoint needs saved (the tensors to save, by name) and fingerprint (what the run is, "
+            "from tokensel.checkpoints.fingerprint): pass both, or no checkpoint"
+        )
     # the fused kernel: one pass over each tensor per step (7x faster than the default on the
     # IMDB-size E on 2 CPU cores; see benchmarks/PROFILE.md); element-wise, so deterministic
     opt = torch.optim.Adam(trained, lr=lr, fused=True)
     traj = Trajectory(method=method)
     start = 0
-    # what a checkpoint holds: the callers pass both whenever settings.checkpoint is set (nothing checks it)
+    # what a checkpoint holds: both are dicts whenever settings.checkpoint is set (checked above)
     to_save, meta = cast(dict, saved), cast(dict, fingerprint)
     try:
         if settings.checkpoint is not None:

@@ -121,8 +121,10 @@ def combined_page(html_root, pages: list[str], title: str | None = None, subtitl
         if found is None:
             raise DataUnavailableError(f'{path} has no <article class="bd-article">: not a page of this book\'s theme')
         if head is None:
-            # a page with an <article> but no <head> fails here with AttributeError
-            head, first = _HEAD.search(text).group(1), text  # type: ignore[union-attr]
+            found_head = _HEAD.search(text)
+            if found_head is None:
+                raise DataUnavailableError(f"{path} has no <head>: not a page of this book's theme")
+            head, first = found_head.group(1), text
         h1 = _H1.search(found.group(1))
         headings.append(_text(h1.group(1)) if h1 else Path(page).name)
         articles.append(
