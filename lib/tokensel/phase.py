@@ -65,7 +65,7 @@ def _grid(value, name: str, kind) -> list:
 
 
 def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, str]:
-    """Flow a trapped run on to :data:`TRAP_T`, then the cosine of ``p`` with the max-margin direction of the
+    """Flow a trapped run on to ``TRAP_T``, then the cosine of ``p`` with the max-margin direction of the
     selection it has settled on (``nan`` and ``'infeasible'`` when that selection has none)."""
     gradient_flow(m, batch, t_max=TRAP_T, records=2, rtol=1e-8, atol=1e-12)
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
@@ -89,7 +89,7 @@ def phase_runs(
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
     ``AttentionModel.init(..., seed=init_seed)``, then the gradient flow of ``p`` to ``t_max``.
 
-    Returns a DataFrame with one row per run (columns :data:`COLUMNS`): ``predicted``, the fraction of
+    Returns a DataFrame with one row per run (columns ``COLUMNS``): ``predicted``, the fraction of
     sequences whose important token leads in value after the step; ``loss_gap``, the loss minus its floor
     ``L*`` at ``t_max``; ``selected``, the fraction of sequences whose important token is selected; ``full``,
     whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``. With ``own_svm``,
@@ -175,7 +175,7 @@ def phase_probabilities(runs):
 
 def read_runs(path):
     """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``), checked before
-    use: the columns of :data:`COLUMNS`, fractions in [0, 1], booleans as booleans, ``full`` and ``trapped``
+    use: the columns of ``COLUMNS``, fractions in [0, 1], booleans as booleans, ``full`` and ``trapped``
     consistent with the other columns, no run twice, and every cell run at the same seeds. Raises
     :class:`~tokensel.errors.DataUnavailableError` naming the first problem."""
     import pandas as pd
@@ -189,7 +189,8 @@ def read_runs(path):
     except (ValueError, OSError) as exc:
         raise DataUnavailableError(f"{str(path)!r} is not a CSV table of phase runs: {exc}") from None
     if "own_status" in runs.columns:
-        runs["own_status"] = runs["own_status"].fillna("")  # an empty status is read back as missing
+        status = runs["own_status"]  # an empty status is read back as missing
+        runs["own_status"] = status.astype(object).where(status.notna(), "")
     bad = _problem(runs)
     if bad:
         raise DataUnavailableError(
