@@ -15,11 +15,8 @@ own page runs data seed 0 with initialisation seeds 1 and 2 (its parameters cell
 from __future__ import annotations
 
 import argparse
-import importlib.metadata as md
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,21 +43,6 @@ def run_one(data_seed: int, init_seed: int, out: str) -> str:
     return path.name
 
 
-def _commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return head.stdout.strip() + ("+uncommitted changes" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-seeds", type=int, nargs="+", default=list(DATA_SEEDS))
@@ -72,6 +54,7 @@ def main(argv=None) -> int:
     import pandas as pd
     from dask.distributed import Client, LocalCluster, as_completed
 
+    from tokensel.book.replication import _git_commit, _versions  # the replication's own provenance
     from tokensel.progress import bar
 
     (args.out / "parts").mkdir(parents=True, exist_ok=True)
@@ -103,17 +86,11 @@ def main(argv=None) -> int:
     runs.to_csv(args.out / "runs.csv", index=False, float_format="%.17g")
     prov_path = args.out / "provenance.json"
     prov = json.loads(prov_path.read_text()) if prov_path.is_file() else {"sweeps": []}
-    versions = {"python": platform.python_version()}
-    for name in ("tokensel", "torch", "numpy", "scipy", "cvxpy", "dask", "distributed"):
-        try:
-            versions[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
     prov["sweeps"].append(
         {
             "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-            "commit": _commit(),
-            "versions": versions,
+            "commit": _git_commit(ROOT),
+            "versions": _versions(),
             "data_seeds": args.data_seeds,
             "init_seeds": args.init_seeds,
             "ran": len(todo),
