@@ -63,7 +63,7 @@ EXECUTE ?= cache
 book: $(STAMP)
 	@case "$(EXECUTE)" in cache) ;; force) rm -rf _build/.jupyter_cache ;; \
 	  *) echo "EXECUTE must be cache or force, got '$(EXECUTE)'" >&2; exit 2 ;; esac
-	$(BIN)/python -c "import tokensel.book.checks as c; c.mark_build_start('_build/checks')"
+	$(BIN)/python -c "import tokensel.book.records as r; r.mark_build_start('_build/checks')"
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going

@@ -7,9 +7,9 @@ classes) on the same sequences. Every method computes the loss and the full grad
 E (materialised into a reused buffer, as in training), p and v, and they must agree.
 
 * fused: ``tokensel.gradients`` (the attention pass in one compiled kernel per sequence,
-  :mod:`tokensel.kernels`; ``E [p, V]`` and ``[A, B]^T E`` one pass over E each; grad_E written once);
+  :mod:`tokensel.models.kernels`; ``E [p, V]`` and ``[A, B]^T E`` one pass over E each; grad_E written once);
 * reference: ``tokensel.gradients(..., fused=False)``, the previous implementation (a dozen tensor
-  passes over the entries, :func:`tokensel.core.score_value_grads`);
+  passes over the entries, :func:`tokensel.models.core.score_value_grads`);
 * ``--autograd``: also a straightforward PyTorch implementation (gather ``E[ids]`` per minibatch of
   sequences and call ``backward``), checked against the reference.
 
@@ -40,8 +40,8 @@ def autograd_full_batch(model: ts.AttentionModel, batch: ts.RaggedBatch, chunk: 
     for start in range(0, batch.n, chunk):
         sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
         X = E[sub.ids]  # (tokens in chunk) x d: the O(tokens x d) gather
-        q, _ = ts.core.segment_softmax(X @ p, sub)
-        f = ts.core.segment_sum(q * (X @ v), sub)
+        q, _ = ts.models.core.segment_softmax(X @ p, sub)
+        f = ts.models.core.segment_sum(q * (X @ v), sub)
         loss = ts.loss.logistic(sub.labels.to(E.dtype) * f).sum() / batch.n
         loss.backward()
         total += float(loss.detach())
@@ -107,7 +107,7 @@ def main():
     )
     t0 = time.perf_counter()
     dt = batch.distinct()
-    ts.core.entry_plan(batch)
+    ts.models.core.entry_plan(batch)
     M = dt.ids.numel()
     print(
         f"distinct (sequence, token) entries: {M:,} ({M / batch.num_tokens:.0%} of the occurrences), found and "

@@ -42,12 +42,12 @@ def gradient(model, parts, n, forward):
 
 def check_agreement(kind):
     data = ts.synthetic.independent_tokens(40, 30, length=(2, 20), delta=0.8, seed=0)
-    m = ts.variants.make(kind, 30, 16, seed=0, dtype=torch.float64)
+    m = ts.models.variants.make(kind, 30, 16, seed=0, dtype=torch.float64)
     for w in m.matrices.values():
         w.add_(0.1)
     for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)
-    parts = [(ts.variants.padded(data.batch), data.batch.labels)]
+    parts = [(ts.models.variants.padded(data.batch), data.batch.labels)]
     l1, g1 = gradient(m, parts, 40, m.forward_prepared)
     l2, g2 = gradient(m, parts, 40, m.forward_reference)
     err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
@@ -74,8 +74,8 @@ def main():
             f"{check_agreement(kind):.1e})"
         )
     batch = zipf_batch(n, 230 if args.paper else 150, 7_900, device=args.device).truncate(T)
-    chunks = ts.variants.length_chunks(batch, chunk)
-    parts = [(ts.variants.padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].float()) for ix in chunks]
+    chunks = ts.models.variants.length_chunks(batch, chunk)
+    parts = [(ts.models.variants.padded(batch.subset(ix)), batch.labels[ix.to(batch.device)].float()) for ix in chunks]
     flop = sum(6.0 * ids.shape[0] * ids.shape[1] ** 2 * d for (ids, _), _ in parts)
     print(
         f"batch: {batch.n:,} reviews, {batch.num_tokens:,} tokens (at most {T}), |S| = 7,900, d = {d}, "
@@ -84,7 +84,7 @@ def main():
     )
     speed = None
     for kind in ("two_layer", "two_layer_wkq"):
-        model = ts.variants.make(kind, 7_900, d, seed=0, device=args.device)
+        model = ts.models.variants.make(kind, 7_900, d, seed=0, device=args.device)
         for t in [model.E, model.p, *model.matrices.values()]:
             t.requires_grad_(True)
         runs = [("fast float32", model.forward_prepared, "fp32")]

@@ -7,7 +7,7 @@ Both paths compute the loss and the gradients with respect to E, p, W1 and W2 by
 agree (checked in float64 on the first chunk):
 
 * sparse (``MLPHead.forward_entries``): the attention mixture ``z = Q E`` as CSR products over
-  the distinct (sequence, token) entries (:mod:`tokensel.mixing`);
+  the distinct (sequence, token) entries (:mod:`tokensel.models.mixing`);
 * padded (``MLPHead.forward_reference``): gather ``E[ids]`` into an (n x T x d) tensor per chunk,
   the straightforward implementation (the two-layer models' fast path also pads).
 
@@ -42,10 +42,10 @@ def gradient(model, parts, n, forward):
 def hidden_preactivation(model, batch, path):
     """``W1 z`` of the MLP head for every review of ``batch``, by the sparse or the padded path."""
     if path == "entries":
-        plan = ts.mixing.MixPlan(batch)
-        z = ts.mixing.mix(ts.mixing.entry_attention(model.E @ model.p, plan), model.E, plan)
+        plan = ts.models.mixing.MixPlan(batch)
+        z = ts.models.mixing.mix(ts.models.mixing.entry_attention(model.E @ model.p, plan), model.E, plan)
     else:
-        ids, mask = ts.variants.padded(batch)
+        ids, mask = ts.models.variants.padded(batch)
         X = model.E[ids]
         z = torch.einsum("nt,ntd->nd", torch.softmax((X @ model.p).masked_fill(~mask, -torch.inf), -1), X)
     return z @ model.W1.T
@@ -66,7 +66,7 @@ def main():
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else None
 
     batch = zipf_batch(args.n, args.mean_len, args.vocab, device=args.device).truncate(args.max_len)
-    model = ts.variants.make("mlp", args.vocab, args.d, seed=0, device=args.device)
+    model = ts.models.variants.make("mlp", args.vocab, args.d, seed=0, device=args.device)
     for t in [model.E, model.p, *model.matrices.values()]:
         t.requires_grad_(True)
     print(
@@ -80,7 +80,7 @@ def main():
     sparse_parts = [(model.prepare(batch.subset(ix)), y) for ix, y in zip(chunks, labels, strict=True)]
     t_prep_sparse = time.perf_counter() - t0
     t0 = time.perf_counter()
-    padded_parts = [(ts.variants.padded(batch.subset(ix)), y) for ix, y in zip(chunks, labels, strict=True)]
+    padded_parts = [(ts.models.variants.padded(batch.subset(ix)), y) for ix, y in zip(chunks, labels, strict=True)]
     t_prep_padded = time.perf_counter() - t0
     entries = sum(int(p[0][1].entries.ids.numel()) for p in sparse_parts)
     print(
@@ -104,12 +104,12 @@ def main():
         f"max |diff| / max |grad| = {err32:.1e} (float32 rounding; the float64 check follows)"
     )
     # the two paths must compute the same gradient: check it in float64 on the first chunk
-    m64 = ts.variants.make("mlp", args.vocab, args.d, seed=0, dtype=torch.float64, device=args.device)
+    m64 = ts.models.variants.make("mlp", args.vocab, args.d, seed=0, dtype=torch.float64, device=args.device)
     for t in [m64.E, m64.p, *m64.matrices.values()]:
         t.requires_grad_(True)
     sub, y = batch.subset(chunks[0]), labels[0].to(torch.float64)
     l1, g1 = gradient(m64, [(m64.prepare(sub), y)], sub.n, m64.forward_entries)
-    l2, g2 = gradient(m64, [(ts.variants.padded(sub), y)], sub.n, m64.forward_reference)
+    l2, g2 = gradient(m64, [(ts.models.variants.padded(sub), y)], sub.n, m64.forward_reference)
     err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
     assert abs(l1 - l2) < 1e-12 and err < 1e-10, f"gradients disagree: loss {l1} vs {l2}, rel err {err}"
     print(

@@ -1,6 +1,6 @@
 """Chapter 04's phase diagram as probabilities: every cell of the (width d, first step eta0) grid run at several
 data seeds x several initialisation seeds, each (data seed, initialisation seed) one Dask task that runs the whole
-grid (``tokensel.phase.phase_runs``). Chapter 04 shows the result beside its own executed runs, which are a
+grid (``tokensel.experiments.phase.phase_runs``). Chapter 04 shows the result beside its own executed runs, which are a
 subset of these (the chapter checks that its rows equal the recorded ones).
 
     python scripts/phase_probability.py                       # 3 data seeds x 20 initialisations, LocalCluster
@@ -33,7 +33,7 @@ def run_one(data_seed: int, init_seed: int, out: str) -> str:
     import torch
 
     torch.set_num_threads(1)
-    from tokensel import phase
+    from tokensel.experiments import phase
 
     runs = phase.phase_runs([data_seed], [init_seed], progress=False)
     path = Path(out) / "parts" / f"data-{data_seed}-init-{init_seed}.csv"
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     from dask.distributed import Client, LocalCluster, as_completed
 
     from tokensel.book.replication import _git_commit, _versions  # the replication's own provenance
-    from tokensel.progress import bar
+    from tokensel.training.progress import bar
 
     (args.out / "parts").mkdir(parents=True, exist_ok=True)
     tasks = [(d, i) for d in args.data_seeds for i in args.init_seeds]

@@ -64,7 +64,7 @@ def data_dir(tmp_path):
         tmp_path, "imdb/test.parquet", texts[::-1] + ["unknown words only"], labels[::-1] + [1], [3, 2, 1, 10, 8, 9, 7]
     )
     _write(tmp_path, "yelp_polarity_sample/test.parquet", texts * 5, labels * 5)
-    ts.manifest.write_manifest(tmp_path)
+    ts.data.manifest.write_manifest(tmp_path)
     return tmp_path
 
 

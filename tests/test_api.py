@@ -51,9 +51,9 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
     lines = ["an |S| x d table, ``(|S|,)`` stays", ":math:`|x|` and `a|b`_ stay"]
     api.escape_bars(lines)
     assert lines == [r"an \|S\| x d table, ``(|S|,)`` stays", ":math:`|x|` and `a|b`_ stay"]
-    assert api.canonical("tokensel.train_p") == "tokensel.training.train_p"
+    assert api.canonical("tokensel.train_p") == "tokensel.training.phases.train_p"
     assert api.canonical("tokensel.checks.check") == "tokensel.book.checks.check"
-    assert api.canonical("tokensel.statistics") == "tokensel.statistics"
+    assert api.canonical("tokensel.statistics") == "tokensel.analysis.statistics"
     assert api.canonical("tokensel.no_such_name") is None and api.canonical("numpy.ndarray") is None
 
 

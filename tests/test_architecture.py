@@ -13,36 +13,17 @@ import tokensel as ts
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "lib" / "tokensel"
 
-# lowest first; a module may import modules of its own layer or of layers below (ARCHITECTURE.md)
-LAYERS = [
-    {"errors", "version", "files", "loss"},
-    {"config", "validation"},
-    {"progress", "seeding", "manifest", "checkpoints", "data"},
-    {"text", "imdb_archive", "kernels", "mixing", "core", "synthetic"},
-    {"loaders", "model", "maxmargin"},
-    {"reviews", "grads", "statistics", "loop", "dense"},
-    {"training", "variants"},
-    {"experiments", "phase"},
-    {
-        "book",
-        "book.api",
-        "book.checks",
-        "book.display",
-        "book.formatting",
-        "book.pdf",
-        "book.plots",
-        "book.sphinx_equations",
-        "book.sphinx_mathjax",
-        "book.sphinx_notebooks",
-        "book.student",
-        "book.replication",
-        "book.notebooks",
-        "book.wording",
-        "book.sphinx_roadmap",
-        "book.sphinx_execution",
-    },
-    {"__init__", "__main__"},
-]
+# the library's folders, lowest first: a module imports only modules of its own folder or of folders below it
+# (ARCHITECTURE.md); the plumbing is the top-level modules
+FOLDERS = ["plumbing", "data", "models", "training", "analysis", "experiments", "book", "namespace"]
+PLUMBING = {"errors", "version", "files", "loss", "config", "validation", "seeding"}
+
+
+def folder(mod: str) -> str:
+    if mod in ("__init__", "__main__"):
+        return "namespace"
+    head = mod.split(".")[0]
+    return "plumbing" if head in PLUMBING else head
 
 
 def _modules():
@@ -64,18 +45,23 @@ def _imports(mod: str, path: Path) -> set:
     return out
 
 
-def test_every_module_has_a_layer():
-    known = set().union(*LAYERS)
-    assert {m for m, _ in _modules()} == known
+def test_every_module_is_in_a_folder_and_the_top_level_is_short():
+    mods = [m for m, _ in _modules()]
+    assert {folder(m) for m in mods} <= set(FOLDERS), sorted({folder(m) for m in mods} - set(FOLDERS))
+    top = [m for m in mods if "." not in m and folder(m) in ("plumbing", "namespace")]
+    assert set(top) == PLUMBING | {"__init__", "__main__"}
+    assert len(top) <= 12
+    assert 4 <= len({folder(m) for m in mods} - {"plumbing", "namespace"}) <= 6
 
 
 def test_no_upward_imports_and_no_cycles():
-    layer = {m: i for i, group in enumerate(LAYERS) for m in group}
+    mods = {m for m, _ in _modules()}
+    rank = {name: i for i, name in enumerate(FOLDERS)}
     graph = {m: _imports(m, f) for m, f in _modules()}
     for mod, deps in graph.items():
         for dep in deps:
-            assert dep in layer, f"{mod} imports {dep}, which is not a module of tokensel"
-            assert layer[dep] <= layer[mod], f"{mod} (layer {layer[mod]}) imports {dep} (layer {layer[dep]})"
+            assert dep in mods, f"{mod} imports {dep}, which is not a module of tokensel"
+            assert rank[folder(dep)] <= rank[folder(mod)], f"{mod} ({folder(mod)}) imports {dep} ({folder(dep)})"
     # no cycles, within layers too
     state = {}
 
@@ -155,7 +141,20 @@ def test_license_and_citation_agree_with_the_project():
 # library modules whose tests live in a module named otherwise
 TESTED_IN = {
     "version": "test_architecture",
+    "data": "test_batch",
+    "models": "test_attention",
+    "training": "test_phases",
+    "analysis": "test_statistics",
+    "experiments": "test_experiments",
+    "analysis.shapes": "test_statistics",
+    "experiments.recipes": "test_experiments",
+    "experiments.tables": "test_experiments",
+    "experiments.records": "test_experiments",
     "book": "test_checks",
+    "book.records": "test_checks",
+    "book.toc": "test_checks",
+    "book.verification": "test_checks",
+    "book.status": "test_checks",
     "book.sphinx_mathjax": "test_sphinx_extensions",
     "book.sphinx_notebooks": "test_sphinx_extensions",
     "__main__": "test_cli",

@@ -36,7 +36,7 @@ def _multiclass():
 
 
 def _variant(vocab=None):
-    return ts.variants.make("two_layer", vocab or _batch().vocab_size, 4, seed=0)
+    return ts.models.variants.make("two_layer", vocab or _batch().vocab_size, 4, seed=0)
 
 
 CASES = [
@@ -44,8 +44,8 @@ CASES = [
     ("seed not an int", lambda: ts.seed_everything(1.5), TypeError, "seed must be an int"),
     ("zero threads", lambda: ts.seed_everything(0, threads=0), ValueError, "threads must be an int >= 1"),
     ("claim without a name", lambda: ts.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
-    ("zero bins", lambda: ts.statistics.binned(np.zeros(3), np.zeros(3), bins=0), ValueError, "bins must be"),
-    ("no finite pairs to bin", lambda: ts.statistics.binned(np.full(3, np.nan), np.zeros(3)), ValueError, "no finite"),
+    ("zero bins", lambda: ts.shapes.binned(np.zeros(3), np.zeros(3), bins=0), ValueError, "bins must be"),
+    ("no finite pairs to bin", lambda: ts.shapes.binned(np.full(3, np.nan), np.zeros(3)), ValueError, "no finite"),
     (
         "scores of the wrong length",
         lambda: ts.statistics.selection(_batch(), torch.zeros(3)),
@@ -96,18 +96,18 @@ CASES = [
     ("empty subset", lambda: _batch().subset([]), InvalidBatchError, "empty"),
     (
         "documents and labels disagree",
-        lambda: ts.text.encode([["a", "b"]], [1, -1], ts.text.build_vocabulary([["a", "b"]], min_df=1)),
+        lambda: ts.data.text.encode([["a", "b"]], [1, -1], ts.data.text.build_vocabulary([["a", "b"]], min_df=1)),
         InvalidBatchError,
         "1 documents but 2 labels",
     ),
     (
         "min_df above 1 but not an int",
-        lambda: ts.text.build_vocabulary([["a", "b"]], min_df=1.5),
+        lambda: ts.data.text.build_vocabulary([["a", "b"]], min_df=1.5),
         ValueError,
         "min_df must be",
     ),
     ("unknown review data set", lambda: ts.reviews.prepare_reviews("mnist"), ValueError, "unknown data set"),
-    ("unknown variant", lambda: ts.variants.make("lstm", 5, 3), InvalidParameterError, "kind"),
+    ("unknown variant", lambda: ts.models.variants.make("lstm", 5, 3), InvalidParameterError, "kind"),
     (
         "variant on a multi-class batch",
         lambda: _variant(_multiclass().vocab_size).forward(_multiclass()),
@@ -117,19 +117,19 @@ CASES = [
     ("variant on another vocabulary", lambda: _variant(99).forward(_batch()), InvalidBatchError, "E has 99 rows"),
     (
         "variant trained with lr 0",
-        lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, lr=0.0),
+        lambda: ts.train_variant(_variant(), _batch(), steps=2, lr=0.0),
         InvalidParameterError,
         "lr must be",
     ),
     (
         "variant trained with chunk 0",
-        lambda: ts.variants.train_variant(_variant(), _batch(), steps=2, chunk=0),
+        lambda: ts.train_variant(_variant(), _batch(), steps=2, chunk=0),
         InvalidParameterError,
         "chunk must be",
     ),
     (
         "variant test batch on another vocabulary",
-        lambda: ts.variants.train_variant(_variant(99), _batch(), steps=2),
+        lambda: ts.train_variant(_variant(99), _batch(), steps=2),
         InvalidBatchError,
         "E has 99 rows",
     ),

@@ -114,12 +114,12 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu(tmp_path):
 
 def _save_many(args):
     path, k = args
-    from tokensel.training import Trajectory
+    from tokensel.training.loop import Trajectory
 
     E = torch.full((50, 40), float(k))
     opt = torch.optim.Adam([E], lr=0.1)
     for i in range(25):
-        ts.checkpoints.save(path, {"E": E}, opt, i, Trajectory("adam"), {"run": k})
+        ts.training.checkpoints.save(path, {"E": E}, opt, i, Trajectory("adam"), {"run": k})
     return k
 
 
@@ -169,9 +169,9 @@ def test_a_diverging_run_stops_with_the_model_of_the_last_finite_step():
 
 def test_a_diverging_variant_stops_with_finite_parameters():
     batch = _data()
-    model = ts.variants.make("two_layer", 30, 8, seed=0)
+    model = ts.models.variants.make("two_layer", 30, 8, seed=0)
     with pytest.raises(DivergenceError):
-        ts.variants.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
+        ts.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
     model.validate()
 
 

@@ -36,7 +36,7 @@ def test_checks_record_and_fail(tmp_path, monkeypatch):
     assert [c["passed"] for c in rec["checks"]] == [True] * 7 + [False, False]
     with pytest.raises(ClaimFailedError, match="2 of 9 claims failed"):
         ts.end_chapter()
-    assert ts.checks.load_results(tmp_path)[0]["seconds"] >= 0
+    assert ts.book.records.load_results(tmp_path)[0]["seconds"] >= 0
 
 
 @pytest.mark.parametrize(
@@ -98,15 +98,15 @@ def test_report_requires_every_chapter_from_this_build(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
     ts.start_chapter("old")
     ts.end_chapter()
-    ts.checks.mark_build_start()
+    ts.book.records.mark_build_start()
     with pytest.raises(ClaimFailedError, match="old: no record"):
-        ts.checks.report(["old"])
+        ts.book.status.report(["old"])
     ts.start_chapter("a")
     ts.check("x", 1.0, 1.0, tol=0.0)
     with pytest.raises(ClaimFailedError, match="a: started but did not finish"):
-        ts.checks.report(["a"])
+        ts.book.status.report(["a"])
     ts.end_chapter()
-    claims, chapters = ts.checks.report(["a"])
+    claims, chapters = ts.book.status.report(["a"])
     assert claims["name"].tolist() == ["x"] and chapters["claims"].tolist() == [1]
 
 
@@ -115,7 +115,7 @@ def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
     """A claim that failed inside try/except (or a cell tagged raises-exception) is on record: the
     status page and the build's verification both refuse it, naming the claim."""
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
-    ts.checks.mark_build_start()
+    ts.book.records.mark_build_start()
     ts.start_chapter("sly")
     try:
         ts.check("a hidden false claim", 1.0, 2.0, tol=0.1)
@@ -124,22 +124,22 @@ def test_a_caught_failure_still_fails_verification(tmp_path, monkeypatch):
     with pytest.raises(ClaimFailedError):
         ts.end_chapter()
     with pytest.raises(ClaimFailedError, match="a hidden false claim"):
-        ts.checks.verify(tmp_path, expected=["sly"])
+        ts.book.verification.verify(tmp_path, expected=["sly"])
     with pytest.raises(ClaimFailedError, match="a hidden false claim"):
-        ts.checks.report(["sly"])
+        ts.book.status.report(["sly"])
     out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1 and "a hidden false claim" in out.stderr
 
 
 def test_verify_names_unfinished_and_missing_chapters(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
-    ts.checks.mark_build_start()
+    ts.book.records.mark_build_start()
     ts.start_chapter("half")
     ts.check("fine", 1.0, 1.0, tol=0.0)
     with pytest.raises(ClaimFailedError, match="(?s)gone: no record.*half: started but did not finish"):
-        ts.checks.verify(tmp_path, expected=["half", "gone"])
+        ts.book.verification.verify(tmp_path, expected=["half", "gone"])
     ts.end_chapter()
-    assert ts.checks.verify(tmp_path, expected=["half"]) == (1, 1)
+    assert ts.book.verification.verify(tmp_path, expected=["half"]) == (1, 1)
 
 
 def _run_chapter(args):
@@ -177,7 +177,7 @@ def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
         "started": 1.0,
         "checks": [],
     }
-    (tmp_path / "c@dead.json").write_text(json.dumps(ts.checks._sealed(dead)))
+    (tmp_path / "c@dead.json").write_text(json.dumps(ts.book.records._sealed(dead)))
     ts.start_chapter("c")
     ts.end_chapter()
     assert [r["run"] for r in _records(tmp_path, "c")] != ["dead"] and len(_records(tmp_path, "c")) == 1
@@ -185,13 +185,13 @@ def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
 
 def test_a_chapter_restarted_in_the_same_process_replaces_its_unfinished_record(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
-    ts.checks.mark_build_start()
+    ts.book.records.mark_build_start()
     ts.start_chapter("again")  # interrupted: never finished
     ts.check("x", 1.0, 1.0, tol=0.0)
     ts.start_chapter("again")
     ts.end_chapter()
     assert len(_records(tmp_path, "again")) == 1
-    assert ts.checks.verify(tmp_path, expected=["again"]) == (0, 1)
+    assert ts.book.verification.verify(tmp_path, expected=["again"]) == (0, 1)
 
 
 def test_toc_chapters(tmp_path):
@@ -200,7 +200,7 @@ def test_toc_chapters(tmp_path):
         "  - file: book/01_model\n    sections:\n      - file: book/01a\n"
         "  - file: book/status\n"
     )
-    assert ts.checks.toc_chapters(tmp_path) == ["intro", "01_model", "01a", "status"]
+    assert ts.book.toc.toc_chapters(tmp_path) == ["intro", "01_model", "01a", "status"]
 
 
 def test_report_mode_shows_a_failure_runs_on_and_fails_at_the_end(tmp_path, monkeypatch):
@@ -216,7 +216,7 @@ def test_report_mode_shows_a_failure_runs_on_and_fails_at_the_end(tmp_path, monk
     with pytest.raises(ClaimFailedError, match="1 of 2 claims failed: \\['broken'\\]"):
         ts.end_chapter()
     with pytest.raises(ClaimFailedError, match="broken"):
-        ts.checks.verify(tmp_path, expected=["demo"])
+        ts.book.verification.verify(tmp_path, expected=["demo"])
 
 
 def test_claims_table_shows_each_relation():
@@ -228,20 +228,20 @@ def test_claims_table_shows_each_relation():
             dict(chapter="a", name="y", measured=True, expected=None, tol=None, kind="true", passed=False),
         ]
     )
-    t = ts.checks.claims_table(claims)
+    t = ts.book.status.claims_table(claims)
     assert t.loc[0, "measured"] == "0.123457" and t.loc[0, "claim"] == "= expected ± tol·|expected|"
     assert t.loc[1, "expected"] == "" and t.loc[1, "status"] == "FAILED" and t.loc[1, "claim"] == "holds"
     assert t.loc[0, "status"] == "holds"
     marked = claims.assign(deviation=[True, False])
-    assert ts.checks.claims_table(marked).loc[0, "status"] == "deviation"
-    assert list(ts.checks.claims_table(marked, deviations=True).name) == ["x"]
-    assert list(ts.checks.claims_table(marked, deviations=False).name) == ["y"]
+    assert ts.book.status.claims_table(marked).loc[0, "status"] == "deviation"
+    assert list(ts.book.status.claims_table(marked, deviations=True).name) == ["x"]
+    assert list(ts.book.status.claims_table(marked, deviations=False).name) == ["y"]
     assert list(t.threshold) == ["with a run in view"] * 2
-    pre = ts.checks.claims_table(claims.assign(preregistered=[True, False]))
+    pre = ts.book.status.claims_table(claims.assign(preregistered=[True, False]))
     assert list(pre.threshold) == ["before the first run", "with a run in view"]
-    assert ts.checks.claims_table(claims, links=True).loc[0, "chapter"] == '<a href="a.html">a</a>'
+    assert ts.book.status.claims_table(claims, links=True).loc[0, "chapter"] == '<a href="a.html">a</a>'
     with pytest.raises(TypeError, match="links"):
-        ts.checks.claims_table(claims, links="yes")
+        ts.book.status.claims_table(claims, links="yes")
 
 
 def test_a_preregistered_threshold_is_recorded(tmp_path):
@@ -250,7 +250,7 @@ def test_a_preregistered_threshold_is_recorded(tmp_path):
     ts.check("set later", 0.5, 0.9, kind="le")
     with pytest.raises(TypeError, match="preregistered"):
         ts.check("x", 1.0, 1.0, tol=0.1, preregistered=1)
-    recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
+    recs = ts.book.records.load_results(tmp_path / "checks")[0]["checks"]
     assert [c.get("preregistered") for c in recs] == [True, None, None]
     assert recs[2]["malformed"] and not recs[2]["passed"]  # the malformed claim is on record, as failed
     with pytest.raises(ClaimFailedError, match="1 of 3 claims failed"):
@@ -265,17 +265,17 @@ def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
         ts.check("values NOT monotone elsewhere (observed)", 0.95, 0.9, kind="le", deviation=True)
     with pytest.raises(TypeError, match="deviation"):
         ts.check("x", 1.0, 1.0, tol=0.1, deviation="yes")
-    recs = ts.checks.load_results(tmp_path / "checks")[0]["checks"]
+    recs = ts.book.records.load_results(tmp_path / "checks")[0]["checks"]
     assert [c.get("deviation") for c in recs] == [True, True, None] and recs[2]["malformed"]
 
 
 def test_build_info_names_the_commit_and_the_time(tmp_path):
     import re
 
-    info = ts.checks.build_info()
+    info = ts.book.status.build_info()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", info["built"])
     assert info["commit"] == "unknown" or re.match(r"[0-9a-f]{12}", info["commit"])
-    assert ts.checks.build_info(tmp_path)["commit"] == "unknown"  # not a git checkout
+    assert ts.book.status.build_info(tmp_path)["commit"] == "unknown"  # not a git checkout
 
 
 def test_paper_claims_table_maps_claims_to_checks():
@@ -288,15 +288,15 @@ def test_paper_claims_table_maps_claims_to_checks():
             dict(chapter="b", name="y: one", passed=False, deviation=False),
         ]
     )
-    t = ts.checks.paper_claims_table(
+    t = ts.book.status.paper_claims_table(
         claims, {"X": ("chapter a", [("a", "x:")]), "Y": ("b", [("b", "y:")]), "Z": ("c", [("c", "z:")])}
     ).set_index("the paper's claim")
     assert t.loc["X", "checks"] == 2 and t.loc["X", "status"] == "holds in part (1 of 2 checks record deviations)"
     assert t.loc["Y", "status"] == "FAILED" and t.loc["Z", "status"] == "not checked"
-    only = ts.checks.paper_claims_table(claims, {"X2": ("a", [("a", "x: two")])})
+    only = ts.book.status.paper_claims_table(claims, {"X2": ("a", [("a", "x: two")])})
     assert only.loc[0, "status"] == "deviates"
     with pytest.raises(ValueError, match="claim_map"):
-        ts.checks.paper_claims_table(claims, {"X": ("a", [])})
+        ts.book.status.paper_claims_table(claims, {"X": ("a", [])})
 
 
 # --- issue 24 (1): every call of check is on record before anything can raise ---------------------------------
@@ -339,7 +339,7 @@ def test_paper_claims_table_maps_claims_to_checks():
 )
 def test_a_malformed_or_unconvertible_claim_is_recorded_before_it_raises(tmp_path, args, kwargs, error):
     """Caught by try/except, the claim must still fail verification: it is on record as failed."""
-    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.book.records.mark_build_start(tmp_path / "checks")
     ts.start_chapter("bad")
     with pytest.raises(error or ClaimFailedError):
         ts.check(*args, **kwargs)
@@ -347,29 +347,29 @@ def test_a_malformed_or_unconvertible_claim_is_recorded_before_it_raises(tmp_pat
         ts.end_chapter()
     [rec] = _records(tmp_path / "checks", "bad")
     [c] = rec["checks"]
-    assert c["passed"] is False and ts.checks.record_problems(rec) == []
+    assert c["passed"] is False and ts.book.records.record_problems(rec) == []
     assert c.get("reason") or c["measured"] in (10**400, 1.0)  # a well-formed false claim needs no reason
     with pytest.raises(ClaimFailedError, match="claim failed"):
-        ts.checks.verify(tmp_path / "checks", expected=["bad"])
+        ts.book.verification.verify(tmp_path / "checks", expected=["bad"])
 
 
 def test_a_claim_checked_before_start_chapter_is_recorded_and_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(ts.checks, "_state", {"chapter": None, "checks": []})
-    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.book.records.mark_build_start(tmp_path / "checks")
     ts.check("too early", 1.0, 1.0, tol=0.0)
     ts.start_chapter("late")
     ts.end_chapter()
     with pytest.raises(ClaimFailedError, match=r"before start_chapter\(\).*too early"):
-        ts.checks.verify(tmp_path / "checks", expected=["late"])
+        ts.book.verification.verify(tmp_path / "checks", expected=["late"])
     with pytest.raises(InvalidArgumentError, match="plain name"):
-        ts.start_chapter(ts.checks.NO_CHAPTER)
+        ts.start_chapter(ts.book.records.NO_CHAPTER)
 
 
 # --- issue 24 (3): start_chapter never erases a failure ------------------------------------------------------
 
 
 def test_start_chapter_run_twice_keeps_a_failed_record(tmp_path):
-    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.book.records.mark_build_start(tmp_path / "checks")
     ts.start_chapter("twice")
     with pytest.raises(ClaimFailedError):
         ts.check("false the first time", 1.0, 2.0, tol=0.1)
@@ -378,7 +378,7 @@ def test_start_chapter_run_twice_keeps_a_failed_record(tmp_path):
     ts.end_chapter()
     assert len(_records(tmp_path / "checks", "twice")) == 2
     with pytest.raises(ClaimFailedError, match="false the first time"):
-        ts.checks.verify(tmp_path / "checks", expected=["twice"])
+        ts.book.verification.verify(tmp_path / "checks", expected=["twice"])
 
 
 def _page(root, name, cells, toc_extra=""):
@@ -394,13 +394,13 @@ def _page(root, name, cells, toc_extra=""):
 
 def test_a_chapter_is_expected_however_start_chapter_is_written(tmp_path):
     _page(tmp_path, "kw", ['import tokensel as ts\nts.start_chapter(chapter="kw-name")', 'ts.check("a", 1, 1, tol=0)'])
-    sites, issues = ts.checks.expected_claims(tmp_path)
+    sites, issues = ts.book.verification.expected_claims(tmp_path)
     assert list(sites) == ["kw-name"] and len(sites["kw-name"]) == 1 and issues == []
-    assert ts.checks.checked_chapters(tmp_path) == ["kw-name"]
+    assert ts.book.verification.checked_chapters(tmp_path) == ["kw-name"]
     _page(tmp_path, "dyn", ['import tokensel as ts\nname = "x"\nts.start_chapter(name)', 'ts.check("a", 1, 1, tol=0)'])
-    assert any("string literal" in i for i in ts.checks.expected_claims(tmp_path)[1])
+    assert any("string literal" in i for i in ts.book.verification.expected_claims(tmp_path)[1])
     _page(tmp_path, "none", ['import tokensel as ts\nts.check("a", 1, 1, tol=0)'])
-    assert any("never calls start_chapter" in i for i in ts.checks.expected_claims(tmp_path)[1])
+    assert any("never calls start_chapter" in i for i in ts.book.verification.expected_claims(tmp_path)[1])
 
 
 # --- issue 24 (2): verify knows the claims each chapter's source makes ------------------------------------
@@ -426,7 +426,7 @@ def _run_cells(cells):
 def test_every_check_call_site_of_the_source_is_recorded(tmp_path, monkeypatch, order):
     _page(tmp_path, "sites", CELLS)
     monkeypatch.chdir(tmp_path)
-    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.book.records.mark_build_start(tmp_path / "checks")
     cells = {
         "as written": CELLS,
         "parameters inserted": CELLS[:1] + ["# Parameters\nn = 3\n"] + CELLS[1:],
@@ -435,7 +435,7 @@ def test_every_check_call_site_of_the_source_is_recorded(tmp_path, monkeypatch, 
     _run_cells(cells)
     [rec] = _records(tmp_path / "checks", "sites")
     assert all(c["site"] for c in rec["checks"]) and len(rec["checks"]) == 5
-    assert ts.checks.verify(tmp_path / "checks") == (5, 1)
+    assert ts.book.verification.verify(tmp_path / "checks") == (5, 1)
     out = subprocess.run(
         [sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
         cwd=tmp_path,
@@ -449,7 +449,7 @@ def test_every_check_call_site_of_the_source_is_recorded(tmp_path, monkeypatch, 
 def test_a_claim_missing_from_the_record_fails_verify(tmp_path, monkeypatch, damage):
     _page(tmp_path, "sites", CELLS)
     monkeypatch.chdir(tmp_path)
-    ts.checks.mark_build_start(tmp_path / "checks")
+    ts.book.records.mark_build_start(tmp_path / "checks")
     if damage == "crash before a check":
         cells = [CELLS[0], 'raise RuntimeError("boom")\n' + CELLS[1], CELLS[2], CELLS[3]]
     elif damage == "check replaced":
@@ -462,9 +462,9 @@ def test_a_claim_missing_from_the_record_fails_verify(tmp_path, monkeypatch, dam
         p = next((tmp_path / "checks").glob("sites@*.json"))
         rec = json.loads(p.read_text())
         rec["checks"] = [c for c in rec["checks"] if c["name"] != "first"]
-        p.write_text(json.dumps(ts.checks._sealed(rec)))
+        p.write_text(json.dumps(ts.book.records._sealed(rec)))
     with pytest.raises(ClaimFailedError, match=r"sites\.md, code cell 2, line 2: ts\.check\(\"first\".*never recorded"):
-        ts.checks.verify(tmp_path / "checks")
+        ts.book.verification.verify(tmp_path / "checks")
 
 
 # --- issue 24 (4): integers are compared exactly -------------------------------------------------------------
@@ -490,7 +490,7 @@ def test_integers_above_2_to_the_53_are_compared_exactly(tmp_path):
 
 def _one_passing_record(d):
     d = d / "checks"
-    ts.checks.mark_build_start(d)
+    ts.book.records.mark_build_start(d)
     ts.start_chapter("t")
     ts.check("holds", 1.0, 1.0, tol=0.0)
     ts.check("flag", True, kind="true")
@@ -530,12 +530,12 @@ def _one_passing_record(d):
 def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
     p = _one_passing_record(tmp_path)
     tmp_path = p.parent
-    assert ts.checks.verify(tmp_path, expected=["t"]) == (2, 1)
+    assert ts.book.verification.verify(tmp_path, expected=["t"]) == (2, 1)
     rec = json.loads(p.read_text())
     edit(rec)
-    p.write_text(json.dumps(ts.checks._sealed(rec) if reseal else rec))
+    p.write_text(json.dumps(ts.book.records._sealed(rec) if reseal else rec))
     with pytest.raises(ClaimFailedError, match=message):
-        ts.checks.verify(tmp_path, expected=["t"])
+        ts.book.verification.verify(tmp_path, expected=["t"])
     out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1 and "Traceback" not in out.stderr
 
@@ -547,17 +547,17 @@ def test_a_chapter_run_by_hand_records_in_the_scratch_folder(tmp_path, monkeypat
     (tmp_path / "_config.yml").write_text("title: t\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path / "_build" / "checks"))
-    ts.checks.mark_build_start()
+    ts.book.records.mark_build_start()
     ts.start_chapter("book")
     ts.check("holds", 1.0, 1.0, tol=0.0)
     ts.end_chapter()
     monkeypatch.delenv("TOKENSEL_RESULTS_DIR")
-    assert ts.checks.results_dir() == tmp_path / "_build" / "scratch" / "checks"
-    assert ts.checks.book_results_dir() == tmp_path / "_build" / "checks"
+    assert ts.book.records.results_dir() == tmp_path / "_build" / "scratch" / "checks"
+    assert ts.book.records.book_results_dir() == tmp_path / "_build" / "checks"
     ts.start_chapter("book")  # an exploratory rerun by hand, with a false claim
     with pytest.raises(ClaimFailedError):
         ts.check("holds", 2.0, 1.0, tol=0.0)
     assert len(list((tmp_path / "_build" / "scratch" / "checks").glob("book@*.json"))) == 1
-    assert ts.checks.verify(expected=["book"]) == (1, 1)  # the book's folder is untouched
+    assert ts.book.verification.verify(expected=["book"]) == (1, 1)  # the book's folder is untouched
     with pytest.raises(ClaimFailedError):
-        ts.checks.verify(tmp_path / "_build" / "scratch" / "checks", expected=["book"])
+        ts.book.verification.verify(tmp_path / "_build" / "scratch" / "checks", expected=["book"])

@@ -14,7 +14,7 @@ def test_settings_are_read_when_used(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_THREADS"):
         ts.seed_everything(0)
     monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
-    assert not ts.progress.enabled()
+    assert not ts.training.progress.enabled()
     monkeypatch.setenv("TOKENSEL_CLAIMS", "maybe")
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_CLAIMS"):
         config.claims_mode()
@@ -23,7 +23,8 @@ def test_settings_are_read_when_used(monkeypatch):
 def test_a_urls_password_is_never_repeated_in_an_error(monkeypatch, tmp_path):
     import pytest
 
-    from tokensel import config, imdb_archive
+    from tokensel import config
+    from tokensel.data import imdb_archive
     from tokensel.errors import DataUnavailableError
 
     url = "https://alice:s3cret-pw@mirror.invalid:8443/aclImdb_v1.tar.gz"

@@ -1,4 +1,4 @@
-"""tokensel.core: segment operations over ragged batches and the per-token closed forms."""
+"""tokensel.models.core: segment operations over ragged batches and the per-token closed forms."""
 
 import torch
 from conftest import random_batch
@@ -9,8 +9,8 @@ import tokensel as ts
 def test_segment_operations_equal_per_sequence_loops():
     batch = random_batch(2, n=9)
     x = torch.linspace(-2, 3, batch.num_tokens, dtype=torch.float64)
-    s, mx = ts.core.segment_sum(x, batch), ts.core.segment_max(x, batch)
-    q, _ = ts.core.segment_softmax(x, batch)
+    s, mx = ts.models.core.segment_sum(x, batch), ts.models.core.segment_max(x, batch)
+    q, _ = ts.models.core.segment_softmax(x, batch)
     for i in range(batch.n):
         part = x[batch.offsets[i] : batch.offsets[i + 1]]
         assert torch.isclose(s[i], part.sum()) and mx[i] == part.max()
@@ -22,15 +22,17 @@ def test_score_value_grads_match_finite_differences():
     g = torch.Generator().manual_seed(0)
     c = torch.randn(batch.vocab_size, generator=g, dtype=torch.float64)
     w = torch.randn(batch.vocab_size, generator=g, dtype=torch.float64)
-    r = ts.core.score_value_grads(batch, c, w)
+    r = ts.models.core.score_value_grads(batch, c, w)
     eps = 1e-6
     for k in range(batch.vocab_size):
         e = torch.zeros_like(c)
         e[k] = eps
-        dc = (ts.core.score_value_grads(batch, c + e, w).loss - ts.core.score_value_grads(batch, c - e, w).loss) / (
-            2 * eps
-        )
-        dw = (ts.core.score_value_grads(batch, c, w + e).loss - ts.core.score_value_grads(batch, c, w - e).loss) / (
-            2 * eps
-        )
+        dc = (
+            ts.models.core.score_value_grads(batch, c + e, w).loss
+            - ts.models.core.score_value_grads(batch, c - e, w).loss
+        ) / (2 * eps)
+        dw = (
+            ts.models.core.score_value_grads(batch, c, w + e).loss
+            - ts.models.core.score_value_grads(batch, c, w - e).loss
+        ) / (2 * eps)
         assert abs(float(dc - r.A[k])) < 1e-8 and abs(float(dw - r.B[k])) < 1e-8

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel import dense
+from tokensel.analysis import dense
 from tokensel.errors import InfeasibleSVMError, InvalidArgumentError
 
 

@@ -27,6 +27,6 @@ def test_review_attention_follows_truncation(data_dir):
 def test_kept_words_is_encodes_rule(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     words = d.test_words[0]
-    kept = ts.text.kept_words(words, d.vocab)
-    assert [w for w, k in zip(words, kept, strict=True) if k] == ts.text.decode(d.test.sequence(0), d.vocab)
-    assert sum(ts.text.kept_words(words, d.vocab, max_len=1)) == 1
+    kept = ts.data.text.kept_words(words, d.vocab)
+    assert [w for w, k in zip(words, kept, strict=True) if k] == ts.data.text.decode(d.test.sequence(0), d.vocab)
+    assert sum(ts.data.text.kept_words(words, d.vocab, max_len=1)) == 1

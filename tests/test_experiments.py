@@ -86,7 +86,7 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
 
 def test_read_runs_errors(tmp_path):
     gap = torch.linspace(-0.9, 0.9, 200, dtype=torch.float64)
-    bp, bv, u, rho = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    bp, bv, u, rho = ts.shapes.shape_summary(gap, gap.abs(), gap)
     bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(tmp_path / "bins_two_layer.csv", index=False)
     (tmp_path / "summary_two_layer.json").write_text(json.dumps({"test_acc": 0.5, "u_gap": u}))
     with pytest.raises(DataUnavailableError, match="lacks"):
@@ -104,7 +104,7 @@ def test_read_runs_errors(tmp_path):
 
 def test_recorded_paper_scale_runs_are_readable():
     summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
-    assert list(summary.index) == [ex.MODEL_NAMES[k] for k in ("one_layer", *ts.variants.COMPARED)]
+    assert list(summary.index) == [ex.MODEL_NAMES[k] for k in ("one_layer", *ts.models.variants.COMPARED)]
     assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()
     # chapter 07's paragraphs under the recorded table describe these files: keep them true if the files change
     attention_only = ["one layer", "two layers", "two layers + W_KQ"]

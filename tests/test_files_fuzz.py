@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
-from tokensel import imdb_archive
 from tokensel.__main__ import main
+from tokensel.data import imdb_archive
+from tokensel.data.manifest import read_manifest, sha256_file, verify
 from tokensel.errors import CheckpointError, DataUnavailableError, TokenselError
-from tokensel.manifest import read_manifest, sha256_file, verify
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 BATCH = ts.synthetic.independent_tokens(40, 12, length=5, delta=0.8, seed=1).batch

@@ -19,7 +19,7 @@ BATCH = DATA.batch
 S = BATCH.vocab_size
 MC = ts.synthetic.independent_tokens_multiclass(9, 8, 3, length=5, seed=0).batch
 WORDS = [["good", "film"], ["bad", "film"], ["good", "plot"]]
-VOCAB = ts.text.build_vocabulary(WORDS, min_df=1)
+VOCAB = ts.data.text.build_vocabulary(WORDS, min_df=1)
 
 BAD = st.sampled_from(
     [
@@ -67,7 +67,7 @@ def _model():
 
 
 def _variant():
-    return ts.variants.make("mlp", S, 4, seed=0)
+    return ts.models.variants.make("mlp", S, 4, seed=0)
 
 
 def _pairs():
@@ -137,14 +137,14 @@ ENTRY_POINTS = {
         lambda: dict(batch=BATCH, x=torch.zeros(S, dtype=torch.float64), token_mask=torch.zeros(S, dtype=torch.bool)),
     ),
     "alpha_multiclass": (ts.statistics.alpha_multiclass, lambda: dict(batch=MC)),
-    "binned": (ts.statistics.binned, lambda: dict(x=np.arange(5.0), y=np.arange(5.0), bins=2)),
+    "binned": (ts.shapes.binned, lambda: dict(x=np.arange(5.0), y=np.arange(5.0), bins=2)),
     "shape_summary": (
-        ts.statistics.shape_summary,
+        ts.shapes.shape_summary,
         lambda: dict(gap=np.linspace(-1, 1, 40), scores=np.arange(40.0), values=np.arange(40.0), bins=5),
     ),
     "values_spread": (
-        ts.statistics.values_spread,
-        lambda: dict(bins_v=ts.statistics.binned(np.arange(8.0), np.arange(8.0), bins=2)),
+        ts.shapes.values_spread,
+        lambda: dict(bins_v=ts.shapes.binned(np.arange(8.0), np.arange(8.0), bins=2)),
     ),
     "selection_pairs": (
         ts.selection_pairs,
@@ -153,15 +153,15 @@ ENTRY_POINTS = {
     "find_cycle": (ts.find_cycle, lambda: dict(pairs=_pairs())),
     "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
     "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
-    "tokenize": (ts.text.tokenize, lambda: dict(text="a b")),
-    "build_vocabulary": (ts.text.build_vocabulary, lambda: dict(tokenized=WORDS, min_df=1, max_df=None)),
-    "encode": (ts.text.encode, lambda: dict(tokenized=WORDS, labels=[1, -1, 1], vocab=VOCAB, max_len=None)),
-    "decode": (ts.text.decode, lambda: dict(ids=[0, 1], vocab=VOCAB)),
+    "tokenize": (ts.data.text.tokenize, lambda: dict(text="a b")),
+    "build_vocabulary": (ts.data.text.build_vocabulary, lambda: dict(tokenized=WORDS, min_df=1, max_df=None)),
+    "encode": (ts.data.text.encode, lambda: dict(tokenized=WORDS, labels=[1, -1, 1], vocab=VOCAB, max_len=None)),
+    "decode": (ts.data.text.decode, lambda: dict(ids=[0, 1], vocab=VOCAB)),
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
-    "variants.make": (ts.variants.make, lambda: dict(kind="mlp", vocab_size=S, d=4, seed=0)),
+    "variants.make": (ts.models.variants.make, lambda: dict(kind="mlp", vocab_size=S, d=4, seed=0)),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
     "train_variant": (
-        ts.variants.train_variant,
+        ts.train_variant,
         lambda: dict(model=_variant(), batch=BATCH, steps=2, lr=0.01, eval_every=1, progress=False, chunk=None),
     ),
     "attention_html": (
@@ -193,7 +193,7 @@ def _state(kwargs, results: Path):
             if isinstance(v, torch.Tensor)
             else [getattr(v, a) for a in ("E", "p", "v", "V") if isinstance(getattr(v, a, None), torch.Tensor)]
         )
-        tensors += list(v.matrices.values()) if isinstance(v, ts.variants.VariantModel) else []
+        tensors += list(v.matrices.values()) if isinstance(v, ts.models.variants.VariantModel) else []
         for t in tensors:
             h.update(
                 t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
@@ -229,7 +229,7 @@ def test_malformed_arguments_raise_only_tokensel_errors(name, data, tmp_path, mo
                 v.validate()
     except TokenselError:
         if name == "check":  # documented: a malformed claim is recorded as failed before it raises
-            from tokensel.book.checks import load_results
+            from tokensel.book.records import load_results
 
             recs = load_results(tmp_path / "checks")
             assert recs and recs[-1]["checks"][-1]["passed"] is False, "a malformed claim must be on record"

@@ -1,4 +1,4 @@
-"""tokensel.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch
+"""tokensel.data.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch
 over HTTP) and the mirror command that writes one."""
 
 import json
@@ -12,9 +12,10 @@ import pytest
 from conftest import ROOT
 
 import tokensel as ts
-from tokensel import config, imdb_archive
+from tokensel import config
+from tokensel.data import imdb_archive
+from tokensel.data.manifest import sha256_file, write_manifest
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
-from tokensel.manifest import sha256_file, write_manifest
 
 # a few reviews per split and label, ratings in the names as in aclImdb/{split}/{pos,neg}/<id>_<rating>.txt
 SMALL = {

@@ -1,4 +1,4 @@
-"""The fused attention kernels (tokensel.kernels) against the reference implementation of tokensel.core:
+"""The fused attention kernels (tokensel.models.kernels) against the reference implementation of tokensel.models.core:
 binary and K-class, float64 and float32, length-1 sequences, repeated tokens, saturated scores;
 bitwise determinism across runs and thread counts."""
 
@@ -57,7 +57,7 @@ def test_p_gradient_fused_equals_reference():
     model = _model(13, 6, None, torch.float64, 2.0)
     w = model.E @ model.v
     loss, grad = ts.p_gradient(model.E, model.p, w, batch)
-    ref = ts.core.score_value_grads(batch, model.E @ model.p, w)
+    ref = ts.models.core.score_value_grads(batch, model.E @ model.p, w)
     assert abs(float(loss) - float(ref.loss)) <= 1e-12 * float(ref.loss)
     assert _rel(grad, model.E.T @ ref.A) <= 1e-12
     assert loss.dtype == torch.float64 and loss.ndim == 0
@@ -86,12 +86,12 @@ def test_one_sequence_of_one_token():
 
 def test_blocks_cover_the_sequences_in_order():
     batch = _batch(4, n=200, vocab=300, max_len=40)
-    plan = ts.core.entry_plan(batch)
+    plan = ts.models.core.entry_plan(batch)
     b = plan.blocks
-    assert b[0] == 0 and b[-1] == 200 and np.all(np.diff(b) > 0) and b.size - 1 <= ts.kernels.BLOCKS
+    assert b[0] == 0 and b[-1] == 200 and np.all(np.diff(b) > 0) and b.size - 1 <= ts.models.kernels.BLOCKS
     assert plan.max_entries == int(batch.distinct().offsets.diff().max())
-    assert plan is ts.core.entry_plan(batch)  # computed once per batch
-    tiny = ts.core.entry_plan(_batch(5, n=3, vocab=5, max_len=4))  # fewer sequences than blocks
+    assert plan is ts.models.core.entry_plan(batch)  # computed once per batch
+    tiny = ts.models.core.entry_plan(_batch(5, n=3, vocab=5, max_len=4))  # fewer sequences than blocks
     assert list(tiny.blocks) == sorted(set(tiny.blocks)) and tiny.blocks[-1] == 3
 
 

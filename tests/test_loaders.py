@@ -1,4 +1,4 @@
-"""tokensel.loaders: reviews through Hugging Face datasets from local copies, the hub layout and the
+"""tokensel.data.loaders: reviews through Hugging Face datasets from local copies, the hub layout and the
 project's data folder; what a reader sees when nothing is reachable."""
 
 import os
@@ -38,7 +38,7 @@ def _hub_layout(root, n_train, n_test, seed=0):
 
 def test_local_parquet_through_datasets(tmp_path):
     _write(tmp_path, "imdb/train.parquet", ["good film", "bad film"], [1, 0])
-    ts.manifest.write_manifest(tmp_path)
+    ts.data.manifest.write_manifest(tmp_path)
     ds = ts.load_reviews("imdb", "train", data_dir=tmp_path)
     assert ds.num_rows == 2 and ds["label"] == [1, 0]
     assert "local copy imdb/train.parquet (SHA-256" in ds.info.description
@@ -64,7 +64,7 @@ def test_loader_errors(tmp_path, monkeypatch):
     bad.write_bytes(b"PAR1 this is not a parquet file")
     with pytest.raises(DataUnavailableError, match="damaged"):  # its checksum is checked before it is parsed
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
-    ts.manifest.write_manifest(tmp_path)  # recorded as it is: then it is parsed, and refused as parquet
+    ts.data.manifest.write_manifest(tmp_path)  # recorded as it is: then it is parsed, and refused as parquet
     with pytest.raises(DataUnavailableError, match="corrupted"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     bad.unlink()
@@ -72,7 +72,7 @@ def test_loader_errors(tmp_path, monkeypatch):
     import pyarrow as pa2
 
     pq.write_table(pa2.table({"review": ["x"], "label": [1]}), tmp_path / "yelp_polarity_sample/test.parquet")
-    ts.manifest.write_manifest(tmp_path)
+    ts.data.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="lacks column"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
 
@@ -125,9 +125,9 @@ def test_real_yelp_sample_and_imdb_schema():
     assert yelp.num_rows == 1000 and sum(yelp["label"]) == 482
     imdb = ts.load_reviews("imdb", "test", data_dir=d)
     assert imdb.num_rows == 25_000 and set(imdb.column_names) >= {"text", "label", "rating"}
-    docs = [ts.text.tokenize(t) for t in yelp["text"][:200]]
-    vocab = ts.text.build_vocabulary(docs, min_df=3)
-    batch, kept = ts.text.encode(docs, ts.labels_from_01(np.array(yelp["label"][:200])), vocab)
+    docs = [ts.data.text.tokenize(t) for t in yelp["text"][:200]]
+    vocab = ts.data.text.build_vocabulary(docs, min_df=3)
+    batch, kept = ts.data.text.encode(docs, ts.labels_from_01(np.array(yelp["label"][:200])), vocab)
     assert batch.n == len(kept) > 150
 
 
@@ -153,15 +153,15 @@ def test_stratified_sample_keeps_label_shares():
 
     labels = [0] * 70 + [1] * 30
     ds = datasets.Dataset.from_dict({"text": [str(i) for i in range(100)], "label": labels})
-    sub = ts.loaders.stratified_sample(ds, 10, seed=3)
+    sub = ts.data.loaders.stratified_sample(ds, 10, seed=3)
     assert sub.num_rows == 10 and sum(sub["label"]) == 3
     assert [int(t) for t in sub["text"]] == sorted(int(t) for t in sub["text"])
-    assert ts.loaders.stratified_sample(ds, 10, seed=3)["text"] == sub["text"]
-    assert ts.loaders.stratified_sample(ds, 200).num_rows == 100
+    assert ts.data.loaders.stratified_sample(ds, 10, seed=3)["text"] == sub["text"]
+    assert ts.data.loaders.stratified_sample(ds, 200).num_rows == 100
     with pytest.raises(TypeError, match="n must be an int"):
-        ts.loaders.stratified_sample(ds, 2.5)
+        ts.data.loaders.stratified_sample(ds, 2.5)
     with pytest.raises(InvalidArgumentError, match="'label' column"):
-        ts.loaders.stratified_sample({"label": [0, 1]}, 1)
+        ts.data.loaders.stratified_sample({"label": [0, 1]}, 1)
 
 
 def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
@@ -174,6 +174,6 @@ def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
     text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, data])
     (tmp_path / "yelp_polarity_sample").mkdir()
     pq.write_table(pa.table({"text": text, "label": pa.array([1, 0])}), tmp_path / "yelp_polarity_sample/test.parquet")
-    ts.manifest.write_manifest(tmp_path)
+    ts.data.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="UTF-8|corrupted"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)

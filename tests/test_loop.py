@@ -1,4 +1,4 @@
-"""tokensel.loop: the one Adam loop every model trains through (evaluation, divergence, gradients)."""
+"""tokensel.training.loop: the one Adam loop every model trains through (evaluation, divergence, gradients)."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel import loop
 from tokensel.errors import DivergenceError, InvalidParameterError
+from tokensel.training import loop
 
 
 class _Quadratic:
@@ -103,9 +103,9 @@ def test_an_update_that_overflows_is_undone_and_the_model_keeps_its_last_finite_
         assert info.value.step == 0
         model.validate()
         assert torch.equal(model.E, E0), "the parameters of step 0 are the initial ones"
-    variant = ts.variants.make("mlp", 30, 8, seed=0)
+    variant = ts.models.variants.make("mlp", 30, 8, seed=0)
     with pytest.raises(DivergenceError):
-        ts.variants.train_variant(variant, batch, steps=5, lr=1.7e308, eval_every=1, progress=False)
+        ts.train_variant(variant, batch, steps=5, lr=1.7e308, eval_every=1, progress=False)
     variant.validate()
 
 
@@ -113,7 +113,7 @@ def test_the_overflow_guard_is_off_for_ordinary_learning_rates():
     """The guard costs a copy of the parameters per step, so it is taken only where an update can overflow."""
     import torch
 
-    from tokensel.loop import may_overflow
+    from tokensel.training.loop import may_overflow
 
     x = [torch.ones(4, 3, dtype=torch.float64, requires_grad=True)]
     opt = torch.optim.Adam(x, lr=1.0)

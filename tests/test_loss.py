@@ -20,4 +20,4 @@ def test_logistic_loss_value_slope_and_range():
     assert float(ts.loss.logistic(torch.tensor(1000.0, dtype=torch.float64))) == 0.0
     f, y = torch.tensor([2.0, -1.0, 0.5]), torch.tensor([1.0, 1.0, -1.0])
     assert torch.equal(ts.loss.mean_logistic(f, y), ts.loss.logistic(y * f).mean())
-    assert torch.equal(ts.core.logistic_loss(f, y), ts.loss.mean_logistic(f, y))
+    assert torch.equal(ts.models.core.logistic_loss(f, y), ts.loss.mean_logistic(f, y))

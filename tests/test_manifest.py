@@ -1,4 +1,4 @@
-"""tokensel.manifest: checksum manifests of local data folders and the published checksums of the
+"""tokensel.data.manifest: checksum manifests of local data folders and the published checksums of the
 project's copy."""
 
 import json
@@ -9,8 +9,8 @@ import pytest
 from conftest import shared_data_dir
 
 import tokensel as ts
+from tokensel.data.manifest import sha256_file, write_manifest
 from tokensel.errors import DataUnavailableError
-from tokensel.manifest import sha256_file, write_manifest
 
 
 def test_local_folder_is_checked_against_its_manifest(tmp_path):
@@ -18,11 +18,11 @@ def test_local_folder_is_checked_against_its_manifest(tmp_path):
     (root / "imdb").mkdir(parents=True)
     pq.write_table(pa.table({"text": ["good", "bad"], "label": [1, 0]}), root / "imdb" / "train.parquet")
     # no manifest: the published checksum of the project's copy is expected, and this file is another one
-    with pytest.raises(DataUnavailableError, match="but 86ecb359.* is expected .*tokensel.manifest.KNOWN"):
+    with pytest.raises(DataUnavailableError, match="but 86ecb359.* is expected .*tokensel.data.manifest.KNOWN"):
         ts.load_reviews("imdb", "train", data_dir=root)
     pq.write_table(pa.table({"text": ["x"], "label": [1]}), root / "imdb" / "extra.parquet")
     with pytest.raises(DataUnavailableError, match="no checksum is known.*python -m tokensel manifest"):
-        ts.manifest.verify(root, "imdb/extra.parquet")
+        ts.data.manifest.verify(root, "imdb/extra.parquet")
     write_manifest(root)
     assert ts.load_reviews("imdb", "train", data_dir=root).num_rows == 2
     # the file changes after the manifest was written: refused, both checksums named
@@ -44,5 +44,5 @@ def test_the_project_copy_matches_the_published_checksums():
     d = shared_data_dir()
     if d is None:
         pytest.skip("no local copy of the data (set TOKENSEL_DATA_DIR)")
-    for rel, digest in ts.manifest.KNOWN.items():
+    for rel, digest in ts.data.manifest.KNOWN.items():
         assert sha256_file(d / rel) == digest, rel

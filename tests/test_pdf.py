@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tokensel.book import pdf
-from tokensel.book.checks import toc_files
 from tokensel.book.sphinx_roadmap import page_title
+from tokensel.book.toc import toc_files
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import tokensel as ts  # noqa: E402
 
 def test_shape_bins_has_a_row_per_model_and_two_panels_per_row():
     gap = torch.linspace(-1, 1, 300, dtype=torch.float64)
-    bp, bv, _, _ = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    bp, bv, _, _ = ts.shapes.shape_summary(gap, gap.abs(), gap)
     fig, axes = ts.plots.shape_bins({"a": (bp, bv), "b": (bp, bv), "c": (bp, bv)})
     assert axes.shape == (3, 2)  # at most two panels per row: legible on a narrow screen
     assert [ax.get_title(loc="left") for ax in axes[:, 0]] == ["a", "b", "c"]
@@ -25,7 +25,7 @@ def test_shape_bins_has_a_row_per_model_and_two_panels_per_row():
 
 def test_score_value_bands_label_their_axes():
     gap = torch.linspace(-1, 1, 300, dtype=torch.float64)
-    bp, bv, _, _ = ts.statistics.shape_summary(gap, gap.abs(), gap)
+    bp, bv, _, _ = ts.shapes.shape_summary(gap, gap.abs(), gap)
     fig, (a, b) = ts.plots.subplots(2)
     ts.plots.score_value_bands(a, b, bp, bv, xlabel="x")
     assert a.get_xlabel() == b.get_xlabel() == "x" and "p" in a.get_ylabel() and "v" in b.get_ylabel()
@@ -38,11 +38,11 @@ def test_value_bins_show_the_noise_of_a_bin_mean():
 
     gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
     noisy = gap + torch.randn(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    bv = ts.statistics.binned(gap, noisy, bins=10)
+    bv = ts.shapes.binned(gap, noisy, bins=10)
     fig, axes = ts.plots.value_bins({"a": (bv, bv), "b": (bv, bv)})
     assert axes.shape == (2, 2) and [ax.get_title(loc="left") for ax in axes[:, 0]] == ["a", "b"]
     band = axes[0, 0].collections[0].get_paths()[0].vertices[:, 1]
-    se = ts.statistics.standard_errors(bv).to_numpy()
+    se = ts.shapes.standard_errors(bv).to_numpy()
     # the band spans mean ± 2 SE, far narrower than mean ± std
     assert np.ptp(band) < float(bv["mean"].max() - bv["mean"].min()) + 4 * se.max() + 1e-9
     with pytest.raises(ValueError, match="spread"):

@@ -1,6 +1,6 @@
-"""tokensel.progress: progress bars for long runs, off in the book build."""
+"""tokensel.training.progress: progress bars for long runs, off in the book build."""
 
-from tokensel import progress
+from tokensel.training import progress
 
 
 def test_bars_follow_the_setting(monkeypatch):

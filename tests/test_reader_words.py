@@ -47,7 +47,7 @@ def test_the_rule_finds_paths_and_words_about_the_making():
     assert reader_problems("loaded from /work/main/book/data.parquet") != []
     assert reader_problems("In the CI build the run is shorter.") != []
     # the abbreviation is matched in capitals only: a variable named ci (a confidence interval) is not it
-    assert reader_problems("ci = ts.statistics.shape_bootstrap(gap, scores, values)") == []
+    assert reader_problems("ci = ts.shapes.shape_bootstrap(gap, scores, values)") == []
     assert reader_problems("A first version of this chapter did that.") != []
     assert reader_problems("the paper's IMDB experiment, $d = 2048$, with cis-trans and city words") == []
     assert visible_text("<p>a<script>CI</script> b &amp; c</p>").split() == ["a", "b", "&", "c"]

@@ -113,11 +113,11 @@ def test_prepare_texts_refuses_bad_inputs(texts, labels, kw, error, match):
 
 
 def test_encode_and_shape_summary_return_named_results():
-    vocab = ts.text.build_vocabulary([["a", "b"], ["b"]], min_df=1)
-    enc = ts.text.encode([["a", "b"], ["z"], ["b"]], [1, -1, 1], vocab)
+    vocab = ts.data.text.build_vocabulary([["a", "b"], ["b"]], min_df=1)
+    enc = ts.data.text.encode([["a", "b"], ["z"], ["b"]], [1, -1, 1], vocab)
     batch, kept = enc
     assert enc.batch is batch and enc.kept.tolist() == kept.tolist() == [0, 2]
     x = np.linspace(-1, 1, 200)
-    s = ts.statistics.shape_summary(x, 5 * x**2, x)
+    s = ts.shapes.shape_summary(x, 5 * x**2, x)
     bins_p, bins_v, u_gap, rho = s
     assert s.u_gap == u_gap > 1 and s.rho == rho > 0.9 and s.bins_p is bins_p

@@ -1,5 +1,5 @@
 """The execution cache (tokensel.book.sphinx_execution) and the carrying over of claim records
-(tokensel.book.checks.carry_over / this_build): the key sees the library, the data and the settings; a tiny
+(tokensel.book.records.carry_over / this_build): the key sees the library, the data and the settings; a tiny
 book built again and again executes exactly the pages it must, and its records stay those of the outputs."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book import checks
+from tokensel.book import records, status, verification
 from tokensel.book import sphinx_execution as ex
 from tokensel.errors import ClaimFailedError, InvalidArgumentError
 
@@ -50,7 +50,7 @@ def test_the_key_sees_data_content_and_result_settings_not_locations(tmp_path, m
     monkeypatch.setenv("TOKENSEL_DATA_DIR", str(_data(tmp_path / "one", "reviews")))
     key = ex.execution_key(tmp_path, ["book/recorded"])
     assert set(key["parts"]) == {"library", "inputs", "data", "settings", "software"}
-    assert "core.py" in key["parts"]["library"] and "book/checks.py" in key["parts"]["library"]
+    assert "models/core.py" in key["parts"]["library"] and "book/checks.py" in key["parts"]["library"]
     assert ex.execution_key(tmp_path, ["book/recorded"]) == key  # deterministic
 
     # the same data elsewhere, progress bars, the results folder, the data cache: the same key
@@ -108,7 +108,7 @@ def test_a_damaged_key_is_no_key(tmp_path):
 
 def _record(d: Path, chapter: str, run: str, started: float, passed=True) -> Path:
     rec = {
-        "schema": checks.SCHEMA,
+        "schema": records.SCHEMA,
         "chapter": chapter,
         "run": run,
         "pid": 1,
@@ -127,7 +127,7 @@ def _record(d: Path, chapter: str, run: str, started: float, passed=True) -> Pat
             }
         ],
     }
-    rec = checks._sealed(rec)
+    rec = records._sealed(rec)
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{chapter}@{run}.json").write_text(json.dumps(rec, indent=1))
     return d / f"{chapter}@{run}.json"
@@ -151,43 +151,43 @@ def test_carried_over_records_count_in_this_build_only(tmp_path):
     results, archive = tmp_path / "results", tmp_path / "archive"
     earlier = _record(archive, "a", "r1", 100.0)
     with pytest.raises(InvalidArgumentError, match="no build stamp"):
-        checks.carry_over([earlier], results)
-    checks.mark_build_start(results)
+        records.carry_over([earlier], results)
+    records.mark_build_start(results)
     _record(results, "b", "r2", time.time() + 1)  # executed in this build
     stale = _record(results, "c", "r3", 100.0)  # left from an earlier build, not carried over
-    assert [r["chapter"] for r in checks.this_build(results)] == ["b"]
-    assert checks.carry_over([earlier], results) == [earlier.name]
-    assert sorted(r["chapter"] for r in checks.this_build(results)) == ["a", "b"]
-    assert checks.verify(results, expected=["a", "b"]) == (2, 2)
-    claims, chapters = checks.report(["a", "b"], results)
+    assert [r["chapter"] for r in records.this_build(results)] == ["b"]
+    assert records.carry_over([earlier], results) == [earlier.name]
+    assert sorted(r["chapter"] for r in records.this_build(results)) == ["a", "b"]
+    assert verification.verify(results, expected=["a", "b"]) == (2, 2)
+    claims, chapters = status.report(["a", "b"], results)
     assert list(claims["name"]) == ["a claim", "b claim"]
 
     # a carried-over record changed afterwards, or one carried into an earlier build, does not count
     copy = results / earlier.name
     copy.write_text(copy.read_text().replace('"seconds": 1.0', '"seconds": 2.0'))
     with pytest.raises(InvalidArgumentError, match="digest does not match"):  # an edited record is refused
-        checks.this_build(results)
+        records.this_build(results)
     with pytest.raises(ClaimFailedError, match="digest does not match"):
-        checks.verify(results, expected=["a", "b"])
-    checks.carry_over([earlier], results)
+        verification.verify(results, expected=["a", "b"])
+    records.carry_over([earlier], results)
     time.sleep(0.01)
-    checks.mark_build_start(results)
+    records.mark_build_start(results)
     _record(results, "b", "r4", time.time() + 1)
     shutil.copy(earlier, results / earlier.name)
-    assert [r["chapter"] for r in checks.this_build(results)] == ["b"]
+    assert [r["chapter"] for r in records.this_build(results)] == ["b"]
     with pytest.raises(ClaimFailedError, match="a: no record from this build"):
-        checks.verify(results, expected=["a", "b"])
+        verification.verify(results, expected=["a", "b"])
     assert not stale.exists()  # mark_build_start cleared it
 
     # a failed claim carried over still fails the build
-    checks.carry_over([_record(archive, "a", "r5", 100.0, passed=False)], results)
+    records.carry_over([_record(archive, "a", "r5", 100.0, passed=False)], results)
     with pytest.raises(ClaimFailedError, match="claim failed"):
-        checks.verify(results, expected=["a", "b"])
-    (results / checks.CARRIED).write_text("[1, 2]")
+        verification.verify(results, expected=["a", "b"])
+    (results / records.CARRIED).write_text("[1, 2]")
     with pytest.raises(InvalidArgumentError, match="carried-over"):
-        checks.this_build(results)
+        records.this_build(results)
     with pytest.raises(InvalidArgumentError, match="record file"):
-        checks.load_results(results, file="../a.json")
+        records.load_results(results, file="../a.json")
 
 
 # ---- a tiny book built again and again ---------------------------------------------------------------------
@@ -217,9 +217,9 @@ STATUS = (
     + """# Status
 
 ```{code-cell} ipython3
-from tokensel.book import checks
+from tokensel.book import status
 
-claims, chapters = checks.report(["a", "b"])
+claims, chapters = status.report(["a", "b"])
 print("claims:", ", ".join(claims["name"]))
 ```
 """
@@ -251,7 +251,7 @@ def _build(book: Path, env: dict, expect: set) -> float:
     from jupyter_cache import get_cache
 
     results = book / "_build" / "checks"
-    checks.mark_build_start(results)
+    records.mark_build_start(results)
     start = time.time()
     t0 = time.perf_counter()
     run = subprocess.run(
@@ -272,7 +272,7 @@ def _build(book: Path, env: dict, expect: set) -> float:
     )
     seconds = time.perf_counter() - t0
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert checks.verify(results, expected=["a", "b"])[1] == 2
+    assert verification.verify(results, expected=["a", "b"])[1] == 2
     cache = get_cache(str(book / "_build" / ".jupyter_cache"))
     # an executed notebook is cached as executed/<hash>/base.ipynb, written when its execution ends
     executed = {
@@ -313,7 +313,7 @@ def test_a_rebuild_executes_only_what_changed(tmp_path):
     # are carried over, and a's executed notebook is written again from the cache
     (book / "_build" / "jupyter_execute" / "a.ipynb").unlink()
     second = _build(book, env, {"status"})
-    carried = json.loads((results / checks.CARRIED).read_text())["records"]
+    carried = json.loads((results / records.CARRIED).read_text())["records"]
     assert sorted(name.split("@")[0] for name in carried) == ["a", "b"]
     assert _status_line(book) == "claims: a holds, b holds"
     a_nb = json.loads((book / "_build" / "jupyter_execute" / "a.ipynb").read_text())

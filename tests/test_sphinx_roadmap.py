@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from sphinx.errors import ExtensionError
 
-from tokensel.book.checks import toc_files
 from tokensel.book.sphinx_roadmap import front_matter, roadmap_lines
+from tokensel.book.toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -98,11 +98,11 @@ def test_selection_and_optimal_tokens():
 
 
 def test_binned():
-    t = ts.statistics.binned(np.array([-1, -0.9, 0.0, 1.0, np.nan]), np.array([1.0, 3.0, 5.0, 7.0, 9.0]), bins=4)
+    t = ts.shapes.binned(np.array([-1, -0.9, 0.0, 1.0, np.nan]), np.array([1.0, 3.0, 5.0, 7.0, 9.0]), bins=4)
     assert t["count"].tolist() == [2, 0, 1, 1]
     assert t["mean"][0] == 2.0 and np.isnan(t["mean"][1])
     with pytest.raises(ValueError, match="same shape"):
-        ts.statistics.binned(np.zeros(3), np.zeros(4))
+        ts.shapes.binned(np.zeros(3), np.zeros(4))
 
 
 def test_alpha_multiclass_and_generator():
@@ -146,32 +146,32 @@ def test_loss_floor_is_a_lower_bound_and_is_approached():
 
 def test_shape_summary_detects_u_and_monotone():
     x = torch.linspace(-1, 1, 201, dtype=torch.float64)
-    _, _, u_clean, rho = ts.statistics.shape_summary(x, 5 * x**2, x)
+    _, _, u_clean, rho = ts.shapes.shape_summary(x, 5 * x**2, x)
     assert u_clean > 1 and rho == pytest.approx(1.0)
-    _, _, u, rho = ts.statistics.shape_summary(x, -5 * x**2, -x)
+    _, _, u, rho = ts.shapes.shape_summary(x, -5 * x**2, -x)
     assert u < 0 and rho == pytest.approx(-1.0)
     # a token without a gap (NaN) is ignored, also in the score spread, however large its score
     x_nan = torch.cat([x, torch.tensor([float("nan")], dtype=torch.float64)])
     s = torch.cat([5 * x**2, torch.tensor([1e9], dtype=torch.float64)])
-    assert ts.statistics.shape_summary(x_nan, s, x_nan)[2] == pytest.approx(u_clean, rel=1e-12)
+    assert ts.shapes.shape_summary(x_nan, s, x_nan)[2] == pytest.approx(u_clean, rel=1e-12)
     with pytest.raises(ValueError, match="too few"):
-        ts.statistics.shape_summary(torch.tensor([0.5, 0.6]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))
+        ts.shapes.shape_summary(torch.tensor([0.5, 0.6]), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))
 
 
 def test_values_spread_separates_moved_values_from_noise():
     g = torch.Generator().manual_seed(0)
     gap = torch.rand(4000, generator=g, dtype=torch.float64) * 2 - 1
     noise = torch.randn(4000, generator=g, dtype=torch.float64) * 0.1
-    _, moved, _, _ = ts.statistics.shape_summary(gap, gap.abs(), 3 * gap + noise)
-    _, flat, _, _ = ts.statistics.shape_summary(gap, gap.abs(), noise)
+    _, moved, _, _ = ts.shapes.shape_summary(gap, gap.abs(), 3 * gap + noise)
+    _, flat, _, _ = ts.shapes.shape_summary(gap, gap.abs(), noise)
     # bins of width 0.1: the moved values span 3 * 1.9 = 5.7 across bins, with within-bin std
     # sqrt(0.1^2 + (3 * 0.1)^2 / 12) = 0.132
-    assert ts.statistics.values_spread(moved) == pytest.approx(5.7 / 0.132, rel=0.05)
-    assert ts.statistics.values_spread(flat) < 1.5  # the range of 20 noisy means of ~200 tokens
+    assert ts.shapes.values_spread(moved) == pytest.approx(5.7 / 0.132, rel=0.05)
+    assert ts.shapes.values_spread(flat) < 1.5  # the range of 20 noisy means of ~200 tokens
     with pytest.raises(ValueError, match="too few"):
-        ts.statistics.values_spread(flat.assign(count=0))
+        ts.shapes.values_spread(flat.assign(count=0))
     with pytest.raises(ValueError, match="zero"):
-        ts.statistics.values_spread(flat.assign(std=0.0))
+        ts.shapes.values_spread(flat.assign(std=0.0))
 
 
 def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
@@ -180,17 +180,17 @@ def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
     table = pd.DataFrame(
         {"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0], "std": [1.0, 1.0, 1.0, np.nan, 1.0]}
     )
-    se = ts.statistics.standard_errors(table)
+    se = ts.shapes.standard_errors(table)
     assert np.allclose(se[[0, 1, 2, 4]], 0.1) and np.isnan(se[3])
     # 1.0 -> 0.5 drops by 0.5 > 2 * sqrt(0.01 + 0.01) = 0.283; with z = 4 (0.566) it is noise
-    assert ts.statistics.bin_noise_summary(table) == {"range_se": pytest.approx(20.0), "reversals": 1, "steps": 3}
-    assert ts.statistics.bin_noise_summary(table, z=4.0)["reversals"] == 0
+    assert ts.shapes.bin_noise_summary(table) == {"range_se": pytest.approx(20.0), "reversals": 1, "steps": 3}
+    assert ts.shapes.bin_noise_summary(table, z=4.0)["reversals"] == 0
     with pytest.raises(ValueError, match="z"):
-        ts.statistics.bin_noise_summary(table, z=0)
+        ts.shapes.bin_noise_summary(table, z=0)
     with pytest.raises(ValueError, match="zero"):
-        ts.statistics.bin_noise_summary(table.assign(std=0.0))
+        ts.shapes.bin_noise_summary(table.assign(std=0.0))
     with pytest.raises(TypeError, match="binned"):
-        ts.statistics.standard_errors([1.0])
+        ts.shapes.standard_errors([1.0])
 
 
 def test_class_gap_is_one_vs_rest_per_occurrence():
@@ -210,20 +210,20 @@ def test_within_bin_spread_is_scale_free():
     gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
     noise = torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
     x = gap + 0.1 * noise
-    s = ts.statistics.within_bin_spread(gap, x)
-    assert s == pytest.approx(ts.statistics.within_bin_spread(gap, 1000 * x))  # the scale does not count
-    assert s < ts.statistics.within_bin_spread(gap, gap + 1.0 * noise) < 1.2
+    s = ts.shapes.within_bin_spread(gap, x)
+    assert s == pytest.approx(ts.shapes.within_bin_spread(gap, 1000 * x))  # the scale does not count
+    assert s < ts.shapes.within_bin_spread(gap, gap + 1.0 * noise) < 1.2
     with pytest.raises(ValueError, match="does not vary"):
-        ts.statistics.within_bin_spread(gap, torch.ones(400, dtype=torch.float64))
+        ts.shapes.within_bin_spread(gap, torch.ones(400, dtype=torch.float64))
 
 
 def test_within_bin_spread_in_raw_units():
     gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
     noise = torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
-    raw = ts.statistics.within_bin_spread(gap, 3 * (gap + 0.1 * noise), normalize=False)
-    assert raw == pytest.approx(3 * ts.statistics.within_bin_spread(gap, gap + 0.1 * noise, normalize=False))
+    raw = ts.shapes.within_bin_spread(gap, 3 * (gap + 0.1 * noise), normalize=False)
+    assert raw == pytest.approx(3 * ts.shapes.within_bin_spread(gap, gap + 0.1 * noise, normalize=False))
     with pytest.raises(TypeError, match="normalize"):
-        ts.statistics.within_bin_spread(gap, gap, normalize="yes")
+        ts.shapes.within_bin_spread(gap, gap, normalize="yes")
 
 
 def test_direction_rate_recovers_one_over_ln_t():
@@ -250,21 +250,21 @@ def _u_and_monotone(n=2000, seed=0, noise=0.3):
 
 def test_bootstrap_estimate_is_shape_summary_and_its_interval_covers_it():
     gap, s, v = _u_and_monotone()
-    ci = ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=1)
-    _, _, u, rho = ts.statistics.shape_summary(gap, s, v)
+    ci = ts.shapes.shape_bootstrap(gap, s, v, n_boot=100, seed=1)
+    _, _, u, rho = ts.shapes.shape_summary(gap, s, v)
     assert ci.estimate["u_gap"] == pytest.approx(u, rel=1e-12)
     assert ci.estimate["rho"] == pytest.approx(rho, rel=1e-12)
     assert (ci.low <= ci.estimate).all() and (ci.estimate <= ci.high).all()
     assert ci.low["u_gap"] > 0 and ci.low["rho"] > 0.9
     # reproducible, and a different seed draws other resamples
-    assert ci.equals(ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=1))
-    assert not ci.equals(ts.statistics.shape_bootstrap(gap, s, v, n_boot=100, seed=2))
+    assert ci.equals(ts.shapes.shape_bootstrap(gap, s, v, n_boot=100, seed=1))
+    assert not ci.equals(ts.shapes.shape_bootstrap(gap, s, v, n_boot=100, seed=2))
 
 
 def test_bootstrap_interval_of_a_flat_shape_covers_zero():
     rng = np.random.default_rng(3)
     gap = rng.uniform(-1, 1, 2000)
-    ci = ts.statistics.shape_bootstrap(gap, rng.normal(size=2000), rng.normal(size=2000), n_boot=100)
+    ci = ts.shapes.shape_bootstrap(gap, rng.normal(size=2000), rng.normal(size=2000), n_boot=100)
     assert ci.low["rho"] < 0 < ci.high["rho"]
     assert ci.low["u_gap"] < 0
 
@@ -273,35 +273,35 @@ def test_frequency_matched_permutes_within_strata_only():
     rng = np.random.default_rng(0)
     counts = np.repeat([1.0, 10.0, 100.0, 1000.0], 50)
     gap = rng.uniform(-1, 1, 200)
-    out = ts.statistics.frequency_matched(gap, counts, strata=4, seed=0)
+    out = ts.shapes.frequency_matched(gap, counts, strata=4, seed=0)
     for c in np.unique(counts):
         same = counts == c
         assert sorted(out[same]) == sorted(gap[same])  # a stratum keeps its own gaps
     assert not np.array_equal(out, gap)
     with_nan = gap.copy()
     with_nan[7] = np.nan  # a token without a gap keeps it, the others are permuted
-    out_nan = ts.statistics.frequency_matched(with_nan, counts, strata=4, seed=0)
+    out_nan = ts.shapes.frequency_matched(with_nan, counts, strata=4, seed=0)
     assert np.isnan(out_nan[7]) and sorted(np.delete(out_nan, 7)) == sorted(np.delete(with_nan, 7))
     # a shape carried by frequency alone survives the control; one carried by the gap does not
     freq_shape = np.log(counts)
     gap_f = -np.log(counts) / 7 + 0.01 * rng.normal(size=200)
-    _, _, _, rho_f = ts.statistics.shape_summary(
-        ts.statistics.frequency_matched(gap_f, counts, strata=4, seed=1), freq_shape, freq_shape
+    _, _, _, rho_f = ts.shapes.shape_summary(
+        ts.shapes.frequency_matched(gap_f, counts, strata=4, seed=1), freq_shape, freq_shape
     )
     assert rho_f < -0.5
-    _, _, _, rho_g = ts.statistics.shape_summary(out, gap, gap)
+    _, _, _, rho_g = ts.shapes.shape_summary(out, gap, gap)
     assert abs(rho_g) < 0.6
 
 
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: ts.statistics.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
-        (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
-        (lambda: ts.statistics.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
-        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
-        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
-        (lambda: ts.statistics.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
+        (lambda: ts.shapes.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
+        (lambda: ts.shapes.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
+        (lambda: ts.shapes.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
+        (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
+        (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
+        (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
     ],
 )
 def test_bad_arguments_are_named(call, match):

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tokensel.book.checks import toc_files, toc_numbers
 from tokensel.book.student import (
     drop_claims,
     find_leaks,
@@ -25,6 +24,7 @@ from tokensel.book.student import (
     student_config,
     student_notebook,
 )
+from tokensel.book.toc import toc_files, toc_numbers
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,8 +281,8 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     significant digits that a solution prints or records, and the names of the exercises' checks."""
     from test_pdf import check_printed_book
 
-    from tokensel.book.checks import load_results
     from tokensel.book.pdf import print_book
+    from tokensel.book.records import load_results
 
     if not STUDENT.is_dir():
         pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")

@@ -52,7 +52,7 @@ def test_float_svm_pairs_are_refused():
 @pytest.mark.parametrize("docs", [["a good film", "a bad film"], "a good film", [["good"], "bad"]])
 def test_untokenized_documents_are_refused(docs):
     with pytest.raises(ArgumentTypeError, match="tokenize"):
-        ts.text.build_vocabulary(docs, min_df=1)
+        ts.data.text.build_vocabulary(docs, min_df=1)
 
 
 @pytest.mark.parametrize(
@@ -71,11 +71,11 @@ def test_untokenized_documents_are_refused(docs):
     ],
 )
 def test_tokenizer_keeps_letters_of_every_script(text, words):
-    assert ts.text.tokenize(text) == words
+    assert ts.data.text.tokenize(text) == words
 
 
 def test_tokenizer_on_ascii_is_unchanged():
-    assert ts.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == [
+    assert ts.data.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == [
         "it's",
         "a",
         "great",
@@ -91,14 +91,14 @@ def test_tokenizer_on_ascii_is_unchanged():
 def test_binned_handles_out_of_range_values_explicitly():
     x, y = np.array([-2.0, 0.1, 0.5, 0.9, 3.0]), np.arange(5.0)
     with pytest.raises(InvalidArgumentError, match="2 values of x lie outside range_"):
-        ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0))
-    dropped = ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="drop")
-    clipped = ts.statistics.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="clip")
+        ts.shapes.binned(x, y, bins=2, range_=(0.0, 1.0))
+    dropped = ts.shapes.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="drop")
+    clipped = ts.shapes.binned(x, y, bins=2, range_=(0.0, 1.0), out_of_range="clip")
     assert dropped["count"].tolist() == [1, 2] and clipped["count"].tolist() == [2, 3]
     with pytest.raises(InvalidArgumentError, match="lo < hi"):
-        ts.statistics.binned(x, y, range_=(1.0, 0.0))
+        ts.shapes.binned(x, y, range_=(1.0, 0.0))
     with pytest.raises(InvalidArgumentError, match="same shape"):
-        ts.statistics.binned(x, y[:3])
+        ts.shapes.binned(x, y[:3])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -108,13 +108,13 @@ def test_half_precision_parameters_are_refused(dtype):
     with pytest.raises(InvalidParameterError, match="half precision"):
         ts.AttentionModel(torch.zeros(5, 3, dtype=dtype), torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype))
     with pytest.raises(InvalidParameterError, match="half precision"):
-        ts.variants.make("mlp", 5, 3, dtype=dtype)
+        ts.models.variants.make("mlp", 5, 3, dtype=dtype)
 
 
 def test_statistics_helpers_refuse_wrong_lengths():
     b = _batch()
     with pytest.raises(InvalidArgumentError, match="one entry per token"):
-        ts.statistics.shape_summary(np.zeros(5), np.zeros(6), np.zeros(5))
+        ts.shapes.shape_summary(np.zeros(5), np.zeros(6), np.zeros(5))
     with pytest.raises(InvalidBatchError, match="one value per token"):
         ts.statistics.loss_floor(b, torch.zeros(3, dtype=torch.float64))
     with pytest.raises(InvalidBatchError, match="one entry per token occurrence"):
@@ -122,7 +122,7 @@ def test_statistics_helpers_refuse_wrong_lengths():
     with pytest.raises(InvalidBatchError, match="token_mask"):
         ts.statistics.separation(b, torch.zeros(b.vocab_size, dtype=torch.float64), torch.zeros(2, dtype=torch.bool))
     with pytest.raises(ArgumentTypeError, match="bins_v must be a table"):
-        ts.statistics.values_spread([1.0, 2.0])
+        ts.shapes.values_spread([1.0, 2.0])
 
 
 def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
@@ -146,11 +146,11 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
     pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")}).to_parquet(
         tmp_path / "imdb" / "test.parquet"
     )
-    ts.manifest.write_manifest(tmp_path)  # its checksum is checked before it is parsed
+    ts.data.manifest.write_manifest(tmp_path)  # its checksum is checked before it is parsed
     with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     pd.DataFrame({"text": ["a fine film"], "label": [1]}).to_parquet(tmp_path / "imdb" / "test.parquet")
-    ts.manifest.write_manifest(tmp_path)
+    ts.data.manifest.write_manifest(tmp_path)
 
     import datasets
 
@@ -164,7 +164,7 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
 
 
 def test_an_unknown_word_is_a_tokensel_key_error():
-    vocab = ts.text.build_vocabulary([["good", "film"]], min_df=1)
+    vocab = ts.data.text.build_vocabulary([["good", "film"]], min_df=1)
     with pytest.raises(UnknownWordError) as info:
         vocab.id("bad")
     assert isinstance(info.value, KeyError) and isinstance(info.value, TokenselError)

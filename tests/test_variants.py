@@ -10,7 +10,7 @@ from tokensel.errors import CheckpointError, InvalidParameterError
 
 def test_padded_layout():
     b = ts.RaggedBatch.from_sequences([[3, 1], [2], [0, 1, 2]], [1, -1, 1], vocab_size=4)
-    ids, mask = ts.variants.padded(b)
+    ids, mask = ts.models.variants.padded(b)
     assert ids.tolist() == [[3, 1, 0], [2, 0, 0], [0, 1, 2]]
     assert mask.sum(1).tolist() == [2, 1, 3]
 
@@ -18,7 +18,7 @@ def test_padded_layout():
 def test_two_layer_with_zero_first_layer_matches_reference():
     # with E = 0 in layer one's keys nothing changes: check the forward against a direct loop
     data = ts.synthetic.assumption1_pairs(6, 2, 5, length=(3, 6), seed=0)
-    m = ts.variants.make("two_layer", data.batch.vocab_size, 8, seed=0, dtype=torch.float64)
+    m = ts.models.variants.make("two_layer", data.batch.vocab_size, 8, seed=0, dtype=torch.float64)
     f = m.forward(data.batch)
     for i, seq in enumerate(data.batch.to_lists()):
         X = m.E[seq]
@@ -29,7 +29,7 @@ def test_two_layer_with_zero_first_layer_matches_reference():
 
 def test_mlp_variant_reference_and_padding_invariance():
     data = ts.synthetic.assumption1_pairs(6, 2, 5, length=(3, 6), seed=1)
-    m = ts.variants.make("mlp", data.batch.vocab_size, 8, seed=0, dtype=torch.float64)
+    m = ts.models.variants.make("mlp", data.batch.vocab_size, 8, seed=0, dtype=torch.float64)
     f = m.forward(data.batch)
     single = torch.cat([m.forward(data.batch.subset([i])) for i in range(data.batch.n)])
     assert torch.allclose(f, single, atol=1e-12)  # padding never leaks into the softmax
@@ -51,12 +51,12 @@ def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
     batch = ts.RaggedBatch.from_sequences(
         data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
     )
-    m = ts.variants.make("mlp", 19, 6, seed=seed, dtype=torch.float64)
+    m = ts.models.variants.make("mlp", 19, 6, seed=seed, dtype=torch.float64)
     for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)
     m.p.data *= 5.0  # peaked attention
     sparse = _loss_and_grads(m, m.forward_prepared(*m.prepare(batch)))
-    dense = _loss_and_grads(m, m.forward_reference(*ts.variants.padded(batch)))
+    dense = _loss_and_grads(m, m.forward_reference(*ts.models.variants.padded(batch)))
     for a, b in zip(sparse, dense, strict=True):
         assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
     assert sparse[1][15:].abs().max() == 0  # unused tokens get no gradient
@@ -70,7 +70,7 @@ def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed)
     batch = ts.RaggedBatch.from_sequences(
         data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
     )
-    m = ts.variants.make(kind, 19, 6, seed=seed, dtype=torch.float64)
+    m = ts.models.variants.make(kind, 19, 6, seed=seed, dtype=torch.float64)
     g = torch.Generator().manual_seed(seed)
     for w in m.matrices.values():  # away from the identity start, so W1 and W2 matter
         w.add_(0.3 * torch.randn(w.shape, generator=g, dtype=torch.float64))
@@ -78,7 +78,7 @@ def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed)
     for t in params:
         t.requires_grad_(True)
     m.p.data *= 4.0
-    ids, mask = ts.variants.padded(batch)
+    ids, mask = ts.models.variants.padded(batch)
 
     def grads(f):
         loss = torch.nn.functional.softplus(-f).square().sum()
@@ -90,8 +90,8 @@ def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed)
 
 def test_two_layer_bfloat16_scores_stay_close_to_float32():
     data = ts.synthetic.independent_tokens(50, 30, length=(5, 20), delta=0.8, seed=3)
-    m = ts.variants.make("two_layer_wkq", 30, 32, seed=0)
-    ids, mask = ts.variants.padded(data.batch)
+    m = ts.models.variants.make("two_layer_wkq", 30, 32, seed=0)
+    ids, mask = ts.models.variants.padded(data.batch)
     f32 = m.forward_prepared(ids, mask)
     bf16 = m.forward_prepared(ids, mask, scores_dtype=torch.bfloat16)
     assert f32.dtype == bf16.dtype == torch.float32
@@ -102,47 +102,50 @@ def test_two_layer_bfloat16_scores_stay_close_to_float32():
 
 def test_wkq_read_out_and_training_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.9, seed=0)
-    for kind in ts.variants.KINDS:
-        m = ts.variants.make(kind, 30, 12, seed=0, dtype=torch.float64)
-        traj = ts.variants.train_variant(m, data.batch, steps=40, lr=0.02, eval_every=20, progress=False)
+    for kind in ts.models.variants.KINDS:
+        m = ts.models.variants.make(kind, 30, 12, seed=0, dtype=torch.float64)
+        traj = ts.train_variant(m, data.batch, steps=40, lr=0.02, eval_every=20, progress=False)
         assert traj.loss[-1] < traj.loss[0] and not m.E.requires_grad
-    m = ts.variants.make("two_layer_wkq", 30, 12, seed=0)
+    m = ts.models.variants.make("two_layer_wkq", 30, 12, seed=0)
     assert torch.allclose(m.read_out(), m.p) and torch.allclose(m.scores(), m.E @ m.p)
     with pytest.raises(InvalidParameterError, match="kind"):
-        ts.variants.make("transformer", 30, 12)
+        ts.models.variants.make("transformer", 30, 12)
     with pytest.raises(InvalidParameterError, match="is the interface"):
-        ts.variants.VariantModel.init(30, 12)
-    assert {k: c.kind for k, c in ts.variants.MODELS.items()} == {k: k for k in ts.variants.KINDS}
+        ts.models.variants.VariantModel.init(30, 12)
+    assert {k: c.kind for k, c in ts.models.variants.MODELS.items()} == {k: k for k in ts.models.variants.KINDS}
     assert (
-        set(ts.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"} and not ts.variants.TwoLayer.init(30, 4).matrices
+        set(ts.models.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"}
+        and not ts.models.variants.TwoLayer.init(30, 4).matrices
     )
-    assert set(ts.variants.COMPARED) | set(ts.variants.MLP_PLACEMENTS) == set(ts.variants.KINDS)
+    assert set(ts.models.variants.COMPARED) | set(ts.models.variants.MLP_PLACEMENTS) == set(ts.models.variants.KINDS)
 
 
 def test_mlp_placements():
     """The residual head adds v^T z to the MLP head; only the 'v trained' head moves v; token values are
     the head's output at a lone token."""
     data = ts.synthetic.independent_tokens(100, 20, length=(3, 9), delta=0.9, seed=1)
-    plain, res, tv = (ts.variants.make(k, 20, 8, seed=0, dtype=torch.float64) for k in ts.variants.MLP_PLACEMENTS)
+    plain, res, tv = (
+        ts.models.variants.make(k, 20, 8, seed=0, dtype=torch.float64) for k in ts.models.variants.MLP_PLACEMENTS
+    )
     z = torch.randn(5, 8, dtype=torch.float64)
     assert torch.allclose(res.head(z), plain.head(z) + z @ plain.v)
     assert torch.allclose(plain.token_values(), plain.head(plain.E))
-    two = ts.variants.make("two_layer", 20, 8, seed=0)
+    two = ts.models.variants.make("two_layer", 20, 8, seed=0)
     assert torch.equal(two.token_values(), two.values())
-    ids, mask = ts.variants.padded(data.batch)
+    ids, mask = ts.models.variants.padded(data.batch)
     assert torch.allclose(res.forward(data.batch), res.forward_reference(ids, mask))
     v0 = tv.v.clone()
     for m in (plain, tv):
-        ts.variants.train_variant(m, data.batch, steps=5, lr=0.01, eval_every=5, progress=False)
+        ts.train_variant(m, data.batch, steps=5, lr=0.01, eval_every=5, progress=False)
     assert torch.equal(plain.v, v0) and not torch.equal(tv.v, v0) and not tv.v.requires_grad
 
 
 def test_chunked_accumulation_is_the_full_batch_gradient():
     data = ts.synthetic.independent_tokens(60, 20, length=(3, 9), delta=0.9, seed=3)
-    a = ts.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
-    b = ts.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
-    ta = ts.variants.train_variant(a, data.batch, steps=5, lr=0.01, eval_every=1, progress=False)
-    tb = ts.variants.train_variant(b, data.batch, steps=5, lr=0.01, eval_every=1, progress=False, chunk=7)
+    a = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
+    b = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
+    ta = ts.train_variant(a, data.batch, steps=5, lr=0.01, eval_every=1, progress=False)
+    tb = ts.train_variant(b, data.batch, steps=5, lr=0.01, eval_every=1, progress=False, chunk=7)
     assert np.allclose(ta.loss, tb.loss, atol=1e-12, rtol=0)
     assert torch.allclose(a.E, b.E, atol=1e-10) and torch.allclose(a.W2, b.W2, atol=1e-10)
 
@@ -150,11 +153,11 @@ def test_chunked_accumulation_is_the_full_batch_gradient():
 def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     data = ts.synthetic.independent_tokens(60, 20, length=8, delta=0.8, seed=1)
     kw = dict(steps=12, lr=0.01, eval_every=4, progress=False, chunk=25)
-    whole = ts.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj_whole = ts.variants.train_variant(whole, data.batch, **kw)
+    whole = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
+    traj_whole = ts.train_variant(whole, data.batch, **kw)
 
     ckpt = tmp_path / "variant.pt"
-    real = ts.variants.TwoLayer.forward_prepared
+    real = ts.models.variants.TwoLayer.forward_prepared
     calls = {"n": 0}
 
     def dying(self, *a, **k):  # dies in the middle of step 7 (3 chunks a step)
@@ -163,26 +166,30 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         return real(self, *a, **k)
 
-    monkeypatch.setattr(ts.variants.TwoLayer, "forward_prepared", dying)
+    monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", dying)
     with pytest.raises(KeyboardInterrupt):
-        ts.variants.train_variant(
-            ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, checkpoint_every=5, **kw
+        ts.train_variant(
+            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
+            data.batch,
+            checkpoint=ckpt,
+            checkpoint_every=5,
+            **kw,
         )
-    monkeypatch.setattr(ts.variants.TwoLayer, "forward_prepared", real)
-    resumed = ts.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj = ts.variants.train_variant(resumed, data.batch, checkpoint=ckpt, checkpoint_every=5, **kw)
+    monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", real)
+    resumed = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
+    traj = ts.train_variant(resumed, data.batch, checkpoint=ckpt, checkpoint_every=5, **kw)
     for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [
         (resumed.matrices[k], whole.matrices[k]) for k in whole.matrices
     ]:
         assert torch.equal(a, b)
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
     with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.variants.train_variant(
-            ts.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.02)
+        ts.train_variant(
+            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.02)
         )
 
 
-@pytest.mark.parametrize("kind", ts.variants.KINDS)
+@pytest.mark.parametrize("kind", ts.models.variants.KINDS)
 def test_variant_training_is_bitwise_reproducible(kind):
     # the same run twice gives the same bits: no reduction whose order varies between runs (the
     # backward of plain indexing, index_put with accumulation, is one on the CPU)
@@ -190,8 +197,8 @@ def test_variant_training_is_bitwise_reproducible(kind):
     data = ts.synthetic.independent_tokens(1500, 300, length=(40, 80), delta=0.8, seed=2)
     runs = []
     for _ in range(2):
-        m = ts.variants.make(kind, 300, 16, seed=0)
-        ts.variants.train_variant(m, data.batch, steps=3, lr=0.01, eval_every=3, progress=False)
+        m = ts.models.variants.make(kind, 300, 16, seed=0)
+        ts.train_variant(m, data.batch, steps=3, lr=0.01, eval_every=3, progress=False)
         runs.append([m.E, m.p, *m.matrices.values()])
     for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)

@@ -1,35 +1,37 @@
 """tokensel: the library behind the executable book on *Attention with Trained Embeddings Provably
 Selects Important Tokens* (Wu, Shevchenko, Oymak, Mondelli, NeurIPS 2025).
 
-Layers (each imports only those above it; ARCHITECTURE.md has the picture): configuration, errors and
-validation; data (ragged batches, text, loaders); the model and its exact gradients; training (the one
-Adam loop in :mod:`.loop`, phase-1/phase-2 training in :mod:`.training`, the variants); statistics and
-the max-margin solvers; the named experiments (:mod:`.experiments`); the book's own tooling
-(:mod:`.book`: claims, figures, HTML views, Sphinx extensions)."""
+The map (each folder imports only the folders above it in this list; ARCHITECTURE.md):
 
-from . import (
-    config,
-    core,
-    dense,
-    experiments,
-    grads,
-    imdb_archive,
-    loop,
-    loss,
-    manifest,
-    mixing,
-    phase,
-    reviews,
-    statistics,
-    synthetic,
-    text,
-    training,
-    variants,
+* plumbing — :mod:`.errors`, :mod:`.config` (every ``TOKENSEL_*`` setting), :mod:`.validation`,
+  :mod:`.files`, :mod:`.seeding`, :mod:`.loss`, ``version``;
+* :mod:`.data` — ragged batches, text, the IMDB archive, loaders, prepared reviews, synthetic data;
+* :mod:`.models` — the one-layer model, the variants, the fused kernels and the exact gradients;
+* :mod:`.training` — the theory's phases, the one Adam loop and its settings, checkpoints;
+* :mod:`.analysis` — token statistics, the two shapes, the max-margin problems;
+* :mod:`.experiments` — the named recipes on real reviews, chapter 4's phase diagram;
+* :mod:`.book` — what only the book uses: claims, figures, the status page, Sphinx extensions.
+
+The names below are what the chapters call; each module the chapters name (``ts.statistics``,
+``ts.shapes``, ``ts.synthetic``, ...) is re-exported under that short name."""
+
+from . import analysis, book, config, data, errors, experiments, loss, models, seeding, training, validation
+from .analysis import maxmargin, shapes, statistics
+from .analysis.dense import att_svm_dense, att_svm_kq, normalized_gd
+from .analysis.maxmargin import (
+    SVMResult,
+    find_cycle,
+    max_margin,
+    max_margin_for_selection,
+    max_margin_scores,
+    selection_pairs,
 )
 from .book import checks, display, plots, replication
 from .book.checks import check, end_chapter, start_chapter
-from .data import RaggedBatch, labels_from_01
-from .dense import att_svm_dense, att_svm_kq, normalized_gd
+from .data import reviews, synthetic
+from .data.batch import RaggedBatch, labels_from_01
+from .data.loaders import load_reviews
+from .data.reviews import from_frame, prepare_texts
 from .errors import (
     ClaimFailedError,
     DataUnavailableError,
@@ -39,39 +41,39 @@ from .errors import (
     TokenselError,
 )
 from .experiments import fit_texts
-from .grads import Gradients, autograd_gradients, gradients, p_gradient
-from .loaders import load_reviews
-from .loop import Trajectory
-from .maxmargin import SVMResult, find_cycle, max_margin, max_margin_for_selection, max_margin_scores, selection_pairs
-from .model import AttentionModel, MultiClassAttentionModel
-from .reviews import from_frame, prepare_texts
+from .models.attention import AttentionModel, MultiClassAttentionModel
+from .models.gradients import Gradients, autograd_gradients, gradients, p_gradient
 from .seeding import generator, rng, seed_everything
-from .training import cosine, gradient_flow, one_step, train_joint, train_p
+from .training.loop import Trajectory
+from .training.phases import cosine, gradient_flow, one_step, train_joint, train_p
+from .training.settings import TrainSettings
+from .training.variants import train_variant
 from .version import __version__  # noqa: F401 (the package version)
 
 __all__ = [
-    # modules
-    "checks",
-    "config",
-    "core",
-    "dense",
-    "display",
+    # the library's folders
+    "data",
+    "models",
+    "training",
+    "analysis",
     "experiments",
-    "grads",
-    "imdb_archive",
-    "loop",
+    "book",
+    # plumbing
+    "config",
+    "errors",
     "loss",
-    "manifest",
-    "mixing",
-    "phase",
+    "seeding",
+    "validation",
+    # modules the chapters call by name
+    "checks",
+    "display",
+    "maxmargin",
     "plots",
     "replication",
     "reviews",
+    "shapes",
     "statistics",
     "synthetic",
-    "text",
-    "training",
-    "variants",
     # data and models
     "RaggedBatch",
     "labels_from_01",
@@ -86,12 +88,14 @@ __all__ = [
     "gradients",
     "p_gradient",
     "autograd_gradients",
+    "TrainSettings",
     "Trajectory",
     "cosine",
     "gradient_flow",
     "one_step",
     "train_joint",
     "train_p",
+    "train_variant",
     # max-margin
     "SVMResult",
     "find_cycle",

@@ -1,6 +1,6 @@
 """Command line: ``python -m tokensel <command>``.
 
-* ``verify [RESULTS_DIR]``: check a built book's claim records (:func:`tokensel.book.checks.verify`); exits 1
+* ``verify [RESULTS_DIR]``: check a built book's claim records (:func:`tokensel.book.verification.verify`); exits 1
   naming every failed claim and unfinished chapter.
 * ``data [NAME ...]``: fetch the data sets the book reads (``imdb``, ``yelp_polarity``), as the chapters
   will, and print their sizes, columns and sources.
@@ -83,7 +83,7 @@ def _output(value: str, want: str, what: str) -> Path:
 
 def _book() -> Path:
     """The book's root at or above the working directory: refuses to act outside a book."""
-    from .book.checks import book_root
+    from .book.records import book_root
 
     root = book_root()
     if _kind(root / "_config.yml") != "file" or _kind(root / "_toc.yml") != "file":
@@ -97,8 +97,9 @@ def _book() -> Path:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replicate"]:
-        from .book.checks import book_root, checked_chapters
+        from .book.records import book_root
         from .book.replication import main as replicate_main
+        from .book.verification import checked_chapters
         from .errors import TokenselError
 
         try:
@@ -138,12 +139,12 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "verify":
-            from .book.checks import main as verify_main
+            from .book.verification import main as verify_main
 
             return verify_main(["verify"] + ([args.results_dir] if args.results_dir else []))
         if args.command == "data":
+            from .data.loaders import SOURCES, load_reviews
             from .errors import DataUnavailableError
-            from .loaders import SOURCES, load_reviews
 
             for name in args.names:
                 if name not in SOURCES:
@@ -167,8 +168,8 @@ def main(argv=None) -> int:
             print(contents_markdown(_book()))
             return 0
         if args.command == "pdf":
-            from .book.checks import toc_files
             from .book.pdf import print_book
+            from .book.toc import toc_files
 
             root = _book()
             html = _existing(args.html_dir, "folder", "the built book")
@@ -207,15 +208,15 @@ def main(argv=None) -> int:
                 print(f"formatted {page}")
             return 0
         if args.command == "manifest":
-            from .manifest import write_manifest
+            from .data.manifest import write_manifest
 
             print(f"wrote {write_manifest(_existing(args.folder, 'folder', 'the data folder'))}")
             return 0
         if args.command == "imdb-mirror":
             import pyarrow.parquet as pq
 
-            from .imdb_archive import write_archive
-            from .manifest import sha256_file, verify
+            from .data.imdb_archive import write_archive
+            from .data.manifest import sha256_file, verify
 
             root = _existing(args.data_dir, "folder", "the data folder")
             _output(args.archive, "file", "the archive")

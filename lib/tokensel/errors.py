@@ -33,7 +33,7 @@ class InfeasibleSVMError(InvalidArgumentError):
     ``cycle`` holds a list of token ids ``s_0, s_1, ..., s_0`` whose pair constraints
     ``c_{s_i} - c_{s_{i+1}} >= 1`` sum to ``0 >= len(cycle) - 1``, when one was found. ``sequences``
     holds the indices of sequences whose constraints conflict, when the dense form
-    (:func:`tokensel.dense.att_svm_dense`) found them.
+    (:func:`tokensel.analysis.dense.att_svm_dense`) found them.
     """
 
     def __init__(self, message, cycle=None, sequences=None):

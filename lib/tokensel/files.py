@@ -95,7 +95,7 @@ def write_json_atomic(path: Path, data) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = 120):
-    """Hold the :class:`filelock.FileLock` at ``path``; a lock path taken by a folder, an unwritable folder
+    """Hold the ``filelock.FileLock`` at ``path``; a lock path taken by a folder, an unwritable folder
     or a lock still held after ``timeout`` seconds raises :class:`StorageError`."""
     from filelock import FileLock, Timeout
 

@@ -143,7 +143,7 @@ def check_choice(value, name: str, choices, error=InvalidArgumentError):
 
 
 def check_path(value, name: str, *, allow_none: bool = True):
-    """``value`` as a :class:`~pathlib.Path` (a str or path-like), or None when allowed."""
+    """``value`` as a ``pathlib.Path`` (a str or path-like), or None when allowed."""
     if value is None and allow_none:
         return None
     if isinstance(value, (str, os.PathLike)) and str(value).strip():
@@ -212,7 +212,7 @@ def check_real_array(
 
 
 def check_device(value, name: str = "device") -> torch.device:
-    """``value`` as a :class:`torch.device` that this build of torch can use: a CUDA device on a build or a
+    """``value`` as a ``torch.device`` that this build of torch can use: a CUDA device on a build or a
     machine without CUDA, an index past the last GPU, or the meta device (no values) is refused."""
     if isinstance(value, bool) or not isinstance(value, (str, torch.device, int)):
         raise ArgumentTypeError(

@@ -24,8 +24,12 @@ GROUPS = (
     ("seeding", "Seeding"),
     ("claims", "Claims"),
     ("errors", "Errors"),
-    ("modules", "Modules"),
+    ("the library's folders", "The library's folders"),
+    ("plumbing", "Plumbing"),
+    ("modules the chapters call by name", "Modules the chapters call by name"),
 )
+#: the groups of ``__all__`` that hold modules: listed last
+MODULE_GROUPS = ("the library's folders", "plumbing", "modules the chapters call by name")
 
 _HEAD = """---
 summary: every public name of `tokensel` with its docstring and first use.
@@ -68,8 +72,36 @@ def first_use(name: str, pages: dict[str, str], module: bool = False) -> str | N
     return None
 
 
-#: modules documented besides those of ``__all__``: the docstrings refer to them
-FURTHER_MODULES = ("book", "data", "errors", "maxmargin", "model", "loaders", "checkpoints", "seeding", "book.checks")
+#: modules documented besides those of ``__all__``: every module of the library's folders (the docstrings refer
+#: to them), and of the book's tooling the claims and their records
+FURTHER_MODULES = (
+    "data.batch",
+    "data.text",
+    "data.imdb_archive",
+    "data.manifest",
+    "data.loaders",
+    "models.attention",
+    "models.core",
+    "models.kernels",
+    "models.gradients",
+    "models.mixing",
+    "models.variants",
+    "training.settings",
+    "training.phases",
+    "training.loop",
+    "training.variants",
+    "training.checkpoints",
+    "training.progress",
+    "analysis.dense",
+    "experiments.recipes",
+    "experiments.tables",
+    "experiments.records",
+    "experiments.phase",
+    "files",
+    "book.records",
+    "book.verification",
+    "book.status",
+)
 
 
 def _directive(obj, exclude=()) -> list[str]:
@@ -92,7 +124,7 @@ def _directive(obj, exclude=()) -> list[str]:
 
 def canonical(target: str) -> str | None:
     """Where the object named ``target`` (``tokensel.train_p``, ``tokensel.checks.check``) is defined
-    (``tokensel.training.train_p``), or None when ``target`` names nothing in :mod:`tokensel`."""
+    (``tokensel.training.phases.train_p``), or None when ``target`` names nothing in :mod:`tokensel`."""
     import importlib
 
     parts = target.split(".")
@@ -111,7 +143,7 @@ def canonical(target: str) -> str | None:
 
 def _resolve_alias(app, env, node, contnode):
     """Sphinx ``missing-reference``: a reference to a re-exported name (``tokensel.train_p``) resolves to the
-    object's own entry (``tokensel.training.train_p``)."""
+    object's own entry (``tokensel.training.phases.train_p``)."""
     if node.get("refdomain") != "py":
         return None
     target = node.get("reftarget", "")
@@ -153,7 +185,8 @@ def render(root: Path | None = None) -> str:
     """The text of ``book/api.md`` for the library as imported and the pages of ``_toc.yml`` under ``root``."""
     import tokensel
 
-    from .checks import book_root, toc_files
+    from .records import book_root
+    from .toc import toc_files
 
     root = Path(root) if root is not None else book_root()
     init = Path(tokensel.__file__).read_text()
@@ -175,7 +208,7 @@ def render(root: Path | None = None) -> str:
             documented.setdefault(obj.__module__, set()).add(obj.__qualname__)
     modules = []
     order = [g for g, _ in GROUPS if g in groups] + [g for g in groups if g not in known]
-    for group in sorted(order, key=lambda g: g == "modules"):  # the modules last
+    for group in sorted(order, key=lambda g: g in MODULE_GROUPS):  # the modules last
         out.append(f"## {known.get(group, group[:1].upper() + group[1:])}\n")
         for name in groups[group]:
             obj = getattr(tokensel, name)
@@ -203,7 +236,7 @@ def render(root: Path | None = None) -> str:
 
 def write(root: Path | None = None) -> Path:
     """Write :func:`render` to ``book/api.md`` under ``root`` (default the book's root); returns the path."""
-    from .checks import book_root
+    from .records import book_root
 
     root = Path(root) if root is not None else book_root()
     path = root / "book" / "api.md"

@@ -52,9 +52,9 @@ def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 
 
 
 def review_attention(model, data, i: int) -> str:
-    """HTML of test review ``i`` of a :class:`~tokensel.reviews.ReviewData` under ``model`` (its attention,
+    """HTML of test review ``i`` of a :class:`~tokensel.data.reviews.ReviewData` under ``model`` (its attention,
     :meth:`~tokensel.AttentionModel.attention`, over the words the encoding kept)."""
-    from ..text import kept_words
+    from ..data.text import kept_words
 
     words = data.test_words[i]
     review = data.test.subset([i])

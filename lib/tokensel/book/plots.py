@@ -66,8 +66,8 @@ def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float =
 def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
     """Per-bin mean with a band (``spread="std"``: mean ± std, the token-to-token spread; ``"se"``: mean ± 2
     standard errors of the bin mean, its noise level; ``"quantiles"``: 10%–90%) from
-    :func:`tokensel.statistics.binned`. Empty bins are left out."""
-    from ..statistics import standard_errors
+    :func:`tokensel.analysis.shapes.binned`. Empty bins are left out."""
+    from ..analysis.shapes import standard_errors
     from ..validation import check_choice
 
     check_choice(spread, "spread", ("std", "se", "quantiles"))
@@ -84,7 +84,7 @@ def binned_band(ax, table, label: str | None = None, color=None, spread: str = "
 
 def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap $\Delta_s$", title=None):
     """The paper's two shapes side by side: binned ``E_s^T p`` on ``ax_p`` and ``E_s^T v`` on ``ax_v``
-    (tables of :func:`tokensel.statistics.binned`), each mean ± std against ``xlabel``."""
+    (tables of :func:`tokensel.analysis.shapes.binned`), each mean ± std against ``xlabel``."""
     binned_band(ax_p, bins_p, color=PALETTE["p"])
     binned_band(ax_v, bins_v, color=PALETTE["v"])
     ax_p.set(xlabel=xlabel, ylabel=r"$E_s^\top p$")

@@ -345,7 +345,7 @@ def run_sweep(
     """Run every (chapter, seed) not already finished in ``settings.out`` on Dask and return the outcomes
     of all of them (finished before or now). A task that crashes or times out is recorded as such.
     ``settings.retry`` reruns tasks recorded as crashed or timed out."""
-    from ..progress import bar
+    from ..training.progress import bar
 
     root = Path(root or Path.cwd()).resolve()
     if not isinstance(chapters, list) or not chapters or not all(isinstance(c, str) for c in chapters):
@@ -789,7 +789,7 @@ def _num(x) -> str:
 
 def status_table(claims, out: Path, root: Path | None = None):
     """For the status page: every claim of this build (``claims``, the frame of
-    ``tokensel.book.checks.report``) with how it fared at the fresh seeds of the replication in ``out``:
+    ``tokensel.book.status.report``) with how it fared at the fresh seeds of the replication in ``out``:
     ``held in k of N``, min / median / max of the measured value, and a verdict (``robust``: held in every
     seed; ``held in most``: in at least 90 %; ``seed-dependent``: in fewer; ``not replicated``)."""
     import pandas as pd

@@ -15,7 +15,7 @@ claim records (:mod:`tokensel.book.checks`) in step with the outputs they vouch 
 * **Claim records.** A page that executes writes its records into the build's results folder; after it
   is read they are archived beside the cache entry of the executed notebook (by its jupyter-cache hash).
   Before pages are read, every notebook page whose current code matches a cache entry gets that entry's
-  records carried over into the build (:func:`tokensel.book.checks.carry_over`), so ``verify`` and the
+  records carried over into the build (:func:`tokensel.book.records.carry_over`), so ``verify`` and the
   status page count the records of exactly the execution whose outputs the page shows. A page whose code
   matches no entry, or an entry without archived records, is read and executed, whether Sphinx thinks it
   changed or not; so is a page without its executed notebook in ``jupyter_execute/`` (which the student
@@ -43,10 +43,10 @@ from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
 from .. import config
+from ..data.manifest import sha256_file
 from ..errors import InvalidArgumentError
 from ..files import write_json_atomic
-from ..manifest import sha256_file
-from . import checks
+from .records import carry_over
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ def before_read(app, env, docnames: list) -> None:
         hit = _match(cache, nb) if mode == "cache" else None
         records = archived_records(cache_path, hit.hashkey) if hit is not None and page not in every else None
         if records is not None:
-            checks.carry_over(records, state.results)
+            carry_over(records, state.results)
             state.plan[page] = "cached"
             if not (executed / f"{page}.ipynb").is_file():
                 read.add(page)  # its executed notebook is written again from the cache

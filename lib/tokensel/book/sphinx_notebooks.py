@@ -71,7 +71,7 @@ def rewrite_downloads(app, exception) -> None:
 
 
 def _numbers(app) -> dict:
-    from .checks import toc_numbers
+    from .toc import toc_numbers
 
     root = Path(app.srcdir)
     return toc_numbers(root) if (root / "_toc.yml").is_file() else {}

@@ -77,7 +77,7 @@ def contents_markdown(root: Path) -> str:
     """The README's list of contents: ``N. **title**: summary`` for every numbered chapter of ``_toc.yml``
     (numbered as the book's sidebar numbers them) and ``- **title**: summary`` for the other pages, in order
     (``python -m tokensel contents`` prints it; a test keeps the README equal to it)."""
-    from .checks import toc_files, toc_numbers
+    from .toc import toc_files, toc_numbers
 
     numbers = toc_numbers(root)
     return "\n".join(
@@ -90,7 +90,7 @@ def contents_markdown(root: Path) -> str:
 def roadmap_lines(root: Path, current: str) -> list[str]:
     """The directive's MyST lines: ``- {doc}`page`: summary`` for every page of ``_toc.yml`` after
     ``current`` (a docname such as ``book/intro``)."""
-    from .checks import toc_files, toc_numbers
+    from .toc import toc_files, toc_numbers
 
     numbers = toc_numbers(root)
     pages = toc_files(root)
@@ -111,7 +111,7 @@ class Roadmap(SphinxDirective):
         root = Path(self.env.srcdir)
         self.env.note_dependency(str(root / "_toc.yml"))
         lines = roadmap_lines(root, self.env.docname)
-        from .checks import toc_files
+        from .toc import toc_files
 
         for page in toc_files(root):  # a changed summary rebuilds this page
             self.env.note_dependency(str(page_source(root, page)))

@@ -137,8 +137,8 @@ def prepare_student_sources(root, built, out) -> Path:
     ``root`` is the book's root (with ``_config.yml`` and ``_toc.yml``), ``built`` the first build's folder
     (``_build``, with ``jupyter_execute/``). Every page of ``_toc.yml`` is taken from ``built`` when it was
     executed there, else from ``root`` (a page without code)."""
-    from .checks import toc_files
     from .sphinx_roadmap import front_matter
+    from .toc import toc_files
 
     root, built, out = Path(root), Path(built), Path(out)
     if not (root / "_config.yml").is_file() or not (root / "_toc.yml").is_file():
@@ -238,13 +238,13 @@ def leak_evidence(
     notebooks: list[dict], records: Sequence[dict] = (), elsewhere: Sequence[str] = ()
 ) -> dict[str, list[str]]:
     """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
-    ``records`` (:func:`~tokensel.book.checks.load_results`): ``phrases``, every run of five or more words of a
+    ``records`` (:func:`~tokensel.book.records.load_results`): ``phrases``, every run of five or more words of a
     solution's text (between formulas and punctuation), and ``values``, every number of three or more
     significant digits that a solution's cells print or its claims record (measured and expected value, as
     the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers
     that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
     are left out (they prove nothing)."""
-    from .checks import _shown
+    from .status import _shown
 
     phrases, values, names = [], [], []
     outside = [normalise(t) for t in elsewhere]

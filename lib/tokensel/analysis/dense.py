@@ -1,0 +1,388 @@
+"""Dense token features: the ATT-SVM and normalised gradient descent in the notation of the max-margin
+attention literature (Tarzanagh, Li, Zhang and Oymak, 2023; Tarzanagh, Li, Thrampoulidis and Oymak, 2023).
+
+There a sequence is a matrix ``X_i`` of ``T`` token features of dimension ``d`` (here an array ``X`` of
+shape ``(n, T, d)``; shorter sequences are padded and ``mask`` marks the real positions), the attention
+of a ``<cls>``-like vector ``p`` is ``softmax(X_i p)`` and the model's output is
+``f(X_i) = v^T X_i^T softmax(X_i p)``. This module gives
+
+* :func:`att_svm_dense` -- the ATT-SVM for ``p``:
+  ``min ||p||  s.t.  p^T (x_{i,t} - x_{i,t'}) >= 1`` for every sequence ``i``, every selected position
+  ``t`` and every unselected position ``t'`` of ``i``;
+* :func:`att_svm_kq` -- the same for a key-query matrix ``W`` with the score ``x_{i,t}^T W z_i`` of a
+  query ``z_i``: the constraints are linear in ``W`` (``<W, (x_{i,t} - x_{i,t'}) z_i^T> >= 1``), so
+  the problem is the ATT-SVM for ``p = vec(W)`` on the lifted features ``vec(x_{i,t} z_i^T)``;
+* :func:`normalized_gd` -- the loop ``p <- p - lr * grad / ||grad||`` on the logistic loss of ``f``;
+* :func:`selection` -- the positions a ``p`` selects (within a tie tolerance), and :func:`features`,
+  which turns this library's token model and a :class:`~tokensel.data.batch.RaggedBatch` into such an ``X``.
+
+Conventions (what the token formulation of :mod:`tokensel.analysis.maxmargin` does too):
+
+* **Selection and ties.** ``selection(X, p, tol)`` holds the positions whose score is within the
+  absolute tolerance ``tol`` (default ``1e-9``) of their sequence's maximum, as
+  :func:`tokensel.analysis.statistics.selection` does for tokens. The literature's single optimal token per
+  sequence, ``opt_i``, is passed as an int array of shape ``(n,)``.
+* **Two distinct selected positions of one sequence.** The problem puts no constraint between them:
+  each must beat every unselected position of its sequence by the margin 1, but their own scores may
+  differ at the solution, so the selection made by the solution (within a tie tolerance) can be a
+  strict subset of the one asked for (``same_selection`` of the result says whether it is). Two
+  positions with equal features, one selected and one not, make the problem infeasible.
+* **Infeasibility.** The constraints have no solution exactly when some convex combination of the
+  differences ``a_i - b_i`` is zero, with ``a_i`` in the convex hull of sequence ``i``'s selected
+  features and ``b_i`` in that of its unselected ones (Gordan's alternative). A linear programme finds
+  such a combination; the :class:`~tokensel.errors.InfeasibleSVMError` names its sequences
+  (``error.sequences``): a set whose constraints cannot hold together, not necessarily the smallest one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
+from ..validation import check_choice, check_int, check_real, check_real_array
+from .maxmargin import _check_solver, _solve
+
+DEFAULT_TOL = 1e-9
+
+
+@dataclass
+class DenseSVMResult:
+    """The solution of :func:`att_svm_dense` or :func:`att_svm_kq`, and its diagnostics.
+
+    ``p`` is the solution (a float64 tensor: ``(d,)`` for :func:`att_svm_dense`, the matrix ``W`` of shape
+    ``(d, d_z)`` for :func:`att_svm_kq`), ``norm`` its norm (Euclidean or Frobenius; nuclear when asked),
+    ``min_margin`` the smallest score gap between a selected and an unselected position of one sequence,
+    ``active`` the number of sequences whose gap is within ``1e-6`` of 1, ``same_selection`` whether the
+    selection of the solution (tolerance ``1e-6``) equals the one asked for, ``constraints`` the number of
+    (selected, unselected) position pairs the problem stands for, ``status`` cvxpy's status and
+    ``solve_time`` the seconds spent, compilation included."""
+
+    p: torch.Tensor
+    norm: float
+    min_margin: float
+    active: int
+    same_selection: bool
+    constraints: int
+    status: str
+    solve_time: float
+
+
+def _check_features(X, name: str = "X") -> np.ndarray:
+    X = check_real_array(X, name, ndim=3, error=InvalidArgumentError)
+    if X.shape[0] == 0 or X.shape[1] == 0 or X.shape[2] == 0:
+        raise InvalidArgumentError(f"{name} must have shape (n, T, d) with n, T, d >= 1, got {X.shape}")
+    return X
+
+
+def _check_mask(mask, shape) -> np.ndarray:
+    if mask is None:
+        return np.ones(shape, dtype=bool)
+    m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
+    if m.dtype != np.bool_ or m.shape != shape:
+        raise InvalidArgumentError(
+            f"mask must be a boolean array of shape {shape} (True at the real positions of "
+            f"each sequence), got {m.dtype} {m.shape}"
+        )
+    empty = np.flatnonzero(~m.any(1))
+    if empty.size:
+        raise InvalidArgumentError(f"mask leaves sequence {int(empty[0])} without a position: drop that sequence")
+    return m
+
+
+def _check_selected(selected, mask: np.ndarray) -> np.ndarray:
+    """``selected`` as a boolean (n, T) array within ``mask``: from a boolean array or from the indices
+    ``opt_i`` of one selected position per sequence."""
+    n, T = mask.shape
+    s = selected.detach().cpu().numpy() if isinstance(selected, torch.Tensor) else np.asarray(selected)
+    if s.dtype == np.bool_:
+        if s.shape != (n, T):
+            raise InvalidArgumentError(
+                f"selected must be a boolean array of shape {(n, T)} or one position index "
+                f"per sequence (shape ({n},)), got a boolean array of shape {s.shape}"
+            )
+        out = s.copy()
+    elif s.dtype.kind in "iu" and s.shape == (n,):
+        if s.min() < 0 or s.max() >= T:
+            raise InvalidArgumentError(
+                f"selected holds position indices in 0..{T - 1}, got {int(s.min())}..{int(s.max())}"
+            )
+        out = np.zeros((n, T), dtype=bool)
+        out[np.arange(n), s] = True
+    else:
+        raise InvalidArgumentError(
+            f"selected must be a boolean array of shape {(n, T)} or an integer array of one "
+            f"position per sequence, shape ({n},); got {s.dtype} {s.shape}"
+        )
+    outside = np.argwhere(out & ~mask)
+    if outside.size:
+        i, t = outside[0]
+        raise InvalidArgumentError(f"selected marks position {int(t)} of sequence {int(i)}, which mask leaves out")
+    none = np.flatnonzero(~out.any(1))
+    if none.size:
+        raise InvalidArgumentError(f"sequence {int(none[0])} has no selected position: every sequence needs one")
+    return out
+
+
+def selection(X, p, mask=None, tol: float = DEFAULT_TOL) -> torch.Tensor:
+    """The positions ``p`` selects, as a boolean ``(n, T)`` tensor: those whose score ``x_{i,t}^T p`` is within
+    the absolute tolerance ``tol`` of their sequence's maximum (padding, ``mask`` False, never)."""
+    X = _check_features(X)
+    m = _check_mask(mask, X.shape[:2])
+    p = check_real_array(p, "p", ndim=1)
+    if p.shape != (X.shape[2],):
+        raise InvalidArgumentError(f"p must have shape ({X.shape[2]},) (the feature dimension), got {p.shape}")
+    tol = check_real(tol, "tol", min=0.0)
+    s = np.where(m, X @ p, -np.inf)
+    return torch.from_numpy(m & (s >= s.max(1, keepdims=True) - tol))
+
+
+def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
+    """Sequences whose constraints cannot hold together (an LP certificate), or None when the problem is
+    feasible. ``F`` is (n, T, D); ``sel``/``uns`` boolean (n, T), only sequences with both."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    n, T, D = F.shape
+    (si, st), (ui, ut) = np.nonzero(sel), np.nonzero(uns)
+    k_s, k_u = len(si), len(ui)
+    # variables: lambda (selected positions) >= 0, mu (unselected) >= 0
+    # sum_i sum_t lambda x - sum mu x = 0 (D rows); per sequence sum lambda - sum mu = 0; sum lambda = 1
+    geo = sp.hstack([sp.csr_matrix(F[si, st].T), sp.csr_matrix(-F[ui, ut].T)])
+    per_seq = sp.hstack(
+        [
+            sp.csr_matrix((np.ones(k_s), (si, np.arange(k_s))), shape=(n, k_s)),
+            sp.csr_matrix((-np.ones(k_u), (ui, np.arange(k_u))), shape=(n, k_u)),
+        ]
+    )
+    total = sp.csr_matrix(np.r_[np.ones(k_s), np.zeros(k_u)][None, :])
+    A = sp.vstack([geo, per_seq, total]).tocsr()
+    b = np.r_[np.zeros(D + n), 1.0]
+    scale = max(1.0, float(np.abs(F).max()))
+    res = linprog(
+        np.zeros(k_s + k_u),
+        A_eq=A,
+        b_eq=b * 1.0,
+        bounds=(0, None),
+        method="highs",
+        options={"primal_feasibility_tolerance": 1e-9 * scale},
+    )
+    if res.status == 2:  # the certificate does not exist: the SVM is feasible
+        return None
+    if res.status != 0:
+        raise SolverError(f"the feasibility test of the ATT-SVM stopped ({res.message}): feasibility is unknown")
+    weight = np.zeros(n)
+    np.add.at(weight, si, res.x[:k_s])
+    return np.flatnonzero(weight > 1e-9).tolist()
+
+
+def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, solver: str, solver_opts: dict):
+    """The ATT-SVM on features ``F`` (n, T, D) with the solution reshaped to ``shape``: one variable per
+    sequence for its lowest selected score and one for its highest unselected score, so the problem has
+    O(n T) constraints instead of one per (selected, unselected) pair."""
+    import cvxpy as cp
+
+    uns = mask & ~sel
+    rows = np.flatnonzero(uns.any(1))
+    if rows.size == 0:
+        raise InvalidArgumentError("no sequence has an unselected position: the problem has no constraint")
+    pairs = int((sel.sum(1) * uns.sum(1)).sum())
+    conflict = _farkas_conflict(F[rows], sel[rows], uns[rows])
+    if conflict is not None:
+        seqs = [int(rows[i]) for i in conflict]
+        raise InfeasibleSVMError(
+            f"the ATT-SVM has no solution: sequences {seqs} conflict (a convex combination of their selected minus "
+            "unselected features is zero, so no p puts every selected position above every unselected one); "
+            "change the selection of these sequences or drop them",
+            sequences=seqs,
+        )
+    (si, st), (ui, ut) = np.nonzero(sel & uns.any(1, keepdims=True)), np.nonzero(uns)
+    local = np.full(len(sel), -1)
+    local[rows] = np.arange(rows.size)
+    p = cp.Variable(F.shape[2])
+    lo, hi = cp.Variable(rows.size), cp.Variable(rows.size)
+    constraints = [F[si, st] @ p >= lo[local[si]], F[ui, ut] @ p <= hi[local[ui]], lo - hi >= 1]
+    if norm == "nuc":
+        objective = cp.normNuc(cp.reshape(p, shape, order="C"))
+    else:
+        objective = cp.sum_squares(p)
+    prob = cp.Problem(cp.Minimize(objective), constraints)
+    if solver == "CLARABEL":
+        for key in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
+            solver_opts.setdefault(key, 1e-10)
+    t0 = time.perf_counter()
+    _solve(prob, solver, **solver_opts)
+    seconds = time.perf_counter() - t0
+    if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
+        raise SolverError(
+            f"the solver {solver} stopped with status {prob.status!r} on the dense ATT-SVM "
+            f"({rows.size} sequences, dimension {F.shape[2]}): try solver='SCS'"
+        )
+    pv = np.asarray(p.value, dtype=np.float64)
+    scores = F @ pv
+    gap = np.where(sel, scores, np.inf).min(1) - np.where(uns, scores, -np.inf).max(1)
+    gap = gap[rows]
+    chosen = mask & (np.where(mask, scores, -np.inf) >= np.where(mask, scores, -np.inf).max(1, keepdims=True) - 1e-6)
+    W = pv.reshape(shape)
+    size = float(np.linalg.norm(W, "nuc")) if norm == "nuc" else float(np.linalg.norm(pv))
+    return DenseSVMResult(
+        p=torch.from_numpy(W.copy()),
+        norm=size,
+        min_margin=float(gap.min()),
+        active=int(np.sum(gap < 1 + 1e-6)),
+        same_selection=bool(np.array_equal(chosen, sel)),
+        constraints=pairs,
+        status=prob.status,
+        solve_time=seconds,
+    )
+
+
+def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
+    """The ATT-SVM for ``p`` on dense features: ``min ||p||`` s.t. ``p^T (x_{i,t} - x_{i,t'}) >= 1`` for
+    every selected ``t`` and unselected ``t'`` of each sequence ``i``.
+
+    ``X``: features, shape ``(n, T, d)`` (numpy or torch); ``selected``: a boolean ``(n, T)`` array (e.g.
+    :func:`selection`) or the index ``opt_i`` of one selected position per sequence, shape ``(n,)``;
+    ``mask``: boolean ``(n, T)``, True at real positions (default: all). A sequence without an unselected
+    position adds no constraint. Two selected positions of one sequence are not compared with each other
+    (see the module's conventions). Raises :class:`~tokensel.errors.InfeasibleSVMError` naming the
+    conflicting sequences (``error.sequences``) when no ``p`` exists; with a shared token table ``E`` and
+    ``X = E[ids]`` this is the problem :func:`tokensel.max_margin` solves on token pairs.
+    """
+    X = _check_features(X)
+    mask = _check_mask(mask, X.shape[:2])
+    sel = _check_selected(selected, mask)
+    solver = _check_solver(solver, solver_opts)
+    return _svm(X, sel, mask, (X.shape[2],), "fro", solver, solver_opts)
+
+
+def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
+    """The ATT-SVM for a key-query matrix ``W`` (shape ``(d, d_z)``): ``min ||W||`` s.t.
+    ``(x_{i,t} - x_{i,t'})^T W z_i >= 1`` for every selected ``t`` and unselected ``t'`` of each sequence.
+
+    ``Z``: one query vector per sequence, shape ``(n, d_z)`` (e.g. ``X[:, 0]`` for a first-token query);
+    the score of position ``t`` is ``x_{i,t}^T W z_i``. The problem is solved as the ATT-SVM for
+    ``p = vec(W)`` on the lifted features ``vec(x_{i,t} z_i^T)``. ``norm="fro"`` (default) minimises the
+    Frobenius norm, the problem gradient descent on ``W`` is biased towards; ``norm="nuc"`` the nuclear
+    norm, the one for a factorised ``W = K Q^T`` trained in ``K`` and ``Q`` (Tarzanagh et al., 2023).
+    Other arguments and conventions as :func:`att_svm_dense`; the result's ``p`` is ``W``.
+    """
+    X = _check_features(X)
+    Z = check_real_array(Z, "Z", ndim=2, error=InvalidArgumentError)
+    if Z.shape[0] != X.shape[0] or Z.shape[1] == 0:
+        raise InvalidArgumentError(
+            f"Z must hold one query vector per sequence, shape ({X.shape[0]}, d_z), got {Z.shape}"
+        )
+    check_choice(norm, "norm", ("fro", "nuc"), error=InvalidArgumentError)
+    mask = _check_mask(mask, X.shape[:2])
+    sel = _check_selected(selected, mask)
+    solver = _check_solver(solver, solver_opts)
+    lifted = (X[:, :, :, None] * Z[:, None, None, :]).reshape(X.shape[0], X.shape[1], -1)  # vec(x z^T), row-major
+    return _svm(lifted, sel, mask, (X.shape[2], Z.shape[1]), norm, solver, solver_opts)
+
+
+@dataclass
+class NormalizedGD:
+    """The run of :func:`normalized_gd`: the final ``p`` and, per recorded step, the loss, ``||p||`` and the
+    cosine of ``p`` with ``reference`` (NaN without one)."""
+
+    p: torch.Tensor
+    step: list
+    loss: list
+    norm_p: list
+    cos_ref: list
+
+
+def normalized_gd(
+    X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None, reference=None, records: int = 50
+) -> NormalizedGD:
+    """Normalised gradient descent ``p <- p - lr * g / ||g||`` on the logistic loss
+    ``(1/n) sum_i log(1 + exp(-y_i f(X_i)))`` of ``f(X_i) = v^T X_i^T softmax(X_i p)``, from ``p0``
+    (default zero), in float64.
+
+    ``X`` ``(n, T, d)``, ``labels`` ``(n,)`` of ±1, ``v`` ``(d,)``; ``mask`` as in :func:`att_svm_dense`.
+    ``reference`` (e.g. the ``p`` of :func:`att_svm_dense`) is compared with ``p`` by its cosine at ``records``
+    evenly spread steps. The step is the one :func:`tokensel.train_p` takes with ``method="normalized"``
+    on the token model (its loss is also the mean over sequences, so ``lr`` means the same there:
+    ``||p||`` grows by at most ``lr`` per step); ``train_p`` works on token ids with a shared table ``E`` and
+    closed-form gradients, this loop on any features (its gradient
+    sums ``q_t q_s (u_t - u_s) x_t`` over pairs of positions, so it stays accurate when the attention is
+    nearly one-hot). A step at which the gradient is exactly
+    zero ends the run."""
+    X = torch.from_numpy(_check_features(X))
+    n, T, d = X.shape
+    m = torch.from_numpy(_check_mask(mask, (n, T)))
+    y = torch.from_numpy(check_real_array(labels, "labels", ndim=1, error=InvalidArgumentError))
+    if y.shape != (n,) or not bool(((y == 1) | (y == -1)).all()):
+        raise InvalidArgumentError(
+            f"labels must hold one label of +1 or -1 per sequence, shape ({n},): map 0/1 "
+            "labels with tokensel.labels_from_01"
+        )
+    v = torch.from_numpy(check_real_array(v, "v", ndim=1, error=InvalidArgumentError))
+    if v.shape != (d,):
+        raise InvalidArgumentError(f"v must have shape ({d},) (the feature dimension), got {tuple(v.shape)}")
+    steps = check_int(steps, "steps", min=1, max=10**8, error=InvalidParameterError)
+    lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
+    records = check_int(records, "records", min=1, error=InvalidParameterError)
+    p = (
+        torch.zeros(d, dtype=torch.float64)
+        if p0 is None
+        else torch.from_numpy(check_real_array(p0, "p0", ndim=1, error=InvalidParameterError)).clone()
+    )
+    if p.shape != (d,):
+        raise InvalidParameterError(f"p0 must have shape ({d},), got {tuple(p.shape)}")
+    ref = None
+    if reference is not None:
+        ref = torch.from_numpy(check_real_array(reference, "reference", ndim=1, error=InvalidParameterError))
+        if ref.shape != (d,) or not float(ref.norm()) > 0:
+            raise InvalidParameterError(f"reference must be a non-zero vector of shape ({d},)")
+    u = X @ v  # (n, T) values
+    diff = u[:, :, None] - u[:, None, :]  # u_t - u_s
+    rec = set(np.unique(np.linspace(0, steps, min(records, steps + 1)).round().astype(int)).tolist())
+    out = NormalizedGD(p, [], [], [], [])
+    for step in range(steps + 1):
+        q = torch.softmax((X @ p).masked_fill(~m, -torch.inf), dim=1)
+        f = (q * u).sum(1)
+        # u_t - f = sum_s q_s (u_t - u_s), summed from the differences: no cancellation once q is near one-hot
+        centred = (diff * q[:, None, :]).sum(2)
+        dldf = -y * torch.sigmoid(-y * f) / n
+        g = torch.einsum("n,nt,ntd->d", dldf, q * centred, X)
+        gnorm = float(g.norm())
+        if step in rec or step == steps or gnorm == 0.0:
+            out.step.append(step)
+            out.loss.append(float(torch.nn.functional.softplus(-y * f).mean()))
+            out.norm_p.append(float(p.norm()))
+            cos = float(p @ ref / (p.norm() * ref.norm())) if ref is not None and float(p.norm()) > 0 else float("nan")
+            out.cos_ref.append(cos)
+        if step == steps or gnorm == 0.0:
+            break
+        p = p - lr * g / gnorm
+    out.p = p
+    return out
+
+
+def features(E: torch.Tensor, batch: RaggedBatch):
+    """The dense features of a ragged batch: ``X[i, t] = E[ids of sequence i][t]`` padded with zeros to the
+    longest sequence, and the boolean mask of the real positions. Returns ``(X, mask)`` as float64 and bool
+    tensors of shapes ``(n, T, d)`` and ``(n, T)``."""
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidArgumentError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[0] != batch.vocab_size:
+        raise InvalidArgumentError(
+            f"E must be a ({batch.vocab_size}, d) tensor (one row per token), got "
+            f"{getattr(E, 'shape', type(E).__name__)}"
+        )
+    T = int(batch.lengths.max())
+    pos = torch.arange(batch.num_tokens) - batch.offsets[:-1][batch.seg].cpu()
+    X = torch.zeros(batch.n, T, E.shape[1], dtype=torch.float64)
+    mask = torch.zeros(batch.n, T, dtype=torch.bool)
+    X[batch.seg.cpu(), pos] = E.detach().cpu().to(torch.float64)[batch.ids.cpu()]
+    mask[batch.seg.cpu(), pos] = True
+    return X, mask
+
+
+__all__ = ["DenseSVMResult", "NormalizedGD", "att_svm_dense", "att_svm_kq", "normalized_gd", "selection", "features"]

@@ -1,0 +1,346 @@
+"""The max-margin problem for a token selection (ATT-SVM, PAPER.md R5).
+
+    p_mm = argmin ||p||  s.t.  p^T (E_s - E_s') >= 1  for every sequence X, every selected token
+                                s in S_X and every unselected token s' of X.
+
+The constraints depend only on token pairs ``(s, s')``: :func:`selection_pairs` de-duplicates them
+(at most |S|^2, whatever ``n``). :func:`max_margin` solves the problem with cvxpy and Clarabel in one
+of two equivalent forms:
+
+* ``form="sparse"`` (default): token scores are variables, ``c = E_U p`` for the used tokens ``U``,
+  and each pair constraint ``c_s - c_s' >= 1`` has two non-zeros;
+* ``form="dense"``: one dense row ``(E_s - E_s')^T`` per pair (the straightforward formulation).
+
+Feasibility: the pair constraints alone are infeasible iff the directed graph ``s -> s'`` has a
+cycle (the constraints around it add up to ``0 >= length``); :func:`find_cycle` finds one and the
+error reports it. Without a cycle and with linearly independent rows ``E_U`` (generic when
+``|U| <= d``) the problem is feasible.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import ArgumentTypeError, InfeasibleSVMError, InvalidParameterError, SolverError
+from ..validation import check_bool, check_choice, check_int_array
+
+
+@dataclass
+class SVMResult:
+    """Solution of the max-margin problem and its diagnostics."""
+
+    p: torch.Tensor  # p_mm, same dtype/device as E
+    norm: float  # ||p_mm||
+    pairs: np.ndarray  # (k, 2) de-duplicated (selected, unselected) token pairs
+    tokens: np.ndarray  # the used tokens U
+    status: str  # cvxpy status
+    form: str
+    solve_time: float  # seconds in the solver (cvxpy's solver_stats), excluding compilation
+    total_time: float  # seconds including cvxpy's problem compilation
+    min_margin: float  # min over pairs of p_mm^T (E_s - E_s')
+    active: int  # pairs with margin within 1e-6 of 1
+
+    def summary(self) -> str:
+        return (
+            f"ATT-SVM ({self.form}): {len(self.pairs)} pairs over {len(self.tokens)} tokens, "
+            f"status {self.status}, ||p_mm|| = {self.norm:.6g}, min margin {self.min_margin:.6f}, "
+            f"{self.active} active constraints, {self.total_time:.2f} s"
+        )
+
+
+def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
+    """De-duplicated token pairs ``(s, s')``: ``s`` selected and ``s'`` unselected in a common sequence.
+
+    ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
+    :func:`tokensel.analysis.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
+    """
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
+    if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
+        raise InvalidParameterError(
+            f"selected must be a boolean mask of shape {tuple(batch.ids.shape)}, got "
+            f"{getattr(selected, 'dtype', type(selected).__name__)} {tuple(getattr(selected, 'shape', ()))}"
+        )
+    S = batch.vocab_size
+    seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
+    key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
+    key_uns = torch.unique(seg[~selected] * S + ids[~selected])
+    if key_sel.numel() == 0:
+        raise InvalidParameterError("the selection is empty: every sequence needs a selected token")
+    sel_seq, sel_tok = key_sel // S, key_sel % S
+    uns_seq, uns_tok = key_uns // S, key_uns % S
+    k = torch.bincount(sel_seq, minlength=batch.n)
+    if torch.any(k == 0):
+        raise InvalidParameterError(f"sequence {int(torch.nonzero(k == 0)[0])} has no selected token")
+    start = torch.cumsum(k, 0) - k
+    reps = k[uns_seq]
+    rel = torch.arange(int(reps.sum())) - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
+    s = sel_tok[torch.repeat_interleave(start[uns_seq], reps) + rel]
+    s2 = torch.repeat_interleave(uns_tok, reps)
+    pair_key = torch.unique(s * S + s2)
+    return torch.stack([pair_key // S, pair_key % S], 1).numpy()
+
+
+def find_cycle(pairs: np.ndarray):
+    """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
+    pairs = _check_pairs(pairs)
+    succ: dict[int, list[int]] = {}
+    for a, b in pairs.tolist():
+        succ.setdefault(a, []).append(b)
+    state: dict[int, int] = {}  # 1 = on stack, 2 = done
+    for root in list(succ):
+        if state.get(root):
+            continue
+        stack = [(root, iter(succ.get(root, ())))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(succ.get(nxt, ()))))
+                path.append(nxt)
+    return None
+
+
+def _check_pairs(pairs) -> np.ndarray:
+    try:
+        pairs = check_int_array(pairs, "pairs", error=InvalidParameterError)
+    except ArgumentTypeError as exc:
+        raise InvalidParameterError(str(exc)) from None
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array of token ids, got shape {pairs.shape}")
+    return pairs
+
+
+def _check_solver(solver, opts: dict) -> str:
+    import cvxpy as cp
+
+    if not isinstance(solver, str) or not solver:
+        raise InvalidParameterError(f"solver must be a cvxpy solver name such as 'CLARABEL', got {solver!r}")
+    if solver.upper() not in cp.installed_solvers():
+        raise SolverError(
+            f"the solver {solver!r} is not installed; installed: {cp.installed_solvers()}: "
+            "install it (pip install ...) or pass one of those"
+        )
+    return solver.upper()
+
+
+def _solve(prob, solver: str, **opts) -> None:
+    """``prob.solve`` with solver failures (a crash, an unknown option) as :class:`SolverError`."""
+    import cvxpy as cp
+
+    try:
+        prob.solve(solver=solver, **opts)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"the solver {solver} failed ({exc}): try another solver (solver='SCS')") from exc
+    except (TypeError, ValueError) as exc:
+        raise SolverError(f"the solver {solver} refused its options {sorted(opts)} ({exc})") from exc
+
+
+def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_opts: dict, d: int) -> None:
+    """Check a solver's "infeasible" on the scale-free form of the problem before believing it.
+
+    ``(E_s - E_s')^T p >= 1`` for every pair has a solution iff the unit rows ``m_k / |m_k|`` admit one
+    (scale ``p``), and that form does not depend on how close two embeddings are. Two embeddings 1e-12
+    apart make the original problem feasible with ``|p| >= 1e12``, which no solver resolves: that is a
+    :class:`SolverError` (feasible, beyond the solver's precision), never an :class:`InfeasibleSVMError`."""
+    import cvxpy as cp
+
+    M = En[pairs[:, 0]] - En[pairs[:, 1]]
+    norms = np.linalg.norm(M, axis=1)
+    if np.any(norms == 0):  # two identical embeddings: p^T 0 >= 1 is impossible, exactly
+        return
+    q = cp.Variable(d)
+    unit = cp.Problem(cp.Minimize(cp.sum_squares(q)), [(M / norms[:, None]) @ q >= 1])
+    _solve(unit, solver, verbose=False, **solver_opts)
+    if unit.status in ("optimal", "optimal_inaccurate") and q.value is not None:
+        raise SolverError(
+            f"the ATT-SVM is feasible (its scale-free form has a solution), but two embeddings of a pair are only "
+            f"{norms.min():.3g} apart, so its solution needs |p| >= {1 / norms.min():.3g}: beyond what the solver "
+            f"{solver} resolves (it reported the problem infeasible). Rescale E or drop near-duplicate tokens."
+        )
+
+
+def max_margin(
+    E: torch.Tensor,
+    pairs: np.ndarray,
+    form: str = "sparse",
+    solver: str = "CLARABEL",
+    verbose: bool = False,
+    **solver_opts,
+) -> SVMResult:
+    """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
+
+    Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
+    offending cycle when the pair graph has one).
+    """
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    check_choice(form, "form", ("sparse", "dense"), error=InvalidParameterError)
+    check_bool(verbose, "verbose")
+    solver = _check_solver(solver, solver_opts)
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or not E.dtype.is_floating_point:
+        raise InvalidParameterError("E must be a 2-D floating-point torch tensor (|S| x d)")
+    if not torch.all(torch.isfinite(E)):
+        raise InvalidParameterError("E contains NaN or inf")
+    pairs = _check_pairs(pairs)
+    S, d = E.shape
+    if pairs.min() < 0 or pairs.max() >= S:
+        raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
+    if np.any(pairs[:, 0] == pairs[:, 1]):
+        raise InfeasibleSVMError(
+            "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
+            cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2,
+        )
+    cycle = find_cycle(pairs)
+    if cycle is not None:
+        raise InfeasibleSVMError(
+            f"the selection is infeasible: the pair constraints around the cycle {cycle} of tokens "
+            f"add up to 0 >= {len(cycle) - 1}",
+            cycle=cycle,
+        )
+    En = E.detach().cpu().numpy().astype(np.float64)
+    tokens = np.unique(pairs)
+    p = cp.Variable(d)
+    if form == "sparse":
+        local = np.searchsorted(tokens, pairs)
+        k, m = len(pairs), len(tokens)
+        D = sp.csr_matrix(
+            (np.r_[np.ones(k), -np.ones(k)], (np.r_[np.arange(k), np.arange(k)], np.r_[local[:, 0], local[:, 1]])),
+            shape=(k, m),
+        )
+        c = cp.Variable(m)
+        constraints = [En[tokens] @ p == c, D @ c >= 1]
+    else:
+        M = En[pairs[:, 0]] - En[pairs[:, 1]]
+        constraints = [M @ p >= 1]
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints)
+    if solver == "CLARABEL":
+        for key in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
+            solver_opts.setdefault(key, 1e-10)
+    t0 = time.perf_counter()
+    _solve(prob, solver, verbose=verbose, **solver_opts)
+    total = time.perf_counter() - t0
+    if prob.status in ("infeasible", "infeasible_inaccurate"):
+        _confirm_infeasible(En, pairs, solver, solver_opts, d)
+        raise InfeasibleSVMError(
+            f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
+            f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p"
+        )
+    if prob.status not in ("optimal", "optimal_inaccurate") or p.value is None:
+        raise SolverError(
+            f"the solver {solver} stopped with status {prob.status!r} on the ATT-SVM "
+            f"({len(pairs)} pairs, {len(tokens)} tokens, d = {d}): feasibility is unknown; "
+            "try another solver (solver='SCS') or a larger iteration limit (max_iter=...)"
+        )
+    pv = np.asarray(p.value, dtype=np.float64)
+    margins = (En[pairs[:, 0]] - En[pairs[:, 1]]) @ pv
+    stats = prob.solver_stats
+    solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else total
+    return SVMResult(
+        p=torch.from_numpy(pv).to(dtype=E.dtype, device=E.device),
+        norm=float(np.linalg.norm(pv)),
+        pairs=pairs,
+        tokens=tokens,
+        status=prob.status,
+        form=form,
+        solve_time=solve_time,
+        total_time=total,
+        min_margin=float(margins.min()),
+        active=int(np.sum(margins < 1 + 1e-6)),
+    )
+
+
+def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
+    """:func:`max_margin` for the pairs of a flat selection mask."""
+    return max_margin(E, selection_pairs(batch, selected), **kw)
+
+
+def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLARABEL") -> tuple[torch.Tensor, float]:
+    """The ATT-SVM in score space for a given Gram matrix ``G = E E^T`` (|S| x |S|).
+
+    For ``E`` with linearly independent rows, the smallest ``p`` with scores ``E p = c`` has
+    ``||p||^2 = c^T G^{-1} c``, so the SVM is ``min c^T G^{-1} c`` subject to ``c_s - c_s' >= 1`` on
+    the pairs. This lets one solve it for an *idealised* Gram matrix (e.g. the infinite-width limit
+    ``I + (eta0^2/4) alpha alpha^T``) without any embeddings. Returns the optimal scores of all
+    |S| tokens (NaN for tokens in no pair) and the optimal ``||p||``.
+    """
+    import cvxpy as cp
+
+    pairs = _check_pairs(pairs)
+    solver = _check_solver(solver, {})
+    if not isinstance(gram, torch.Tensor) or not gram.dtype.is_floating_point:
+        raise InvalidParameterError(
+            f"gram must be a floating-point torch tensor (|S| x |S|), got {type(gram).__name__}"
+        )
+    G = gram.detach().cpu().numpy().astype(np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
+        raise InvalidParameterError("gram must be square and cover every token of the pairs")
+    if not np.all(np.isfinite(G)):
+        raise InvalidParameterError("gram contains NaN or inf")
+    cycle = find_cycle(pairs)
+    if cycle is not None:
+        raise InfeasibleSVMError(f"the selection is infeasible: cycle {cycle}", cycle=cycle)
+    tokens = np.unique(pairs)
+    local = np.searchsorted(tokens, pairs)
+    sub = G[np.ix_(tokens, tokens)]
+    if not np.allclose(sub, sub.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(sub).max()))):
+        raise InvalidParameterError("gram must be symmetric (a Gram matrix E E^T)")
+    try:
+        Ginv = np.linalg.inv(sub)
+        Ginv = (Ginv + Ginv.T) / 2
+        L = np.linalg.cholesky(Ginv)  # c^T Ginv c = ||L^T c||^2
+    except np.linalg.LinAlgError:
+        raise InvalidParameterError(
+            "gram is singular or not positive definite on the tokens of the pairs: the score-space form needs "
+            "linearly independent embeddings (d >= the number of tokens); use max_margin on E instead"
+        ) from None
+    c = cp.Variable(len(tokens))
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(L.T @ c)), [c[local[:, 0]] - c[local[:, 1]] >= 1])
+    opts = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10) if solver == "CLARABEL" else {}
+    _solve(prob, solver, **opts)
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise SolverError(f"the score-space SVM solve stopped with status {prob.status!r}: try solver='SCS'")
+    out = np.full(G.shape[0], np.nan)
+    out[tokens] = c.value
+    return torch.from_numpy(out), float(np.sqrt(max(prob.value, 0.0)))
+
+
+def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -> tuple[float, np.ndarray]:
+    """How far ``result.p`` is from satisfying the KKT conditions of the ATT-SVM.
+
+    At the optimum ``p_mm = sum_k lambda_k (E_{s_k} - E_{s'_k})`` with ``lambda_k >= 0`` and ``lambda_k = 0``
+    off the active pairs (margin within ``active_tol`` of 1). Fits the multipliers on the active pairs by
+    non-negative least squares and returns ``(||p_mm - M_active^T lambda|| / ||p_mm||, lambda)``: near 0
+    (solver accuracy) at the optimum, of order one for a feasible ``p`` that is not optimal.
+    """
+    from scipy.optimize import nnls
+
+    if not isinstance(result, SVMResult):
+        raise InvalidParameterError(f"result must be an SVMResult from max_margin, got {type(result).__name__}")
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[1] != result.p.shape[0]:
+        raise InvalidParameterError("E must be the |S| x d matrix the SVM was solved for")
+    if not (isinstance(active_tol, float) and 0.0 < active_tol < 1.0):
+        raise InvalidParameterError(f"active_tol must be a float in (0, 1), got {active_tol!r}")
+    En = E.detach().cpu().numpy().astype(np.float64)
+    pv = result.p.detach().cpu().numpy().astype(np.float64)
+    M = En[result.pairs[:, 0]] - En[result.pairs[:, 1]]
+    active = M @ pv < 1 + active_tol
+    if not active.any():
+        return 1.0, np.zeros(0)
+    lam, resid = nnls(M[active].T, pv)
+    return float(resid / np.linalg.norm(pv)), lam

@@ -1,0 +1,308 @@
+"""Tokens binned by their posterior gap: the two shapes the book measures on trained embeddings.
+
+* :func:`binned` — per-bin mean and spread of a token quantity against ``Delta_s`` or ``alpha_s``.
+* :func:`shape_summary` — the U-gap of the scores and the rank correlation of the values with ``Delta``.
+* :func:`within_bin_spread`, :func:`values_spread`, :func:`standard_errors`, :func:`bin_noise_summary` —
+  spreads and noise of a binned table.
+* :func:`shape_bootstrap`, :func:`frequency_matched` — intervals over words and the frequency-matched
+  control.
+
+Numpy and pandas on per-token arrays; the per-token statistics themselves come from
+:mod:`tokensel.analysis.statistics`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..errors import ArgumentTypeError, InvalidArgumentError
+from ..validation import check_bool, check_choice, check_int, check_real, check_real_array
+
+
+def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
+    """Tokens binned by ``x`` into ``bins`` equal-width bins; per bin the count, mean, std and the
+    10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame.
+
+    ``range_ = (lo, hi)`` fixes the bins' span (default: the finite ``x`` values' own range). Values of
+    ``x`` outside it are handled as ``out_of_range`` says: ``"raise"`` (default) refuses them,
+    ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin."""
+    import pandas as pd
+
+    bins = check_int(bins, "bins", min=1, max=10**6)
+    check_choice(out_of_range, "out_of_range", ("raise", "drop", "clip"))
+    x = check_real_array(x, "x", finite=False)
+    y = check_real_array(y, "y", finite=False)
+    if x.shape != y.shape:
+        raise InvalidArgumentError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if x.size == 0:
+        raise InvalidArgumentError("no finite (x, y) pairs to bin")
+    if range_ is None:
+        lo, hi = float(x.min()), float(x.max())
+    else:
+        if isinstance(range_, (str, bytes)) or not hasattr(range_, "__len__") or len(range_) != 2:
+            raise InvalidArgumentError(f"range_ must be a pair (lo, hi), got {range_!r}")
+        lo, hi = (check_real(r, f"range_[{i}]") for i, r in enumerate(range_))
+    if not lo < hi:
+        raise InvalidArgumentError(
+            f"the binning range must have lo < hi, got ({lo!r}, {hi!r})"
+            + ("" if range_ is not None else ": x has a single value")
+        )
+    outside = (x < lo) | (x > hi)
+    if outside.any():
+        if out_of_range == "raise":
+            raise InvalidArgumentError(
+                f"{int(outside.sum())} values of x lie outside range_ = ({lo!r}, {hi!r}): "
+                "widen range_, or pass out_of_range='drop' or 'clip'"
+            )
+        if out_of_range == "drop":
+            x, y = x[~outside], y[~outside]
+    edges = np.linspace(lo, hi, bins + 1)
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    rows = []
+    for b in range(bins):
+        yb = y[idx == b]
+        rows.append(
+            dict(
+                bin=b,
+                left=edges[b],
+                right=edges[b + 1],
+                center=(edges[b] + edges[b + 1]) / 2,
+                count=yb.size,
+                mean=yb.mean() if yb.size else np.nan,
+                std=yb.std() if yb.size else np.nan,
+                q10=np.quantile(yb, 0.1) if yb.size else np.nan,
+                q90=np.quantile(yb, 0.9) if yb.size else np.nan,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: bool = True) -> float:
+    """The average over the bins of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens of the
+    within-bin standard deviation of ``x``. With ``normalize`` (default) ``x`` is first divided by its
+    standard deviation over the binned tokens: how much tokens of similar gap differ, on a scale that does
+    not depend on the size of ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of
+    the gap); without, in the units of ``x``."""
+    min_count = check_int(min_count, "min_count", min=2)
+    check_bool(normalize, "normalize")
+    g = torch.as_tensor(check_real_array(gap, "gap", ndim=1, finite=False))
+    v = torch.as_tensor(check_real_array(x, "x", ndim=1, finite=False))
+    if g.shape != v.shape:
+        raise InvalidArgumentError(f"gap and x need one entry per token each, got lengths {len(g)} and {len(v)}")
+    seen = torch.isfinite(g) & torch.isfinite(v)
+    scale = float(v[seen].std()) if normalize else 1.0
+    if not scale > 0:
+        raise InvalidArgumentError("x does not vary over the binned tokens: its spread cannot be normalised")
+    table = binned(g, v / scale, bins=bins)
+    kept = table[table["count"] >= min_count]
+    if kept.empty:
+        raise InvalidArgumentError(f"no bin holds {min_count} tokens: use fewer bins or a smaller min_count")
+    return float(kept["std"].mean())
+
+
+class ShapeSummary(NamedTuple):
+    """What :func:`shape_summary` returns (unpacks as ``bins_p, bins_v, u_gap, rho``): the binned tables of the
+    scores and of the values, the U-gap of the scores and the rank correlation of the values' bin means."""
+
+    bins_p: object  # pandas DataFrame from binned()
+    bins_v: object
+    u_gap: float
+    rho: float
+
+
+def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> ShapeSummary:
+    """The two shapes of the paper's figures, measured on tokens binned by ``gap`` (NaN entries are
+    dropped): returns a :class:`ShapeSummary` ``(bins_p, bins_v, u_gap, rho)``.
+
+    ``u_gap``: the smaller of the two end-bin means of ``scores`` minus the largest mean among the
+    central bins (``|centre| < central``), in units of the standard deviation of the binned
+    tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
+    non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
+    """
+    bins = check_int(bins, "bins", min=1, max=10**6)
+    central = check_real(central, "central", min=0.0, min_inclusive=False)
+    g = torch.from_numpy(check_real_array(gap, "gap", ndim=1, finite=False))
+    s = torch.from_numpy(check_real_array(scores, "scores", ndim=1, finite=False))
+    v = torch.from_numpy(check_real_array(values, "values", ndim=1, finite=False))
+    if not g.shape == s.shape == v.shape:
+        raise InvalidArgumentError(
+            f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
+        )
+    seen = torch.isfinite(g)
+    bins_p, bins_v = binned(g, s, bins=bins), binned(g, v, bins=bins)
+    fp = bins_p[bins_p["count"] > 0]
+    centre = fp[fp.center.abs() < central]["mean"]
+    if centre.empty or len(fp) < 2:
+        raise InvalidArgumentError("too few filled bins to measure the U-shape")
+    u_gap = (min(fp["mean"].iloc[0], fp["mean"].iloc[-1]) - centre.max()) / float(s[seen].std())
+    return ShapeSummary(bins_p, bins_v, float(u_gap), bin_rank_correlation(bins_v))
+
+
+def bin_rank_correlation(table) -> float:
+    """Spearman rank correlation of the non-empty bin means of a :func:`binned` table with the bin centres
+    (1 when the means increase with the binning variable)."""
+    from scipy.stats import spearmanr
+
+    if not hasattr(table, "columns") or not {"count", "mean", "center"} <= set(table.columns):
+        raise ArgumentTypeError(
+            f"table must come from binned() (columns count, mean, center), got {type(table).__name__}"
+        )
+    filled = table[table["count"] > 0]
+    if len(filled) < 3:
+        raise InvalidArgumentError("fewer than 3 filled bins: a rank correlation says nothing")
+    return float(spearmanr(filled.center, filled["mean"]).statistic)
+
+
+def values_spread(bins_v) -> float:
+    """How far training moved the values across the bins: the range (max - min) of the non-empty
+    bin means of ``E_s^T v``, in units of the median within-bin standard deviation. Near 1 when
+    the bin means differ by no more than the token-to-token noise (as at initialisation); the
+    attention-only models of chapter 07 reach 6 to 8 at paper scale."""
+    filled = _filled_bins(bins_v, "bins_v")
+    if len(filled) < 2:
+        raise InvalidArgumentError("too few filled bins to measure the spread of the values")
+    scale = float(filled["std"].median())
+    if not scale > 0:
+        raise InvalidArgumentError("the bins' standard deviations are zero: the spread is undefined")
+    return float((filled["mean"].max() - filled["mean"].min()) / scale)
+
+
+def _filled_bins(table, what: str):
+    if not hasattr(table, "columns") or not {"count", "mean", "std"} <= set(table.columns):
+        raise ArgumentTypeError(
+            f"{what} must be a table from binned() (columns count, mean, std), got {type(table).__name__}"
+        )
+    return table[table["count"] > 0]
+
+
+def standard_errors(table):
+    """The standard error of each bin mean of a :func:`binned` table, ``std / sqrt(count)`` (NaN for an empty
+    bin): the noise level of a bin mean, as opposed to the token-to-token spread ``std``."""
+    _filled_bins(table, "table")
+    count = table["count"].astype(float)
+    return table["std"] / np.sqrt(count.where(count > 0))
+
+
+def bin_noise_summary(table, z: float = 2.0) -> dict:
+    """How the bin means of a :func:`binned` table compare with their own noise (the standard error of a
+    bin mean, :func:`standard_errors`): ``range_se`` is the range of the filled bins' means in units of
+    their median standard error; ``reversals`` counts the adjacent filled bins whose mean *decreases* by
+    more than ``z`` standard errors of the difference (``z * sqrt(se_a^2 + se_b^2)``), i.e. reversals that
+    the noise of the bin means does not explain; ``steps`` is the number of adjacent pairs compared."""
+    z = check_real(z, "z", min=0.0, min_inclusive=False)
+    filled = _filled_bins(table, "table")
+    if len(filled) < 2:
+        raise InvalidArgumentError("too few filled bins to compare their means")
+    se = standard_errors(filled).to_numpy(float)
+    mean = filled["mean"].to_numpy(float)
+    scale = float(np.median(se))
+    if not scale > 0:
+        raise InvalidArgumentError("the bin means' standard errors are zero: their noise level is undefined")
+    drop = mean[:-1] - mean[1:]
+    noise = z * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
+    return {
+        "range_se": float((mean.max() - mean.min()) / scale),
+        "reversals": int((drop > noise).sum()),
+        "steps": int(len(mean) - 1),
+    }
+
+
+def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, central: float) -> tuple[float, float]:
+    """``(u_gap, rho)`` of :func:`shape_summary` for finite arrays, with bin counts and sums instead of tables
+    (the same numbers; the bootstrap calls it hundreds of times)."""
+    from scipy.stats import spearmanr
+
+    lo, hi = float(g.min()), float(g.max())
+    if not lo < hi:
+        return float("nan"), float("nan")
+    edges = np.linspace(lo, hi, bins + 1)
+    idx = np.clip(np.searchsorted(edges, g, side="right") - 1, 0, bins - 1)
+    count = np.bincount(idx, minlength=bins)
+    filled = count > 0
+    centers = ((edges[:-1] + edges[1:]) / 2)[filled]
+    mean_s = np.bincount(idx, weights=s, minlength=bins)[filled] / count[filled]
+    mean_v = np.bincount(idx, weights=v, minlength=bins)[filled] / count[filled]
+    centre = mean_s[np.abs(centers) < central]
+    if centre.size == 0 or filled.sum() < 3:
+        return float("nan"), float("nan")
+    u_gap = (min(mean_s[0], mean_s[-1]) - centre.max()) / float(s.std(ddof=1))
+    return float(u_gap), float(spearmanr(centers, mean_v).statistic)
+
+
+def _finite_tokens(gap, scores, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = check_real_array(gap, "gap", ndim=1, finite=False)
+    s = check_real_array(scores, "scores", ndim=1, finite=False)
+    v = check_real_array(values, "values", ndim=1, finite=False)
+    if not g.shape == s.shape == v.shape:
+        raise InvalidArgumentError(
+            f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
+        )
+    keep = np.isfinite(g) & np.isfinite(s) & np.isfinite(v)
+    if keep.sum() < 3:
+        raise InvalidArgumentError(f"only {int(keep.sum())} tokens have a finite gap, score and value: need 3")
+    return g[keep], s[keep], v[keep]
+
+
+def shape_bootstrap(
+    gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95, bins: int = 20, central: float = 0.2
+):
+    """Bootstrap confidence intervals over words for the two shapes of :func:`shape_summary`.
+
+    The tokens (those with a finite gap, score and value) are resampled with replacement ``n_boot`` times;
+    each resample is binned again and its ``u_gap`` and ``rho`` measured. Returns a DataFrame indexed by
+    ``u_gap`` and ``rho`` with the estimate on all tokens and the percentile interval at ``level``
+    (``low``, ``high``). It says how much the shapes owe to which words happened to be in the vocabulary; it
+    says nothing about the initialisation (the replication over seeds does). Chapter 06.
+    """
+    import pandas as pd
+
+    n_boot = check_int(n_boot, "n_boot", min=10, max=10**6)
+    seed = check_int(seed, "seed", min=0)
+    level = check_real(level, "level", min=0.0, max=1.0, min_inclusive=False, max_inclusive=False)
+    bins = check_int(bins, "bins", min=1, max=10**6)
+    central = check_real(central, "central", min=0.0, min_inclusive=False)
+    g, s, v = _finite_tokens(gap, scores, values)
+    estimate = _shape_values(g, s, v, bins, central)
+    rng = np.random.default_rng(seed)
+    draws = np.array(
+        [
+            _shape_values(g[i], s[i], v[i], bins, central)
+            for i in (rng.integers(0, g.size, g.size) for _ in range(n_boot))
+        ]
+    )
+    if np.isnan(draws).any():
+        raise InvalidArgumentError(
+            f"{int(np.isnan(draws).any(axis=1).sum())} of {n_boot} resamples left too few "
+            "filled bins to measure the shapes: use fewer bins or more tokens"
+        )
+    q = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return pd.DataFrame({"estimate": estimate, "low": q[0], "high": q[1]}, index=["u_gap", "rho"])
+
+
+def frequency_matched(gap, counts, strata: int = 20, seed: int = 0) -> np.ndarray:
+    """A control for the shapes: ``gap`` with its values permuted among words of similar frequency.
+
+    The tokens with a finite gap are cut into ``strata`` groups of (nearly) equal size by ``counts`` (their
+    number of occurrences) and the gaps permuted within each group, so that every token keeps a gap drawn
+    from words about as frequent as itself. A shape that only reflects how often a word occurs (rare words
+    have extreme gaps and little-trained embeddings) survives the permutation; a shape that reflects the
+    word's own label statistics does not. Tokens whose gap is not finite keep it. Chapter 06.
+    """
+    g = check_real_array(gap, "gap", ndim=1, finite=False)
+    c = check_real_array(counts, "counts", ndim=1)
+    if g.shape != c.shape:
+        raise InvalidArgumentError(f"gap and counts need one entry per token each, got lengths {len(g)} and {len(c)}")
+    strata = check_int(strata, "strata", min=1, max=10**6)
+    seed = check_int(seed, "seed", min=0)
+    rng = np.random.default_rng(seed)
+    out = g.copy()
+    finite = np.flatnonzero(np.isfinite(g))
+    order = finite[np.argsort(c[finite], kind="stable")]
+    for group in np.array_split(order, min(strata, max(order.size, 1))):
+        out[group] = g[rng.permutation(group)]
+    return out

@@ -1,0 +1,380 @@
+"""IMDB from its canonical archive, the Large Movie Review Dataset v1.0 (``aclImdb_v1.tar.gz``).
+
+The archive holds one review per file, ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt``: the star
+rating is in the file name (the hub copy of IMDB drops it). :func:`prepare` fetches the archive through
+Hugging Face ``datasets``' download manager (its cache and retries; a local path is used in place),
+checks its SHA-256, parses it once into the table the book uses (``text``, ``label``, ``rating``,
+``review_id``; rows by label, then review id) and keeps that as parquet in a cache folder named by
+the archive's checksum, with a manifest of the parquet files' checksums. Later calls reuse the folder
+after checking the manifest.
+
+:func:`write_archive` writes a table back into the original layout: a mirror for offline machines,
+and the small archives of the tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import hmac
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import tarfile
+import tempfile
+import warnings
+from pathlib import Path
+
+from .. import config
+from ..errors import DataUnavailableError, InvalidArgumentError, StorageError
+from ..files import check_regular_file, describe_os_error, lock, write_json_atomic
+from .manifest import MANIFEST, read_manifest, sha256_file, verify
+
+#: SHA-256 of the Stanford release (84,125,825 bytes), as published with the data set's loaders
+CANONICAL_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+#: bump when the parsed table changes: cached folders of another parser version are not reused
+PARSER_VERSION = 1
+SPLITS = ("train", "test")
+_REVIEW_FOLDER = re.compile(r"^(?:\./)?aclImdb/(train|test)/(pos|neg)/([^/]*)$")
+_REVIEW_NAME = re.compile(r"^([0-9]{1,9})_([0-9]{1,2})\.txt$", re.ASCII)
+#: the longest IMDB review is 13,704 bytes: a review member larger than this is not a review
+MAX_REVIEW_BYTES = 1 << 20
+#: the archive unpacks to about 490 MB: members adding up to more are not the IMDB archive
+MAX_ARCHIVE_BYTES = 4 << 30
+_LABEL = {"neg": 0, "pos": 1}
+
+HOW_TO_GET = (
+    "To get IMDB: (1) on a machine with internet access, leave TOKENSEL_IMDB_ARCHIVE unset and "
+    "HF_DATASETS_OFFLINE unset, and rerun: the 84 MB archive is downloaded once from "
+    f"{config.CANONICAL_IMDB_URL} and cached under TOKENSEL_CACHE_DIR (default ~/.cache/tokensel); "
+    "(2) or download aclImdb_v1.tar.gz yourself (or take a mirror of it) and set "
+    "TOKENSEL_IMDB_ARCHIVE=/path/to/aclImdb_v1.tar.gz; (3) or set TOKENSEL_DATA_DIR to a folder holding "
+    "imdb/train.parquet and imdb/test.parquet."
+)
+
+
+def _is_url(location: str) -> bool:
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", location) is not None
+
+
+def fetch(location: str) -> Path:
+    """The archive at ``location`` as a local file: a path is used as it is, a URL is downloaded into
+    the cache by ``datasets``' download manager (a cached download is reused)."""
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidArgumentError(
+            "the IMDB archive location must be a URL or a path, got "
+            f"{config.redact(location) if isinstance(location, str) else type(location).__name__!r}"
+        )
+    if not _is_url(location) or location.startswith("file://"):
+        path = Path(location[len("file://") :] if location.startswith("file://") else location).expanduser()
+        if not path.is_file():
+            raise DataUnavailableError(
+                f"the IMDB archive {str(path)!r} (TOKENSEL_IMDB_ARCHIVE) does not exist or is not a file. " + HOW_TO_GET
+            )
+        return path
+    from datasets import DownloadConfig, DownloadManager
+
+    cfg = DownloadConfig(cache_dir=str(config.cache_dir() / "downloads"), disable_tqdm=not config.progress())
+    try:
+        return Path(DownloadManager(download_config=cfg).download(location))
+    except Exception as exc:  # offline, unreachable, missing HTTP backend: one message for all
+        shown, said = config.redact(location), str(exc)[:300].replace(location, config.redact(location))
+        raise DataUnavailableError(
+            f"could not download the IMDB archive {shown!r} "
+            f"({type(exc).__name__}: {config.redact_text(said)}). " + HOW_TO_GET
+        ) from exc
+
+
+def expected_sha256(location: str) -> str | None:
+    """The checksum the archive must have: ``TOKENSEL_IMDB_SHA256`` when set, the canonical one for the
+    canonical URL, else None (an archive of your own, not verified)."""
+    given = config.imdb_sha256()
+    if given is not None:
+        return given
+    return CANONICAL_SHA256 if location == config.CANONICAL_IMDB_URL else None
+
+
+def parse_archive(path: str | Path) -> dict:
+    """Parse an archive in the original layout into ``{"train": table, "test": table}`` (pyarrow tables
+    with ``text``, ``label``, ``rating``, ``review_id``; rows by label, then review id). Other members
+    (``unsup``, the bag-of-words files, READMEs) are skipped. Refuses, naming the member, a review that
+    is not UTF-8, a rating outside 1-10 or on the wrong side of the label (negative <= 4, positive >= 7),
+    a review given twice, and an archive without reviews of every split and label."""
+    import pyarrow as pa
+
+    rows: dict[str, list[tuple[int, int, int, str]]] = {s: [] for s in SPLITS}
+    seen = set()
+    try:  # one pass through gzip's own reader, which raises on a truncated archive (tarfile's does not)
+        gz = gzip.open(str(path), "rb")
+        tar = tarfile.open(fileobj=gz, mode="r|")
+        total = 0
+        for member in tar:
+            name = member.name
+            total += max(member.size, 0)
+            if total > MAX_ARCHIVE_BYTES:
+                raise DataUnavailableError(
+                    f"{str(path)!r}: its members add up to more than {MAX_ARCHIVE_BYTES:,} "
+                    "bytes (the IMDB archive unpacks to about 490 MB): this is not the IMDB "
+                    "archive."
+                )
+            m = _REVIEW_FOLDER.match(name)
+            if m is None or not member.isfile():
+                continue
+            split, folder = m.group(1), m.group(2)
+            f = _REVIEW_NAME.match(m.group(3))
+            if f is None:
+                raise DataUnavailableError(
+                    f"{name[:200]}: a review of {split}/{folder} must be named <id>_<rating>.txt "
+                    "(an id of at most 9 digits, a rating of 1-10): this is not the IMDB archive."
+                )
+            if member.size > MAX_REVIEW_BYTES:
+                raise DataUnavailableError(
+                    f"{name}: a review of {member.size:,} bytes (IMDB's longest has 13,704; at "
+                    f"most {MAX_REVIEW_BYTES:,} are read): this is not the IMDB archive."
+                )
+            fh = tar.extractfile(member)
+            assert fh is not None  # member.isfile(): tarfile gives a reader for every regular file
+            rid, rating = int(f.group(1)), int(f.group(2))
+            label = _LABEL[folder]
+            if not (1 <= rating <= 10) or (label == 0 and rating > 4) or (label == 1 and rating < 7):
+                raise DataUnavailableError(
+                    f"{name}: rating {rating} does not fit the IMDB layout (negative reviews "
+                    "are rated 1-4, positive 7-10): this is not the IMDB archive."
+                )
+            key = (split, label, rid)
+            if key in seen:
+                raise DataUnavailableError(f"{name}: review {rid} of {split}/{folder} occurs twice in the archive.")
+            seen.add(key)
+            try:
+                text = fh.read(MAX_REVIEW_BYTES + 1).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataUnavailableError(f"{name} is not UTF-8 text ({exc}): the archive is damaged.") from exc
+            rows[split].append((label, rid, rating, text))
+        while gz.read(1 << 20):  # to the end of the gzip stream, so that a cut after the last member shows
+            pass
+        tar.close()
+        gz.close()
+    except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as exc:
+        raise DataUnavailableError(
+            f"could not read {str(path)!r} as a .tar.gz archive ({type(exc).__name__}: {exc}); "
+            "it may be truncated: fetch it again."
+        ) from exc
+    for split in SPLITS:
+        labels = {r[0] for r in rows[split]}
+        if labels != {0, 1}:
+            raise DataUnavailableError(
+                f"{str(path)!r} has no {split} reviews of label(s) {sorted({0, 1} - labels)} under "
+                f"aclImdb/{split}/{{neg,pos}}/<id>_<rating>.txt: it is not in the original IMDB layout."
+            )
+    tables = {}
+    for split in SPLITS:
+        r = sorted(rows[split])
+        tables[split] = pa.table(
+            {
+                "text": pa.array([x[3] for x in r], pa.string()),
+                "label": pa.array([x[0] for x in r], pa.int64()),
+                "rating": pa.array([x[2] for x in r], pa.int64()),
+                "review_id": pa.array([x[1] for x in r], pa.int64()),
+            }
+        )
+    return tables
+
+
+def _seal_key(root: Path) -> bytes:
+    """The cache's secret key (32 random bytes in ``root/.seal-key``, readable by its owner only), made once."""
+    path = Path(root) / ".seal-key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = check_regular_file(path, "the cache's key", DataUnavailableError).read_bytes()
+        if len(key) != 32:
+            raise DataUnavailableError(
+                f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again)."
+            ) from None
+        return key
+    except OSError as exc:
+        raise StorageError(
+            f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+            f"writable or point {config.CACHE_DIR} at a writable folder."
+        ) from exc
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
+    """The manifest's seal: an HMAC, under the cache's key, of the archive's SHA-256, the parser version and
+    the parsed files' checksums and row counts. A manifest rewritten to match edited files (without the key)
+    no longer matches its seal, and a folder is tied to the one archive it was parsed from."""
+    body = json.dumps(
+        {"archive_sha256": digest, "parser": PARSER_VERSION, "files": files, "rows": rows}, sort_keys=True
+    ).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
+    """Whether a cached folder is complete, of this parser, of this archive, sealed by this cache's key, and
+    matches its manifest."""
+    try:
+        meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = read_manifest(folder)
+        if files is None:  # the manifest is gone: the checks below would fail (TypeError) all the same
+            return False
+        if meta.get("archive_sha256") != digest or meta.get("parser") != PARSER_VERSION:
+            return False
+        if not isinstance(meta.get("seal"), str) or not hmac.compare_digest(
+            meta["seal"], seal(key, digest, files, meta.get("rows"))
+        ):
+            return False
+        for split in SPLITS:
+            rel = f"imdb/{split}.parquet"
+            if rel not in files:
+                return False
+            verify(folder, rel)
+        return True
+    except (OSError, ValueError, TypeError, DataUnavailableError, AttributeError, RecursionError):
+        return False
+
+
+def prepare(location: str | None = None, sha256: str | None = None, cache: str | Path | None = None) -> Path:
+    """A data folder holding ``imdb/{train,test}.parquet`` parsed from the IMDB archive at ``location``
+    (default: ``TOKENSEL_IMDB_ARCHIVE``, else the Stanford release), checked against ``sha256`` (default
+    :func:`expected_sha256`). Nothing is cached from an archive that fails its check."""
+    if location is None:
+        location = config.imdb_archive()[0]
+    archive = fetch(location)
+    expected = expected_sha256(location) if sha256 is None else sha256
+    digest = sha256_file(archive)
+    if expected is not None and digest != expected:
+        raise DataUnavailableError(
+            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, "
+            f"not the expected {expected}"
+            + (
+                " (TOKENSEL_IMDB_SHA256)"
+                if config.imdb_sha256()
+                else " (the published checksum of the Stanford release)"
+            )
+            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, "
+            "or correct "
+            "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
+        )
+    if expected is None and digest != CANONICAL_SHA256:
+        warnings.warn(
+            f"the IMDB archive {config.redact(location)} is not the Stanford release (SHA-256 {digest[:16]}...) and "
+            "TOKENSEL_IMDB_SHA256 is not set, so it is used unverified",
+            stacklevel=2,
+        )
+    root = Path(cache) if cache is not None else config.cache_dir() / "imdb"
+    folder = root / f"{digest[:16]}-v{PARSER_VERSION}"
+    with lock(root, ".prepare.lock", timeout=1800):
+        key = _seal_key(root)
+        if _valid_folder(folder, digest, key):
+            return folder
+        tables = parse_archive(archive)
+        import pyarrow.parquet as pq
+
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".parsing-", dir=root))
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
+                f"writable or point {config.CACHE_DIR} at a writable folder."
+            ) from exc
+        try:
+            (tmp / "imdb").mkdir()
+            for split, table in tables.items():
+                pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
+            files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
+            rows = {s: tables[s].num_rows for s in SPLITS}
+            write_json_atomic(
+                tmp / MANIFEST,
+                {
+                    "files": files,
+                    "archive_sha256": digest,
+                    "source": config.redact(location),
+                    "verified": expected is not None,
+                    "parser": PARSER_VERSION,
+                    "rows": rows,
+                    "seal": seal(key, digest, files, rows),
+                },
+            )
+            if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace
+                shutil.rmtree(folder)
+            elif folder.exists() or folder.is_symlink():
+                folder.unlink()
+            os.replace(tmp, folder)
+        except StorageError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        except OSError as exc:  # a full disk, a read-only cache: nothing half-written is kept
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StorageError(
+                f"cannot write the parsed IMDB table into {str(root)!r} ({describe_os_error(exc)}): "
+                f"free space or point {config.CACHE_DIR} at another folder."
+            ) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return folder
+
+
+def describe(folder: Path) -> str:
+    """Where a parsed folder came from, for a reader: the archive by name and checksum, never a local path."""
+    meta = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    digest = meta["archive_sha256"]
+    which = (
+        "the Stanford release"
+        if digest == CANONICAL_SHA256
+        else "a mirror, verified against TOKENSEL_IMDB_SHA256"
+        if meta.get("verified")
+        else "an unverified copy"
+    )
+    return f"aclImdb_v1.tar.gz (SHA-256 {digest[:12]}..., {which})"
+
+
+def write_archive(tables: dict, path: str | Path, extras: bool = True) -> Path:
+    """Write ``{"train": table, "test": table}`` (columns ``text``, ``label``, ``rating``, ``review_id``;
+    pyarrow tables, pandas frames or dicts of lists) as a ``.tar.gz`` in the original layout. With
+    ``extras``, also the members a parser must skip (a README, an ``unsup`` review, a bag-of-words file).
+    The bytes depend on the tables only (sorted members, zero timestamps)."""
+    import pandas as pd
+
+    members = []
+    for split in SPLITS:
+        if split not in tables:
+            raise InvalidArgumentError(f"tables must have a {split!r} table; got {sorted(tables)}")
+        t = tables[split]
+        df = t.to_pandas() if hasattr(t, "to_pandas") else pd.DataFrame(t)
+        missing = {"text", "label", "rating", "review_id"} - set(df.columns)
+        if missing:
+            raise InvalidArgumentError(f"tables[{split!r}] lacks column(s) {sorted(missing)}")
+        for text, label, rating, rid in zip(df["text"], df["label"], df["rating"], df["review_id"], strict=True):
+            folder = {0: "neg", 1: "pos"}.get(int(label))
+            if folder is None:
+                raise InvalidArgumentError(f"tables[{split!r}]: label {label!r} is not 0 or 1")
+            members.append((f"aclImdb/{split}/{folder}/{int(rid)}_{int(rating)}.txt", str(text).encode("utf-8")))
+    if extras:
+        members += [
+            ("aclImdb/README", b"Large Movie Review Dataset v1.0 (layout mirror)\n"),
+            ("aclImdb/train/unsup/0_0.txt", b"An unlabelled review the parser must skip.\n"),
+            ("aclImdb/train/labeledBow.feat", b"0 0:1\n"),
+            ("aclImdb/imdb.vocab", b"the\n"),
+        ]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
+        for name, data in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, path)
+    return path

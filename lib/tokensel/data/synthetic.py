@@ -1,0 +1,333 @@
+"""Synthetic data sets for the theory chapters.
+
+Three generators, each returning a :class:`SyntheticData` (a :class:`~tokensel.data.batch.RaggedBatch`
+plus the planted role of every token):
+
+* :func:`assumption1_pairs` — the paper's Assumption 1, built so that it holds *in the sample*:
+  sequences come in positive/negative pairs that share their irrelevant tokens (and length), so
+  every irrelevant token has average signed frequency ``alpha_s = 0`` exactly.
+* :func:`iid_irrelevant` — the same, but every sequence draws its irrelevant tokens independently:
+  sampling noise makes ``alpha_s`` of irrelevant tokens non-zero (what breaks, and why).
+* :func:`independent_tokens` — every position drawn independently given the label with
+  token-specific class-conditional probabilities ``P(s | y) = (1 + delta * y * b_s) / |S|``; the knob
+  ``delta`` in [0, 1] sets the token/label dependence (our analogue of the paper's Eq. 15).
+
+Token ids are laid out as ``[positive important | negative important | irrelevant]`` for the first
+two generators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import ArgumentTypeError, InvalidBatchError
+from ..seeding import rng
+from ..validation import check_int, check_real
+from .batch import RaggedBatch
+
+POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """A synthetic batch and the planted role of each token.
+
+    ``planted[s]`` is +1 (completely positive), -1 (completely negative) or 0 (irrelevant) for the
+    Assumption-1 generators; for :func:`independent_tokens` it is the token's bias ``b_s`` in
+    [-1, 1] and ``planted_gap = delta * b_s`` is its expected posterior gap.
+    """
+
+    batch: RaggedBatch
+    planted: np.ndarray
+    description: str
+    planted_gap: np.ndarray | None = None
+
+    @property
+    def important(self) -> torch.Tensor:
+        """Boolean mask of the tokens with a planted role (``planted != 0``), one entry per token."""
+        return torch.from_numpy(np.asarray(self.planted) != 0)
+
+    @property
+    def important_occurrences(self) -> torch.Tensor:
+        """Boolean mask of the important token occurrences, aligned with ``batch.ids``."""
+        return self.important.to(self.batch.device)[self.batch.ids]
+
+
+MAX_SIZE = 10**8  # sequences, tokens per sequence or vocabulary: more would not fit in memory
+
+
+def _check_pos_int(name, value, minimum=1):
+    try:
+        return check_int(value, name, min=minimum, max=MAX_SIZE, error=InvalidBatchError)
+    except ArgumentTypeError as exc:
+        raise InvalidBatchError(str(exc)) from None
+
+
+def _lengths(length, count, gen):
+    """Draw ``count`` sequence lengths: ``length`` is an int or an inclusive (lo, hi) range."""
+    if isinstance(length, (tuple, list)):
+        if len(length) != 2:
+            raise InvalidBatchError(f"length must be an int or a (lo, hi) pair, got {length!r}")
+        lo, hi = (_check_pos_int("length bounds", v, 2) for v in length)
+        if lo > hi:
+            raise InvalidBatchError(f"length range is empty: lo={lo} > hi={hi}")
+        return gen.integers(lo, hi + 1, size=count)
+    return np.full(count, _check_pos_int("length", length, 2))
+
+
+def _planted_roles(n_important, n_irrelevant):
+    return np.concatenate(
+        [np.full(n_important, POSITIVE), np.full(n_important, NEGATIVE), np.full(n_irrelevant, IRRELEVANT)]
+    ).astype(np.int64)
+
+
+def assumption1_pairs(
+    n_pairs: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0, per_sequence: int = 1
+) -> SyntheticData:
+    """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
+
+    Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
+    with replacement). The positive sequence inserts a positive important token, the negative one a
+    negative important token, at the same random position. So each sequence holds exactly one
+    important token, of its label's sign, and every irrelevant token occurs equally often in
+    positive and negative sequences of equal length.
+
+    ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
+    sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs)
+    n_important = _check_pos_int("n_important", n_important)
+    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    per_sequence = _check_pos_int("per_sequence", per_sequence)
+    if per_sequence > n_important:
+        raise InvalidBatchError(
+            f"per_sequence={per_sequence} distinct important tokens need n_important >= it, got {n_important}"
+        )
+    g = rng(seed)
+    T = _lengths(length, n_pairs, g)
+    if per_sequence > 1 and T.min() <= per_sequence:
+        raise InvalidBatchError(f"length must exceed per_sequence={per_sequence} (room for irrelevant tokens)")
+    P = n_important
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        if per_sequence == 1:  # the original draw order, so that seeds keep their data
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - 1)
+            pos = g.integers(0, T[k])
+            s_pos, s_neg = g.integers(0, P), P + g.integers(0, P)
+            seqs.append(np.insert(irr, pos, s_pos))
+            seqs.append(np.insert(irr, pos, s_neg))
+        else:
+            irr = 2 * P + g.integers(0, n_irrelevant, size=T[k] - per_sequence)
+            pos = np.sort(g.choice(T[k], size=per_sequence, replace=False))
+            imp_pos = g.choice(P, size=per_sequence, replace=False)
+            imp_neg = P + g.choice(P, size=per_sequence, replace=False)
+            for imp in (imp_pos, imp_neg):
+                seq = irr.copy()
+                for j, at in enumerate(pos):
+                    seq = np.insert(seq, at, imp[j])
+                seqs.append(seq)
+        labels += [1, -1]
+    vocab = 2 * P + n_irrelevant
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
+    return SyntheticData(
+        batch,
+        _planted_roles(P, n_irrelevant),
+        f"Assumption-1 pairs: {n_pairs} pairs, {P}+{P} important and "
+        f"{n_irrelevant} irrelevant tokens, length {length}"
+        + (f", {per_sequence} important tokens per sequence" if per_sequence > 1 else ""),
+    )
+
+
+#: the Assumption-1 data that chapters 03-05 share
+THEORY_PAIRS = dict(n_pairs=100, n_important=3, n_irrelevant=30, length=8, seed=0)
+
+
+def theory_pairs(seed: int = 0) -> SyntheticData:
+    """``assumption1_pairs(**THEORY_PAIRS)``: 200 sequences of 8 tokens over 3 + 3 important and 30
+    irrelevant tokens, the data chapters 03-05 share (drawn with ``seed``; the book's is 0)."""
+    return assumption1_pairs(**{**THEORY_PAIRS, "seed": seed})
+
+
+def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:
+    """Assumption-1 data whose irrelevant tokens are drawn independently for every sequence.
+
+    Labels are balanced (``n // 2`` of each, ``n`` even). Irrelevant tokens are irrelevant only in
+    expectation: their sample ``alpha_s`` fluctuates around 0 with size about
+    ``1 / sqrt(n * n_irrelevant)``.
+    """
+    n = _check_pos_int("n", n, 2)
+    if n % 2:
+        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+    n_important = _check_pos_int("n_important", n_important)
+    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    P = n_important
+    labels = np.array([1, -1] * (n // 2))
+    seqs = []
+    for i in range(n):
+        irr = 2 * P + g.integers(0, n_irrelevant, size=T[i] - 1)
+        imp = g.integers(0, P) if labels[i] == 1 else P + g.integers(0, P)
+        seqs.append(np.insert(irr, g.integers(0, T[i]), imp))
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * P + n_irrelevant)
+    return SyntheticData(
+        batch,
+        _planted_roles(P, n_irrelevant),
+        f"i.i.d. irrelevant tokens: n={n}, {P}+{P} important and {n_irrelevant} irrelevant tokens, length {length}",
+    )
+
+
+def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
+    """Biases ``b_s`` for :func:`independent_tokens`: zero for a fraction of tokens, the rest
+    evenly spaced in ``[-1, -h] ∪ [h, 1]`` (symmetric, so they sum to zero)."""
+    vocab_size = _check_pos_int("vocab_size", vocab_size, 2)
+    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
+    if not 0.0 <= frac_irrelevant < 1.0:
+        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
+    m = vocab_size - int(round(frac_irrelevant * vocab_size))
+    m -= m % 2
+    if m < 2:
+        raise InvalidBatchError("too few relevant tokens: lower frac_irrelevant or raise vocab_size")
+    half = np.linspace(1.0, 0.0, m // 2, endpoint=False)[::-1]  # (0, 1], evenly spaced
+    b = np.zeros(vocab_size)
+    b[: m // 2] = half
+    b[m // 2 : m] = -half
+    return b
+
+
+def independent_tokens(
+    n: int, vocab_size: int, length=20, delta: float = 1.0, frac_irrelevant: float = 0.5, seed: int = 0
+) -> SyntheticData:
+    """Tokens drawn i.i.d. given the label: ``P(x_t = s | y) = (1 + delta * y * b_s) / |S|``.
+
+    ``b_s`` comes from :func:`token_biases`. With balanced labels the expected per-occurrence
+    posterior gap of token ``s`` is ``delta * b_s``: ``delta = 0`` makes every token irrelevant,
+    ``delta = 1`` makes the tokens with ``b_s = ±1`` completely positive/negative. Labels are
+    balanced (``n`` even).
+    """
+    n = _check_pos_int("n", n, 2)
+    if n % 2:
+        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+    delta = check_real(delta, "delta", min=0.0, max=1.0, error=InvalidBatchError)
+    b = token_biases(vocab_size, frac_irrelevant)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    labels = np.array([1, -1] * (n // 2))
+    probs = {y: (1 + delta * y * b) / vocab_size for y in (1, -1)}
+    for y in probs:
+        probs[y] = probs[y] / probs[y].sum()
+    seqs = [g.choice(vocab_size, size=T[i], p=probs[labels[i]]) for i in range(n)]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size)
+    return SyntheticData(
+        batch,
+        b,
+        f"independent tokens: n={n}, |S|={vocab_size}, length {length}, "
+        f"delta={delta}, {frac_irrelevant:.0%} irrelevant",
+        planted_gap=delta * b,
+    )
+
+
+def independent_tokens_multiclass(
+    n: int,
+    vocab_size: int,
+    num_classes: int,
+    length=20,
+    delta: float = 1.0,
+    frac_irrelevant: float = 0.5,
+    seed: int = 0,
+) -> SyntheticData:
+    """K-class analogue of :func:`independent_tokens`.
+
+    Each relevant token gets a home class (round robin); ``b_{s,k} = 1`` for its home class and
+    ``-1/(K-1)`` for the others, ``b = 0`` for irrelevant tokens, and
+    ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}``. Labels are balanced, ``0..K-1``.
+    ``planted`` holds the home class of each token (-1 for irrelevant ones).
+    """
+    n = _check_pos_int("n", n, 2)
+    K = _check_pos_int("num_classes", num_classes, 2)
+    vocab_size = _check_pos_int("vocab_size", vocab_size, K)
+    if n % K:
+        raise InvalidBatchError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
+    if not 0.0 <= delta <= 1.0:
+        raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
+    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
+    if not 0.0 <= frac_irrelevant < 1.0:
+        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
+    m = vocab_size - int(round(frac_irrelevant * vocab_size))
+    home = np.full(vocab_size, -1)
+    home[:m] = np.arange(m) % K
+    b = np.zeros((vocab_size, K))
+    for s in range(m):
+        b[s] = -1.0 / (K - 1)
+        b[s, home[s]] = 1.0
+    probs = 1 + delta * b  # vocab x K
+    probs = probs / probs.sum(0, keepdims=True)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    labels = np.arange(n) % K
+    seqs = [g.choice(vocab_size, size=T[i], p=probs[:, labels[i]]) for i in range(n)]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab_size, num_classes=K)
+    return SyntheticData(
+        batch,
+        home,
+        f"independent tokens, {K} classes: n={n}, |S|={vocab_size}, "
+        f"length {length}, delta={delta}, {frac_irrelevant:.0%} irrelevant",
+    )
+
+
+def contested_pairs(n_pairs: int) -> SyntheticData:
+    """Data with a finite stationary point of the phase-2 loss, whatever ``d`` and ``eta0``.
+
+    For each ``k < n_pairs`` two tokens ``a = 2k`` (planted +1) and ``b = 2k + 1`` (planted -1) and four
+    sequences of length 2: ``(a, a)`` with ``y = +1``, ``(b, b)`` with ``y = -1``, and ``(a, b)`` once
+    with each label. So ``alpha_a = 1/(4 n_pairs) > 0 > alpha_b = -alpha_a`` and a large first step gives
+    ``u_a > 0 > u_b``. The two single-token sequences do not depend on ``p``; the contested pair
+    ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
+    ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs)
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        a, b = 2 * k, 2 * k + 1
+        seqs += [[a, a], [b, b], [a, b], [a, b]]
+        labels += [1, -1, 1, -1]
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=2 * n_pairs)
+    planted = np.tile(np.array([POSITIVE, NEGATIVE], dtype=np.int64), n_pairs)
+    return SyntheticData(
+        batch,
+        planted,
+        f"contested pairs: {n_pairs} token pairs (a, b), sequences (a, a)+, (b, b)-, (a, b)+ and (a, b)-",
+    )
+
+
+def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
+    """The stationary point that gradient flow from ``p0`` reaches on :func:`contested_pairs` data.
+
+    The gradient of the loss is a combination of the differences ``D_k = E_{2k} - E_{2k+1}``, so the flow
+    stays in ``p0 + span(D)``; on that affine set the loss is stationary exactly where every contested
+    sequence has ``f = 0``, i.e. ``D_k^T p = ln(-u_b / u_a)``. Returns that point (a linear solve). Raises
+    :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
+    is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
+    """
+    if not all(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in (E, v, p0)):
+        raise InvalidBatchError("E, v and p0 must be floating-point torch tensors")
+    if E.ndim != 2 or E.shape[0] % 2 or v.shape != (E.shape[1],) or p0.shape != (E.shape[1],):
+        raise InvalidBatchError(
+            f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
+            f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}"
+        )
+    u = E @ v
+    ua, ub = u[0::2], u[1::2]
+    if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):
+        raise InvalidBatchError(
+            "every pair needs u_a > 0 > u_b for a finite stationary point; take a larger first step eta0"
+        )
+    D = E[0::2] - E[1::2]
+    target = torch.log(-ub / ua) - D @ p0
+    G = D @ D.T
+    if torch.linalg.matrix_rank(G) < G.shape[0]:
+        raise InvalidBatchError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
+    return p0 + D.T @ torch.linalg.solve(G, target)

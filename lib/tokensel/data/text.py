@@ -1,0 +1,217 @@
+"""From review text to token ids: a tokenizer, a vocabulary rule, and encoding.
+
+Tokenizer: Unicode NFC normalisation, lower-case, HTML line breaks (``<br />``) and other tags replaced
+by spaces, then words are maximal runs of letters (of any script, with their combining marks) and digits,
+keeping one inner apostrophe (``don't``, ``it's``; the typographic ``’`` counts as ``'``). Scripts written
+without spaces (Chinese, Japanese) come out as one word per run of characters.
+
+Vocabulary rule: a word enters the vocabulary when it occurs in at least ``min_df`` documents
+of the training split (document frequency, so one review repeating a word cannot bring it in),
+optionally excluding words in more than a fraction ``max_df`` of the documents. Words outside
+the vocabulary are dropped from the sequences.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import regex
+import torch
+
+from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
+from ..validation import check_int, check_int_array, check_real
+from .batch import RaggedBatch
+
+_TAG = re.compile(r"<[^>]{0,20}>")
+_WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:'[\p{L}\p{M}]+)?")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words of ``text`` (letters of any script, digits) with HTML tags such as ``<br />`` removed."""
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"tokenize expects a str, got {type(text).__name__}")
+    text = unicodedata.normalize("NFC", text).lower().replace("\u2019", "'")
+    return _WORD.findall(_TAG.sub(" ", text))
+
+
+def _check_documents(tokenized, name: str = "tokenized") -> None:
+    """A list of documents, each a list of str words (not a str, which would iterate over characters)."""
+    if isinstance(tokenized, (str, bytes)) or not isinstance(tokenized, Sequence):
+        raise ArgumentTypeError(
+            f"{name} must be a list of documents, each a list of words (from tokenize), got {type(tokenized).__name__}"
+        )
+    for i, doc in enumerate(tokenized):
+        if isinstance(doc, (str, bytes)) or not isinstance(doc, Sequence):
+            raise ArgumentTypeError(
+                f"{name}[{i}] must be a list of words (tokenize(text)), got "
+                f"{type(doc).__name__}: tokenize each document first"
+            )
+        if doc and not isinstance(doc[0], str):
+            raise ArgumentTypeError(f"{name}[{i}] must hold str words, got {type(doc[0]).__name__}")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Words and their ids (ids follow decreasing document frequency, ties alphabetical)."""
+
+    words: tuple[str, ...]
+    doc_freq: np.ndarray
+    min_df: int
+    max_df: float | None
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word) -> bool:
+        return word in self._index
+
+    def id(self, word: str) -> int:
+        """The id of ``word``; :class:`~tokensel.errors.UnknownWordError` (a KeyError) if it is not in the
+        vocabulary."""
+        if not isinstance(word, str):
+            raise ArgumentTypeError(f"word must be a str, got {type(word).__name__}")
+        try:
+            return self._index[word]
+        except KeyError:
+            raise UnknownWordError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
+
+    def ids(self, words: Iterable[str]) -> list[int]:
+        """Ids of the in-vocabulary words, in order (out-of-vocabulary words dropped)."""
+        index = self._index
+        return [index[w] for w in words if w in index]
+
+    def extremes(self, x: torch.Tensor, among: torch.Tensor | None = None, k: int = 15) -> tuple[list, list]:
+        """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), each
+        list from the extreme inwards; ``among`` (word ids) limits the ranking to those words."""
+        if not isinstance(x, torch.Tensor) or x.shape != (len(self),):
+            raise ArgumentTypeError(
+                f"x must be a tensor of one value per word, shape ({len(self)},); "
+                f"got {getattr(x, 'shape', type(x).__name__)}"
+            )
+        idx = torch.arange(len(self)) if among is None else torch.as_tensor(among, dtype=torch.long)
+        k = check_int(k, "k", min=1)
+        order = idx[torch.argsort(x[idx], descending=True)]
+        return [self.words[i] for i in order[:k].tolist()], [self.words[i] for i in order[-k:].flip(0).tolist()]
+
+    def rule(self) -> str:
+        """The vocabulary rule in words."""
+        s = f"words in at least {self.min_df} training documents"
+        if self.max_df is not None:
+            s += f" and in at most {self.max_df:.0%} of them"
+        return s
+
+
+def build_vocabulary(
+    tokenized: Sequence[Sequence[str]], min_df: int | float = 5, max_df: float | None = None
+) -> Vocabulary:
+    """The vocabulary of the tokenized training documents under the document-frequency rule.
+
+    ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
+    rounded up to a count).
+    """
+    _check_documents(tokenized)
+    n_docs = len(tokenized)
+    if n_docs == 0:
+        raise InvalidArgumentError("cannot build a vocabulary from zero documents")
+    if isinstance(min_df, (float, np.floating)) and 0.0 < min_df < 1.0:
+        min_df = max(1, int(np.ceil(min_df * n_docs)))
+    if isinstance(min_df, (bool, np.bool_)) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
+        raise InvalidArgumentError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
+    if max_df is not None:
+        max_df = check_real(max_df, "max_df", min=0.0, max=1.0, min_inclusive=False)
+    df: Counter[str] = Counter()
+    for doc in tokenized:
+        df.update(set(doc))
+    cap = n_docs if max_df is None else max_df * n_docs
+    kept = sorted(((w, c) for w, c in df.items() if min_df <= c <= cap), key=lambda wc: (-wc[1], wc[0]))
+    if not kept:
+        raise InvalidArgumentError(f"no word occurs in at least {min_df} of the {n_docs} documents: lower min_df")
+    words, counts = zip(*kept, strict=True)
+    return Vocabulary(tuple(words), np.array(counts, dtype=np.int64), int(min_df), max_df)
+
+
+class Encoded(NamedTuple):
+    """What :func:`encode` returns: the batch and the indices of the documents it holds (unpacks as
+    ``batch, kept``)."""
+
+    batch: RaggedBatch
+    kept: np.ndarray
+
+
+def encode(
+    tokenized: Sequence[Sequence[str]],
+    labels,
+    vocab: Vocabulary,
+    max_len: int | None = None,
+    num_classes: int | None = None,
+) -> Encoded:
+    """Encode tokenized documents as a :class:`RaggedBatch` and say which documents it holds.
+
+    Out-of-vocabulary words are dropped; with ``max_len`` each sequence keeps its first
+    ``max_len`` in-vocabulary tokens. Documents left without any token are dropped too.
+    Returns an :class:`Encoded` ``(batch, kept)``: ``kept`` holds the indices of the documents in the batch.
+    """
+    _check_documents(tokenized)
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary (from build_vocabulary), got {type(vocab).__name__}")
+    if max_len is not None:
+        max_len = check_int(max_len, "max_len", min=1)
+    try:
+        labels = labels.cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    except ValueError:
+        raise InvalidBatchError("labels must be a flat list, one label per document") from None
+    if labels.ndim != 1:
+        raise InvalidBatchError(f"labels must be 1-D (one per document), got shape {labels.shape}")
+    if len(labels) != len(tokenized):
+        raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
+    seqs: list[list[int]] = []
+    kept_list: list[int] = []
+    for i, doc in enumerate(tokenized):
+        ids = vocab.ids(doc)
+        if max_len is not None:
+            ids = ids[:max_len]
+        if ids:
+            seqs.append(ids)
+            kept_list.append(i)
+    if not seqs:
+        raise InvalidBatchError("no document has an in-vocabulary token")
+    kept = np.array(kept_list, dtype=np.int64)
+    batch = RaggedBatch.from_sequences(seqs, labels[kept], vocab_size=len(vocab), num_classes=num_classes)
+    return Encoded(batch, kept)
+
+
+def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None) -> list[bool]:
+    """Which words of the tokenized ``doc`` its encoding keeps (:func:`encode`'s rule): the in-vocabulary
+    words, the first ``max_len`` of them when ``max_len`` is given."""
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
+    _check_documents([doc])
+    budget = len(doc) if max_len is None else check_int(max_len, "max_len", min=0)
+    out = []
+    for w in doc:
+        ok = budget > 0 and w in vocab
+        budget -= ok
+        out.append(ok)
+    return out
+
+
+def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
+    """Words of a sequence of ids."""
+    if not isinstance(vocab, Vocabulary):
+        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
+    arr = check_int_array(ids.cpu() if isinstance(ids, torch.Tensor) else ids, "ids", ndim=1)
+    if arr.size and (arr.min() < 0 or arr.max() >= len(vocab)):
+        raise InvalidArgumentError(
+            f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(arr.min())}..{int(arr.max())}"
+        )
+    return [vocab.words[i] for i in arr.tolist()]

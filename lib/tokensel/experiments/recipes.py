@@ -1,0 +1,523 @@
+"""The book's named experiments on real reviews, with their settings: what chapters 06 and 07 run and
+what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the same calls.
+
+* :func:`train_full` — the paper's setup: ``E`` and ``p`` trained jointly (full-batch Adam), ``v`` fixed.
+* :func:`train_frozen` — ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained.
+* :func:`train_one_step_then_freeze` — ablation: one gradient step on ``E``, then as :func:`train_frozen`.
+* :func:`rating_classes`, :func:`one_step_multiclass`, :func:`train_multiclass` — IMDB's four rating
+  classes: as a multi-class batch, after one gradient step, and trained.
+* :func:`run_model`, :func:`compare_variants` — the one-layer model and the variants of
+  :mod:`tokensel.models.variants` trained on the same reviews and measured by the same two shapes;
+  :func:`~tokensel.experiments.records.write_run` / :func:`~tokensel.experiments.records.read_runs` store and read one
+  run per model (the recorded paper-scale runs).
+
+* :func:`fit_texts` -- the paper's setup on a reader's own labelled texts (a CSV file, a pandas frame, a
+  Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
+  (:class:`Fit`). Every recipe above takes such data too (:func:`tokensel.data.reviews.prepare_texts`), except
+  the four rating classes, which need IMDB's star ratings.
+
+A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["reduced"]`` is the chapter's
+(3,000 reviews, 48 words, ``d = 64``), ``SCALES["paper"]`` the paper's (full splits, 256 words,
+``d = 2048``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..analysis import shapes, statistics
+from ..data.batch import RaggedBatch
+from ..data.reviews import ReviewData, from_frame, prepare_texts
+from ..errors import DataUnavailableError, InvalidParameterError
+from ..models import variants
+from ..models.attention import AttentionModel, MultiClassAttentionModel
+from ..training.phases import one_step, train_joint
+from ..training.variants import train_variant
+from ..validation import check_choice, check_int_array
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PAPER_D = 2048
+
+
+def _check_data(data) -> ReviewData:
+    if not isinstance(data, ReviewData):
+        raise InvalidParameterError(
+            f"data must be a ReviewData (from tokensel.data.reviews.prepare_reviews), got {type(data).__name__}"
+        )
+    return data
+
+
+def _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, params: tuple, recipe: str):
+    """A fresh model (``AttentionModel.init``) trained on ``data`` with ``train_joint``: ``(model, frame)``."""
+    _check_data(data)
+    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+    traj = train_joint(
+        model,
+        data.train,
+        steps=steps,
+        lr=lr,
+        params=params,
+        test_batch=data.test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe=recipe,
+    )
+    return model, traj.to_frame()
+
+
+def _final_scores(history) -> dict:
+    """The last row of a training history: training and test accuracy, test loss."""
+    last = history.iloc[-1]
+    return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss))
+
+
+def train_full(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+):
+    """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
+    vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
+    resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
+    data set, seed or setting is refused."""
+    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("E", "p"), "full")
+
+
+def train_frozen(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+):
+    """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
+    are trained."""
+    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("p", "v"), "frozen_E")
+
+
+def one_step_eta(data: ReviewData) -> float:
+    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
+    _check_data(data)
+    return float(2.0 / statistics.alpha(data.train).abs().max())
+
+
+def train_one_step_then_freeze(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eta0: float | None = None,
+    eval_every: int = 25,
+    checkpoint=None,
+):
+    """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
+    then ``E`` frozen and only ``p`` and ``v`` trained."""
+    eta0 = one_step_eta(data) if eta0 is None else eta0
+    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
+    traj = train_joint(
+        model,
+        data.train,
+        steps=steps,
+        lr=lr,
+        params=("p", "v"),
+        test_batch=data.test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe=f"one_step_then_freeze(eta0={eta0!r})",
+    )
+    return model, traj.to_frame()
+
+
+#: IMDB's star ratings 1-2, 3-4, 7-8 and 9-10 as classes 0..3 (``np.digitize`` edges)
+RATING_EDGES = (3, 5, 9)
+
+
+def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
+    """The reviews of ``split`` (``"train"`` or ``"test"``) of ``data`` with four rating classes (1-2, 3-4,
+    7-8, 9-10 stars) as labels."""
+    _check_data(data)
+    check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
+    batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
+    if ratings is None:
+        raise DataUnavailableError(
+            f"{data.name} has no star ratings: the four rating classes need IMDB's "
+            "ratings (the original archive carries them)"
+        )
+    ratings = check_int_array(ratings, f"{split}_ratings", ndim=1, error=InvalidParameterError)
+    if len(ratings) != batch.n:
+        raise InvalidParameterError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
+    labels = batch.labels.cpu().numpy()
+    outside = (
+        (ratings < 1)
+        | (ratings > 10)
+        | ((ratings > 4) & (ratings < 7))
+        | ((labels < 0) & (ratings > 4))
+        | ((labels > 0) & (ratings < 7))
+    )
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        raise InvalidParameterError(
+            f"{split}_ratings[{i}] = {int(ratings[i])} is not an IMDB rating of its review "
+            "(negative reviews are rated 1-4, positive 7-10): it is not binned into a class"
+        )
+    classes = np.digitize(ratings, RATING_EDGES)
+    return RaggedBatch(
+        batch.ids, batch.offsets, torch.from_numpy(classes), len(data.vocab), num_classes=len(RATING_EDGES) + 1
+    )
+
+
+def train_multiclass(
+    data: ReviewData,
+    d: int = PAPER_D,
+    steps: int = 300,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    checkpoint=None,
+    dtype=torch.float32,
+):
+    """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
+    full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy, parameters in
+    ``dtype`` (float32 by default: the statistics read from this model are rank correlations of bin means,
+    far above float32 rounding). Returns ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are
+    top-class accuracies."""
+    train, test = rating_classes(data, "train"), rating_classes(data, "test")
+    assert train.num_classes is not None  # rating_classes sets it
+    model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
+    traj = train_joint(
+        model,
+        train,
+        steps=steps,
+        lr=lr,
+        params=("E", "p"),
+        test_batch=test,
+        eval_every=eval_every,
+        checkpoint=checkpoint,
+        recipe="multiclass",
+    )
+    return model, traj.to_frame()
+
+
+@dataclass
+class OneStepMulticlass:
+    """One gradient step of the K-class model from ``p = 0``: the signed frequencies ``alpha`` (|S| x K),
+    the step size and the change ``dW`` of every token's K values."""
+
+    alpha: torch.Tensor
+    eta0: float
+    dW: torch.Tensor
+
+
+def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
+    """One step of size ``eta0 = 2 / max|alpha_{s,k}|`` (the largest predicted shift is 2) on the
+    K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes."""
+    alpha = statistics.alpha_multiclass(batch)
+    eta0 = 2.0 / float(alpha.abs().max())
+    assert batch.num_classes is not None  # alpha_multiclass refuses a batch without classes
+    m0 = MultiClassAttentionModel.init(batch.vocab_size, d, batch.num_classes, seed=seed, p_init="zero")
+    return OneStepMulticlass(alpha, eta0, (one_step(m0, batch, eta0).E - m0.E) @ m0.V)
+
+
+# ---------------------------------------------------------------- a reader's own data
+@dataclass
+class Fit:
+    """The model of :func:`fit_texts` on a reader's data and what it shows: the data (``data``), the trained
+    model, its training history (a frame), the posterior gap of every word on the training documents
+    (``gap``) and the two shapes (``shapes``, :func:`tokensel.analysis.shapes.shape_summary`: U-shaped scores
+    ``E_s^T p``, values ``E_s^T v`` increasing in the gap)."""
+
+    data: ReviewData
+    model: AttentionModel
+    history: pd.DataFrame
+    gap: torch.Tensor
+    shapes: shapes.ShapeSummary
+
+    def selection(self, split: str = "test"):
+        """One row per document of ``split``: its label, the words the trained ``p`` selects (the highest score
+        ``E_s^T p`` in the document, ties within ``1e-9``), their mean posterior gap, and whether its sign is
+        the label's (``agrees``)."""
+        import pandas as pd
+
+        check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
+        batch = self.data.train if split == "train" else self.data.test
+        with torch.no_grad():
+            chosen = statistics.selection(batch, self.model.scores().detach().cpu().double())
+        words, gap_list = [], []
+        for seq, flags in zip(batch.to_lists(), torch.split(chosen, batch.lengths.tolist()), strict=True):
+            ids = sorted({s for s, f in zip(seq, flags.tolist(), strict=True) if f})
+            words.append(" ".join(self.data.vocab.words[s] for s in ids))
+            gap_list.append(float(self.gap[ids].mean()))
+        label = batch.labels.cpu().numpy()
+        gaps = np.array(gap_list)
+        return pd.DataFrame(
+            {"label": label.astype(int), "selected": words, "gap of selected": gaps, "agrees": np.sign(gaps) == label}
+        )
+
+    def summary(self) -> dict:
+        """Final accuracies and test loss, the U-gap and rank correlation of the two shapes, the words binned,
+        and the share of test documents whose selected words' gap has the label's sign."""
+        return dict(
+            **_final_scores(self.history),
+            u_gap=float(self.shapes.u_gap),
+            rho=float(self.shapes.rho),
+            words=int(torch.isfinite(self.gap).sum()),
+            selection_agrees=float(self.selection("test")["agrees"].mean()),
+        )
+
+
+def fit_texts(
+    source,
+    labels=None,
+    d: int = 512,
+    steps: int = 200,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 25,
+    text: str = "text",
+    label: str = "label",
+    **prepare,
+) -> Fit:
+    """Train the one-layer model on labelled texts as the paper does (:func:`train_full`) and measure the two
+    shapes and the selection; returns a :class:`Fit`.
+
+    ``source`` is one of: a :class:`~tokensel.data.reviews.ReviewData`; a list of texts, with ``labels``; a CSV
+    path, a pandas frame or a ``datasets.Dataset`` with columns ``text`` and ``label``
+    (:func:`tokensel.data.reviews.from_frame`). ``prepare`` goes to :func:`tokensel.data.reviews.prepare_texts`
+    (``positive`` for string labels, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``).
+    ``d``, ``steps``, ``lr``: width and Adam settings (the paper uses ``d = 2048``, 300 steps)."""
+    if isinstance(source, ReviewData):
+        if labels is not None or prepare:
+            raise InvalidParameterError("source is already a ReviewData: pass no labels and no preparation options")
+        data = source
+    elif labels is not None:
+        data = prepare_texts(source, labels, **prepare)
+    else:
+        data = from_frame(source, text=text, label=label, **prepare)
+    model, history = train_full(data, d=d, steps=steps, lr=lr, seed=seed, eval_every=eval_every)
+    gap = statistics.posterior_gap(data.train)
+    with torch.no_grad():
+        summary = shapes.shape_summary(gap, model.scores().cpu(), model.values().cpu())
+    return Fit(data, model, history, gap, summary)
+
+
+# ---------------------------------------------------------------- the variant comparison
+@dataclass(frozen=True)
+class Scale:
+    """Sizes and optimiser settings of the variant comparison. ``n_train``/``n_test``: reviews drawn
+    (without replacement, by ``seed``) from each split, None for all; ``max_len``: words kept per review;
+    ``chunk``: reviews per gradient-accumulation chunk of the variants (None: one chunk);
+    ``one_layer_dtype``: the one-layer model's parameter dtype (the variants train in float32)."""
+
+    name: str
+    d: int
+    steps: int
+    lr: float
+    eval_every: int
+    n_train: int | None
+    n_test: int | None
+    max_len: int
+    chunk: int | None
+    one_layer_dtype: torch.dtype
+
+
+SCALES = {
+    "reduced": Scale(
+        "reduced",
+        d=64,
+        steps=150,
+        lr=3e-3,
+        eval_every=50,
+        n_train=3000,
+        n_test=3000,
+        max_len=48,
+        chunk=None,
+        one_layer_dtype=torch.float64,
+    ),
+    "paper": Scale(
+        "paper",
+        d=PAPER_D,
+        steps=300,
+        lr=3e-3,
+        eval_every=50,
+        n_train=None,
+        n_test=None,
+        max_len=256,
+        chunk=2500,
+        one_layer_dtype=torch.float32,
+    ),
+}
+
+#: every model of the comparison by short name, with its display name
+MODEL_NAMES = {"one_layer": "one layer", **{k: cls.name for k, cls in variants.MODELS.items()}}
+
+
+def scale(which, **changes) -> Scale:
+    """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``)."""
+    if isinstance(which, Scale):
+        base = which
+    else:
+        base = SCALES[check_choice(which, "scale", tuple(SCALES), error=InvalidParameterError)]
+    try:
+        return replace(base, **changes)
+    except TypeError as err:
+        raise InvalidParameterError(
+            f"unknown Scale setting in {sorted(changes)}: the settings are {', '.join(base.__dataclass_fields__)}"
+        ) from err
+
+
+def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
+    """The training and test reviews of the comparison: ``sc.n_train`` and ``sc.n_test`` reviews drawn
+    from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``."""
+    _check_data(data)
+    rng = np.random.default_rng(seed)
+    train, test = data.train, data.test
+    for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
+        if want is not None and want > have:
+            raise InvalidParameterError(
+                f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
+                f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer"
+            )
+    if sc.n_train is not None:
+        train = train.subset(np.sort(rng.choice(train.n, sc.n_train, replace=False)))
+    if sc.n_test is not None:
+        test = test.subset(np.sort(rng.choice(test.n, sc.n_test, replace=False)))
+    return train.truncate(sc.max_len), test.truncate(sc.max_len)
+
+
+@dataclass
+class Run:
+    """One model of the comparison, trained and measured: the training history, the 20-bin tables of
+    ``E_s^T p`` (``bins_p``), ``E_s^T v`` (``bins_v``) and the token values as the model reads them
+    (``bins_h``, :meth:`tokensel.models.variants.VariantModel.token_values`; ``E_s^T v`` except for the MLP heads)
+    against the posterior gap of the training reviews, and the summary numbers (:meth:`summary`)."""
+
+    kind: str
+    model: object
+    history: pd.DataFrame
+    bins_p: pd.DataFrame
+    bins_v: pd.DataFrame
+    u_gap: float
+    spearman_v: float
+    seconds: float
+    words: int  # words with a posterior gap on the training reviews (the binned ones)
+    bins_h: pd.DataFrame | None = None
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAMES[self.kind]
+
+    def summary(self) -> dict:
+        """Final accuracies and test loss, the U-gap, the rank correlation and the spread of the values' bins,
+        and the training time in seconds."""
+        return dict(
+            **_final_scores(self.history),
+            u_gap=float(self.u_gap),
+            spearman_v=float(self.spearman_v),
+            spread_v=shapes.values_spread(self.bins_v),
+            seconds=float(self.seconds),
+        )
+
+
+def run_model(
+    kind: str,
+    train: RaggedBatch,
+    test: RaggedBatch,
+    sc: Scale,
+    seed: int = 0,
+    device="cpu",
+    scores_dtype: torch.dtype | None = None,
+    checkpoint=None,
+    progress: bool | None = None,
+) -> Run:
+    """Train model ``kind`` (a key of ``MODEL_NAMES``) on ``train`` with the settings of ``sc``, and
+    measure the two shapes (:func:`tokensel.analysis.shapes.shape_summary`) against the posterior gap of
+    ``train``: words absent from it are left out of the bins."""
+    check_choice(kind, "kind", tuple(MODEL_NAMES), error=InvalidParameterError)
+    if not isinstance(sc, Scale):
+        raise InvalidParameterError(
+            f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}"
+        )
+    gap = statistics.posterior_gap(train)
+    t0 = time.time()
+    train_d, test_d = train.to(device), test.to(device)
+    model: AttentionModel | variants.VariantModel
+    if kind == "one_layer":
+        model = AttentionModel.init(train.vocab_size, sc.d, seed=seed, dtype=sc.one_layer_dtype, device=device)
+        traj = train_joint(
+            model,
+            train_d,
+            steps=sc.steps,
+            lr=sc.lr,
+            test_batch=test_d,
+            eval_every=sc.eval_every,
+            checkpoint=checkpoint,
+            progress=progress,
+        )
+    else:
+        model = variants.make(kind, train.vocab_size, sc.d, seed=seed, device=device)
+        traj = train_variant(
+            model,
+            train_d,
+            steps=sc.steps,
+            lr=sc.lr,
+            test_batch=test_d,
+            eval_every=sc.eval_every,
+            chunk=sc.chunk,
+            checkpoint=checkpoint,
+            scores_dtype=scores_dtype,
+            progress=progress,
+        )
+    seconds = time.time() - t0
+    with torch.no_grad():
+        scores, values = model.scores().cpu(), model.values().cpu()
+        # kind "one_layer" is the AttentionModel, every other kind a VariantModel (variants.make)
+        token_values = model.token_values().cpu() if isinstance(model, variants.VariantModel) else values
+    bp, bv, u, rho = shapes.shape_summary(gap, scores, values)
+    return Run(
+        kind,
+        model,
+        traj.to_frame(),
+        bp,
+        bv,
+        u,
+        rho,
+        seconds,
+        int(torch.isfinite(gap).sum()),
+        bins_h=shapes.binned(gap, token_values),
+    )
+
+
+def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
+    """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
+    model and :data:`tokensel.models.variants.COMPARED`) on the
+    reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
+    sc = scale(sc)
+    kinds = ("one_layer", *variants.COMPARED) if kinds is None else check_kinds(kinds)
+    train, test = variant_batches(data, sc, seed=seed)
+    return {MODEL_NAMES[k]: run_model(k, train, test, sc, seed=seed, **run_kw) for k in kinds}
+
+
+def check_kinds(kinds) -> tuple:
+    """``kinds`` as a tuple of model short names (keys of ``MODEL_NAMES``), each checked."""
+    if isinstance(kinds, str) or not isinstance(kinds, (tuple, list)) or not kinds:
+        raise InvalidParameterError(
+            f"kinds must be a non-empty list of model names from {tuple(MODEL_NAMES)}, got {kinds!r}"
+        )
+    kinds = tuple(kinds)
+    for k in kinds:
+        check_choice(k, "kinds", tuple(MODEL_NAMES), error=InvalidParameterError)
+    return kinds

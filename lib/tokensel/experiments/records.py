@@ -1,0 +1,57 @@
+"""Runs stored in a folder and read back (the recorded paper-scale runs that chapter 7 shows):
+:func:`write_run` writes one model's bins and summary, :func:`read_runs` reads a folder of them, checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import DataUnavailableError
+from ..files import write_json_atomic
+from .recipes import MODEL_NAMES, Run
+
+
+def write_run(run: Run, folder, **provenance) -> None:
+    """Store ``run`` in ``folder``: ``bins_<kind>.csv`` (bins of ``E_s^T p``, with ``mean_v``/``std_v`` of
+    ``E_s^T v``) and ``summary_<kind>.json`` (:meth:`Run.summary` plus ``provenance``: settings, device,
+    commit, command)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(
+        folder / f"bins_{run.kind}.csv", index=False
+    )
+    write_json_atomic(folder / f"summary_{run.kind}.json", {**run.summary(), **provenance})
+
+
+def read_runs(folder):
+    """Read what :func:`write_run` stored. Returns ``(summary, bins)``: a frame indexed by display name and
+    a dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of
+    :func:`tokensel.analysis.shapes.binned`. Models without files are left out."""
+    import pandas as pd
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataUnavailableError(f"no recorded runs at {folder}")
+    rows, bins = [], {}
+    for kind, name in MODEL_NAMES.items():
+        summary, table = folder / f"summary_{kind}.json", folder / f"bins_{kind}.csv"
+        if not (summary.is_file() and table.is_file()):
+            continue
+        try:
+            values = json.loads(summary.read_text())
+            bp = pd.read_csv(table)
+            bv = bp[["bin", "left", "right", "center", "count"]].assign(mean=bp["mean_v"], std=bp["std_v"])
+        except (ValueError, KeyError) as err:
+            raise DataUnavailableError(
+                f"{summary.name} / {table.name} in {folder} cannot be read ({err}): "
+                "write them again with tokensel.experiments.write_run"
+            ) from err
+        missing = {"train_acc", "test_acc", "test_loss", "u_gap", "spearman_v"} - set(values)
+        if missing:
+            raise DataUnavailableError(f"{summary} lacks {sorted(missing)}: write it again with write_run")
+        rows.append({"model": name, **values})
+        bins[name] = (bp.drop(columns=["mean_v", "std_v"]), bv)
+    if not rows:
+        raise DataUnavailableError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
+    return pd.DataFrame(rows).set_index("model"), bins

@@ -1,0 +1,54 @@
+"""Display tables of a comparison of models (chapter 7): one row per model, its accuracies and the two
+shapes' statistics (:func:`verdicts`), and how its value bins compare with their noise (:func:`value_noise`).
+"""
+
+from __future__ import annotations
+
+from ..analysis import shapes
+from ..errors import InvalidParameterError
+from .recipes import Run
+
+
+def verdicts(runs: dict):
+    """One row per model: accuracies, the two shape statistics and whether each criterion holds
+    (U-gap at least 1; rank correlation at least 0.9)."""
+    import pandas as pd
+
+    rows = []
+    for name, run in runs.items():
+        s = run.summary()
+        rows.append(
+            {
+                "model": name,
+                "train acc": s["train_acc"],
+                "test acc": s["test_acc"],
+                "test loss": s["test_loss"],
+                "U-gap of E_s p (std)": s["u_gap"],
+                "Spearman of E_s v bins": s["spearman_v"],
+                "spread of E_s v bins (std)": s["spread_v"],
+                "U-shape holds (>= 1)": s["u_gap"] >= 1,
+                "values monotone (>= 0.9)": s["spearman_v"] >= 0.9,
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def value_noise(runs: dict, z: float = 2.0):
+    """One row per model: how its value bins compare with the noise of a bin mean
+    (:func:`tokensel.analysis.shapes.bin_noise_summary`), for ``E_s^T v`` and for the token values as the model
+    reads them (``bins_h``): rank correlation with the gap, range in standard errors of a bin mean, and the
+    number of reversals larger than ``z`` standard errors."""
+    import pandas as pd
+
+    rows = []
+    for name, run in runs.items():
+        if not isinstance(run, Run) or run.bins_h is None:
+            raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
+        row = {"model": name}
+        for label, table in (("E_s v", run.bins_v), ("token value", run.bins_h)):
+            noise = shapes.bin_noise_summary(table, z=z)
+            row[f"{label}: Spearman"] = shapes.bin_rank_correlation(table)
+            row[f"{label}: range (SE)"] = noise["range_se"]
+            row[f"{label}: reversals > {z:g} SE"] = f"{noise['reversals']} of {noise['steps']}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("model")

@@ -1,0 +1,287 @@
+"""The one-layer attention model of the paper.
+
+``f(X) = softmax(E_X p)^T E_X v``: token ``s`` has key/value embedding ``E_s`` (a row of ``E``), the
+``<cls>`` embedding ``p`` scores it by ``c_s = p^T E_s`` and its value is ``w_s = v^T E_s``. Since the
+model sees ``E`` only through the two vectors ``c = E p`` and ``w = E v``, every full-batch quantity
+costs O(#tokens + |S| d).
+
+Parameters are float64 by default and may live on any torch device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidBatchError, InvalidParameterError
+from ..seeding import generator
+from ..validation import MAX_ELEMENTS, check_choice, check_device, check_int
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def _check_dtype(dtype) -> None:
+    """Parameters are float32 or float64: half precision is refused (its softmax sums overflow once a
+    token repeats a few thousand times, and the book's statistics need more digits)."""
+    if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.float64):
+        raise InvalidParameterError(
+            f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
+            + (
+                ": half precision is not supported for parameters"
+                if isinstance(dtype, torch.dtype) and dtype in HALF
+                else ""
+            )
+        )
+
+
+def _check_tensor(name, t, shape, dtype=None, device=None):
+    if not isinstance(t, torch.Tensor):
+        raise InvalidParameterError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise InvalidParameterError(f"{name} must be floating point, got {t.dtype}")
+    if t.dtype in HALF:
+        raise InvalidParameterError(
+            f"{name} has dtype {t.dtype}: use float32 or float64 (half precision is not supported for parameters)"
+        )
+    if tuple(t.shape) != tuple(shape):
+        raise InvalidParameterError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+    if dtype is not None and t.dtype != dtype:
+        raise InvalidParameterError(f"{name} has dtype {t.dtype}, expected {dtype} (as E)")
+    if device is not None and t.device != device:
+        raise InvalidParameterError(f"{name} is on {t.device}, expected {device} (as E)")
+    if not torch.all(torch.isfinite(t)):
+        raise InvalidParameterError(f"{name} contains NaN or inf")
+
+
+class _EmbeddingModel:
+    """What both models share: the embedding table ``E`` (|S| x d), the ``<cls>`` vector ``p`` and a
+    value read-out ``v`` (a vector, or a d x K matrix)."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    if TYPE_CHECKING:  # a dataclass field of the binary model, a property (the matrix V) of the multi-class one
+
+        @property
+        def v(self) -> torch.Tensor: ...
+
+    @property
+    def vocab_size(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    def scores(self) -> torch.Tensor:
+        """``c = E p``: the ``<cls>`` score of every token."""
+        return self.E @ self.p
+
+    def values(self) -> torch.Tensor:
+        """``w = E v`` (or ``W = E V``, |S| x K): the value of every token."""
+        return self.E @ self.v
+
+    def check_finite(self) -> None:
+        """Raise InvalidParameterError when a parameter holds NaN or inf (one read of each tensor, no copy):
+        a value written into a parameter in place after construction is caught before it poisons a result."""
+        for name in ("E", "p", "v"):
+            t = getattr(self, name)
+            if t.numel():
+                lo, hi = torch.aminmax(t.detach())  # NaN propagates through both
+                if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
+                    raise InvalidParameterError(
+                        f"{name} contains NaN or inf (written into it after the model was "
+                        "built?): rebuild the model or restore finite values"
+                    )
+
+    def _check_vocab(self, batch: RaggedBatch) -> None:
+        self.check_finite()
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+
+
+@dataclass
+class AttentionModel(_EmbeddingModel):
+    """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    v: torch.Tensor
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> AttentionModel:
+        """Check shapes, dtypes, devices and finiteness; raise InvalidParameterError otherwise."""
+        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
+            raise InvalidParameterError(
+                f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}"
+            )
+        S, d = self.E.shape
+        if S < 1 or d < 1:
+            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
+        _check_tensor("E", self.E, (S, d))
+        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
+        _check_tensor("v", self.v, (d,), self.E.dtype, self.E.device)
+        return self
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def init(
+        cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian", dtype=torch.float64, device="cpu"
+    ) -> AttentionModel:
+        """The paper's initialisation: ``E_s, p ~ N(0, I/d)`` (or ``p = 0``), ``v`` a random unit vector."""
+        vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidParameterError)
+        d = check_int(d, "d", min=1, error=InvalidParameterError)
+        check_int(seed, "seed", min=0, error=InvalidParameterError)
+        check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
+        _check_dtype(dtype)
+        device = check_device(device)
+        if vocab_size * d > MAX_ELEMENTS:
+            raise InvalidParameterError(
+                f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
+                "this library allocates: lower vocab_size or d"
+            )
+        g = generator(seed)
+        E = torch.randn(vocab_size, d, generator=g, dtype=torch.float64) / d**0.5
+        p = torch.randn(d, generator=g, dtype=torch.float64) / d**0.5
+        v = torch.randn(d, generator=g, dtype=torch.float64)
+        v = v / v.norm()
+        if p_init == "zero":
+            p = torch.zeros(d, dtype=torch.float64)
+        return cls(E.to(dtype=dtype, device=device), p.to(dtype=dtype, device=device), v.to(dtype=dtype, device=device))
+
+    def copy(self) -> AttentionModel:
+        return AttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.v.detach().clone())
+
+    def to(self, device=None, dtype=None) -> AttentionModel:
+        return AttentionModel(
+            self.E.to(device=device, dtype=dtype),
+            self.p.to(device=device, dtype=dtype),
+            self.v.to(device=device, dtype=dtype),
+        )
+
+    # ------------------------------------------------------------------ forward
+    def check_batch(self, batch: RaggedBatch) -> None:
+        self._check_vocab(batch)
+        if batch.num_classes is not None:
+            raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
+
+    def forward(self, batch: RaggedBatch) -> torch.Tensor:
+        """Outputs ``f(X_i)`` for every sequence of the batch."""
+        from .core import _attend
+
+        self.check_batch(batch)
+        cw = self.E @ torch.stack([self.p, self.v], 1)  # one pass over E
+        return _attend(batch, cw[:, 0], cw[:, 1:], True)[3][:, 0]
+
+    def attention(self, batch: RaggedBatch) -> torch.Tensor:
+        """Softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``)."""
+        from .core import segment_softmax
+
+        self.check_batch(batch)
+        q, _ = segment_softmax(self.scores()[batch.ids], batch)
+        return q
+
+    def loss(self, batch: RaggedBatch) -> float:
+        """Mean logistic loss ``(1/n) sum log(1 + exp(-y f))``."""
+        from .core import logistic_loss
+
+        return float(logistic_loss(self.forward(batch), batch.labels.to(self.E.dtype)))
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        """Fraction of sequences with ``sign f = y`` (``f = 0`` counts as wrong)."""
+        f = self.forward(batch)
+        return float((f * batch.labels.to(f.dtype) > 0).to(torch.float64).mean())
+
+
+@dataclass
+class MultiClassAttentionModel(_EmbeddingModel):
+    """The K-class variant: output vectors ``V = [v_1 .. v_K]`` (d x K), logits
+    ``f_k(X) = softmax(E_X p)^T E_X v_k`` and softmax cross-entropy. Labels are ``0..K-1``."""
+
+    E: torch.Tensor
+    p: torch.Tensor
+    V: torch.Tensor
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> MultiClassAttentionModel:
+        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
+            raise InvalidParameterError("E must be a 2-D tensor (|S| x d)")
+        S, d = self.E.shape
+        if S < 1 or d < 1:
+            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
+        _check_tensor("E", self.E, (S, d))
+        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
+        if not isinstance(self.V, torch.Tensor) or self.V.ndim != 2 or self.V.shape[0] != d or self.V.shape[1] < 2:
+            raise InvalidParameterError(
+                f"V must be a (d x K) tensor with d = {d} and K >= 2, got {tuple(getattr(self.V, 'shape', ()))}"
+            )
+        _check_tensor("V", self.V, tuple(self.V.shape), self.E.dtype, self.E.device)
+        return self
+
+    @classmethod
+    def init(
+        cls,
+        vocab_size: int,
+        d: int,
+        num_classes: int,
+        seed: int = 0,
+        p_init: str = "gaussian",
+        dtype=torch.float64,
+        device="cpu",
+    ) -> MultiClassAttentionModel:
+        """``E_s, p ~ N(0, I/d)`` (or ``p = 0``); ``V`` has K random orthonormal columns (K <= d)."""
+        num_classes = check_int(num_classes, "num_classes", min=2, error=InvalidParameterError)
+        d = check_int(d, "d", min=1, error=InvalidParameterError)
+        if num_classes > d:
+            raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
+        _check_dtype(dtype)
+        device = check_device(device)
+        base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
+        g = generator(seed + 7_919)
+        V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))
+        return cls(
+            base.E.to(dtype=dtype, device=device),
+            base.p.to(dtype=dtype, device=device),
+            V.to(dtype=dtype, device=device),
+        )
+
+    def copy(self) -> MultiClassAttentionModel:
+        return MultiClassAttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.V.detach().clone())
+
+    @property
+    def num_classes(self) -> int:
+        return self.V.shape[1]
+
+    @property
+    def v(self) -> torch.Tensor:
+        """The value read-out (here the matrix V), so training code treats both models alike."""
+        return self.V
+
+    def check_batch(self, batch: RaggedBatch) -> None:
+        self._check_vocab(batch)
+        if batch.num_classes != self.num_classes:
+            raise InvalidBatchError(
+                f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}"
+            )
+
+    def forward(self, batch: RaggedBatch) -> torch.Tensor:
+        """Logits (n x K)."""
+        from .core import _attend
+
+        self.check_batch(batch)
+        return _attend(batch, self.scores(), self.values(), True)[3]
+
+    def loss(self, batch: RaggedBatch) -> float:
+        logits = self.forward(batch)
+        return float(torch.nn.functional.cross_entropy(logits, batch.labels))
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        return float((self.forward(batch).argmax(1) == batch.labels).double().mean())

@@ -1,0 +1,126 @@
+"""Exact full-batch gradients of the logistic loss with respect to ``E``, ``p`` and ``v``.
+
+``grad_E L = A p^T + B v^T`` is kept in factored form (:class:`Gradients`) and only materialised
+on request, so a step ``E <- E - lr * grad_E`` costs two rank-one updates, O(|S| d).
+See :mod:`tokensel.models.core` for the formulas and the saturation-stable evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidParameterError
+from .attention import AttentionModel, MultiClassAttentionModel
+from .core import fused_applies, fused_grads, fused_scores_values, score_value_grads, score_value_grads_multiclass
+
+
+@dataclass
+class Gradients:
+    """The loss, outputs and gradients of one full-batch evaluation."""
+
+    loss: float
+    f: torch.Tensor  # outputs (n,), or logits (n x K) for the multi-class model
+    A: torch.Tensor  # dL/dc with c = E p
+    B: torch.Tensor  # dL/dw with w = E v, or dL/dW (|S| x K) with W = E V
+    p: torch.Tensor  # grad_p L = E^T A
+    v: torch.Tensor  # grad_v L = E^T B (d,), or grad_V L (d x K)
+    _model_p: torch.Tensor
+    _model_v: torch.Tensor
+
+    @property
+    def E(self) -> torch.Tensor:
+        """``grad_E L = A p^T + B v^T`` materialised (|S| x d), as one (|S| x 2)(2 x d) product."""
+        return self.E_into(None)
+
+    def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
+        """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
+        |S| x d allocation on every step); a new tensor when ``out`` is None."""
+        B = self.B if self.B.ndim == 2 else self.B[:, None]
+        V = self._model_v if self._model_v.ndim == 2 else self._model_v[:, None]
+        AB = torch.cat([self.A[:, None], B], 1)  # |S| x (1 + K)
+        PV = torch.cat([self._model_p[None, :], V.T], 0)  # (1 + K) x d
+        return AB @ PV if out is None else torch.mm(AB, PV, out=out)
+
+    def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
+        """In place: ``E <- E - lr * grad_E L`` (rank-one updates, or one low-rank product)."""
+        if self.B.ndim == 1:
+            E.addr_(self.A, self._model_p, alpha=-lr)
+            E.addr_(self.B, self._model_v, alpha=-lr)
+        else:
+            E.sub_(self.E, alpha=lr)
+
+
+def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
+    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``.
+
+    The attention pass runs in the fused kernel (:func:`tokensel.models.core.fused_grads`) where it applies (the
+    stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
+    in the reference implementation; ``fused=True`` insists on the kernel."""
+    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
+        raise InvalidParameterError(
+            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
+        )
+    if not isinstance(stable, bool):
+        raise InvalidParameterError(f"stable must be True or False, got {stable!r}")
+    if fused not in (None, True, False):
+        raise InvalidParameterError(f"fused must be None (where it applies), True or False, got {fused!r}")
+    model.check_batch(batch)
+    E, p, v = model.E, model.p, model.v
+    if fused and not fused_applies(batch, E, stable):
+        raise InvalidParameterError(
+            "fused=True needs stable=True and a float32/float64 model and batch on the "
+            "CPU: use fused=None to fall back to the reference elsewhere"
+        )
+    multiclass = isinstance(model, MultiClassAttentionModel)
+    PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
+    if fused is not False and fused_applies(batch, E, stable):
+        CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
+        loss, f, AB = fused_grads(batch, CW)
+        A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()
+        gpv = AB.T @ E  # one pass over E for E^T A and E^T B
+    else:
+        CW = E @ PV  # one pass over E for c = E p and W = E V
+        if multiclass:
+            r = score_value_grads_multiclass(batch, CW[:, 0], CW[:, 1:], stable=stable)
+        else:
+            r = score_value_grads(batch, CW[:, 0], CW[:, 1], stable=stable)
+        loss, f, A, B = float(r.loss), r.f, r.A, r.B
+        gpv = torch.cat([A[None, :], B.T if multiclass else B[None, :]], 0) @ E  # one pass over E
+    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v)
+
+
+def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
+    """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
+    by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor)."""
+    c = E @ p
+    if fused_applies(batch, c, stable):
+        loss, _, AB = fused_grads(batch, torch.stack([c, w], 1))
+        return torch.tensor(loss, dtype=c.dtype), E.T @ AB[:, 0]
+    r = score_value_grads(batch, c, w, stable=stable)
+    return r.loss, E.T @ r.A
+
+
+def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
+    """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
+
+    Only for tests and small batches: returns ``(loss, grad_E, grad_p, grad_v)``.
+    """
+    from .core import logistic_loss, segment_softmax, segment_sum
+
+    model.check_batch(batch)
+    E = model.E.detach().clone().requires_grad_(True)
+    p = model.p.detach().clone().requires_grad_(True)
+    v = model.v.detach().clone().requires_grad_(True)
+    X = E[batch.ids]  # (#tokens, d)
+    q, _ = segment_softmax(X @ p, batch)
+    if v.ndim == 2:  # multi-class: logits and cross-entropy
+        f = torch.zeros(batch.n, v.shape[1], dtype=E.dtype).index_add_(0, batch.seg, q[:, None] * (X @ v))
+        loss = torch.nn.functional.cross_entropy(f, batch.labels)
+    else:
+        f = segment_sum(q * (X @ v), batch)
+        loss = logistic_loss(f, batch.labels.to(E.dtype))
+    gE, gp, gv = torch.autograd.grad(loss, (E, p, v))
+    return float(loss.detach()), gE, gp, gv

@@ -1,0 +1,333 @@
+"""Beyond one layer: the model variants of the paper's review discussion, trained by autograd.
+
+All variants keep the paper's embedding table ``E`` (|S| x d), ``<cls>`` vector ``p`` and fixed unit
+read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v`` stay defined and comparable:
+
+Each variant is a small class with one interface (:class:`VariantModel`): ``init``, ``matrices``
+(its own trainable matrices), ``scores``/``values`` (the token statistics), ``prepare`` and
+``forward_prepared`` (the training path), ``forward_reference`` (the model as written, for tests).
+:data:`MODELS` maps the short names used on command lines to the classes.
+
+* :class:`MLPHead` (``"mlp"``) — an MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)`` with
+  ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
+* :class:`MLPResidual` (``"mlp_residual"``) — the MLP head with a residual connection,
+  ``f = v^T (z + W2 relu(W1 z))``; :class:`MLPTrainedV` (``"mlp_trained_v"``) — the MLP head with ``v``
+  trained too. The three MLP placements are compared in chapter 07 (:data:`MLP_PLACEMENTS`).
+* :class:`TwoLayer` (``"two_layer"``) — a self-attention layer over the sequence before the ``<cls>`` read-out, with a
+  residual connection: ``H = X + softmax(X X^T / sqrt(d)) X`` (rows of ``X`` are ``E_{x_t}``), then
+  ``f = softmax(H p)^T H v``. The residual keeps each position's own embedding in ``H``, so the
+  read-out can still select individual tokens and ``E_s^T p`` keeps its meaning.
+* :class:`TwoLayerWKQ` (``"two_layer_wkq"``) — the same with trainable key-query matrices: layer-1 scores
+  ``X W_KQ1 X^T / sqrt(d)`` and read-out scores ``H W_KQ2 p``; then ``W_KQ2 p`` plays the role of ``p``.
+
+The MLP head runs over the batch's distinct (sequence, token) entries with sparse products
+(:mod:`tokensel.models.mixing`). The two-layer models run over padded batches: sequences are padded to
+the batch's longest (truncate long reviews first with :meth:`RaggedBatch.truncate`: the
+two-layer cost is O(n T^2 d)). Runs on any torch device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidBatchError, InvalidParameterError
+from ..loss import mean_logistic
+from ..seeding import generator
+from ..validation import check_choice, check_device, check_int
+from .attention import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
+from .mixing import MixPlan, entry_attention, mix
+
+
+def padded(batch: RaggedBatch):
+    """``(ids, mask)``: token ids padded with 0 to (n x T_max) and the boolean mask of real tokens."""
+    n, T = batch.n, int(batch.lengths.max())
+    pos = torch.arange(batch.num_tokens, device=batch.device) - batch.offsets[:-1][batch.seg]
+    ids = torch.zeros(n, T, dtype=torch.long, device=batch.device)
+    mask = torch.zeros(n, T, dtype=torch.bool, device=batch.device)
+    ids[batch.seg, pos] = batch.ids
+    mask[batch.seg, pos] = True
+    return ids, mask
+
+
+def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
+    """Indices of the sequences of ``batch`` in parts of at most ``chunk`` (all of them when None), taken
+    in order of length, so that each padded part is as short as its longest member allows."""
+    if chunk is None or chunk >= batch.n:
+        return [torch.arange(batch.n)]
+    order = torch.argsort(batch.lengths.cpu(), stable=True)
+    return list(torch.split(order, chunk))
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1)
+
+
+def _check_scores_dtype(scores_dtype) -> None:
+    if scores_dtype not in (None, torch.bfloat16):
+        raise InvalidParameterError(f"scores_dtype must be None or torch.bfloat16, got {scores_dtype!r}")
+
+
+@dataclass
+class VariantModel(_EmbeddingModel):
+    """What every variant shares: ``E``, ``p`` and the fixed read-out ``v`` of the one-layer model,
+    plus the variant's own d x d matrices (the dataclass fields after ``v``; :attr:`matrices`).
+
+    A subclass sets ``kind`` (its short name) and ``name`` (its display name), and defines
+    :meth:`forward_reference`, :meth:`prepare` and :meth:`forward_prepared`; a subclass with matrices
+    overrides ``_init_matrices``."""
+
+    kind: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    E: torch.Tensor
+    p: torch.Tensor
+    v: torch.Tensor
+
+    @classmethod
+    def init(cls, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
+        """``E, p, v`` as in the paper (:meth:`tokensel.AttentionModel.init`), then the variant's matrices."""
+        if cls is VariantModel:
+            raise InvalidParameterError(
+                "VariantModel is the interface: initialise one of "
+                f"{', '.join(c.__name__ for c in MODELS.values())} (or use make(kind, ...))"
+            )
+        _check_dtype(dtype)
+        device = check_device(device)
+        base = AttentionModel.init(vocab_size, d, seed=seed)
+        to = dict(dtype=dtype, device=device)
+        mats = cls._init_matrices(d, generator(seed + 1))
+        return cls(base.E.to(**to), base.p.to(**to), base.v.to(**to), **{k: w.to(**to) for k, w in mats.items()})
+
+    @staticmethod
+    def _init_matrices(d: int, g: torch.Generator) -> dict:
+        return {}
+
+    @property
+    def matrices(self) -> dict:
+        """The variant's own trainable matrices, by name (empty for :class:`TwoLayer`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("E", "p", "v")}
+
+    def validate(self) -> VariantModel:
+        """Check the shapes, dtypes, devices and finiteness of every parameter."""
+        AttentionModel(self.E, self.p, self.v)  # E, p, v as in the one-layer model
+        for name, w in self.matrices.items():
+            _check_tensor(name, w, (self.d, self.d), self.E.dtype, self.E.device)
+        return self
+
+    #: whether training also updates the read-out ``v`` (fixed, as in the paper, unless a subclass says so)
+    trains_v: ClassVar[bool] = False
+
+    def read_out(self) -> torch.Tensor:
+        """The vector whose inner product with ``E_s`` is the token's read-out score (``p`` here)."""
+        return self.p
+
+    def token_values(self) -> torch.Tensor:
+        """Each token's value as the model reads it: the output when all the attention sits on that token.
+        ``E_s^T v`` here (for the two-layer models a lone token gives ``2 E_s^T v``: the same order)."""
+        return self.values()
+
+    def scores(self) -> torch.Tensor:
+        return self.E @ self.read_out()
+
+    def prepare(self, batch: RaggedBatch) -> tuple:
+        """What :meth:`forward_prepared` needs for ``batch``, computed once per batch."""
+        raise NotImplementedError
+
+    def forward_prepared(self, *prepared, scores_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Outputs from the result of :meth:`prepare`."""
+        raise NotImplementedError
+
+    def forward_reference(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The model as written over padded ids (n x T) and mask: the test reference of the fast path."""
+        raise NotImplementedError
+
+    def gather(self, ids: torch.Tensor) -> torch.Tensor:
+        """``X = E[ids]`` (n x T x d); index_select because its backward (index_add) sums in a fixed order
+        on the CPU, where that of ``E[ids]`` (index_put with accumulation) does not: runs repeat bitwise."""
+        return self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
+
+    def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
+        """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
+        self.check_batch(batch)
+        chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
+        outs = []
+        for start in range(0, batch.n, chunk):
+            sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
+            outs.append(self.forward_prepared(*self.prepare(sub)))
+        return torch.cat(outs)
+
+    def check_batch(self, batch: RaggedBatch) -> None:
+        """Raise a clear error unless ``batch`` is a ±1-labelled batch over this model's vocabulary."""
+        if not isinstance(batch, RaggedBatch):
+            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
+        if batch.num_classes is not None:
+            raise InvalidBatchError(
+                f"the variants are binary models: the batch must have ±1 labels, got a {batch.num_classes}-class batch"
+            )
+        if batch.vocab_size != self.vocab_size:
+            raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
+
+    def loss(self, batch: RaggedBatch) -> float:
+        with torch.no_grad():
+            return float(mean_logistic(self.forward(batch), batch.labels.to(self.E.dtype)))
+
+    def accuracy(self, batch: RaggedBatch) -> float:
+        with torch.no_grad():
+            return float((self.forward(batch) * batch.labels.to(self.E.dtype) > 0).double().mean())
+
+
+@dataclass
+class MLPHead(VariantModel):
+    """An MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)``; ``W1, W2`` start
+    He-initialised (N(0, 2/d) and N(0, 1/d))."""
+
+    kind: ClassVar[str] = "mlp"
+    name: ClassVar[str] = "MLP head"
+    W1: torch.Tensor
+    W2: torch.Tensor
+
+    @staticmethod
+    def _init_matrices(d, g):
+        W1 = torch.randn(d, d, generator=g, dtype=torch.float64) * (2 / d) ** 0.5
+        return {"W1": W1, "W2": torch.randn(d, d, generator=g, dtype=torch.float64) * (1 / d) ** 0.5}
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.relu(z @ self.W1.T) @ self.W2.T @ self.v
+
+    def token_values(self) -> torch.Tensor:
+        """``head(E_s)``: the output when all the attention sits on token ``s`` (the MLP's analogue of
+        ``E_s^T v``, which the head does not read directly)."""
+        return self.head(self.E)
+
+    def prepare(self, batch):
+        """The sparse pattern of the batch's distinct entries (:class:`tokensel.models.mixing.MixPlan`)."""
+        return batch, MixPlan(batch)
+
+    def forward_prepared(self, batch, plan, scores_dtype=None):
+        """The head over the distinct entries of ``batch``: ``z = Q E`` as one sparse product
+        (:mod:`tokensel.models.mixing`), no padded (n x T x d) gather (``scores_dtype`` is ignored)."""
+        return self.forward_entries(batch, plan)
+
+    def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
+        """The sparse path of :meth:`forward_prepared`; equal to :meth:`forward_reference`."""
+        return self.head(mix(entry_attention(self.E @ self.p, plan), self.E, plan))
+
+    def forward_reference(self, ids, mask):
+        X = self.gather(ids)
+        q = _masked_softmax(X @ self.p, mask)
+        return self.head(torch.einsum("nt,ntd->nd", q, X))
+
+
+@dataclass
+class MLPResidual(MLPHead):
+    """The MLP head with a residual connection around the MLP: ``f = v^T (z + W2 relu(W1 z))``, so ``v``
+    also reads the attention output directly, as in the one-layer model."""
+
+    kind: ClassVar[str] = "mlp_residual"
+    name: ClassVar[str] = "MLP head + residual"
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        return (z + torch.relu(z @ self.W1.T) @ self.W2.T) @ self.v
+
+
+@dataclass
+class MLPTrainedV(MLPHead):
+    """The MLP head of :class:`MLPHead` with the read-out ``v`` trained too (it starts as the same unit
+    vector): ``E_s^T v`` then uses the trained ``v``."""
+
+    kind: ClassVar[str] = "mlp_trained_v"
+    name: ClassVar[str] = "MLP head, v trained"
+    trains_v: ClassVar[bool] = True
+
+
+@dataclass
+class TwoLayer(VariantModel):
+    """A self-attention layer with a residual before the ``<cls>`` read-out:
+    ``H = X + softmax(X X^T / sqrt(d)) X``, ``f = softmax(H p)^T H v``."""
+
+    kind: ClassVar[str] = "two_layer"
+    name: ClassVar[str] = "two layers"
+
+    def prepare(self, batch):
+        """Padded ids and mask (:func:`padded`)."""
+        return padded(batch)
+
+    def layer1_tables(self, low) -> tuple:
+        """The |S| x d tables whose gathered rows give the layer-1 scores ``K X^T`` (the 1/sqrt(d) folded in)."""
+        X = low(self.E / self.d**0.25)
+        return X, X
+
+    def layer1_keys(self, X: torch.Tensor) -> torch.Tensor:
+        return X
+
+    def forward_prepared(self, ids, mask, scores_dtype=None):
+        """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs
+        only ``H u = X u + A (X u)`` for ``u = p'`` (``read_out``) and ``u = v``, so the per-token work
+        is the layer-1 score product ``K X^T`` and a softmax, and ``A`` multiplies an (n x T x 2) tensor.
+        Equal to :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes
+        ``K X^T`` from bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU
+        setting of the paper-scale runs."""
+        _check_scores_dtype(scores_dtype)
+        flat = ids.reshape(-1)
+        n, T = ids.shape
+        read = self.E @ torch.stack([self.read_out(), self.v], 1)  # |S| x 2: c'_s and w_s
+        g = read.index_select(0, flat).view(n, T, 2)
+        low = (lambda t: t) if scores_dtype is None else (lambda t: t.to(scores_dtype))
+        Xt, Kt = self.layer1_tables(low)
+        X = Xt.index_select(0, flat).view(n, T, self.d)
+        K = X if Kt is Xt else Kt.index_select(0, flat).view(n, T, self.d)
+        S = torch.bmm(K, X.transpose(1, 2)).masked_fill(~mask[:, None, :], -torch.inf)
+        A = torch.softmax(S, dim=-1, dtype=self.E.dtype)  # float32 (or 64) even from bfloat16 scores
+        mixed = g + torch.bmm(A, g)  # [H p', H v] at every position
+        q = _masked_softmax(mixed[..., 0], mask)
+        return (q * mixed[..., 1]).sum(-1)
+
+    def forward_reference(self, ids, mask):
+        X = self.gather(ids)
+        A = _masked_softmax(self.layer1_keys(X) @ X.transpose(1, 2) / self.d**0.5, mask[:, None, :])
+        H = X + A @ X
+        q = _masked_softmax(H @ self.read_out(), mask)
+        return torch.einsum("nt,nt->n", q, H @ self.v)
+
+
+@dataclass
+class TwoLayerWKQ(TwoLayer):
+    """:class:`TwoLayer` with trainable key-query matrices (both start at the identity): layer-1 scores
+    ``X W1 X^T / sqrt(d)``, read-out scores ``H W2 p``, so ``W2 p`` plays the role of ``p``."""
+
+    kind: ClassVar[str] = "two_layer_wkq"
+    name: ClassVar[str] = "two layers + W_KQ"
+    W1: torch.Tensor
+    W2: torch.Tensor
+
+    @staticmethod
+    def _init_matrices(d, g):
+        return {"W1": torch.eye(d, dtype=torch.float64), "W2": torch.eye(d, dtype=torch.float64)}
+
+    def read_out(self):
+        """``W2 p``: the vector whose inner product with ``E_s`` is the token's read-out score."""
+        return self.W2 @ self.p
+
+    def layer1_tables(self, low):
+        return low(self.E), low(self.E @ (self.W1 / self.d**0.5))
+
+    def layer1_keys(self, X):
+        return X @ self.W1
+
+
+#: the variants by short name (command lines, recorded files)
+MODELS = {cls.kind: cls for cls in (MLPHead, TwoLayer, TwoLayerWKQ, MLPResidual, MLPTrainedV)}
+KINDS = tuple(MODELS)
+#: the three variants of the paper's discussion, compared with the one-layer model (chapter 07)
+COMPARED = ("mlp", "two_layer", "two_layer_wkq")
+#: where the read-out ``v`` sits relative to the MLP (chapter 07's MLP study)
+MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v")
+
+
+def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu") -> VariantModel:
+    """``MODELS[kind].init(...)``: a variant initialised by its short name (one of ``KINDS``)."""
+    check_choice(kind, "kind", KINDS, error=InvalidParameterError)
+    return MODELS[kind].init(vocab_size, d, seed=seed, dtype=dtype, device=device)

@@ -1,0 +1,346 @@
+"""Training: the one-step update on ``E``, phase-2 training of ``p``, and joint training.
+
+* :func:`one_step` — phase 1 of the theory: one full-batch gradient step of size ``eta0`` on ``E``.
+* :func:`train_p` — phase 2: ``p`` trained with ``E`` frozen, by plain gradient descent in
+  gradient-flow mode (small steps; the flow time is ``t = lr * steps``) or by normalised GD
+  (``p <- p - lr * grad / ||grad||``).
+* :func:`gradient_flow` — phase 2 by an adaptive ODE integrator (scipy ``solve_ivp``), to follow
+  the flow over many decades of ``t``.
+* :func:`train_joint` — ``E`` and ``p`` (optionally ``v``) together with full-batch Adam, for the
+  real-data experiments.
+
+All use the exact closed-form gradients of :mod:`tokensel.models.gradients`, and record a
+:class:`Trajectory`.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidParameterError, SolverError
+from ..models.attention import AttentionModel, MultiClassAttentionModel
+from ..models.gradients import gradients, p_gradient
+from ..validation import MAX_STEPS, check_bool, check_choice, check_int, check_real
+from . import checkpoints, loop
+from .loop import StepResult, Trajectory
+from .progress import bar
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``<a, b> / (||a|| ||b||)``; NaN when either vector is zero."""
+    na, nb = float(a.norm()), float(b.norm())
+    if na == 0.0 or nb == 0.0:
+        return float("nan")
+    return float(a @ b) / (na * nb)
+
+
+def record_steps(steps: int, count: int = 200) -> np.ndarray:
+    """About ``count`` log-spaced step indices in ``0..steps``, always including both ends."""
+    if steps < 1:
+        return np.array([0])
+    pts = np.unique(np.round(np.logspace(0, np.log10(steps), count)).astype(np.int64))
+    return np.unique(np.concatenate([[0], pts, [steps]]))
+
+
+def _check_positive(name, value) -> float:
+    return check_real(value, name, min=0.0, min_inclusive=False, error=InvalidParameterError)
+
+
+def _check_model(model, kinds=(AttentionModel,)):
+    if not isinstance(model, kinds):
+        raise InvalidParameterError(
+            f"model must be {' or '.join(k.__name__ for k in kinds)}, got {type(model).__name__}"
+        )
+    model.validate()
+
+
+def _check_reference(reference, model):
+    if reference is None:
+        return None
+    if (
+        not isinstance(reference, torch.Tensor)
+        or reference.shape != model.p.shape
+        or not reference.dtype.is_floating_point
+        or not bool(torch.isfinite(reference).all())
+    ):
+        raise InvalidParameterError(
+            f"reference must be a finite floating-point tensor of shape {tuple(model.p.shape)} "
+            "(a direction such as p_mm), or None"
+        )
+    return reference.to(device=model.p.device, dtype=model.p.dtype)
+
+
+_Model = TypeVar("_Model", AttentionModel, MultiClassAttentionModel)
+
+
+def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True) -> _Model:
+    """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
+
+    ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
+    """
+    _check_model(model, (AttentionModel, MultiClassAttentionModel))
+    eta0 = _check_positive("eta0", eta0)
+    check_bool(stable, "stable")
+    model.check_batch(batch)
+    out = model.copy()
+    gradients(model, batch, stable=stable).apply_to_E(out.E, eta0)
+    return out
+
+
+def train_p(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    lr: float,
+    steps: int,
+    method: str = "gd",
+    reference: torch.Tensor | None = None,
+    stable: bool = True,
+    records: int = 200,
+    max_norm: float | None = None,
+    progress: bool | None = None,
+    monitor=None,
+) -> Trajectory:
+    """Phase 2: train ``model.p`` in place with ``E`` and ``v`` frozen.
+
+    ``method="gd"`` is plain gradient descent (gradient-flow mode: ``t = lr * step``);
+    ``method="normalized"`` is normalised GD, ``p <- p - lr * grad / ||grad||``. With a
+    ``reference`` direction (e.g. ``p_mm``) the cosine to it is recorded. The run stops early when
+    the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
+    ``monitor(p)``, if given, returns a dict of floats recorded with every record.
+    """
+    _check_model(model)
+    check_choice(method, "method", ("gd", "normalized"), error=InvalidParameterError)
+    lr = _check_positive("lr", lr)
+    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
+    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
+    check_bool(stable, "stable")
+    check_bool(progress, "progress", allow_none=True)
+    if max_norm is not None:
+        max_norm = _check_positive("max_norm", max_norm)
+    if monitor is not None and not callable(monitor):
+        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
+    ref = _check_reference(reference, model)
+    model.check_batch(batch)
+    E, p, v = model.E, model.p, model.v
+    w = E @ v
+    rec = set(record_steps(int(steps), records).tolist())
+    traj = Trajectory(method=method)
+    with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
+        for step in range(int(steps) + 1):
+            loss, grad = p_gradient(E, p, w, batch, stable)
+            gnorm = float(grad.norm())
+            last = step == steps
+            if step in rec or last or gnorm == 0.0:
+                t = lr * step if method == "gd" else step
+                traj.append(
+                    step,
+                    t,
+                    loss,
+                    p.norm(),
+                    gnorm,
+                    cosine(p, ref) if ref is not None else float("nan"),
+                    **(monitor(p) if monitor else {}),
+                )
+            if gnorm == 0.0:
+                traj.stopped = "underflow"
+                break
+            if max_norm is not None and float(p.norm()) > max_norm:
+                traj.stopped = "max_norm"
+                if step not in rec:
+                    traj.append(
+                        step,
+                        lr * step if method == "gd" else step,
+                        loss,
+                        p.norm(),
+                        gnorm,
+                        cosine(p, ref) if ref is not None else float("nan"),
+                        **(monitor(p) if monitor else {}),
+                    )
+                break
+            if last:
+                break
+            p.sub_(grad, alpha=lr if method == "gd" else lr / gnorm)
+            pb.update(1)
+    model.validate()
+    return traj
+
+
+def gradient_flow(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    t_max: float,
+    reference=None,
+    records: int = 100,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    stable: bool = True,
+    monitor=None,
+) -> Trajectory:
+    """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
+
+    The step size grows with ``t`` as the gradient decays, so decades of flow time cost only
+    hundreds of gradient evaluations. ``model.p`` is set to ``p(t_max)``; recorded at ``records``
+    log-spaced times in ``[1e-3, t_max]`` (and ``t = 0``); ``monitor(p)``, if given, returns a dict
+    of floats recorded at each of those times.
+    """
+    from scipy.integrate import solve_ivp
+
+    _check_model(model)
+    t_max = _check_positive("t_max", t_max)
+    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
+    rtol = _check_positive("rtol", rtol)
+    atol = _check_positive("atol", atol)
+    check_bool(stable, "stable")
+    if monitor is not None and not callable(monitor):
+        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
+    reference = _check_reference(reference, model)
+    model.check_batch(batch)
+    E, v = model.E, model.v
+    w = E @ v
+    dtype, device = model.p.dtype, model.p.device
+
+    def rhs(_t, y):
+        p = torch.from_numpy(y).to(device=device, dtype=dtype)
+        return -p_gradient(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
+
+    t_eval = np.logspace(-3, np.log10(t_max), records)
+    t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
+    sol = solve_ivp(
+        rhs,
+        (0.0, float(t_max)),
+        model.p.detach().cpu().numpy().astype(np.float64),
+        method="RK45",
+        t_eval=t_eval,
+        rtol=rtol,
+        atol=atol,
+    )
+    if sol.status < 0:
+        raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
+    traj = Trajectory(method="flow")
+    ref = None if reference is None else reference.to(device=device, dtype=dtype)
+    for k, t in enumerate(sol.t):
+        p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
+        loss, grad = p_gradient(E, p, w, batch, stable)
+        traj.append(
+            k,
+            t,
+            loss,
+            p.norm(),
+            grad.norm(),
+            cosine(p, ref) if ref is not None else float("nan"),
+            **(monitor(p) if monitor else {}),
+        )
+    traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
+    traj.stopped = "t_max"
+    model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
+    model.validate()
+    return traj
+
+
+def _finite_product_bound(*pairs) -> bool:
+    """Whether every ``a b^T`` of the ``(a, b)`` pairs, summed, is certainly finite (no overflow)."""
+    total = 0.0
+    for a, b in pairs:
+        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+            return False
+        width = b.shape[1] if b.ndim == 2 else 1  # a (K-column) product sums K terms per entry
+        total += width * float(a.abs().max()) * float(b.abs().max())
+    return total < float(torch.finfo(pairs[0][0].dtype).max) / 4
+
+
+def train_joint(
+    model: AttentionModel | MultiClassAttentionModel,
+    batch: RaggedBatch,
+    steps: int,
+    lr: float = 1e-2,
+    params: tuple = ("E", "p"),
+    test_batch: RaggedBatch | None = None,
+    eval_every: int = 10,
+    progress: bool | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 50,
+    recipe: str = "train_joint",
+) -> Trajectory:
+    """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place.
+
+    Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
+    accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``eval_every``
+    steps and at the end.
+
+    Every argument is checked before the model changes. A step whose loss or gradient is not finite
+    stops the run with :class:`~tokensel.errors.DivergenceError`, the model left as it was before it.
+
+    With ``checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
+    saved every ``checkpoint_every`` steps and at the end; a run started with an existing
+    checkpoint of the same run (same ``recipe``, data, initial parameters, dtype and settings; see
+    :mod:`tokensel.training.checkpoints`) resumes from it, and finishes with exactly the result of an
+    uninterrupted run. A checkpoint of another run is refused.
+    """
+    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
+        raise InvalidParameterError(
+            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
+        )
+    if (
+        isinstance(params, str)
+        or not isinstance(params, (tuple, list))
+        or not params
+        or not all(isinstance(n, str) for n in params)
+        or set(params) - {"E", "p", "v"}
+        or len(set(params)) != len(params)
+    ):
+        raise InvalidParameterError(
+            f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), got {params!r}"
+        )
+    settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+    if not isinstance(recipe, str) or not recipe:
+        raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
+    model.validate()
+    model.check_batch(batch)
+    if test_batch is not None:
+        model.check_batch(test_batch)
+    tensors = {name: getattr(model, name) for name in params}
+    multiclass = isinstance(model, MultiClassAttentionModel)
+    y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
+    gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
+
+    def step(take_grad: bool) -> StepResult:
+        gr = gradients(model, batch)
+        finite = bool(
+            np.isfinite(gr.loss)
+            and torch.isfinite(gr.p).all()
+            and torch.isfinite(gr.v).all()
+            and _finite_product_bound((gr.A, model.p), (gr.B, model.v))
+        )
+        if take_grad and finite:
+            for name, t in tensors.items():
+                t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
+        correct = (gr.f.argmax(1) == y) if multiclass else (gr.f * y > 0)
+        return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite)
+
+    saved = {"E": model.E, "p": model.p, "v": model.v}
+    meta = (
+        None
+        if settings.checkpoint is None
+        else checkpoints.fingerprint(
+            recipe,
+            batch,
+            saved,
+            dict(params=tuple(params), lr=settings.lr, steps=settings.steps, eval_every=settings.eval_every),
+            test_batch,
+        )
+    )
+    return loop.adam(
+        model,
+        list(tensors.values()),
+        step,
+        settings,
+        method="adam",
+        label="train (Adam)",
+        test_batch=test_batch,
+        saved=saved,
+        fingerprint=meta,
+    )

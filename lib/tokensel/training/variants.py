@@ -1,0 +1,102 @@
+"""Training the model variants of chapter 7 (:mod:`tokensel.models.variants`) by autograd, through the one
+Adam loop (:func:`tokensel.training.loop.adam`)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidParameterError
+from ..loss import logistic
+from ..models.variants import VariantModel, _check_scores_dtype, length_chunks
+from ..validation import check_int
+from . import checkpoints, loop
+from .loop import StepResult
+
+
+def train_variant(
+    model: VariantModel,
+    batch: RaggedBatch,
+    steps: int,
+    lr: float = 3e-3,
+    test_batch: RaggedBatch | None = None,
+    eval_every: int = 25,
+    progress: bool | None = None,
+    chunk: int | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 25,
+    scores_dtype: torch.dtype | None = None,
+):
+    """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed unless the class says
+    :attr:`~tokensel.models.variants.VariantModel.trains_v`), gradients by
+    autograd, through the one training loop (:func:`tokensel.training.loop.adam`). With ``chunk``, each
+    full-batch gradient is accumulated over chunks of ``chunk`` sequences (the same gradient, less
+    memory). Returns a :class:`~tokensel.training.loop.Trajectory`.
+
+    With ``checkpoint`` (a file path) the run saves its state every ``checkpoint_every`` steps and
+    at the end, and a run started again with the same configuration resumes from there and ends
+    with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`).
+
+    ``scores_dtype=torch.bfloat16`` computes the two-layer models' layer-1 scores in bfloat16 during
+    training (see :meth:`tokensel.models.variants.TwoLayer.forward_prepared`); evaluation stays in the parameters'
+    dtype."""
+    if not isinstance(model, VariantModel):
+        raise InvalidParameterError(f"model must be a VariantModel, got {type(model).__name__}")
+    settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
+    _check_scores_dtype(scores_dtype)
+    model.validate()
+    model.check_batch(batch)
+    if test_batch is not None:
+        model.check_batch(test_batch)
+    parts = [
+        (model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
+        for ix in length_chunks(batch, chunk)
+    ]
+    params = [model.E, model.p, *model.matrices.values(), *([model.v] if model.trains_v else [])]
+
+    def step(take_grad: bool) -> StepResult:
+        for t in params:
+            t.grad = None
+        loss, correct = 0.0, 0.0
+        for prepared, y in parts:
+            f = model.forward_prepared(*prepared, scores_dtype=scores_dtype)
+            part = logistic(y * f).sum() / batch.n
+            if take_grad:
+                part.backward()
+            loss += float(part.detach())
+            correct += float((f.detach() * y > 0).double().sum())
+        finite = not take_grad or all(t.grad is not None and bool(torch.isfinite(t.grad).all()) for t in params)
+        return StepResult(loss, correct / batch.n, float("nan"), finite)
+
+    saved = {"E": model.E, "p": model.p, **model.matrices, **({"v": model.v} if model.trains_v else {})}
+    meta = (
+        None
+        if settings.checkpoint is None
+        else checkpoints.fingerprint(
+            f"variant/{model.kind}",
+            batch,
+            {**saved, "v": model.v},
+            dict(
+                lr=settings.lr,
+                steps=settings.steps,
+                eval_every=settings.eval_every,
+                chunk=chunk,
+                scores_dtype=str(scores_dtype),
+            ),
+            test_batch,
+        )
+    )
+    return loop.adam(
+        model,
+        params,
+        step,
+        settings,
+        method=f"adam/{model.kind}",
+        label=f"train {model.kind}",
+        test_batch=test_batch,
+        saved=saved,
+        fingerprint=meta,
+        autograd=True,
+    )

@@ -1,0 +1,194 @@
+"""Exact gradients: autograd agreement, the p=0 one-step closed form, and saturation stability."""
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from conftest import random_batch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokensel as ts
+from tokensel.errors import InvalidBatchError, InvalidParameterError
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 9),
+    vocab=st.integers(1, 13),
+    max_len=st.integers(1, 8),
+    d=st.integers(1, 9),
+    scale=st.sampled_from([0.1, 1.0, 5.0]),
+)
+def test_closed_form_matches_autograd(seed, n, vocab, max_len, d, scale):
+    batch = random_batch(seed, n=n, vocab=vocab, max_len=max_len)
+    model = ts.AttentionModel.init(vocab, d, seed=seed)
+    model.p.mul_(scale)
+    g = ts.gradients(model, batch)
+    loss, gE, gp, gv = ts.autograd_gradients(model, batch)
+    assert abs(g.loss - loss) <= 1e-12
+    assert torch.allclose(g.E, gE, atol=1e-10, rtol=0)
+    assert torch.allclose(g.p, gp, atol=1e-10, rtol=0)
+    assert torch.allclose(g.v, gv, atol=1e-10, rtol=0)
+    naive = ts.models.core.score_value_grads(batch, model.scores(), model.values(), stable=False)
+    assert torch.allclose(naive.A, g.A, atol=1e-12, rtol=0)
+
+
+def test_apply_to_E_equals_materialised_step(small):
+    data, model = small
+    g = ts.gradients(model, data.batch)
+    E = model.E.clone()
+    g.apply_to_E(E, 0.3)
+    assert torch.allclose(E, model.E - 0.3 * g.E, atol=1e-14)
+
+
+def test_one_step_closed_form_with_p_zero(small):
+    data, _ = small
+    b = data.batch
+    m0 = ts.AttentionModel.init(b.vocab_size, 32, seed=2, p_init="zero")
+    eta0 = 2.5
+    m1 = ts.one_step(m0, b, eta0)
+    f0 = m0.forward(b)
+    y = b.labels
+    # (eta0/n) sum_i sigma(-y_i f_i) y_i n_s(X_i)/T_i, per token
+    coef = torch.sigmoid(-y * f0) * y / b.lengths.double()
+    expected = eta0 / b.n * torch.zeros(b.vocab_size, dtype=torch.float64).index_add_(0, b.ids, coef[b.seg])
+    assert torch.allclose(m1.E - m0.E, torch.outer(expected, m0.v), atol=1e-14)
+    assert torch.equal(m1.p, m0.p) and torch.equal(m1.v, m0.v)
+
+
+def _mp_grad_p(E, p, v, batch, digits=120):
+    """grad_p L in multi-precision arithmetic, straight from the definitions."""
+    mpmath.mp.dps = digits
+    En = [[mpmath.mpf(float(x)) for x in row] for row in E.tolist()]
+    pn = [mpmath.mpf(float(x)) for x in p.tolist()]
+    vn = [mpmath.mpf(float(x)) for x in v.tolist()]
+    d = len(pn)
+    grad = [mpmath.mpf(0)] * d
+    for i, seq in enumerate(batch.to_lists()):
+        y = int(batch.labels[i])
+        a = [sum(En[s][k] * pn[k] for k in range(d)) for s in seq]
+        u = [sum(En[s][k] * vn[k] for k in range(d)) for s in seq]
+        amax = max(a)
+        e = [mpmath.exp(x - amax) for x in a]
+        Z = sum(e)
+        q = [x / Z for x in e]
+        f = sum(qt * ut for qt, ut in zip(q, u, strict=True))
+        g = -y / (1 + mpmath.exp(y * f)) / batch.n
+        for t, s in enumerate(seq):
+            for k in range(d):
+                grad[k] += g * q[t] * (u[t] - f) * En[s][k]
+    return np.array([float(x) for x in grad])
+
+
+def _cos(a, b):
+    return float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_stable_formula_keeps_direction_in_saturation():
+    # the softmax is saturated at ||p|| = 1e3: off-top weights ~ e^-50, far above underflow
+    g = np.random.default_rng(0)
+    seqs = [list(g.choice(8, size=5, replace=False)) for _ in range(6)]
+    batch = ts.RaggedBatch.from_sequences(seqs, [1, -1, 1, -1, 1, -1], vocab_size=8)
+    model = ts.AttentionModel.init(8, 64, seed=8)
+    model.p.copy_(model.p / model.p.norm() * 1e3)
+    gaps = []
+    for seq in seqs:
+        a = sorted(model.scores()[seq].tolist(), reverse=True)
+        gaps.append(a[0] - a[1])
+    # every off-top weight is below machine epsilon (gap > 37) but far from underflow (gap < 700)
+    assert min(gaps) > 40 and max(gaps) < 700
+    ref = _mp_grad_p(model.E, model.p, model.v, batch)
+    stable = ts.gradients(model, batch, stable=True).p.numpy()
+    naive = ts.gradients(model, batch, stable=False).p.numpy()
+    assert _cos(stable, ref) > 1 - 1e-10
+    assert np.allclose(stable, ref, rtol=1e-8, atol=0)
+    assert _cos(naive, ref) < 0.99  # the naive formula gets the direction wrong
+
+
+def test_gradient_underflows_to_exact_zero_without_nan():
+    batch = ts.RaggedBatch.from_sequences([[0, 1], [2, 3]], [1, -1], vocab_size=4)
+    model = ts.AttentionModel.init(4, 4, seed=0)
+    model.p.copy_(model.p / model.p.norm() * 1e6)
+    g = ts.gradients(model, batch)
+    assert torch.all(torch.isfinite(g.p)) and np.isfinite(g.loss)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("p", torch.zeros(3, dtype=torch.float64), "p has shape"),
+        ("v", torch.full((4,), float("nan"), dtype=torch.float64), "v contains NaN"),
+        ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
+        ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
+        ("p", torch.zeros(4, dtype=torch.long), "floating point"),
+    ],
+)
+def test_bad_parameters(field, value, message):
+    m = ts.AttentionModel.init(5, 4, seed=0)
+    kw = dict(E=m.E, p=m.p, v=m.v)
+    kw[field] = value
+    with pytest.raises(InvalidParameterError, match=message):
+        ts.AttentionModel(**kw)
+
+
+def test_batch_model_mismatch():
+    m = ts.AttentionModel.init(5, 4, seed=0)
+    b = ts.RaggedBatch.from_sequences([[0, 1]], [1], vocab_size=6)
+    with pytest.raises(InvalidBatchError, match="6 tokens but E has 5 rows"):
+        ts.gradients(m, b)
+    b = ts.RaggedBatch.from_sequences([[0, 1]], [2], vocab_size=5, num_classes=3)
+    with pytest.raises(InvalidBatchError, match="multi-class"):
+        m.forward(b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), K=st.integers(2, 5), scale=st.sampled_from([0.1, 1.0, 5.0]))
+def test_multiclass_closed_form_matches_autograd(seed, K, scale):
+    g = np.random.default_rng(seed)
+    seqs = [g.integers(0, 9, size=g.integers(1, 7)) for _ in range(8)]
+    batch = ts.RaggedBatch.from_sequences(seqs, g.integers(0, K, size=8), vocab_size=9, num_classes=K)
+    model = ts.MultiClassAttentionModel.init(9, 6, K, seed=seed)
+    model.p.mul_(scale)
+    gr = ts.gradients(model, batch)
+    loss, gE, gp, gV = ts.autograd_gradients(model, batch)
+    assert abs(gr.loss - loss) < 1e-12
+    assert torch.allclose(gr.E, gE, atol=1e-10) and torch.allclose(gr.p, gp, atol=1e-10)
+    assert torch.allclose(gr.v, gV, atol=1e-10)
+    E = model.E.clone()
+    gr.apply_to_E(E, 0.5)
+    assert torch.allclose(E, model.E - 0.5 * gE, atol=1e-12)
+
+
+def test_multiclass_model_errors():
+    with pytest.raises(InvalidParameterError, match="num_classes"):
+        ts.MultiClassAttentionModel.init(5, 3, 4)
+    m = ts.MultiClassAttentionModel.init(5, 4, 3)
+    with pytest.raises(InvalidBatchError, match="K = 3"):
+        m.forward(ts.RaggedBatch.from_sequences([[0]], [1], vocab_size=5))
+    with pytest.raises(InvalidParameterError, match="V must be"):
+        ts.MultiClassAttentionModel(m.E, m.p, m.V[:, :1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), log_norm=st.integers(0, 6), K=st.sampled_from([None, 3]))
+def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
+    g = np.random.default_rng(seed)
+    seqs = [g.integers(0, 12, size=g.integers(1, 9)) for _ in range(10)]
+    if K is None:
+        batch = ts.RaggedBatch.from_sequences(seqs, g.choice([-1, 1], size=10), vocab_size=12)
+        model = ts.AttentionModel.init(12, 8, seed=seed)
+    else:
+        batch = ts.RaggedBatch.from_sequences(seqs, g.integers(0, K, size=10), vocab_size=12, num_classes=K)
+        model = ts.MultiClassAttentionModel.init(12, 8, K, seed=seed)
+    model.p.copy_(model.p / model.p.norm() * 10.0**log_norm)
+    gr = ts.gradients(model, batch)
+    for t in (gr.f, gr.A, gr.B, gr.p, gr.v, gr.E):
+        assert torch.all(torch.isfinite(t))
+    assert np.isfinite(gr.loss) and np.isfinite(model.loss(batch))
+    if K is None:
+        q = model.attention(batch)
+        assert torch.all(torch.isfinite(q)) and torch.allclose(
+            ts.models.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64)
+        )

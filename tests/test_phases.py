@@ -1,0 +1,147 @@
+"""Training loops: phase-2 GD and normalised GD, the ODE integrator, joint Adam."""
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel as ts
+from tokensel.errors import CheckpointError, InvalidParameterError
+
+
+def _phase1(seed=0, d=24):
+    data = ts.synthetic.assumption1_pairs(60, 2, 10, length=6, seed=seed)
+    m0 = ts.AttentionModel.init(data.batch.vocab_size, d, seed=seed)
+    return data, ts.one_step(m0, data.batch, eta0=20.0)
+
+
+def test_train_p_decreases_loss_and_grows_norm():
+    data, m = _phase1()
+    traj = ts.train_p(m, data.batch, lr=1.0, steps=400, progress=False)
+    assert traj.loss[-1] < traj.loss[0]
+    assert np.all(np.diff(traj.loss) <= 1e-12)  # small-step GD on a smooth loss never goes up
+    assert traj.norm_p[-1] > traj.norm_p[0]
+    assert traj.t[-1] == pytest.approx(400.0) and traj.stopped == "steps"
+    df = traj.to_frame()
+    assert list(df.columns[:6]) == ["step", "t", "loss", "norm_p", "grad_norm", "cos_ref"]
+
+
+def test_normalized_gd_moves_lr_per_step():
+    data, m = _phase1()
+    p0 = m.p.clone()
+    ts.train_p(m, data.batch, lr=0.5, steps=1, method="normalized", progress=False)
+    assert float((m.p - p0).norm()) == pytest.approx(0.5)
+
+
+def test_gradient_flow_matches_small_step_gd():
+    data, m = _phase1(d=16)
+    m_gd, m_flow = m.copy(), m.copy()
+    ts.train_p(m_gd, data.batch, lr=0.01, steps=2000, progress=False)  # t = 20
+    traj = ts.gradient_flow(m_flow, data.batch, t_max=20.0)
+    assert ts.cosine(m_gd.p, m_flow.p) > 1 - 1e-6
+    assert float((m_gd.p - m_flow.p).norm() / m_flow.p.norm()) < 1e-3
+    assert traj.t[-1] == pytest.approx(20.0)
+
+
+def test_underflow_stops_cleanly():
+    data, m = _phase1()
+    sel = ts.statistics.selection(data.batch, torch.tensor(np.abs(data.planted), dtype=torch.float64))
+    svm = ts.max_margin(m.E, ts.selection_pairs(data.batch, sel))
+    m.p.copy_(svm.p * 800)  # score gaps >= 800: every off-top softmax weight underflows
+    traj = ts.train_p(m, data.batch, lr=1.0, steps=100, progress=False)
+    assert traj.stopped == "underflow" and len(traj) == 1
+    assert np.isfinite(traj.loss[-1])
+
+
+def test_max_norm_stop_and_reference_cosine():
+    data, m = _phase1()
+    ref = m.p.clone() + 1.0
+    traj = ts.train_p(m, data.batch, lr=50.0, steps=10_000, max_norm=3.0, reference=ref, progress=False)
+    assert traj.stopped == "max_norm" and traj.norm_p[-1] > 3.0
+    assert np.isfinite(traj.cos_ref).all()
+
+
+def test_train_joint_reduces_loss():
+    data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.8, seed=1)
+    m = ts.AttentionModel.init(30, 16, seed=0)
+    test = ts.synthetic.independent_tokens(100, 30, length=10, delta=0.8, seed=2).batch
+    traj = ts.train_joint(m, data.batch, steps=60, lr=0.05, test_batch=test, eval_every=20, progress=False)
+    assert traj.loss[-1] < 0.5 * traj.loss[0]
+    assert traj.step == [0, 20, 40, 60] and traj.extra["test_acc"][-1] > 0.8
+    assert m.E.grad is None
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m, b: ts.one_step(m, b, eta0=-1.0), "eta0"),
+        (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
+        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
+        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
+        (lambda m, b: ts.train_joint(m, b, steps=3, params=("E", "W")), "params"),
+        (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
+    ],
+)
+def test_bad_training_arguments(call, message):
+    data, m = _phase1()
+    with pytest.raises(InvalidParameterError, match=message):
+        call(m, data.batch)
+
+
+def test_record_steps():
+    r = ts.training.phases.record_steps(10_000, 50)
+    assert r[0] == 0 and r[-1] == 10_000 and np.all(np.diff(r) > 0) and len(r) <= 52
+
+
+def test_monitor_records_extra_columns():
+    data, m = _phase1()
+    traj = ts.gradient_flow(m.copy(), data.batch, t_max=10.0, records=5, monitor=lambda p: {"p0": p[0]})
+    df = traj.to_frame()
+    assert "p0" in df and len(df) == len(traj)
+    traj = ts.train_p(m, data.batch, lr=0.1, steps=10, records=3, monitor=lambda p: {"n": p.norm()}, progress=False)
+    assert np.allclose(traj.extra["n"], traj.norm_p)
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    data = ts.synthetic.independent_tokens(120, 30, length=10, delta=0.8, seed=1)
+    test = ts.synthetic.independent_tokens(60, 30, length=10, delta=0.8, seed=2).batch
+    kw = dict(steps=30, lr=0.05, test_batch=test, eval_every=5, progress=False)
+    whole = ts.AttentionModel.init(30, 16, seed=0)
+    traj_whole = ts.train_joint(whole, data.batch, **kw)
+
+    ckpt = tmp_path / "run.pt"
+    real = ts.training.phases.gradients
+    calls = {"n": 0}
+
+    def dying(*a, **k):  # the process "dies" in the middle of step 17
+        calls["n"] += 1
+        if calls["n"] == 18:
+            raise KeyboardInterrupt("killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(ts.training.phases, "gradients", dying)
+    with pytest.raises(KeyboardInterrupt):
+        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+    monkeypatch.setattr(ts.training.phases, "gradients", real)
+    assert ckpt.exists()
+    resumed = ts.AttentionModel.init(30, 16, seed=0)  # a fresh process starts from scratch
+    traj = ts.train_joint(resumed, data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+    assert torch.equal(resumed.E, whole.E) and torch.equal(resumed.p, whole.p)
+    assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
+    # a finished run loads and returns at once; another configuration is refused
+    again = ts.AttentionModel.init(30, 16, seed=0)
+    assert ts.train_joint(again, data.batch, checkpoint=ckpt, **kw).loss == traj_whole.loss
+    assert torch.equal(again.E, whole.E)
+    with pytest.raises(CheckpointError, match="belongs to another run"):
+        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.01))
+
+
+def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):
+    data = ts.synthetic.independent_tokens(40, 30, length=6, delta=0.8, seed=1)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=junk, progress=False)
+    old = tmp_path / "old.pt"
+    torch.save({"E": torch.zeros(1), "meta": {}}, old)
+    with pytest.raises(CheckpointError, match="not a tokensel checkpoint"):
+        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=old, progress=False)
