@@ -34,8 +34,8 @@ def main():
     ap.add_argument("--scale", choices=tuple(ex.SCALES), default="paper", help="the sizes (default: the paper's)")
     ap.add_argument("--d", type=int, default=None, help=f"embedding width (paper: {paper.d})")
     ap.add_argument("--max-len", type=int, default=None, help=f"words kept per review (paper: {paper.max_len})")
-    ap.add_argument("--steps", type=int, default=None, help=f"Adam steps (paper: {paper.steps})")
-    ap.add_argument("--lr", type=float, default=None, help=f"learning rate (paper: {paper.lr})")
+    ap.add_argument("--steps", type=int, default=None, help=f"Adam steps (paper: {paper.train.steps})")
+    ap.add_argument("--lr", type=float, default=None, help=f"learning rate (paper: {paper.train.lr})")
     ap.add_argument("--chunk", type=int, default=None, help=f"reviews per gradient chunk (paper: {paper.chunk})")
     ap.add_argument("--n-train", type=int, default=None, help="draw this many training reviews (default: all)")
     ap.add_argument(
@@ -87,10 +87,10 @@ def main():
         ex.write_run(
             run,
             out,
-            steps=sc.steps,
+            steps=sc.train.steps,
             d=sc.d,
             max_len=sc.max_len,
-            lr=sc.lr,
+            lr=sc.train.lr,
             n_train=train.n,
             scores_dtype="bfloat16" if low else "float32",
             commit=args.commit,

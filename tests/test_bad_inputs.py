@@ -117,19 +117,19 @@ CASES = [
     ("variant on another vocabulary", lambda: _variant(99).forward(_batch()), InvalidBatchError, "E has 99 rows"),
     (
         "variant trained with lr 0",
-        lambda: ts.train_variant(_variant(), _batch(), steps=2, lr=0.0),
+        lambda: ts.train_variant(_variant(), _batch(), ts.TrainSettings(steps=2, lr=0.0)),
         InvalidParameterError,
         "lr must be",
     ),
     (
         "variant trained with chunk 0",
-        lambda: ts.train_variant(_variant(), _batch(), steps=2, chunk=0),
+        lambda: ts.train_variant(_variant(), _batch(), ts.TrainSettings(steps=2), chunk=0),
         InvalidParameterError,
         "chunk must be",
     ),
     (
         "variant test batch on another vocabulary",
-        lambda: ts.train_variant(_variant(99), _batch(), steps=2),
+        lambda: ts.train_variant(_variant(99), _batch(), ts.TrainSettings(steps=2)),
         InvalidBatchError,
         "E has 99 rows",
     ),

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tokensel as ts
+from conftest import train_args
 from tokensel.errors import CheckpointError, DivergenceError, InvalidParameterError, StorageError, TokenselError
 
 
@@ -23,7 +24,7 @@ KW = dict(steps=6, lr=0.05, eval_every=2, progress=False)
 
 def _finished(path, model=None, batch=None, **kw):
     model = model or ts.AttentionModel.init(30, 8, seed=0)
-    ts.train_joint(model, batch or _data(), checkpoint=path, **{**KW, **kw})
+    ts.train_joint(model, batch or _data(), **train_args(checkpoint=path, **{**KW, **kw}))
     return model
 
 
@@ -50,7 +51,7 @@ def test_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
     model = kw.pop("model", None) or ts.AttentionModel.init(30, 8, seed=0)
     E0 = model.E.clone()
     with pytest.raises(CheckpointError, match=f"belongs to another run: it differs in .*{differs}"):
-        ts.train_joint(model, kw.pop("batch", None) or _data(), checkpoint=path, **{**KW, **kw})
+        ts.train_joint(model, kw.pop("batch", None) or _data(), **train_args(checkpoint=path, **{**KW, **kw}))
     assert torch.equal(model.E, E0), "the model changed before the refusal"
     assert path.read_bytes() == before, "the refused checkpoint was modified"
 
@@ -62,7 +63,7 @@ def test_one_step_ablation_refuses_the_frozen_ablations_checkpoint(tmp_path):
     _finished(path, batch=batch, params=("p", "v"))
     stepped = ts.one_step(ts.AttentionModel.init(30, 8, seed=0), batch, eta0=5.0)
     with pytest.raises(CheckpointError, match="initial parameters"):
-        ts.train_joint(stepped, batch, checkpoint=path, params=("p", "v"), **KW)
+        ts.train_joint(stepped, batch, **train_args(checkpoint=path, params=("p", "v"), **KW))
 
 
 def test_a_crafted_checkpoint_cannot_run_code(tmp_path):
@@ -75,12 +76,14 @@ def test_a_crafted_checkpoint_cannot_run_code(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"format": 2, "tensors": {}, "opt": {}, "step": 0, "traj": Evil(), "meta": {}}, path)
     with pytest.raises(CheckpointError, match="cannot be read"):
-        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=path, **KW)
+        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), **train_args(checkpoint=path, **KW))
     assert not marker.exists()
     with open(tmp_path / "plain.pt", "wb") as fh:
         pickle.dump(Evil(), fh)
     with pytest.raises(CheckpointError):
-        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=tmp_path / "plain.pt", **KW)
+        ts.train_joint(
+            ts.AttentionModel.init(30, 8, seed=0), _data(), **train_args(checkpoint=tmp_path / "plain.pt", **KW)
+        )
     assert not marker.exists()
 
 
@@ -103,12 +106,12 @@ def _as_if_written_on_a_gpu(path):
 def test_a_gpu_checkpoint_resumes_on_the_cpu(tmp_path):
     path = tmp_path / "gpu.pt"
     whole = _finished(tmp_path / "cpu.pt")
-    ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), checkpoint=path, **KW)
+    ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), _data(), **train_args(checkpoint=path, **KW))
     _as_if_written_on_a_gpu(path)
     with pytest.raises(RuntimeError, match="CUDA"):
         torch.load(path, weights_only=True)  # the file really names a CUDA device
     again = ts.AttentionModel.init(30, 8, seed=0)
-    ts.train_joint(again, _data(), checkpoint=path, **KW)
+    ts.train_joint(again, _data(), **train_args(checkpoint=path, **KW))
     assert torch.equal(again.E, whole.E)
 
 
@@ -153,7 +156,7 @@ def test_bad_training_settings_leave_the_model_untouched(tmp_path, kwargs, error
     E0, p0 = model.E.clone(), model.p.clone()
     args = {**KW, "checkpoint": tmp_path / "x.pt", **kwargs}
     with pytest.raises(error, match=message):
-        ts.train_joint(model, _data(), **args)
+        ts.train_joint(model, _data(), **train_args(**args))
     assert torch.equal(model.E, E0) and torch.equal(model.p, p0)
     assert not (tmp_path / "x.pt").exists()
 
@@ -162,7 +165,9 @@ def test_a_diverging_run_stops_with_the_model_of_the_last_finite_step():
     batch = _data()
     model = ts.AttentionModel.init(30, 8, seed=0)
     with pytest.raises(DivergenceError, match="lr=1e\\+200 is probably too large") as info:
-        ts.train_joint(model, batch, steps=50, lr=1e200, params=("E", "p", "v"), eval_every=1, progress=False)
+        ts.train_joint(
+            model, batch, ts.TrainSettings(steps=50, lr=1e200, eval_every=1, progress=False), params=("E", "p", "v")
+        )
     model.validate()  # every parameter is finite: the failing update was not applied
     assert info.value.step >= 1
 
@@ -171,7 +176,7 @@ def test_a_diverging_variant_stops_with_finite_parameters():
     batch = _data()
     model = ts.models.variants.make("two_layer", 30, 8, seed=0)
     with pytest.raises(DivergenceError):
-        ts.train_variant(model, batch, steps=50, lr=1e30, eval_every=1, progress=False)
+        ts.train_variant(model, batch, ts.TrainSettings(steps=50, lr=1e30, eval_every=1, progress=False))
     model.validate()
 
 
@@ -224,7 +229,7 @@ def test_a_checkpoint_of_this_run_with_a_bad_state_is_refused_before_loading(tmp
     model = ts.AttentionModel.init(30, 8, seed=0)
     E0 = model.E.clone()
     with pytest.raises(CheckpointError, match=message):
-        ts.train_joint(model, _data(), checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2})
+        ts.train_joint(model, _data(), **train_args(checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2}))
     assert torch.equal(model.E, E0), "the model changed before the refusal"
     assert path.read_bytes() == before, "the refused checkpoint was modified"
 
@@ -233,7 +238,7 @@ def test_an_untampered_checkpoint_still_resumes_to_the_same_result(tmp_path):
     path = tmp_path / "run.pt"
     _tampered(path, lambda s: None)
     model = ts.AttentionModel.init(30, 8, seed=0)
-    ts.train_joint(model, _data(), checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2})
+    ts.train_joint(model, _data(), **train_args(checkpoint=path, **{**KW, "steps": 4, "checkpoint_every": 2}))
     fresh = _finished(None, steps=4, checkpoint_every=2)
     assert torch.equal(model.E, fresh.E) and torch.equal(model.p, fresh.p)
 

@@ -561,3 +561,54 @@ def test_a_chapter_run_by_hand_records_in_the_scratch_folder(tmp_path, monkeypat
     assert ts.book.verification.verify(expected=["book"]) == (1, 1)  # the book's folder is untouched
     with pytest.raises(ClaimFailedError):
         ts.book.verification.verify(tmp_path / "_build" / "scratch" / "checks", expected=["book"])
+
+
+def test_the_keyword_forms_say_the_comparison(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("forms")
+    assert ts.check("at least", 2.0, at_least=1.0) == 2.0
+    ts.check("at most", 1, at_most=1)
+    ts.check("close abs", 1.05, close_to=1.0, tol=0.1)
+    ts.check("close rel", 105.0, close_to=100.0, rel_tol=0.1)
+    ts.check("a truth", True)
+    ts.check("legacy abs", 1.0, 1.05, 0.1)
+    ts.end_chapter()
+    kinds = {c["name"]: c["kind"] for c in ts.book.records.load_results(tmp_path)[0]["checks"]}
+    assert kinds == {
+        "at least": "ge",
+        "at most": "le",
+        "close abs": "abs",
+        "close rel": "rel",
+        "a truth": "true",
+        "legacy abs": "abs",
+    }
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(at_least=1.0, at_most=2.0),
+        dict(at_least=1.0, tol=0.1),
+        dict(close_to=1.0),
+        dict(close_to=1.0, tol=0.1, rel_tol=0.1),
+        dict(expected=1.0, at_least=0.5),
+        dict(at_least=1.0, kind="ge"),
+        dict(rel_tol=0.1),
+    ],
+)
+def test_mixed_or_incomplete_forms_are_recorded_as_malformed_and_raise(tmp_path, monkeypatch, kw):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("mixed")
+    with pytest.raises(ts.TokenselError):
+        ts.check("mixed claim", 1.5, **kw)
+    recs = ts.book.records.load_results(tmp_path)[0]["checks"]
+    assert len(recs) == 1 and recs[0]["passed"] is False and recs[0]["kind"] == "malformed"
+
+
+def test_a_false_flag_fails_in_the_short_form(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.start_chapter("flag")
+    with pytest.raises(ts.ClaimFailedError):
+        ts.check("flag", False)
+    with pytest.raises(ts.ClaimFailedError):
+        ts.check("a number is not a truth", 1.0)

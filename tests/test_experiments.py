@@ -15,9 +15,9 @@ from tokensel.errors import DataUnavailableError, InvalidParameterError
 
 def test_recipes_run_and_differ(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
-    full, h_full = ex.train_full(d, d=8, steps=20, lr=0.05, eval_every=10)
-    frozen, h_frozen = ex.train_frozen(d, d=8, steps=20, lr=0.05, eval_every=10)
-    one, h_one = ex.train_one_step_then_freeze(d, d=8, steps=20, lr=0.05, eval_every=10)
+    full, h_full = ex.train_full(d, settings=ts.TrainSettings(steps=20, lr=0.05, eval_every=10), d=8)
+    frozen, h_frozen = ex.train_frozen(d, settings=ts.TrainSettings(steps=20, lr=0.05, eval_every=10), d=8)
+    one, h_one = ex.train_one_step_then_freeze(d, settings=ts.TrainSettings(steps=20, lr=0.05, eval_every=10), d=8)
     assert h_full.loss.iloc[-1] < h_full.loss.iloc[0]
     init = ts.AttentionModel.init(len(d.vocab), 8, seed=0)
     assert torch.equal(frozen.E, init.E) and not torch.equal(full.E, init.E)
@@ -65,7 +65,7 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
     table = ex.verdicts(runs)
     assert list(table.index) == ["one layer", "MLP head"] and table["U-shape holds (>= 1)"].dtype == bool
     for run in runs.values():
-        ex.write_run(run, tmp_path, steps=sc.steps)
+        ex.write_run(run, tmp_path, steps=sc.train.steps)
     summary, bins = ex.read_runs(tmp_path)
     assert list(summary.index) == ["one layer", "MLP head"] and (summary.steps == 4).all()
     for name, run in runs.items():
@@ -118,7 +118,7 @@ def test_recorded_paper_scale_runs_are_readable():
 
 def test_multiclass_training_runs_through_the_one_loop(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
-    model, hist = ex.train_multiclass(d, d=8, steps=30, lr=0.05, eval_every=10)
+    model, hist = ex.train_multiclass(d, settings=ts.TrainSettings(steps=30, lr=0.05, eval_every=10), d=8)
     assert isinstance(model, ts.MultiClassAttentionModel) and hist.loss.iloc[-1] < hist.loss.iloc[0]
     assert list(hist.step) == [0, 10, 20, 30] and 0 <= hist.test_acc.iloc[-1] <= 1
     assert hist.train_acc.iloc[-1] == pytest.approx(model.accuracy(ex.rating_classes(d, "train")))
@@ -137,7 +137,9 @@ def test_fit_texts_on_own_texts_shows_the_selection():
         rng.shuffle(words)
         texts.append(" ".join(words))
         labels.append("yes" if i % 2 else "no")
-    fit = ts.fit_texts(texts, labels, positive="yes", d=32, steps=60, lr=0.05, eval_every=20, min_df=2)
+    fit = ts.fit_texts(
+        texts, labels, positive="yes", d=32, min_df=2, settings=ts.TrainSettings(steps=60, lr=0.05, eval_every=20)
+    )
     assert isinstance(fit, ex.Fit) and fit.data.test.n == 24
     table = fit.selection()
     # the model selects the word that carries the label in every test document
@@ -147,12 +149,12 @@ def test_fit_texts_on_own_texts_shows_the_selection():
     bins_p, bins_v, u_gap, rho = fit.shapes
     assert u_gap == s["u_gap"]
     # the prepared data go into the other recipes too, not only IMDB/Yelp shapes
-    model, hist = ex.train_frozen(fit.data, d=16, steps=5, eval_every=5)
+    model, hist = ex.train_frozen(fit.data, settings=ts.TrainSettings(steps=5, eval_every=5), d=16)
     assert len(hist) == 2
     with pytest.raises(DataUnavailableError, match="star ratings"):
         ex.rating_classes(fit.data)
     with pytest.raises(InvalidParameterError, match="already a ReviewData"):
-        ts.fit_texts(fit.data, labels)
+        ts.fit_texts(fit.data, labels, settings=ts.TrainSettings(steps=200))
     with pytest.raises(InvalidParameterError, match=r"n_train = 3000 documents but own data holds 96"):
         ex.variant_batches(fit.data, ex.scale("reduced"))
     train, test = ex.variant_batches(fit.data, ex.scale("reduced", n_train=None, n_test=None, max_len=4))

@@ -78,7 +78,11 @@ def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previo
 
     batch = ts.synthetic.independent_tokens(40, 12, length=5, seed=1).batch
     path = tmp_path / "run.pt"
-    ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, steps=2, lr=0.05, progress=False, checkpoint=path)
+    ts.train_joint(
+        ts.AttentionModel.init(12, 4, seed=0),
+        batch,
+        ts.TrainSettings(steps=2, lr=0.05, checkpoint=path, progress=False, eval_every=10, checkpoint_every=50),
+    )
     before = path.read_bytes()
 
     def full(*a, **k):
@@ -89,10 +93,9 @@ def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previo
         ts.train_joint(
             ts.AttentionModel.init(12, 4, seed=0),
             batch,
-            steps=3,
-            lr=0.05,
-            progress=False,
-            checkpoint=tmp_path / "other.pt",
+            ts.TrainSettings(
+                steps=3, lr=0.05, checkpoint=tmp_path / "other.pt", progress=False, eval_every=10, checkpoint_every=50
+            ),
         )
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["run.pt"]

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
+from conftest import train_args
 from tokensel.__main__ import main
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import read_manifest, sha256_file, verify
@@ -28,7 +29,7 @@ KW = dict(steps=3, lr=0.05, eval_every=1, progress=False, checkpoint_every=1)
 
 def _good_checkpoint(path):
     model = ts.AttentionModel.init(12, 4, seed=0)
-    ts.train_joint(model, BATCH, checkpoint=path, **KW)
+    ts.train_joint(model, BATCH, **train_args(checkpoint=path, **KW))
     return torch.load(path, weights_only=True)
 
 
@@ -44,7 +45,7 @@ def _resume_leaves_model_alone_or_resumes(path):
     model = ts.AttentionModel.init(12, 4, seed=0)
     E0 = model.E.clone()
     try:
-        ts.train_joint(model, BATCH, checkpoint=path, **KW)
+        ts.train_joint(model, BATCH, **train_args(checkpoint=path, **KW))
     except CheckpointError:
         assert torch.equal(model.E, E0), "a refused checkpoint changed the model"
         return "refused"

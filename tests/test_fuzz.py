@@ -118,14 +118,12 @@ ENTRY_POINTS = {
         lambda: dict(
             model=_model(),
             batch=BATCH,
-            steps=2,
-            lr=0.01,
+            settings=ts.TrainSettings(steps=2, lr=0.01, eval_every=1, progress=False),
             params=("E", "p"),
             test_batch=BATCH,
-            eval_every=1,
-            progress=False,
         ),
     ),
+    "TrainSettings": (ts.TrainSettings, lambda: dict(steps=2, lr=0.01, eval_every=1, progress=False)),
     "alpha": (ts.statistics.alpha, lambda: dict(batch=BATCH, normalize="length")),
     "posterior_gap": (ts.statistics.posterior_gap, lambda: dict(batch=BATCH, per="occurrence")),
     "token_classes": (ts.statistics.token_classes, lambda: dict(batch=BATCH, tol=1e-12)),
@@ -162,7 +160,12 @@ ENTRY_POINTS = {
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
     "train_variant": (
         ts.train_variant,
-        lambda: dict(model=_variant(), batch=BATCH, steps=2, lr=0.01, eval_every=1, progress=False, chunk=None),
+        lambda: dict(
+            model=_variant(),
+            batch=BATCH,
+            settings=ts.TrainSettings(steps=2, lr=0.01, eval_every=1, progress=False),
+            chunk=None,
+        ),
     ),
     "attention_html": (
         ts.display.attention_html,

@@ -44,7 +44,7 @@ def _step(model, blow_up_at=None):
 def test_adam_records_evaluates_and_clears_gradients():
     model = _Quadratic()
     step, calls = _step(model)
-    settings = loop.check_settings(40, 0.1, 10, None, 10, False)
+    settings = ts.TrainSettings(steps=40, lr=0.1, eval_every=10, checkpoint=None, checkpoint_every=10, progress=False)
     traj = loop.adam(model, [model.p], step, settings, method="adam", label="q", test_batch=object())
     assert traj.step == [0, 10, 20, 30, 40] and traj.loss[-1] < traj.loss[0]
     assert traj.extra["test_loss"][-1] == pytest.approx(traj.loss[-1]) and traj.extra["train_acc"] == [1.0] * 5
@@ -55,7 +55,7 @@ def test_adam_records_evaluates_and_clears_gradients():
 def test_a_diverging_step_stops_before_the_update():
     model = _Quadratic()
     step, _ = _step(model, blow_up_at=5)
-    settings = loop.check_settings(40, 0.1, 10, None, 10, False)
+    settings = ts.TrainSettings(steps=40, lr=0.1, eval_every=10, checkpoint=None, checkpoint_every=10, progress=False)
     with pytest.raises(DivergenceError, match="diverged at step 5"):
         loop.adam(model, [model.p], step, settings, method="adam", label="q")
     assert model.p.grad is None
@@ -64,7 +64,7 @@ def test_a_diverging_step_stops_before_the_update():
 def test_autograd_flag_is_undone_however_the_run_ends(tmp_path):
     model = _Quadratic()
     step, _ = _step(model, blow_up_at=2)
-    settings = loop.check_settings(5, 0.1, 1, None, 1, False)
+    settings = ts.TrainSettings(steps=5, lr=0.1, eval_every=1, checkpoint=None, checkpoint_every=1, progress=False)
     with pytest.raises(DivergenceError):
         loop.adam(model, [model.p], step, settings, method="adam", label="q", autograd=True)
     assert not model.p.requires_grad
@@ -72,11 +72,11 @@ def test_autograd_flag_is_undone_however_the_run_ends(tmp_path):
 
 def test_settings_are_checked():
     with pytest.raises(InvalidParameterError, match="lr"):
-        loop.check_settings(5, 0.0, 1, None, 1, None)
+        ts.TrainSettings(steps=5, lr=0.0, eval_every=1, checkpoint=None, checkpoint_every=1, progress=None)
     with pytest.raises(InvalidParameterError, match="steps"):
-        loop.check_settings(0, 0.1, 1, None, 1, None)
+        ts.TrainSettings(steps=0, lr=0.1, eval_every=1, checkpoint=None, checkpoint_every=1, progress=None)
     with pytest.raises(InvalidParameterError, match="eval_every"):
-        loop.check_settings(5, 0.1, 0, None, 1, None)
+        ts.TrainSettings(steps=5, lr=0.1, eval_every=0, checkpoint=None, checkpoint_every=1, progress=None)
 
 
 def test_trajectory_frame():
@@ -99,13 +99,15 @@ def test_an_update_that_overflows_is_undone_and_the_model_keeps_its_last_finite_
         model = ts.AttentionModel.init(30, 8, seed=0, dtype=dtype)
         E0 = model.E.clone()
         with pytest.raises(DivergenceError, match="step 0: the update of the parameters is not finite") as info:
-            ts.train_joint(model, batch, steps=5, lr=lr, params=("E", "p", "v"), eval_every=1, progress=False)
+            ts.train_joint(
+                model, batch, ts.TrainSettings(steps=5, lr=lr, eval_every=1, progress=False), params=("E", "p", "v")
+            )
         assert info.value.step == 0
         model.validate()
         assert torch.equal(model.E, E0), "the parameters of step 0 are the initial ones"
     variant = ts.models.variants.make("mlp", 30, 8, seed=0)
     with pytest.raises(DivergenceError):
-        ts.train_variant(variant, batch, steps=5, lr=1.7e308, eval_every=1, progress=False)
+        ts.train_variant(variant, batch, ts.TrainSettings(steps=5, lr=1.7e308, eval_every=1, progress=False))
     variant.validate()
 
 
@@ -126,7 +128,9 @@ def test_a_checkpointed_run_without_what_to_save_is_refused_before_any_step(tmp_
     for saved, fingerprint in [(None, {"recipe": "q"}), ({"p": torch.zeros(3)}, None)]:
         model = _Quadratic()
         step, calls = _step(model)
-        settings = loop.check_settings(5, 0.1, 1, tmp_path / "run.ckpt", 1, False)
+        settings = ts.TrainSettings(
+            steps=5, lr=0.1, eval_every=1, checkpoint=tmp_path / "run.ckpt", checkpoint_every=1, progress=False
+        )
         with pytest.raises(InvalidParameterError, match="saved .* and fingerprint"):
             loop.adam(model, [model.p], step, settings, method="adam", label="q", saved=saved, fingerprint=fingerprint)
         assert calls == [] and not (tmp_path / "run.ckpt").exists()

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import tokensel as ts
+from conftest import train_args
 from tokensel.errors import CheckpointError, InvalidParameterError
 
 
@@ -64,7 +65,9 @@ def test_train_joint_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.8, seed=1)
     m = ts.AttentionModel.init(30, 16, seed=0)
     test = ts.synthetic.independent_tokens(100, 30, length=10, delta=0.8, seed=2).batch
-    traj = ts.train_joint(m, data.batch, steps=60, lr=0.05, test_batch=test, eval_every=20, progress=False)
+    traj = ts.train_joint(
+        m, data.batch, ts.TrainSettings(steps=60, lr=0.05, eval_every=20, progress=False), test_batch=test
+    )
     assert traj.loss[-1] < 0.5 * traj.loss[0]
     assert traj.step == [0, 20, 40, 60] and traj.extra["test_acc"][-1] > 0.8
     assert m.E.grad is None
@@ -77,7 +80,10 @@ def test_train_joint_reduces_loss():
         (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
         (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
         (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
-        (lambda m, b: ts.train_joint(m, b, steps=3, params=("E", "W")), "params"),
+        (
+            lambda m, b: ts.train_joint(m, b, ts.TrainSettings(steps=3, lr=1e-2, eval_every=10), params=("E", "W")),
+            "params",
+        ),
         (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
     ],
 )
@@ -106,7 +112,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     test = ts.synthetic.independent_tokens(60, 30, length=10, delta=0.8, seed=2).batch
     kw = dict(steps=30, lr=0.05, test_batch=test, eval_every=5, progress=False)
     whole = ts.AttentionModel.init(30, 16, seed=0)
-    traj_whole = ts.train_joint(whole, data.batch, **kw)
+    traj_whole = ts.train_joint(whole, data.batch, **train_args(**kw))
 
     ckpt = tmp_path / "run.pt"
     real = ts.training.phases.gradients
@@ -120,19 +126,23 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ts.training.phases, "gradients", dying)
     with pytest.raises(KeyboardInterrupt):
-        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+        ts.train_joint(
+            ts.AttentionModel.init(30, 16, seed=0), data.batch, **train_args(checkpoint=ckpt, checkpoint_every=10, **kw)
+        )
     monkeypatch.setattr(ts.training.phases, "gradients", real)
     assert ckpt.exists()
     resumed = ts.AttentionModel.init(30, 16, seed=0)  # a fresh process starts from scratch
-    traj = ts.train_joint(resumed, data.batch, checkpoint=ckpt, checkpoint_every=10, **kw)
+    traj = ts.train_joint(resumed, data.batch, **train_args(checkpoint=ckpt, checkpoint_every=10, **kw))
     assert torch.equal(resumed.E, whole.E) and torch.equal(resumed.p, whole.p)
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
     # a finished run loads and returns at once; another configuration is refused
     again = ts.AttentionModel.init(30, 16, seed=0)
-    assert ts.train_joint(again, data.batch, checkpoint=ckpt, **kw).loss == traj_whole.loss
+    assert ts.train_joint(again, data.batch, **train_args(checkpoint=ckpt, **kw)).loss == traj_whole.loss
     assert torch.equal(again.E, whole.E)
     with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.train_joint(ts.AttentionModel.init(30, 16, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.01))
+        ts.train_joint(
+            ts.AttentionModel.init(30, 16, seed=0), data.batch, **train_args(checkpoint=ckpt, **dict(kw, lr=0.01))
+        )
 
 
 def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):
@@ -140,8 +150,16 @@ def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="cannot be read"):
-        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=junk, progress=False)
+        ts.train_joint(
+            ts.AttentionModel.init(30, 8, seed=0),
+            data.batch,
+            ts.TrainSettings(steps=2, checkpoint=junk, progress=False, lr=1e-2, eval_every=10, checkpoint_every=50),
+        )
     old = tmp_path / "old.pt"
     torch.save({"E": torch.zeros(1), "meta": {}}, old)
     with pytest.raises(CheckpointError, match="not a tokensel checkpoint"):
-        ts.train_joint(ts.AttentionModel.init(30, 8, seed=0), data.batch, steps=2, checkpoint=old, progress=False)
+        ts.train_joint(
+            ts.AttentionModel.init(30, 8, seed=0),
+            data.batch,
+            ts.TrainSettings(steps=2, checkpoint=old, progress=False, lr=1e-2, eval_every=10, checkpoint_every=50),
+        )

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import tokensel as ts
+from conftest import train_args
 from tokensel.errors import CheckpointError, InvalidParameterError
 
 
@@ -104,7 +105,7 @@ def test_wkq_read_out_and_training_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.9, seed=0)
     for kind in ts.models.variants.KINDS:
         m = ts.models.variants.make(kind, 30, 12, seed=0, dtype=torch.float64)
-        traj = ts.train_variant(m, data.batch, steps=40, lr=0.02, eval_every=20, progress=False)
+        traj = ts.train_variant(m, data.batch, ts.TrainSettings(steps=40, lr=0.02, eval_every=20, progress=False))
         assert traj.loss[-1] < traj.loss[0] and not m.E.requires_grad
     m = ts.models.variants.make("two_layer_wkq", 30, 12, seed=0)
     assert torch.allclose(m.read_out(), m.p) and torch.allclose(m.scores(), m.E @ m.p)
@@ -136,7 +137,7 @@ def test_mlp_placements():
     assert torch.allclose(res.forward(data.batch), res.forward_reference(ids, mask))
     v0 = tv.v.clone()
     for m in (plain, tv):
-        ts.train_variant(m, data.batch, steps=5, lr=0.01, eval_every=5, progress=False)
+        ts.train_variant(m, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=5, progress=False))
     assert torch.equal(plain.v, v0) and not torch.equal(tv.v, v0) and not tv.v.requires_grad
 
 
@@ -144,8 +145,8 @@ def test_chunked_accumulation_is_the_full_batch_gradient():
     data = ts.synthetic.independent_tokens(60, 20, length=(3, 9), delta=0.9, seed=3)
     a = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
     b = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
-    ta = ts.train_variant(a, data.batch, steps=5, lr=0.01, eval_every=1, progress=False)
-    tb = ts.train_variant(b, data.batch, steps=5, lr=0.01, eval_every=1, progress=False, chunk=7)
+    ta = ts.train_variant(a, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=1, progress=False))
+    tb = ts.train_variant(b, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=1, progress=False), chunk=7)
     assert np.allclose(ta.loss, tb.loss, atol=1e-12, rtol=0)
     assert torch.allclose(a.E, b.E, atol=1e-10) and torch.allclose(a.W2, b.W2, atol=1e-10)
 
@@ -154,7 +155,7 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     data = ts.synthetic.independent_tokens(60, 20, length=8, delta=0.8, seed=1)
     kw = dict(steps=12, lr=0.01, eval_every=4, progress=False, chunk=25)
     whole = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj_whole = ts.train_variant(whole, data.batch, **kw)
+    traj_whole = ts.train_variant(whole, data.batch, **train_args(**kw))
 
     ckpt = tmp_path / "variant.pt"
     real = ts.models.variants.TwoLayer.forward_prepared
@@ -171,13 +172,15 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
         ts.train_variant(
             ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
             data.batch,
-            checkpoint=ckpt,
-            checkpoint_every=5,
-            **kw,
+            **train_args(
+                checkpoint=ckpt,
+                checkpoint_every=5,
+                **kw,
+            ),
         )
     monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", real)
     resumed = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj = ts.train_variant(resumed, data.batch, checkpoint=ckpt, checkpoint_every=5, **kw)
+    traj = ts.train_variant(resumed, data.batch, **train_args(checkpoint=ckpt, checkpoint_every=5, **kw))
     for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [
         (resumed.matrices[k], whole.matrices[k]) for k in whole.matrices
     ]:
@@ -185,7 +188,9 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
     with pytest.raises(CheckpointError, match="belongs to another run"):
         ts.train_variant(
-            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0), data.batch, checkpoint=ckpt, **dict(kw, lr=0.02)
+            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
+            data.batch,
+            **train_args(checkpoint=ckpt, **dict(kw, lr=0.02)),
         )
 
 
@@ -198,7 +203,7 @@ def test_variant_training_is_bitwise_reproducible(kind):
     runs = []
     for _ in range(2):
         m = ts.models.variants.make(kind, 300, 16, seed=0)
-        ts.train_variant(m, data.batch, steps=3, lr=0.01, eval_every=3, progress=False)
+        ts.train_variant(m, data.batch, ts.TrainSettings(steps=3, lr=0.01, eval_every=3, progress=False))
         runs.append([m.E, m.p, *m.matrices.values()])
     for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)

@@ -406,16 +406,56 @@ def _append(rec: dict) -> None:
     _write()
 
 
+_FORMS = ("at_least", "at_most", "close_to")
+
+
+def _form(expected, tol, kind, at_least, at_most, close_to, rel_tol) -> tuple:
+    """``(expected, tol, kind)`` of a claim written in either form (see :func:`check`); raises
+    :class:`~tokensel.errors.InvalidArgumentError` when the two forms are mixed or a keyword is misplaced."""
+    given = {k: v for k, v in zip(_FORMS, (at_least, at_most, close_to), strict=True) if v is not None}
+    if not given:
+        if rel_tol is not None:
+            raise InvalidArgumentError("rel_tol= goes with close_to=")
+        if kind is None:  # check(name, flag) claims that flag is True; check(name, m, e, tol) is "abs"
+            return (None, None, "true") if expected is None and tol is None else (expected, tol, "abs")
+        return expected, tol, kind
+    if len(given) > 1 or expected is not None or kind is not None:
+        raise InvalidArgumentError(
+            "write a claim in one form: one of at_least=, at_most=, close_to= (with tol= or rel_tol=), "
+            f"or expected and kind=; got {sorted(given) + ['expected'] * (expected is not None)}"
+            + (f" and kind={kind!r}" if kind is not None else "")
+        )
+    ((form, value),) = given.items()
+    if form == "close_to":
+        if (tol is None) == (rel_tol is None):
+            raise InvalidArgumentError("close_to= needs exactly one of tol= (absolute) and rel_tol= (relative)")
+        return value, (tol if tol is not None else rel_tol), ("abs" if tol is not None else "rel")
+    if tol is not None or rel_tol is not None:
+        raise InvalidArgumentError(f"{form}= takes no tolerance: tol= and rel_tol= go with close_to=")
+    return value, None, ("ge" if form == "at_least" else "le")
+
+
 def check(
     name: str,
     measured,
     expected=None,
     tol: float | None = None,
-    kind: str = "abs",
+    kind: str | None = None,
     deviation: bool = False,
     preregistered: bool = False,
+    *,
+    at_least=None,
+    at_most=None,
+    close_to=None,
+    rel_tol: float | None = None,
 ):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
+
+    The comparison is said by one keyword: ``check(name, m, at_least=e)`` (``m >= e``),
+    ``check(name, m, at_most=e)`` (``m <= e``), ``check(name, m, close_to=e, tol=t)`` (``|m - e| <= t``) or
+    ``close_to=e, rel_tol=r`` (``|m - e| <= r |e|``), and ``check(name, flag)`` claims that ``flag`` is the
+    boolean True. The older form ``check(name, m, expected, tol, kind)`` (``kind`` one of ``"abs"``,
+    ``"rel"``, ``"le"``, ``"ge"``, ``"true"``) means the same; the two forms cannot be mixed.
 
     ``deviation=True`` marks a *tripwire*: the claim states an observed departure from the paper (e.g.
     "the values are NOT monotone at this size"). It is checked like any claim, so a change that restores
@@ -439,6 +479,7 @@ def check(
     site = _site_of(frame.f_back)
     del frame  # a frame held in its own locals would wait for the garbage collector
     try:
+        expected, tol, kind = _form(expected, tol, kind, at_least, at_most, close_to, rel_tol)
         rec, error = _claim(name, measured, expected, tol, kind, deviation, preregistered)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the claim is on record as failed
         detail = f"the claim could not be evaluated ({type(exc).__name__}: {_safe(str(exc))})"

@@ -37,6 +37,7 @@ from ..errors import DataUnavailableError, InvalidParameterError
 from ..models import variants
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..training.phases import one_step, train_joint
+from ..training.settings import TrainSettings
 from ..training.variants import train_variant
 from ..validation import check_choice, check_int_array
 
@@ -54,21 +55,11 @@ def _check_data(data) -> ReviewData:
     return data
 
 
-def _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, params: tuple, recipe: str):
+def _train_from_init(data, settings, d, seed, params: tuple, recipe: str):
     """A fresh model (``AttentionModel.init``) trained on ``data`` with ``train_joint``: ``(model, frame)``."""
     _check_data(data)
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
-    traj = train_joint(
-        model,
-        data.train,
-        steps=steps,
-        lr=lr,
-        params=params,
-        test_batch=data.test,
-        eval_every=eval_every,
-        checkpoint=checkpoint,
-        recipe=recipe,
-    )
+    traj = train_joint(model, data.train, settings, params=params, test_batch=data.test, recipe=recipe)
     return model, traj.to_frame()
 
 
@@ -80,32 +71,26 @@ def _final_scores(history) -> dict:
 
 def train_full(
     data: ReviewData,
+    settings: TrainSettings | None = None,
     d: int = PAPER_D,
-    steps: int = 300,
-    lr: float = 3e-3,
     seed: int = 0,
-    eval_every: int = 25,
-    checkpoint=None,
 ):
     """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
     resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
     data set, seed or setting is refused."""
-    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("E", "p"), "full")
+    return _train_from_init(data, settings, d, seed, ("E", "p"), "full")
 
 
 def train_frozen(
     data: ReviewData,
+    settings: TrainSettings | None = None,
     d: int = PAPER_D,
-    steps: int = 300,
-    lr: float = 3e-3,
     seed: int = 0,
-    eval_every: int = 25,
-    checkpoint=None,
 ):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
     are trained."""
-    return _train_from_init(data, d, steps, lr, seed, eval_every, checkpoint, ("p", "v"), "frozen_E")
+    return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E")
 
 
 def one_step_eta(data: ReviewData) -> float:
@@ -116,13 +101,10 @@ def one_step_eta(data: ReviewData) -> float:
 
 def train_one_step_then_freeze(
     data: ReviewData,
+    settings: TrainSettings | None = None,
     d: int = PAPER_D,
-    steps: int = 300,
-    lr: float = 3e-3,
     seed: int = 0,
     eta0: float | None = None,
-    eval_every: int = 25,
-    checkpoint=None,
 ):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
     then ``E`` frozen and only ``p`` and ``v`` trained."""
@@ -131,12 +113,9 @@ def train_one_step_then_freeze(
     traj = train_joint(
         model,
         data.train,
-        steps=steps,
-        lr=lr,
+        settings,
         params=("p", "v"),
         test_batch=data.test,
-        eval_every=eval_every,
-        checkpoint=checkpoint,
         recipe=f"one_step_then_freeze(eta0={eta0!r})",
     )
     return model, traj.to_frame()
@@ -182,12 +161,9 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
 
 def train_multiclass(
     data: ReviewData,
+    settings: TrainSettings | None = None,
     d: int = PAPER_D,
-    steps: int = 300,
-    lr: float = 3e-3,
     seed: int = 0,
-    eval_every: int = 25,
-    checkpoint=None,
     dtype=torch.float32,
 ):
     """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
@@ -198,17 +174,7 @@ def train_multiclass(
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
     assert train.num_classes is not None  # rating_classes sets it
     model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
-    traj = train_joint(
-        model,
-        train,
-        steps=steps,
-        lr=lr,
-        params=("E", "p"),
-        test_batch=test,
-        eval_every=eval_every,
-        checkpoint=checkpoint,
-        recipe="multiclass",
-    )
+    traj = train_joint(model, train, settings, params=("E", "p"), test_batch=test, recipe="multiclass")
     return model, traj.to_frame()
 
 
@@ -283,10 +249,8 @@ def fit_texts(
     source,
     labels=None,
     d: int = 512,
-    steps: int = 200,
-    lr: float = 3e-3,
+    settings: TrainSettings | None = None,
     seed: int = 0,
-    eval_every: int = 25,
     text: str = "text",
     label: str = "label",
     **prepare,
@@ -298,7 +262,8 @@ def fit_texts(
     path, a pandas frame or a ``datasets.Dataset`` with columns ``text`` and ``label``
     (:func:`tokensel.data.reviews.from_frame`). ``prepare`` goes to :func:`tokensel.data.reviews.prepare_texts`
     (``positive`` for string labels, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``).
-    ``d``, ``steps``, ``lr``: width and Adam settings (the paper uses ``d = 2048``, 300 steps)."""
+    ``d``: the width (the paper uses ``d = 2048``); ``settings``: Adam's
+    (:class:`~tokensel.training.settings.TrainSettings`; the paper's 300 steps by default)."""
     if isinstance(source, ReviewData):
         if labels is not None or prepare:
             raise InvalidParameterError("source is already a ReviewData: pass no labels and no preparation options")
@@ -307,7 +272,7 @@ def fit_texts(
         data = prepare_texts(source, labels, **prepare)
     else:
         data = from_frame(source, text=text, label=label, **prepare)
-    model, history = train_full(data, d=d, steps=steps, lr=lr, seed=seed, eval_every=eval_every)
+    model, history = train_full(data, settings, d=d, seed=seed)
     gap = statistics.posterior_gap(data.train)
     with torch.no_grad():
         summary = shapes.shape_summary(gap, model.scores().cpu(), model.values().cpu())
@@ -324,9 +289,7 @@ class Scale:
 
     name: str
     d: int
-    steps: int
-    lr: float
-    eval_every: int
+    train: TrainSettings
     n_train: int | None
     n_test: int | None
     max_len: int
@@ -338,9 +301,7 @@ SCALES = {
     "reduced": Scale(
         "reduced",
         d=64,
-        steps=150,
-        lr=3e-3,
-        eval_every=50,
+        train=TrainSettings(steps=150, eval_every=50),
         n_train=3000,
         n_test=3000,
         max_len=48,
@@ -350,9 +311,7 @@ SCALES = {
     "paper": Scale(
         "paper",
         d=PAPER_D,
-        steps=300,
-        lr=3e-3,
-        eval_every=50,
+        train=TrainSettings(steps=300, eval_every=50),
         n_train=None,
         n_test=None,
         max_len=256,
@@ -366,11 +325,15 @@ MODEL_NAMES = {"one_layer": "one layer", **{k: cls.name for k, cls in variants.M
 
 
 def scale(which, **changes) -> Scale:
-    """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``)."""
+    """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``; a field of
+    :class:`~tokensel.training.settings.TrainSettings`, e.g. ``steps=50``, changes the scale's ``train``)."""
     if isinstance(which, Scale):
         base = which
     else:
         base = SCALES[check_choice(which, "scale", tuple(SCALES), error=InvalidParameterError)]
+    training = {k: changes.pop(k) for k in list(changes) if k in TrainSettings.__dataclass_fields__}
+    if training:
+        changes["train"] = base.train.replace(**training)
     try:
         return replace(base, **changes)
     except TypeError as err:
@@ -451,36 +414,17 @@ def run_model(
         raise InvalidParameterError(
             f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}"
         )
+    settings = sc.train.replace(checkpoint=checkpoint, progress=progress)
     gap = statistics.posterior_gap(train)
     t0 = time.time()
     train_d, test_d = train.to(device), test.to(device)
     model: AttentionModel | variants.VariantModel
     if kind == "one_layer":
         model = AttentionModel.init(train.vocab_size, sc.d, seed=seed, dtype=sc.one_layer_dtype, device=device)
-        traj = train_joint(
-            model,
-            train_d,
-            steps=sc.steps,
-            lr=sc.lr,
-            test_batch=test_d,
-            eval_every=sc.eval_every,
-            checkpoint=checkpoint,
-            progress=progress,
-        )
+        traj = train_joint(model, train_d, settings, test_batch=test_d)
     else:
         model = variants.make(kind, train.vocab_size, sc.d, seed=seed, device=device)
-        traj = train_variant(
-            model,
-            train_d,
-            steps=sc.steps,
-            lr=sc.lr,
-            test_batch=test_d,
-            eval_every=sc.eval_every,
-            chunk=sc.chunk,
-            checkpoint=checkpoint,
-            scores_dtype=scores_dtype,
-            progress=progress,
-        )
+        traj = train_variant(model, train_d, settings, test_batch=test_d, chunk=sc.chunk, scores_dtype=scores_dtype)
     seconds = time.time() - t0
     with torch.no_grad():
         scores, values = model.scores().cpu(), model.values().cpu()

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from ..errors import DivergenceError, InvalidParameterError
-from ..validation import MAX_STEPS, check_bool, check_int, check_path, check_real
 from . import checkpoints
 from .progress import bar
+from .settings import TrainSettings, settings_of
 
 
 @dataclass
@@ -83,27 +83,16 @@ class StepResult:
     finite: bool
 
 
-@dataclass
-class Settings:
-    """The settings every Adam run shares, checked once (:func:`check_settings`)."""
-
-    steps: int
-    lr: float
-    eval_every: int
-    checkpoint: object  # a pathlib.Path or None
-    checkpoint_every: int
-    progress: bool | None
-
-
-def check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress) -> Settings:
-    """Validate the settings every training loop shares; returns them in canonical types."""
-    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
-    lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
-    eval_every = check_int(eval_every, "eval_every", min=1, error=InvalidParameterError)
-    checkpoint = check_path(checkpoint, "checkpoint")
-    checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min=1, error=InvalidParameterError)
-    check_bool(progress, "progress", allow_none=True)
-    return Settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
+def prologue(model, batch, test_batch, settings) -> TrainSettings:
+    """What every trainer does before its first step: ``settings`` checked (None gives the defaults of
+    :class:`~tokensel.training.settings.TrainSettings`), the model's parameters validated, the training batch and
+    the test batch (when given) checked against the model. Nothing is changed."""
+    settings = settings_of(settings)
+    model.validate()
+    model.check_batch(batch)
+    if test_batch is not None:
+        model.check_batch(test_batch)
+    return settings
 
 
 def diverged(step: int, lr: float, what: str) -> DivergenceError:
@@ -140,7 +129,7 @@ def adam(
     model,
     trained: list,
     step_fn: Callable[[bool], StepResult],
-    settings: Settings,
+    settings: TrainSettings,
     *,
     method: str,
     label: str,

@@ -28,6 +28,7 @@ from ..validation import MAX_STEPS, check_bool, check_choice, check_int, check_r
 from . import checkpoints, loop
 from .loop import StepResult, Trajectory
 from .progress import bar
+from .settings import TrainSettings
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -255,27 +256,24 @@ def _finite_product_bound(*pairs) -> bool:
 def train_joint(
     model: AttentionModel | MultiClassAttentionModel,
     batch: RaggedBatch,
-    steps: int,
-    lr: float = 1e-2,
+    settings: TrainSettings | None = None,
     params: tuple = ("E", "p"),
     test_batch: RaggedBatch | None = None,
-    eval_every: int = 10,
-    progress: bool | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 50,
     recipe: str = "train_joint",
 ) -> Trajectory:
-    """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place.
+    """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place, with the steps,
+    learning rate, evaluation cadence, checkpoint and progress bar of ``settings`` (a
+    :class:`~tokensel.training.settings.TrainSettings`; None: its defaults).
 
     Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
-    accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``eval_every``
+    accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``settings.eval_every``
     steps and at the end.
 
     Every argument is checked before the model changes. A step whose loss or gradient is not finite
     stops the run with :class:`~tokensel.errors.DivergenceError`, the model left as it was before it.
 
-    With ``checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
-    saved every ``checkpoint_every`` steps and at the end; a run started with an existing
+    With ``settings.checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
+    saved every ``settings.checkpoint_every`` steps and at the end; a run started with an existing
     checkpoint of the same run (same ``recipe``, data, initial parameters, dtype and settings; see
     :mod:`tokensel.training.checkpoints`) resumes from it, and finishes with exactly the result of an
     uninterrupted run. A checkpoint of another run is refused.
@@ -295,13 +293,9 @@ def train_joint(
         raise InvalidParameterError(
             f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), got {params!r}"
         )
-    settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
     if not isinstance(recipe, str) or not recipe:
         raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
-    model.validate()
-    model.check_batch(batch)
-    if test_batch is not None:
-        model.check_batch(test_batch)
+    settings = loop.prologue(model, batch, test_batch, settings)
     tensors = {name: getattr(model, name) for name in params}
     multiclass = isinstance(model, MultiClassAttentionModel)
     y = batch.labels if multiclass else batch.labels.to(model.E.dtype)

@@ -12,19 +12,15 @@ from ..models.variants import VariantModel, _check_scores_dtype, length_chunks
 from ..validation import check_int
 from . import checkpoints, loop
 from .loop import StepResult
+from .settings import TrainSettings
 
 
 def train_variant(
     model: VariantModel,
     batch: RaggedBatch,
-    steps: int,
-    lr: float = 3e-3,
+    settings: TrainSettings | None = None,
     test_batch: RaggedBatch | None = None,
-    eval_every: int = 25,
-    progress: bool | None = None,
     chunk: int | None = None,
-    checkpoint=None,
-    checkpoint_every: int = 25,
     scores_dtype: torch.dtype | None = None,
 ):
     """Full-batch Adam on ``E``, ``p`` and the variant's matrices (``v`` stays fixed unless the class says
@@ -33,7 +29,7 @@ def train_variant(
     full-batch gradient is accumulated over chunks of ``chunk`` sequences (the same gradient, less
     memory). Returns a :class:`~tokensel.training.loop.Trajectory`.
 
-    With ``checkpoint`` (a file path) the run saves its state every ``checkpoint_every`` steps and
+    With ``settings.checkpoint`` (a file path) the run saves its state every ``settings.checkpoint_every`` steps and
     at the end, and a run started again with the same configuration resumes from there and ends
     with exactly the result of an uninterrupted run (as :func:`tokensel.train_joint`).
 
@@ -42,14 +38,10 @@ def train_variant(
     dtype."""
     if not isinstance(model, VariantModel):
         raise InvalidParameterError(f"model must be a VariantModel, got {type(model).__name__}")
-    settings = loop.check_settings(steps, lr, eval_every, checkpoint, checkpoint_every, progress)
     if chunk is not None:
         chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
     _check_scores_dtype(scores_dtype)
-    model.validate()
-    model.check_batch(batch)
-    if test_batch is not None:
-        model.check_batch(test_batch)
+    settings = loop.prologue(model, batch, test_batch, settings)
     parts = [
         (model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
         for ix in length_chunks(batch, chunk)
