@@ -9,9 +9,9 @@ import zipfile
 
 import pytest
 import torch
+from conftest import train_args
 
 import tokensel as ts
-from conftest import train_args
 from tokensel.errors import CheckpointError, DivergenceError, InvalidParameterError, StorageError, TokenselError
 
 

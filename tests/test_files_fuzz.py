@@ -12,11 +12,11 @@ import tarfile
 
 import pytest
 import torch
+from conftest import train_args
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
-from conftest import train_args
 from tokensel.__main__ import main
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import read_manifest, sha256_file, verify

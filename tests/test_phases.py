@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import train_args
 
 import tokensel as ts
-from conftest import train_args
 from tokensel.errors import CheckpointError, InvalidParameterError
 
 
