@@ -188,6 +188,7 @@ def _complete(directory, runs, claims):
     assert not list(directory.glob("*.tmp")) and not list(directory.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
     """Records are per run: a start never removes another run's record, live or finished (each process
     records three runs, so each start follows finished runs of its own and of the other process)."""
@@ -199,6 +200,7 @@ def test_two_processes_recording_the_same_chapter_lose_nothing(tmp_path):
     assert ts.book.verification.verify(d, expected={"shared": {}}) == (90, 1)
 
 
+@pytest.mark.slow
 def test_two_processes_recording_different_chapters_into_one_folder_lose_nothing(tmp_path):
     d = tmp_path / "checks"
     ts.book.records.mark_build_start(d)
@@ -259,6 +261,7 @@ def _archived(folder, chapter="carried"):
     return folder / f"{chapter}@old.json"
 
 
+@pytest.mark.slow
 def test_build_starts_and_carry_overs_racing_with_a_recording_process_lose_nothing(tmp_path):
     """One process records runs, another starts builds and carries a record over into each, and this one
     reads the folder all the while: no reader ever fails (a record cleared while it is listed was not
