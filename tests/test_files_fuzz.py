@@ -7,6 +7,7 @@ command line, one line and a non-zero exit): never a raw exception, a crash, a h
 import gzip
 import io
 import json
+import math
 import os
 import tarfile
 
@@ -325,8 +326,24 @@ COMMANDS = [
     ["student", "{d}", "{p}"],
     ["contents"],
     ["format", "--check"],
+    ["verify", "{p}"],
+    ["verify", "{p}", "--chapters", "x"],
+    ["replicate", "--out", "{p}", "--chapters", "01_model"],
+    ["replicate", "--summary", "--out", "{p}"],
+    ["replicate", "--compare", "{p}", "--chapters", "01_model"],
 ]
 PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """replicate fails on its path before it starts anything: a Dask cluster started here fails the test."""
+    import tokensel.book.replication as replication
+
+    def refuse(*a, **k):
+        pytest.fail("replicate started a Dask cluster for a command that must fail on its path")
+
+    monkeypatch.setattr(replication, "_cluster", refuse)
 
 
 def _make(root, kind):
@@ -353,7 +370,7 @@ def _make(root, kind):
 @FUZZ
 @given(command=st.sampled_from(COMMANDS), kind=PATHS)
 def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(
-    tmp_path_factory, monkeypatch, capsys, command, kind
+    tmp_path_factory, monkeypatch, capsys, no_cluster, command, kind
 ):
     """Run outside a book (in an empty folder): no command reports success, none shows a traceback or
     blocks on a FIFO."""
@@ -374,7 +391,7 @@ def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
 @pytest.mark.parametrize("kind", ["missing", "file", "folder", "fifo", "dangling", "notbook.md", ""])
-def test_every_command_and_every_bad_path(tmp_path, monkeypatch, capsys, command, kind):
+def test_every_command_and_every_bad_path(tmp_path, monkeypatch, capsys, no_cluster, command, kind):
     """The same property as above over every pair, so that no pair is left to chance."""
     monkeypatch.chdir(tmp_path)
     p = _make(tmp_path, kind)
@@ -394,3 +411,230 @@ def test_format_check_outside_a_book_does_not_report_success(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert main(["format", "--check"]) == 1
     assert "not inside a book" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ claim records
+@pytest.fixture(scope="module")
+def claim_book(tmp_path_factory):
+    """A one-page book whose page starts chapter "fuzz" (its claims are made below, not in the page, so the
+    page requires no call site), and the bytes and content of one complete record of it in which every
+    claim holds: every kind, an integer above 2**53, a truth."""
+    root = tmp_path_factory.mktemp("claim-book")
+    (root / "_config.yml").write_text("title: t\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: page\n")
+    (root / "page.md").write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n"
+        "  display_name: Python 3\n---\n# Page\n\n```{code-cell} ipython3\n"
+        'import tokensel as ts\nts.start_chapter("fuzz")\n```\n'
+    )
+    d = root / "checks"
+    saved = os.environ.get("TOKENSEL_RESULTS_DIR")
+    os.environ["TOKENSEL_RESULTS_DIR"] = str(d)
+    try:
+        ts.book.records.mark_build_start(d)
+        ts.start_chapter("fuzz")
+        ts.check("abs", 1.0005, close_to=1.0, tol=1e-3)
+        ts.check("rel", 101.0, close_to=100.0, rel_tol=0.02)
+        ts.check("le", 0.1, at_most=0.2)
+        ts.check("ge", 2**53 + 1, at_least=2**53 + 1)
+        ts.check("truth", True)
+        ts.end_chapter()
+    finally:
+        if saved is None:
+            del os.environ["TOKENSEL_RESULTS_DIR"]
+        else:
+            os.environ["TOKENSEL_RESULTS_DIR"] = saved
+    [path] = d.glob("fuzz@*.json")
+    return root, path.name, path.read_bytes(), (d / ts.book.records.STAMP).read_bytes()
+
+
+def _holds_independently(rec) -> bool:
+    """Whether every claim of ``rec`` holds, judged here in exact arithmetic from the claim's own values and
+    strict JSON types (not by the library's code): what a record that verify accepts must satisfy."""
+    from fractions import Fraction
+
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    if not (isinstance(rec, dict) and rec.get("chapter") == "fuzz" and isinstance(rec.get("checks"), list)):
+        return False
+    if not number(rec.get("finished")) or rec.get("orphan") not in (None, False):
+        return False
+    for c in rec["checks"]:
+        if not isinstance(c, dict) or c.get("passed") is not True or c.get("malformed") or "reason" in c:
+            return False
+        m, e, t, kind = c.get("measured"), c.get("expected"), c.get("tol"), c.get("kind")
+        if kind == "true":
+            if m is not True:
+                return False
+            continue
+        if not (number(m) and number(e)):
+            return False
+        M, E = Fraction(m), Fraction(e)
+        if kind in ("abs", "rel"):
+            if not number(t) or t < 0:
+                return False
+            bound = Fraction(t) * (abs(E) if kind == "rel" else 1)
+            ok = abs(M - E) <= bound
+        elif kind in ("le", "ge"):
+            ok = t is None and (M <= E if kind == "le" else M >= E)
+        else:
+            return False
+        if not ok:
+            return False
+    return True
+
+
+def _judge(root, name, original, data, resealed, capsys):
+    """Write ``data`` as the record ``name`` of the book at ``root`` and read it back every way: each either
+    accepts it, and then the record is exactly valid and (unless ``resealed`` with a digest made to match)
+    is the original, or refuses it with a TokenselError; verify passes only if the claims truly hold."""
+    from tokensel.__main__ import main as cli
+    from tokensel.book import records, verification
+    from tokensel.errors import ClaimFailedError, InvalidArgumentError
+
+    d = root / "checks"
+    for p in d.glob("*.json"):
+        p.unlink()
+    (d / name).write_bytes(data)
+    try:
+        [rec] = records.load_results(d)
+    except InvalidArgumentError:
+        rec = None
+    else:
+        rec = {k: v for k, v in rec.items() if k != "_file"}
+        assert records.record_problems(rec) == []
+        assert resealed or rec == original, "an edited record was read as valid"
+    try:
+        held = verification.verify(d, expected={"fuzz": {}})
+    except ClaimFailedError:
+        held = None
+    if held is not None:
+        assert rec is not None and held == (len(rec["checks"]), 1)
+        assert resealed or rec == original
+        assert _holds_independently(rec), f"verify counted a record whose claims do not hold: {rec}"
+    capsys.readouterr()
+    code = cli(["verify", str(d)])  # the command line agrees, in one line when it refuses
+    out, err = capsys.readouterr()
+    assert code == (0 if held is not None else 1) and "Traceback" not in out + err
+    return held
+
+
+@FUZZ
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+    truncate=st.one_of(st.none(), st.integers(0, 10**6)),
+)
+def test_a_claim_record_with_any_bytes_changed_is_refused_or_unchanged(claim_book, monkeypatch, capsys, cuts, truncate):
+    root, name, raw, _ = claim_book
+    monkeypatch.chdir(root)
+    data = bytearray(raw)
+    for pos, byte in cuts:
+        data[pos % len(data)] = byte
+    if truncate is not None:
+        data = data[: truncate % len(data)]
+    held = _judge(root, name, json.loads(raw), bytes(data), False, capsys)
+    if bytes(data) == raw:
+        assert held == (5, 1)
+
+
+RECORD_VALUES = st.one_of(
+    JSON,
+    st.sampled_from(
+        [
+            "false",
+            "true",
+            "True",
+            "1.0",
+            "NaN",
+            0,
+            1,
+            -1,
+            2**53 + 1,
+            10**400,
+            1e308,
+            float("inf"),
+            float("nan"),
+            -0.0,
+            "malformed",
+            "abs",
+            "true",
+        ]
+    ),
+)
+
+
+def _record_paths(rec, prefix=()):
+    """Every place in a record: each value, inside dicts and lists."""
+    yield prefix
+    if isinstance(rec, dict):
+        for k, v in rec.items():
+            yield from _record_paths(v, prefix + (k,))
+    elif isinstance(rec, list):
+        for i, v in enumerate(rec):
+            yield from _record_paths(v, prefix + (i,))
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_claim_record_with_any_field_edited_is_refused_or_truly_holds(claim_book, monkeypatch, capsys, data):
+    """Edit one place of the record (replace a value by another of any type, delete it, add an unknown
+    field), with or without a digest made to match: load_results and verify accept it only if it is exactly
+    valid and its claims truly hold, else they refuse it; never a traceback."""
+    import copy
+
+    root, name, raw, _ = claim_book
+    monkeypatch.chdir(root)
+    rec = copy.deepcopy(json.loads(raw))
+    where = data.draw(st.sampled_from([w for w in _record_paths(rec) if w]), label="where")
+    action = data.draw(st.sampled_from(["replace", "delete", "add"]), label="action")
+    parent = rec
+    for k in where[:-1]:
+        parent = parent[k]
+    if action == "replace":
+        parent[where[-1]] = data.draw(RECORD_VALUES, label="value")
+    elif action == "delete":
+        del parent[where[-1]]
+    elif isinstance(parent, dict):
+        parent[data.draw(st.text(max_size=10), label="new field")] = data.draw(RECORD_VALUES, label="value")
+    else:
+        parent.append(data.draw(RECORD_VALUES, label="value"))
+    reseal = data.draw(st.booleans(), label="reseal")
+    try:
+        edited = ts.book.records._sealed(rec) if reseal and isinstance(rec, dict) else rec
+        text = json.dumps(edited, indent=1)
+    except (ValueError, TypeError):  # a value JSON cannot hold (an integer past Python's digit limit)
+        assume(False)
+    _judge(root, name, json.loads(raw), text.encode(), reseal, capsys)
+
+
+@FUZZ
+@given(
+    which=st.sampled_from(["BUILD_STARTED", "CARRIED_OVER"]),
+    content=st.one_of(st.binary(max_size=60), JSON.map(lambda v: json.dumps(v).encode())),
+)
+def test_any_build_stamp_or_carried_list_is_read_or_refused(claim_book, monkeypatch, capsys, which, content):
+    """The folder's bookkeeping files, however damaged: the record counts, or the build is refused with a
+    TokenselError (never a traceback, never a record counted that started before the stamp)."""
+    from tokensel.errors import TokenselError
+
+    root, name, raw, stamp = claim_book
+    monkeypatch.chdir(root)
+    d = root / "checks"
+    (d / ts.book.records.STAMP).write_bytes(stamp)
+    (d / ts.book.records.CARRIED).unlink(missing_ok=True)
+    (d / which).write_bytes(content)
+    (d / name).write_bytes(raw)
+    try:
+        recs = ts.book.records.this_build(d)
+    except TokenselError:
+        recs = None
+    try:
+        held = ts.book.verification.verify(d, expected={"fuzz": {}})
+    except TokenselError:
+        held = None
+    if held is not None:  # the record counts only in a build stamped before it started
+        stamped = ts.book.records._stamp(d)
+        assert recs and (stamped is None or all(r["started"] >= stamped for r in recs))
+    (d / ts.book.records.CARRIED).unlink(missing_ok=True)
+    (d / ts.book.records.STAMP).write_bytes(stamp)

@@ -1,7 +1,7 @@
 """Command line: ``python -m tokensel <command>``.
 
-* ``verify [RESULTS_DIR]``: check a built book's claim records (:func:`tokensel.book.verification.verify`); exits 1
-  naming every failed claim and unfinished chapter.
+* ``verify [RESULTS_DIR] [--chapters A,B]``: check a built book's claim records
+  (:func:`tokensel.book.verification.verify`); exits 1 naming every failed claim and unfinished chapter.
 * ``data [NAME ...]``: fetch the data sets the book reads (``imdb``, ``yelp_polarity``), as the chapters
   will, and print their sizes, columns and sources.
 * ``contents``: the book's contents, one line per page of ``_toc.yml`` with its title and summary (the
@@ -42,6 +42,8 @@ def _kind(path: Path) -> str | None:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return "a dangling link" if os.path.islink(path) else None
+    except NotADirectoryError:  # under a file: nothing is, or can be, there
+        return None
     except OSError as exc:
         raise UsageError(f"{str(path)!r} cannot be examined ({exc.strerror or exc})") from exc
     if stat.S_ISREG(mode):
@@ -51,10 +53,18 @@ def _kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
-def _existing(value: str, want: str, what: str) -> Path:
-    """``value`` as a path to an existing, readable ``want`` ('file' or 'folder'), never opened if it is not
-    one (a FIFO would block)."""
+def _at(value: str, at: Path | None) -> Path:
+    """``value`` as a path, a relative one taken from the folder ``at`` (default: the working directory)."""
     path = Path(value)
+    return path if at is None or path.is_absolute() else at / path
+
+
+def _existing(value: str, want: str, what: str, at: Path | None = None) -> Path:
+    """``value`` (relative to ``at``, if given) as a path to an existing, readable ``want`` ('file' or
+    'folder'), never opened if it is not one (a FIFO would block)."""
+    if not value:
+        raise UsageError(f"{what}: an empty path names nothing; give the path of a {want}")
+    path = _at(value, at)
     kind = _kind(path)
     if kind is None:
         raise UsageError(f"{what} {value!r} does not exist")
@@ -65,9 +75,12 @@ def _existing(value: str, want: str, what: str) -> Path:
     return path
 
 
-def _output(value: str, want: str, what: str) -> Path:
-    """``value`` as a place to write a ``want`` ('file' or 'folder'): nothing else may be in its place."""
-    path = Path(value)
+def _output(value: str, want: str, what: str, at: Path | None = None) -> Path:
+    """``value`` (relative to ``at``, if given) as a place to write a ``want`` ('file' or 'folder'): nothing
+    else may be in its place."""
+    if not value:
+        raise UsageError(f"{what}: an empty path names nothing; give the path of a {want}")
+    path = _at(value, at)
     kind = _kind(path)
     if kind is not None and kind != want:
         raise UsageError(f"{what} {value!r} is {'a ' + kind if kind in ('file', 'folder') else kind}, not a {want}")
@@ -97,24 +110,14 @@ def _book() -> Path:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replicate"]:
-        from .book.records import book_root
-        from .book.replication import main as replicate_main
-        from .book.verification import checked_chapters
-        from .errors import TokenselError
-
-        try:
-            root = book_root()
-            chapters = checked_chapters(root) if (root / "_toc.yml").is_file() else None
-            return replicate_main(argv[1:], root=root, default_chapters=chapters)
-        except TokenselError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        return _replicate(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m tokensel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="check the claim records of a built book")
-    v.add_argument("results_dir", nargs="?")
+    v.add_argument("results_dir", nargs="?", help="the folder of claim records (default: the book's, _build/checks)")
+    v.add_argument("--chapters", metavar="A,B", help="expect these chapters only (each with the claims of its source)")
     d = sub.add_parser("data", help="fetch and prepare the data sets the book uses")
     d.add_argument("names", nargs="*", default=["imdb", "yelp_polarity"])
     m = sub.add_parser("manifest", help="record the checksums of a data folder's parquet files")
@@ -135,13 +138,20 @@ def main(argv=None) -> int:
     sub.add_parser("replicate", help="execute chapters at fresh seeds on Dask (see `replicate --help`)")
     args = ap.parse_args(argv)
 
-    from .errors import TokenselError
-
     try:
         if args.command == "verify":
+            from .book.records import book_results_dir
             from .book.verification import main as verify_main
 
-            return verify_main(["verify"] + ([args.results_dir] if args.results_dir else []))
+            _book()  # the claims each chapter must record are read from the book's pages
+            if args.results_dir is not None:
+                results = _existing(args.results_dir, "folder", "the results folder")
+            elif _kind(book_results_dir()) is None:
+                raise UsageError(f"the book has no claim records ({str(book_results_dir())!r}): build it first")
+            else:
+                results = _existing(str(book_results_dir()), "folder", "the book's results folder")
+            chapters = ["--chapters", args.chapters] if args.chapters is not None else []
+            return verify_main(["verify", str(results), *chapters])
         if args.command == "data":
             from .data.loaders import SOURCES, load_reviews
             from .errors import DataUnavailableError
@@ -227,19 +237,71 @@ def main(argv=None) -> int:
             path = write_archive(tables, args.archive)
             print(f"wrote {path} (SHA-256 {sha256_file(path)})")
             return 0
-    except (TokenselError, UsageError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
+        return _failed(exc, args.command)
+    return 2
+
+
+class _Refused(Exception):
+    """The replicate options could not be read here: the replicate command's own parser reports it."""
+
+
+class _Options(argparse.ArgumentParser):
+    def error(self, message):
+        raise _Refused(message)
+
+
+def _replicate_paths(argv: list[str], root: Path) -> None:
+    """Check the paths among replicate's options before anything runs (no Dask cluster is started for a bad
+    path): ``--out`` a folder or a place for one (with ``--summary``, an existing folder), ``--compare`` an
+    existing folder. Options the command's own parser would refuse are left to it."""
+    from .book.replication import RECORDED
+
+    ap = _Options(add_help=False)
+    ap.add_argument("--out", default=str(RECORDED))
+    ap.add_argument("--compare")
+    ap.add_argument("--summary", action="store_true")
+    try:
+        args, _ = ap.parse_known_args(argv)
+    except _Refused:
+        return
+
+    if args.summary:
+        _existing(args.out, "folder", "--out (the replication's folder)", at=root)
+    else:
+        _output(args.out, "folder", "--out (the replication's folder)", at=root)
+    if args.compare is not None:
+        _existing(args.compare, "folder", "--compare (the replication to compare with)", at=root)
+
+
+def _replicate(argv: list[str]) -> int:
+    """``python -m tokensel replicate ...``: the paths checked first, every error one line."""
+    from .book.records import book_root
+
+    try:
+        root = book_root()
+        _replicate_paths(argv, root)
+        from .book.replication import main as replicate_main
+        from .book.verification import checked_chapters
+
+        chapters = checked_chapters(root) if os.path.lexists(root / "_toc.yml") else None
+        return replicate_main(argv, root=root, default_chapters=chapters)
+    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
+        return _failed(exc, "replicate")
+
+
+def _failed(exc: Exception, command: str) -> int:
+    """Say why ``command`` failed in one line on stderr (no traceback) and give its exit status, 1."""
+    from .errors import TokenselError
+
+    if isinstance(exc, (TokenselError, UsageError)):
         print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # the file system refused (read-only, full, permissions): one line, no traceback
+    elif isinstance(exc, OSError):  # the file system refused (read-only, full, permissions)
         where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
         print(f"error:{where} {exc.strerror or exc} ({type(exc).__name__})", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
-        print(f"error: {args.command} failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    return 2
+    else:
+        print(f"error: {command} failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+    return 1
 
 
 def _one_line(exc: BaseException) -> str:

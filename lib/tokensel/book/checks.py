@@ -2,11 +2,12 @@
 
 A chapter calls :func:`start_chapter` first, then :func:`check` for every claim, and
 :func:`end_chapter` last. Each execution of a chapter writes one JSON record,
-``<chapter>@<run id>.json``, in the results directory, so two processes executing chapters into one
-folder never overwrite each other's records. ``make book`` sets ``$TOKENSEL_RESULTS_DIR`` to the book's
-folder ``_build/checks``; a chapter run by hand (no ``$TOKENSEL_RESULTS_DIR``) records in the scratch folder
-``_build/scratch/checks`` under the book root, so exploratory reruns never touch the book's records
-(:func:`tokensel.config.results_dir`).
+``<chapter>@<run id>.json``, in the results directory, through a unique temporary file and an atomic rename;
+a new run never removes the record of another run that is in progress or finished (:func:`start_chapter`),
+so two processes executing chapters into one folder lose nothing. ``make book`` sets
+``$TOKENSEL_RESULTS_DIR`` to the book's folder ``_build/checks``; a chapter run by hand (no
+``$TOKENSEL_RESULTS_DIR``) records in the scratch folder ``_build/scratch/checks`` under the book root, so
+exploratory reruns never touch the book's records (:func:`tokensel.config.results_dir`).
 
 Every call of :func:`check` is on record before anything can raise: a claim that does not hold, and a
 claim that is malformed (no name, unknown kind, a bad tolerance or expected value, values that cannot be
@@ -18,10 +19,10 @@ or :class:`~tokensel.errors.InvalidArgumentError` for a malformed one). A claim 
 on any recorded
 failure, on any chapter that started but did not finish, on any record that is not valid (strict types,
 its digest, a verdict its own numbers contradict) and on any claim the chapter's source makes but its
-record lacks: every ``check(...)`` call site of a page's code cells (found in the ``.md`` source by
-:func:`~tokensel.book.verification.expected_claims`) must have recorded at least once, so a cell that failed before
-its check, or a
-``check`` replaced by the chapter, fails the build. Each recorded claim carries its call site (``site``:
+record lacks: every finished run of a chapter must have recorded every ``check(...)`` call site of its page's
+code cells (found in the ``.md`` source of each page of ``_toc.yml`` by
+:func:`~tokensel.book.verification.expected_claims`, which skips no page), so a cell that failed before its check,
+or a ``check`` replaced by the chapter, fails the build. Each recorded claim carries its call site (``site``:
 a digest of the code cell it is in, as the kernel compiles it, and the call's place among the cell's
 ``check`` calls), the same whether the chapter ran from its ``.md``, from an ``.ipynb`` or under papermill,
 and whatever the order of its cells.
@@ -105,15 +106,18 @@ def _new_state(chapter: str, **extra) -> None:
 
 
 def start_chapter(chapter: str) -> None:
-    """Begin recording the checks of ``chapter``.
+    """Begin recording the checks of ``chapter``: a new run, with a record of its own
+    (``<chapter>@<run id>.json``).
 
-    Earlier records of the same chapter are replaced when they hold no failed claim: finished ones,
-    unfinished ones of this process (a notebook run again after an interrupted cell) and unfinished ones
-    whose process has ended (a kernel that crashed). A record of a run still in progress in another
-    process, a record holding a failed claim and a record that is not valid are kept (until the next build
-    clears the folder), so running a setup cell twice never erases a failure. Claims the replaced run made
-    are gone from the folder; :func:`~tokensel.book.verification.verify` names each claim of the chapter's source that
-    has no record.
+    Records are per run, and a start never removes the record of another run that is still in progress
+    or has finished, in this process or any other, so two processes recording into one folder lose
+    nothing. It removes only a record that can never be finished and holds no failed claim: an unfinished
+    run of this chapter in this process (a notebook whose setup cell runs again after an interrupted cell:
+    a process records one run at a time) or in a process of this host that has ended (a kernel that
+    crashed). A record holding a failed claim and a record that is not valid are kept (until the next
+    build clears the folder), so running a setup cell twice never erases a failure.
+    :func:`~tokensel.book.verification.verify` requires every finished run of a chapter to hold every claim
+    of the chapter's source.
     """
     if (
         not isinstance(chapter, str)
@@ -130,10 +134,10 @@ def start_chapter(chapter: str) -> None:
     with _lock(d):
         recs, _ = _scan(d)
         for old in recs:
-            if old["chapter"] != chapter or any(not c["passed"] for c in old["checks"]):
+            if old["chapter"] != chapter or "finished" in old or any(not c["passed"] for c in old["checks"]):
                 continue
             mine = old["pid"] == os.getpid() and old["host"] == socket.gethostname()
-            if "finished" in old or mine or not _alive(old):
+            if mine or not _alive(old):
                 (d / old["_file"]).unlink(missing_ok=True)
         _new_state(chapter)
         _write()

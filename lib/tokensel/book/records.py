@@ -18,8 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from .. import config
-from ..errors import InvalidArgumentError
-from ..files import write_json_atomic
+from ..errors import ArgumentTypeError, InvalidArgumentError, StorageError
+from ..files import check_regular_file, describe_os_error, lock, write_json_atomic
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
 
@@ -63,11 +63,15 @@ def book_results_dir() -> Path:
     return config.book_results_dir(book_root())
 
 
-def _lock(directory: Path):
-    from filelock import FileLock
+LOCK = ".records.lock"
 
-    directory.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(directory / ".records.lock"), timeout=120)
+
+def _lock(directory: Path):
+    """The results folder's lock (created with its folder): every change of which records are in the folder
+    (a run's start, a build's start, a carry-over) is made under it. A folder that cannot be used (a file in
+    its place, unwritable, a full disk, the lock's path taken by a folder) raises
+    :class:`~tokensel.errors.StorageError` (:func:`tokensel.files.lock`)."""
+    return lock(Path(directory), LOCK, timeout=120)
 
 
 def _canonical(rec: dict) -> str:
@@ -180,6 +184,11 @@ def record_problems(rec) -> list[str]:
             out.append(f"{k} is missing")
     if out:
         return out
+    out += [
+        f"{k} must be a finite number, got {rec[k]!r}"
+        for k in ("started", "finished", "seconds")
+        if k in rec and not _finite(rec[k])
+    ]
     if rec["schema"] != SCHEMA:
         out.append(f"schema {rec['schema']} is not {SCHEMA} (a record of another version of tokensel)")
     if rec["digest"] != _digest(rec):
@@ -214,27 +223,76 @@ def record_problems(rec) -> list[str]:
 
 
 def _read(p: Path) -> tuple[dict | None, str | None]:
-    """``(record, None)`` or ``(None, why it is refused)``; never raises on a bad file."""
+    """``(record, None)`` or ``(None, why it is refused)``; never raises on a bad file (a FIFO, a folder or
+    a dangling link in a record's place is refused without being opened)."""
+    rec, why, _ = _read_bytes(p)
+    return rec, why
+
+
+class _Vanished(Exception):
+    """A record file listed a moment ago is gone (another process cleared or replaced the folder's records)."""
+
+
+def _read_bytes(p: Path) -> tuple[dict | None, str | None, bytes]:
+    """``_read`` and the bytes it read (what :func:`carry_over` fingerprints). Raises :class:`_Vanished`
+    when there is no file at ``p`` any more."""
     try:
-        text = p.read_text()
-        rec = json.loads(text)
-    except (OSError, ValueError, RecursionError) as exc:
-        return None, f"the claim record {str(p)!r} cannot be read ({exc}): rebuild the book"
-    bad = record_problems(rec)
+        check_regular_file(p, "the claim record")
+        data = p.read_bytes()
+    except StorageError as exc:
+        if not os.path.lexists(p):
+            raise _Vanished(str(p)) from None
+        return None, f"{exc} Rebuild the book.", b""
+    except FileNotFoundError:
+        raise _Vanished(str(p)) from None
+    except OSError as exc:
+        return None, f"the claim record {str(p)!r} cannot be read ({describe_os_error(exc)}): rebuild the book", b""
+    try:
+        rec = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        return None, f"the claim record {str(p)!r} cannot be read ({type(exc).__name__}: {exc}): rebuild the book", data
+    try:
+        bad = record_problems(rec)
+    except RecursionError:
+        bad = ["it is nested too deeply"]
     if bad:
-        return None, f"{str(p)!r} is not a valid claim record of tokensel ({'; '.join(bad[:5])}): rebuild the book"
-    return rec, None
+        return (
+            None,
+            f"{str(p)!r} is not a valid claim record of tokensel ({'; '.join(bad[:5])}): rebuild the book",
+            data,
+        )
+    return rec, None, data
 
 
-def _scan(directory: Path) -> tuple[list[dict], list[str]]:
+def _folder(directory: Path) -> Path:
+    """``directory`` as a results folder to read: missing is empty; anything but a folder in its place
+    raises :class:`~tokensel.errors.StorageError`."""
+    d = Path(directory)
+    if os.path.lexists(d) and not d.is_dir():
+        raise StorageError(
+            f"the results folder {str(d)!r} is not a folder: remove what is in its place or choose another folder"
+        )
+    return d
+
+
+def _scan(directory: Path, digests: dict | None = None) -> tuple[list[dict], list[str]]:
+    """The valid records of ``directory`` (each with its file name under ``_file``) and why each invalid one is
+    refused. A file that vanishes while it is read (another process cleared the folder under its lock) was
+    not there: the reader sees the folder as it was just after. ``digests``, if given, receives the SHA-256
+    of the bytes each valid record was read from."""
     recs, bad = [], []
-    for p in sorted(Path(directory).glob("*.json")):
-        rec, why = _read(p)
+    for p in sorted(_folder(directory).glob("*.json")):
+        try:
+            rec, why, data = _read_bytes(p)
+        except _Vanished:
+            continue
         if why:
             bad.append(why)
         else:
             assert rec is not None  # _read gives a record exactly when it gives no reason
             recs.append({**rec, "_file": p.name})
+            if digests is not None:
+                digests[p.name] = hashlib.sha256(data).hexdigest()
     return sorted(recs, key=lambda r: r["started"]), bad
 
 
@@ -246,7 +304,10 @@ def load_results(directory: Path | None = None, chapter: str | None = None, file
     if file is not None:
         if not isinstance(file, str) or Path(file).name != file or not file.endswith(".json"):
             raise InvalidArgumentError(f"file must be the name of a record file (NAME.json, no folder), got {file!r}")
-        rec, why = _read(d / file)
+        try:
+            rec, why = _read(d / file)
+        except _Vanished:
+            rec, why = None, f"the claim record {str(d / file)!r} does not exist"
         if why:
             raise InvalidArgumentError(why)
         assert rec is not None  # _read gives a record exactly when it gives no reason
@@ -271,11 +332,17 @@ def _alive(rec: dict) -> bool:
 
 
 def mark_build_start(directory: Path | None = None) -> None:
-    """Clear the results directory and stamp the start of a build (the Makefile calls this)."""
+    """Clear the results directory and stamp the start of a build (the Makefile calls this). A run that
+    started before the stamp never counts in this build, even if it writes its record again afterwards."""
     d = Path(directory or book_results_dir())
     with _lock(d):
         for p in d.glob("*.json"):
-            p.unlink()
+            try:
+                p.unlink(missing_ok=True)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot clear the claim record {str(p)!r} ({describe_os_error(exc)}): remove it by hand"
+                ) from exc
         write_json_atomic(d / STAMP, time.time())
 
 
@@ -287,32 +354,52 @@ def carry_over(records: list, directory: Path | None = None) -> list[str]:
     reuses a chapter's cached outputs without executing it, and hands over the records that execution wrote.
 
     Each record file is copied into ``directory`` unchanged and listed, with its SHA-256, in ``CARRIED_OVER``
-    under this build's stamp (:func:`mark_build_start` must have stamped it). Returns the copied file names."""
-    import hashlib
-
+    under this build's stamp (:func:`mark_build_start` must have stamped it). Every record is read and checked
+    before anything is written; the stamp is read under the folder's lock, so a build started meanwhile
+    is the one the records are carried into. Returns the copied file names."""
+    if isinstance(records, (str, bytes, os.PathLike)) or not isinstance(records, (list, tuple)):
+        raise ArgumentTypeError(f"records must be a list of record files, got {type(records).__name__}")
+    if not all(isinstance(src, (str, os.PathLike)) for src in records):
+        raise ArgumentTypeError(f"records must be a list of paths of record files, got {records!r:.200}")
     d = Path(directory or book_results_dir())
-    stamp = _stamp(d)
-    if stamp is None:
-        raise InvalidArgumentError(f"{str(d)!r} has no build stamp: call mark_build_start first")
+    copies = [(Path(src).name, load_results(Path(src).parent, file=Path(src).name)[0]) for src in records]
     with _lock(d):
+        stamp = _stamp(d)
+        if stamp is None:
+            raise InvalidArgumentError(f"{str(d)!r} has no build stamp: call mark_build_start first")
         listed = _carried(d, stamp)
-        for src in records:
-            src = Path(src)
-            rec = load_results(src.parent, file=src.name)[0]
-            write_json_atomic(d / src.name, {k: v for k, v in rec.items() if k != "_file"})
-            listed[src.name] = hashlib.sha256((d / src.name).read_bytes()).hexdigest()
+        for name, rec in copies:
+            write_json_atomic(d / name, {k: v for k, v in rec.items() if k != "_file"})
+            listed[name] = hashlib.sha256((d / name).read_bytes()).hexdigest()
         write_json_atomic(d / CARRIED, {"build": stamp, "records": listed})
     return list(listed)
+
+
+def _small_file(f: Path, what: str) -> bytes | None:
+    """The bytes of the bookkeeping file ``f`` (None when there is none); anything but a regular file in its
+    place, or a file that cannot be read, raises :class:`~tokensel.errors.InvalidArgumentError`."""
+    if not os.path.lexists(f):
+        return None
+    try:
+        check_regular_file(f, what)
+        return f.read_bytes()
+    except FileNotFoundError:
+        return None  # replaced at this moment by another process: as if read just before
+    except OSError as exc:  # StorageError too
+        if not os.path.lexists(f):
+            return None  # replaced at this moment by another process: as if read just before
+        raise InvalidArgumentError(f"{exc} Rebuild the book.") from exc
 
 
 def _carried(d: Path, stamp) -> dict:
     """``{file name: SHA-256}`` of the records carried over into the build stamped ``stamp`` (empty when none)."""
     f = d / CARRIED
-    if stamp is None or not f.exists():
+    raw = None if stamp is None else _small_file(f, "the list of carried-over records")
+    if raw is None:
         return {}
     try:
-        data = json.loads(f.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"{str(f)!r} cannot be read ({exc}): rebuild the book") from exc
     if not (
         isinstance(data, dict)
@@ -324,33 +411,28 @@ def _carried(d: Path, stamp) -> dict:
 
 
 def _stamp(d: Path):
+    """The time the build of ``d`` started (:func:`mark_build_start`), None when it was never stamped."""
     f = d / STAMP
-    if not f.exists():
+    raw = _small_file(f, "the build stamp")
+    if raw is None:
         return None
     try:
-        return float(json.loads(f.read_text()))
-    except (ValueError, TypeError):
-        try:
-            return float(f.read_text())
-        except ValueError:
-            raise InvalidArgumentError(f"{str(f)!r} is not a build stamp: rebuild the book") from None
+        value = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        value = None
+    if not _is_num(value) or not _finite(value):
+        raise InvalidArgumentError(f"{str(f)!r} is not a build stamp: rebuild the book")
+    return float(value)
 
 
 def _this_build(d: Path) -> tuple[list[dict], list[str]]:
     """The valid records that count in the build stamped in ``d`` (started after the stamp, or carried over
     into it by :func:`carry_over` and unchanged since), and the problems of the invalid ones."""
-    import hashlib
-
     stamp = _stamp(d)
     carried = _carried(d, stamp)
-    recs, bad = _scan(d)
-    keep = [
-        r
-        for r in recs
-        if stamp is None
-        or r["started"] >= stamp
-        or carried.get(r["_file"]) == hashlib.sha256((d / r["_file"]).read_bytes()).hexdigest()
-    ]
+    digests: dict[str, str] = {}
+    recs, bad = _scan(d, digests)
+    keep = [r for r in recs if stamp is None or r["started"] >= stamp or carried.get(r["_file"]) == digests[r["_file"]]]
     return keep, bad
 
 

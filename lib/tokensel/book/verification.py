@@ -6,13 +6,14 @@ source, :func:`expected_claims`) against what it recorded (:func:`problems`, :fu
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from pathlib import Path
 
-from ..errors import ArgumentTypeError, ClaimFailedError, TokenselError
+from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError, TokenselError
 from .checks import _calls, _cell_sites
 from .records import _this_build, book_results_dir, book_root
-from .toc import _page_source, toc_files
+from .toc import TOC, page_sources
 
 _PAGES: dict = {}  # page source digest -> what page_claims found
 
@@ -85,15 +86,23 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
 def expected_claims(root: Path | None = None, chapters: list[str] | None = None):
     """The claims the book's chapters must record: ``({chapter: {site: where}}, problems)`` from the
     ``.md`` source of every page of ``_toc.yml`` (see :func:`page_claims`); ``chapters`` keeps those only.
-    Two pages that start the same chapter name are a problem."""
-    root = root or book_root()
-    out, issues = {}, []
+    Two pages that start the same chapter name are a problem.
+
+    No page is skipped: a ``_toc.yml`` that is missing or cannot be read, and a page it lists whose source is
+    missing, is a notebook, or cannot be read, raise a :class:`~tokensel.errors.TokenselError` naming
+    ``_toc.yml``, the page and the fix (:func:`~tokensel.book.toc.page_sources`)."""
+    root = Path(root or book_root())
+    out, issues, unreadable = {}, [], []
     owner: dict[str, str] = {}
-    for page in toc_files(root):
-        src = _page_source(root, page)
-        if src is None:
+    for src in page_sources(root):
+        try:
+            names, sites, bad = page_claims(src)
+        except Exception as exc:  # noqa: BLE001 - whatever jupytext or the decoder says, the page cannot be read
+            text = " ".join(str(exc).split())[:200]
+            unreadable.append(
+                f"{str(src.relative_to(root))!r} cannot be read as a MyST page ({type(exc).__name__}: {text})"
+            )
             continue
-        names, sites, bad = page_claims(src)
         if chapters is not None and not set(names) & set(chapters):
             continue
         issues += bad
@@ -103,6 +112,13 @@ def expected_claims(root: Path | None = None, chapters: list[str] | None = None)
                 continue
             owner[name] = src.name
             out[name] = dict(sites)
+    if unreadable:
+        raise InvalidArgumentError(
+            f"{str(root / TOC)!r} lists pages whose source cannot be read: "
+            + "; ".join(unreadable)
+            + ". Fix the pages (UTF-8 MyST Markdown, as jupytext reads it) or remove them from "
+            + TOC
+        )
     return out, issues
 
 
@@ -114,19 +130,21 @@ def checked_chapters(root: Path | None = None) -> list[str]:
 
 def _expectations(expected) -> tuple[dict[str, dict[str, str] | None], list[str]]:
     """``expected`` as ``{chapter: {site: where} or None}`` and the book's problems: None is the whole book;
-    a dict is taken as given; a list of names takes each name's call sites from the book's pages where a
-    page starts that chapter."""
+    a dict is taken as given; a list of names takes each name's call sites (and the problems of its page)
+    from the book's pages where a page starts that chapter. Outside a book (no ``_toc.yml`` in the book's
+    root) a list of names expects records only; a ``_toc.yml`` that exists is read strictly, and what
+    cannot be read raises (never skips the call-site checks)."""
     if expected is None:
         return expected_claims()
     if isinstance(expected, dict):
         return dict(expected), []
-    if isinstance(expected, str) or not all(isinstance(c, str) for c in expected):
-        raise ArgumentTypeError(f"expected must be a list of chapter names, got {expected!r}")
-    try:
-        book = expected_claims(chapters=list(expected))[0] if (book_root() / "_toc.yml").is_file() else {}
-    except (OSError, ValueError, KeyError, TypeError, ImportError):
-        book = {}
-    return {c: book.get(c) for c in expected}, []
+    if not isinstance(expected, (list, tuple)) or not all(isinstance(c, str) for c in expected):
+        raise ArgumentTypeError(f"expected must be a list of chapter names, got {expected!r:.200}")
+    root = book_root()
+    if not os.path.lexists(root / TOC):
+        return {c: None for c in expected}, []
+    book, issues = expected_claims(root, chapters=list(expected))
+    return {c: book.get(c) for c in expected}, issues
 
 
 def problems(expected, directory: Path | None = None) -> list[str]:
@@ -134,8 +152,9 @@ def problems(expected, directory: Path | None = None) -> list[str]:
     :func:`~tokensel.book.records.record_problems`), problems of the chapters' sources (see :func:`expected_claims`),
     chapters of
     ``expected`` without a record from this build, claims checked before ``start_chapter``, records that
-    started but did not finish, every failed claim (by name), and every claim of a chapter's source that its
-    records of this build lack (a cell failed before it, or ``check`` was replaced).
+    started but did not finish, every failed claim (by name), and every claim of a chapter's source that a
+    finished run of the chapter in this build lacks (a cell failed before it, or ``check`` was replaced): each
+    run is checked on its own, so a complete run cannot cover for an incomplete one.
 
     ``expected``: chapter names (call sites from the book's pages), ``{chapter: {site: where}}``, or None for
     every chapter of the book."""
@@ -164,12 +183,14 @@ def problems(expected, directory: Path | None = None) -> list[str]:
                     + ")"
                 )
     for ch, sites in want.items():
-        recorded = {c.get("site") for r in recs if r["chapter"] == ch for c in r["checks"]}
-        if sites and any(r["chapter"] == ch for r in recs):
-            for site, where in sites.items():
+        runs = [r for r in recs if r["chapter"] == ch and not r.get("orphan") and "finished" in r]
+        for r in runs:  # every finished run of the chapter holds every claim of its source
+            recorded = {c.get("site") for c in r["checks"]}
+            in_run = f" (in its run {r['_file']})" if len(runs) > 1 else ""
+            for site, where in (sites or {}).items():
                 if site not in recorded:
                     out.append(
-                        f"{ch}: the claim at {where} was never recorded (a cell failed before it, it "
+                        f"{ch}: the claim at {where} was never recorded{in_run} (a cell failed before it, it "
                         f"never ran, or check was replaced)"
                     )
     return out
@@ -179,7 +200,10 @@ def verify(directory: Path | None = None, expected=None) -> tuple[int, int]:
     """Check the results of a build: return ``(claims that hold, chapters)``.
 
     ``expected`` as in :func:`problems` (default: every chapter of the book, with the call sites of its
-    source). Raises :class:`~tokensel.errors.ClaimFailedError` listing every problem of :func:`problems`."""
+    source). Raises :class:`~tokensel.errors.ClaimFailedError` listing every problem of :func:`problems`;
+    outside a book (no ``_toc.yml``), or when ``_toc.yml`` or a page it lists cannot be read, the
+    :class:`~tokensel.errors.TokenselError` of :func:`expected_claims`; a results folder with anything but a
+    folder in its place, :class:`~tokensel.errors.StorageError`."""
     d = Path(directory or book_results_dir())
     found = problems(expected, d)
     if found:
