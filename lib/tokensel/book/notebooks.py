@@ -260,6 +260,9 @@ def _role(name: str, body: str, labels: dict[str, str]) -> str:
     text, target = (explicit["text"], explicit["target"]) if explicit else (None, body)
     if name == "math":
         return f"${body}$"
+    if name.startswith("glue"):  # a number computed by the notebook (myst-nb's glue), as the book shows it
+        key, _, spec = body.partition(":")
+        return glued_text(labels.get(f"glue:{key.strip()}"), spec) or f"`{key.strip()}`"
     if name.startswith("cite"):
         cited = [labels.get(k.strip(), k.strip()) for k in body.split(",")]
         if name == "cite:p":
@@ -278,6 +281,36 @@ def _role(name: str, body: str, labels: dict[str, str]) -> str:
     if name == "eq":
         return f"({target})"
     return target
+
+
+def glued(notebook: dict) -> dict[str, str]:
+    """The values a notebook glues (``myst_nb.glue(name, value, display=False)``) as ``{"glue:<name>": text}``,
+    the ``text/plain`` of each glue output (empty for a notebook that has not run)."""
+    _check_notebook(notebook)
+    found = {}
+    for cell in notebook["cells"]:
+        for out in cell.get("outputs") or []:
+            name = ((out.get("metadata") or {}).get("scrapbook") or {}).get("name")
+            text = (out.get("data") or {}).get("text/plain")
+            if name and text is not None:
+                found[f"glue:{name}"] = "".join(text) if isinstance(text, list) else str(text)
+    return found
+
+
+def glued_text(value: str | None, spec: str = "") -> str | None:
+    """A glued value's ``text/plain`` formatted as ``{glue:text}`name:spec``` shows it (``spec`` a Python
+    format such as ``.2f``); the text as it is when it is not a number; None when there is none."""
+    import ast
+
+    if value is None:
+        return None
+    if not spec:
+        return value
+    try:
+        number = ast.literal_eval(value)
+        return format(number, spec)
+    except (ValueError, SyntaxError, TypeError):
+        return value
 
 
 def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int | None = None) -> str:
@@ -446,6 +479,7 @@ def standalone_notebook(
     through :func:`repair_streams`, and :func:`install_cell` first."""
     _check_notebook(notebook)
     labels = collect_labels(notebook, chapter) if labels is None else dict(labels)
+    labels |= glued(notebook)
     nb = copy.deepcopy(notebook)
     # numbers run over the whole notebook: its Markdown is converted as one text, then split back into cells
     markdown = [k for k, c in enumerate(nb["cells"]) if c.get("cell_type") == "markdown"]

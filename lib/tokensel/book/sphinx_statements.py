@@ -25,15 +25,6 @@ from .wording import TESTS
 
 logger = logging.getLogger(__name__)
 
-_TEX = [
-    (r"\\[|]", "‖"),
-    (r"\\(?:top|intercal)\b", "ᵀ"),
-    (r"\\(?:ln|log|exp|max|min|arg)\b", lambda m: m.group(0)[1:]),
-    (r"\\([A-Za-z]+)", lambda m: _GREEK.get(m.group(1), m.group(1))),
-    (r"[{}$]", ""),
-    (r"\^\s*(\w)", lambda m: _SUP.get(m.group(1), "^" + m.group(1))),
-    (r"_\s*(\w)", lambda m: _SUB.get(m.group(1), "_" + m.group(1))),
-]
 _GREEK = {
     "alpha": "α",
     "beta": "β",
@@ -56,6 +47,16 @@ _GREEK = {
 }
 _SUP = {"0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "T": "ᵀ", "t": "ᵗ"}
 _SUB = {"0": "₀", "1": "₁", "2": "₂", "3": "₃", "t": "ₜ", "s": "ₛ", "k": "ₖ", "i": "ᵢ"}
+
+_TEX: list[tuple[str, Any]] = [
+    (r"\\[|]", "‖"),
+    (r"\\(?:top|intercal)\b", "ᵀ"),
+    (r"\\(?:ln|log|exp|max|min|arg)\b", lambda m: m.group(0)[1:]),
+    (r"\\([A-Za-z]+)", lambda m: _GREEK.get(m.group(1), m.group(1))),
+    (r"[{}$]", ""),
+    (r"\^\s*(\w)", lambda m: _SUP.get(m.group(1), "^" + m.group(1))),
+    (r"_\s*(\w)", lambda m: _SUB.get(m.group(1), "_" + m.group(1))),
+]
 
 
 def plain_title(title: str) -> str:
