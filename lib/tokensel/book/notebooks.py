@@ -393,6 +393,9 @@ def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int
                 head = title if name == "admonition" else name.capitalize() + (f": {title}" if title else "")
                 out += [prefix + f"> **{head}**", prefix + ">"]
                 stack.append((m["fence"], name, "> "))
+            elif name.startswith("glue"):  # a figure or value computed by a code cell of the page
+                out += [prefix + "**Figure** (drawn by a code cell of this notebook).", prefix]
+                stack.append((m["fence"], name, ""))
             elif name == "bibliography":
                 out.append(prefix + "*The works cited are listed on the book's References page.*")
                 stack.append((m["fence"], name, ""))
