@@ -457,7 +457,7 @@ def check(
     ``statement`` is the label of the statement the claim tests (a lemma, a definition, an equation:
     ``statement="lem-one-step"``): recorded with the claim, its line ends with ``(tests lem-one-step)``, which
     the book's HTML shows as a link to the statement by its number, and a failed claim prints the statement's
-    kind and title (:func:`tokensel.book.wording.statement_title`) and where its threshold came from.
+    kind and title (``tokensel.book.wording.statement_title``) and where its threshold came from.
 
     The comparison is said by one keyword: ``check(name, m, at_least=e)`` (``m >= e``),
     ``check(name, m, at_most=e)`` (``m <= e``), ``check(name, m, close_to=e, tol=t)`` (``|m - e| <= t``) or

@@ -4,7 +4,7 @@
 :func:`mosaic` and the figure types built on them) records where each panel lies in the PNG it is saved as:
 a text chunk ``tokensel-panels`` with one box ``[left, top, right, bottom]`` per panel, in fractions of the
 image, the boxes cut halfway between neighbouring panels (labels and ticks included). The book's HTML
-(:mod:`tokensel.book.sphinx_figures`) cuts the image into its panels and, on a screen of 640 px or less,
+(``tokensel.book.sphinx_figures``) cuts the image into its panels and, on a screen of 640 px or less,
 shows them one under the other above the caption instead of the whole figure.
 """
 

@@ -4,7 +4,7 @@
 * :mod:`.tables` — the verdict and noise tables of a comparison of models.
 * :mod:`.records` — runs written to and read back from a folder (the recorded paper-scale runs).
 * :mod:`.phase` — chapter 4's phase diagram, run by run.
-* :mod:`.theory` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
+* ``theory`` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
 
 The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
 """
