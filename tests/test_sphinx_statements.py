@@ -154,5 +154,6 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     index = re.sub(r"\s+", " ", (book / "_build" / "html" / "prf-prf.html").read_text())
     assert "<h1>Definitions, lemmas and proofs</h1>" in index
     entries = re.findall(r'<a href="book/ch.html#([\w-]+)"><code class="xref">([^<]+)</code>', index)
+    # in the order the chapter states them (each kind is numbered on its own)
     assert entries == [("def-b", "Definition 1.1 Signed frequency αₛ"), ("lem-a", "Lemma 1.1 One step from p⁰ = 0")]
     assert "1. Chapter" in index

@@ -6,7 +6,7 @@
   book. A label that names no statement of the book is a build warning (an error under ``-W``).
 * **The proof index by number and title.** sphinx-proof's index (``prf-prf``, "Proof Index") lists statements
   by their internal labels, sorted alphabetically. This one lists them chapter by chapter, each by its kind,
-  number and title (``Lemma 2.1 One step from p0 = 0``), in the order of their numbers, under the heading
+  number and title (``Lemma 2.1 One step from p0 = 0``), in the order the chapter states them, under the heading
   "Definitions, lemmas and proofs".
 """
 
@@ -143,7 +143,8 @@ class NumberedProofIndex(Index):
             order[key] = tuple(section or (10**6,))
             title = plain_title(titles.get(label, ""))
             name = f"{kind} {number}" + (f" {title}" if title else "")
-            groups.setdefault(key, []).append((tuple(numbers), [name, 0, doc, label, "", "", ""]))
+            place = getattr(env, "tokensel_statement_order", {}).get(label, 10**6)
+            groups.setdefault(key, []).append(((place, tuple(numbers)), [name, 0, doc, label, "", "", ""]))
         content = [
             (key, [entry for _, entry in sorted(groups[key], key=lambda e: e[0])])
             for key in sorted(groups, key=lambda k: (order[k], k))
@@ -154,10 +155,14 @@ class NumberedProofIndex(Index):
 def _record_titles(app, doctree) -> None:
     env = app.env
     titles = env.__dict__.setdefault("tokensel_statement_titles", {})
+    order = env.__dict__.setdefault("tokensel_statement_order", {})
+    position = 0
     for node in doctree.findall(nodes.Element):
         label = node.get("label") if "proof" in node.get("classes", []) else None
         if label and isinstance(node.get("title"), str):
             titles[label] = node["title"].strip().removeprefix("(").removesuffix(")")
+            order[label] = position
+            position += 1
 
 
 def _purge(app, env, docname) -> None:
@@ -168,7 +173,8 @@ def _purge(app, env, docname) -> None:
 
 
 def _merge(app, env, docnames, other) -> None:
-    env.__dict__.setdefault("tokensel_statement_titles", {}).update(getattr(other, "tokensel_statement_titles", {}))
+    for key in ("tokensel_statement_titles", "tokensel_statement_order"):
+        env.__dict__.setdefault(key, {}).update(getattr(other, key, {}))
 
 
 def _use_numbered_index(app) -> None:
