@@ -291,10 +291,38 @@ def glued(notebook: dict) -> dict[str, str]:
     for cell in notebook["cells"]:
         for out in cell.get("outputs") or []:
             name = ((out.get("metadata") or {}).get("scrapbook") or {}).get("name")
-            text = (out.get("data") or {}).get("text/plain")
+            data = out.get("data") or {}
+            text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
             if name and text is not None:
                 found[f"glue:{name}"] = "".join(text) if isinstance(text, list) else str(text)
     return found
+
+
+def restore_glue(notebook: dict, outputs: dict) -> dict:
+    """A copy of ``notebook`` with its glued values put back: myst-nb keeps what a page glues out of the executed
+    notebook it stores, in ``<page>.glue.json`` beside it (``outputs``, read from that file: name -> output);
+    a notebook rendered again (the student edition) or downloaded needs them among its outputs. They go to
+    its first code cell, as ``glue(..., display=False)`` writes them (shown nowhere)."""
+    _check_notebook(notebook)
+    if not isinstance(outputs, dict):
+        raise InvalidArgumentError(
+            f"outputs must be the glue file's name -> output mapping, got {type(outputs).__name__}"
+        )
+    nb = copy.deepcopy(notebook)
+    code = next((c for c in nb["cells"] if c.get("cell_type") == "code"), None)
+    if code is None or not outputs:
+        return nb
+    have = set(glued(nb))
+    for name, out in outputs.items():
+        if f"glue:{name}" in have or not isinstance(out, dict):
+            continue
+        scrap = dict((out.get("metadata") or {}).get("scrapbook") or {}, name=name)
+        prefix = scrap.get("mime_prefix", "")
+        data = {(k if k.startswith(prefix) else prefix + k): v for k, v in (out.get("data") or {}).items()}
+        code.setdefault("outputs", []).append(
+            {"output_type": "display_data", "metadata": {"scrapbook": scrap}, "data": data}
+        )
+    return nb
 
 
 def glued_text(value: str | None, spec: str = "") -> str | None:
