@@ -8,11 +8,12 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: lint replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
+.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make book-student  the student edition: the executed book without solutions (after make book, or runs it)"
+	@echo "make assignments  the chapters as student notebooks with self-checks, no solutions (_build/assignments; grade with python -m tokensel grade)"
 	@echo "make format     format the chapters' code cells with ruff (make test checks that they are)"
 	@echo "make test       run the test suite (what CI runs)"
 	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks and scripts; mypy over the library"
@@ -78,6 +79,11 @@ book-student: $(STAMP)
 	$(BIN)/python -m tokensel student _build _build/student
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build _build/student --builder html -W -n --keep-going
 	@echo "The student edition is at $(CURDIR)/_build/student/_build/html/index.html"
+
+# the chapters as a class's assignments: one notebook per chapter without solutions, each exercise's self-check
+# cell tagged (nothing executed); `python -m tokensel grade _build/assignments SUBMISSIONS` grades a class
+assignments: $(STAMP)
+	$(BIN)/python -m tokensel assignments _build/assignments
 
 # the chapters' code cells formatted by ruff's formatter (the rest of each page untouched); a test fails
 # on a chapter that is not

@@ -168,3 +168,103 @@ def test_the_checks_catch_a_broken_page(tmp_path):
     assert "traceback" in text
     assert any("nowhere.html" in b for b in broken)
     assert any("no-such-anchor" in b for b in broken)
+
+
+LANDING = """
+const top = (el) => el ? el.getBoundingClientRect().top + window.scrollY : null;
+const chapters = document.querySelector('section#the-chapters ul, #the-chapters ul');
+return {figure: top(document.querySelector('figure#fig-intro-demo')),
+        figure_shown: !!document.querySelector('figure#fig-intro-demo img')
+                      && Array.from(document.querySelectorAll('figure#fig-intro-demo img'))
+                         .some((i) => i.getClientRects().length && i.naturalWidth > 0),
+        chapters: top(chapters),
+        chapter_links: chapters ? chapters.querySelectorAll('a').length : 0,
+        height: window.innerHeight};
+"""
+#: "near the top", fixed before the first measurement: the figure starts on the first screen (a window 1000 px
+#: high) and the chapter list within the first two screens at 1400 px, the first three at 400 px (where the
+#: figure's panels stand one under the other)
+SCREEN = 1000
+NEAR = {1400: (1, 2), 400: (1, 3)}
+
+
+def landing_problems(driver, url: str, width: int) -> list[str]:
+    """Where the whole-story figure and the chapter list stand on the landing page, against :data:`NEAR`."""
+    driver.set_window_size(width, SCREEN)
+    driver.get(url)
+    if driver.execute_script("return document.querySelectorAll('span.math, div.math').length"):
+        driver.execute_async_script(WAIT_FOR_MATH)
+    got = driver.execute_script(LANDING)
+    figure_screens, list_screens = NEAR[width]
+    problems = []
+    if got["figure"] is None or not got["figure_shown"]:
+        problems.append(f"{width} px: no whole-story figure shown")
+    elif got["figure"] > figure_screens * got["height"]:
+        problems.append(f"{width} px: the whole-story figure starts at {got['figure']:.0f} px")
+    if got["chapters"] is None or got["chapter_links"] < 7:
+        problems.append(f"{width} px: no chapter list ({got['chapter_links']} links)")
+    elif got["chapters"] > list_screens * got["height"]:
+        problems.append(f"{width} px: the chapter list starts at {got['chapters']:.0f} px")
+    return problems
+
+
+def test_the_landing_page_shows_the_whole_story_and_the_chapters_near_the_top(tmp_path):
+    if not (HTML / "book" / "intro.html").is_file():
+        pytest.fail(f"no built book at {HTML}: run `make book` first")
+    with serve(HTML) as base, chromium(tmp_path) as driver:
+        problems = [p for width in NEAR for p in landing_problems(driver, base + "book/intro.html", width)]
+        # the negative control: the same page with 3000 px of text put before everything
+        driver.set_window_size(1400, SCREEN)
+        driver.get(base + "book/intro.html")
+        driver.execute_script(
+            "const a = document.querySelector('article.bd-article');"
+            "const p = document.createElement('div'); p.style.height = '3000px'; a.prepend(p);"
+        )
+        got = driver.execute_script(LANDING)
+    assert not problems, problems
+    assert got["figure"] > SCREEN and got["chapters"] > 2 * SCREEN, got
+
+
+INDEX_ENTRIES = """
+return Array.from(document.querySelectorAll('table.indextable a code, table.indextable a'))
+  .filter((a) => a.tagName === 'CODE' || !a.querySelector('code'))
+  .map((a) => a.textContent.trim());
+"""
+NUMBERED = re.compile(
+    r"^(Definition|Lemma|Theorem|Proposition|Corollary|Assumption|Remark|Example|Conjecture|Property|Observation)"
+    r" \d+\.\d+( .+)?$"
+)
+LABEL = re.compile(r"^[a-z]+(-[a-z0-9]+)+$")
+
+
+def index_problems(entries: list[str]) -> list[str]:
+    """Entries of the proof index that are not a statement's kind, number and title (an internal label, say)."""
+    return [e for e in entries if LABEL.match(e) or not NUMBERED.match(e)]
+
+
+def test_the_proof_index_lists_statements_by_number_and_title(tmp_path):
+    index = HTML / "prf-prf.html"
+    if not index.is_file():
+        pytest.fail(f"no proof index at {index}: run `make book` first")
+    found = {}
+    with serve(HTML) as base, chromium(tmp_path) as driver:
+        for width in (1400, 400):
+            driver.set_window_size(width, SCREEN)
+            driver.get(base + "prf-prf.html")
+            entries = driver.execute_script(INDEX_ENTRIES)
+            wide = driver.execute_script(
+                "return document.documentElement.scrollWidth > document.documentElement.clientWidth + 1"
+            )
+            found[width] = (entries, wide)
+    for width, (entries, wide) in found.items():
+        assert len(entries) >= 15, (width, entries)
+        assert not index_problems(entries), (width, index_problems(entries))
+        assert not wide, f"the proof index scrolls sideways at {width} px"
+    assert "Lemma 2.1 One step from p⁰ = 0" in found[1400][0]
+    # in reading order: chapter 1's definitions come first, in the order the chapter states them
+    assert found[1400][0][:2] == [
+        "Definition 1.1 One-layer attention with a classification token",
+        "Definition 1.2 Two-phase training",
+    ], found[1400][0][:3]
+    # the negative control: sphinx-proof's own entries (its labels) are refused
+    assert index_problems(["lem-one-step", "def-alpha", "Lemma 2.1 One step"]) == ["lem-one-step", "def-alpha"]

@@ -10,6 +10,11 @@ line keeps its characters and may scroll in its box, and a figure is never shown
 labels are under 10 px (it scrolls in its box instead; the last test measures the text size). A negative control
 runs the same measurement on a crafted page.
 
+A figure of several panels is shown whole at 1400 px and panel by panel at 400 px: its panels one under the
+other, each within the text column, above the caption, and the whole image hidden
+(``tokensel.book.sphinx_figures``). Measured on every page of the book and on a tiny book built here, with a
+negative control (the same tiny book without the book's style sheet shows the whole figure on a phone).
+
 Needs the built book and Chromium (``make browser-check``, ``--browser``).
 """
 
@@ -65,6 +70,58 @@ return found;
 """
 
 
+PANELS = """
+const article = document.querySelector('article.bd-article') || document.body;
+const narrow = window.innerWidth <= 640;
+const shown = (el) => el.getClientRects().length > 0 && el.getBoundingClientRect().width > 0;
+const found = [];
+let figures = 0;
+for (const fig of article.querySelectorAll('figure')) {
+  const whole = Array.from(fig.querySelectorAll('img.tokensel-panels-whole'));
+  if (!whole.length) continue;
+  figures += 1;
+  const panels = Array.from(fig.querySelectorAll('img.tokensel-panel'));
+  const name = fig.id || (fig.querySelector('figcaption') || fig).textContent.trim().slice(0, 40);
+  const box = fig.getBoundingClientRect();
+  if (!narrow) {
+    if (!whole.every(shown)) found.push(`${name}: the whole figure is hidden at ${window.innerWidth} px`);
+    if (panels.some(shown)) found.push(`${name}: its panels are shown beside the whole figure`);
+    continue;
+  }
+  if (whole.some(shown)) {
+    found.push(`${name}: shown whole (${panels.length} panels side by side) at ${window.innerWidth} px`);
+  }
+  if (panels.length < 2 || !panels.every(shown)) found.push(`${name}: its panels are not all shown`);
+  let bottom = -Infinity;
+  for (const img of panels.filter(shown)) {
+    // a panel too wide to be read at the column's width scrolls alone in its own box (the book's rule for
+    // figures: tick labels never under 10 px); that box must fit the column
+    const scroller = img.closest('.tokensel-figure-scroll');
+    const r = (scroller || img).getBoundingClientRect();
+    if (r.top < bottom - 1) found.push(`${name}: a panel beside another, not under it`);
+    if (r.right > box.right + 1 || r.left < box.left - 1) found.push(`${name}: a panel runs out of the column`);
+    bottom = r.bottom;
+  }
+  const caption = fig.querySelector('figcaption');
+  if (caption && shown(caption) && caption.getBoundingClientRect().top < bottom - 1) {
+    found.push(`${name}: the caption is not below the panels`);
+  }
+}
+return [figures, found];
+"""
+
+
+def panel_layout(driver, url: str, width: int, without_style: bool = False) -> tuple[int, list[str]]:
+    """How many figures of several panels the page at ``url`` has, and what is wrong with how they are shown in a
+    window ``width`` pixels wide (``without_style``: with the book's style sheet taken off the page)."""
+    driver.set_window_size(width, 1000)
+    driver.get(url)
+    if without_style:
+        driver.execute_script("document.querySelectorAll('link[href*=\"tokensel.css\"]').forEach((l) => l.remove());")
+    figures, found = driver.execute_script(PANELS)
+    return figures, found
+
+
 def clipped(driver, url: str, width: int) -> list[str]:
     """What is wider than its box on the page at ``url`` in a window ``width`` pixels wide."""
     driver.set_window_size(width, 1000)
@@ -81,7 +138,7 @@ def measured(tmp_path_factory):
     pages = sorted(p for p in HTML.glob("book/*.html") if p.name != "print.html")
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
-    found = {"clipped": [], "figures": {}}
+    found: dict = {"clipped": [], "figures": {}, "panels": [], "multi_panel": 0}
     with serve(HTML) as base, chromium(tmp_path_factory.mktemp("chromium")) as driver:
         for width in WIDTHS:
             for page in pages:
@@ -91,7 +148,111 @@ def measured(tmp_path_factory):
                 found["figures"].setdefault(width, []).extend(
                     (page.name, *fig) for fig in driver.execute_script(FIGURES)
                 )
+                count, problems = driver.execute_script(PANELS)
+                found["multi_panel"] += count
+                found["panels"] += [f"{width} px, {page.name}: {p}" for p in problems]
     return found
+
+
+def test_multi_panel_figures_are_shown_panel_by_panel_on_a_phone(measured):
+    assert measured["multi_panel"] > 0, "no figure of several panels found"
+    assert not measured["panels"], "\n".join(measured["panels"])
+
+
+def test_every_image_that_records_panels_is_cut_into_them():
+    # a figure of several panels drawn by ts.plots records its panels in its PNG: the book must cut every one
+    import re
+
+    from tokensel.book.plots import png_panels
+
+    missed = []
+    for page in sorted(HTML.glob("book/*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text(encoding="utf-8")):
+            src = re.search(r'src="([^"]+)"', tag)
+            if not src or not src.group(1).endswith(".png") or "tokensel-panel" in tag:
+                continue
+            path = (page.parent / src.group(1)).resolve()
+            if path.is_file() and len(png_panels(path)) >= 2:
+                missed.append(f"{page.name}: {src.group(1)}")
+    assert not missed, "images of several panels shown only whole:\n" + "\n".join(missed)
+
+
+TINY_PAGE = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+    format_version: 0.13
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+# Panels
+
+```{code-cell} ipython3
+---
+mystnb:
+  figure:
+    caption: Two panels side by side on a wide screen.
+    name: fig-two
+---
+import tokensel as ts
+
+ts.plots.theme()
+fig, (a, b) = ts.plots.subplots(2)
+a.plot([1, 2])
+b.plot([2, 1])
+a.set(ylabel="left", xlabel="x")
+b.set(ylabel="right", xlabel="x");
+```
+
+```{code-cell} ipython3
+---
+mystnb:
+  figure:
+    caption: Three panels in rows of two.
+    name: fig-three
+---
+fig, axes = ts.plots.panel_grid(3, ylabel="y")
+for ax in axes:
+    ax.plot([1, 2, 3]);
+```
+"""
+
+
+def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    book = tmp_path / "tiny"
+    (book / "book").mkdir(parents=True)
+    shutil.copytree(STATIC, book / "_static")
+    (book / "_config.yml").write_text(
+        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n"
+        "sphinx:\n  extra_extensions: [tokensel.book.sphinx_figures]\n"
+    )
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
+    (book / "book" / "panels.md").write_text(TINY_PAGE)
+    binary = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
+    out = subprocess.run(
+        [str(binary / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    html = book / "_build" / "html"
+    with serve(html) as base, chromium(tmp_path) as driver:
+        seen = {width: panel_layout(driver, f"{base}book/panels.html", width) for width in WIDTHS}
+        # the negative control: the same page without the book's style sheet shows the whole figure on a phone
+        control = panel_layout(driver, f"{base}book/panels.html", 400, without_style=True)
+    assert seen == {1400: (2, []), 400: (2, [])}, seen
+    assert control[0] == 2 and sum("shown whole" in p for p in control[1]) == 2, control
 
 
 def test_nothing_is_clipped_at_desktop_and_phone_width(measured):

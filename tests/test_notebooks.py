@@ -164,3 +164,39 @@ def test_bib_labels():
     assert nbs.bib_labels(bib) == {"wu2025": "Wu et al. (2025)", "solo": "Lovelace (1843)"}
     with pytest.raises(InvalidArgumentError, match="bibtex"):
         nbs.bib_labels(None)
+
+
+def test_glued_values_come_back_and_read_as_text_outside_the_book():
+    from tokensel.book.notebooks import glued, restore_glue, standalone_notebook
+
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "With $n$ = {glue:text}`n:,d` and {glue:text}`x:.2f`."},
+            {"cell_type": "code", "metadata": {}, "source": "glue('n', 4000)", "outputs": [], "execution_count": 1},
+        ],
+    }
+    prefix = "application/papermill.record/"
+    stored = {  # as myst-nb writes <page>.glue.json: the prefix in the metadata, not in the data's keys
+        "n": {
+            "output_type": "display_data",
+            "metadata": {"scrapbook": {"name": "n", "mime_prefix": prefix}},
+            "data": {"text/plain": "4000"},
+        },
+        "x": {
+            "output_type": "display_data",
+            "metadata": {"scrapbook": {"name": "x", "mime_prefix": prefix}},
+            "data": {"text/plain": "0.18344"},
+        },
+    }
+    back = restore_glue(nb, stored)
+    assert nb["cells"][1]["outputs"] == []  # the input is not changed
+    outs = back["cells"][1]["outputs"]
+    assert [o["data"] for o in outs] == [{prefix + "text/plain": "4000"}, {prefix + "text/plain": "0.18344"}]
+    assert glued(back) == {"glue:n": "4000", "glue:x": "0.18344"}
+    assert restore_glue(back, stored)["cells"][1]["outputs"] == outs  # not twice
+    text = standalone_notebook(back)["cells"][1]["source"]
+    assert "With $n$ = 4,000 and 0.18." in text
+    assert "With $n$ = `n` and `x`." in standalone_notebook(nb)["cells"][1]["source"]  # nothing glued: the names

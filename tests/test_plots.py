@@ -92,3 +92,36 @@ def test_label_points_keeps_labels_one_line_apart():
     assert {t.get_ha() for t in texts} == {"left", "right"}  # each side away from its nearer edge
     assert ts.plots.label_points(ax, x, y, []) == []
     matplotlib.pyplot.close("all")
+
+
+def test_a_figure_of_several_panels_records_them_in_its_png(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tokensel.book import plots
+
+    plots.theme()
+    fig, (a, b) = plots.subplots(2)
+    a.plot([1, 2])
+    b.plot([2, 1])
+    b.set_ylabel("a long label on the right panel")
+    fig.savefig(tmp_path / "two.png", bbox_inches="tight")
+    (left, right) = plots.png_panels(tmp_path / "two.png")
+    assert left[0] == 0 and left[2] == right[0] and right[2] == 1 and left[1] == 0 and left[3] == 1
+    assert 0.4 < left[2] < 0.6
+    # the cut lies between the left panel's drawing and the right panel's label
+    renderer = fig.canvas.get_renderer()
+    assert a.get_tightbbox(renderer).x1 <= left[2] * fig.bbox.width + fig.bbox.x0 + 1
+    fig, axd = plots.mosaic([["p", "v"], ["t", "t"]])
+    fig.savefig(tmp_path / "mosaic.png")
+    boxes = plots.png_panels(tmp_path / "mosaic.png")
+    assert len(boxes) == 3 and boxes[2][0] == 0 and boxes[2][2] == 1  # the spanning panel spans the width
+    fig, ax = plots.subplots(1)
+    fig.savefig(tmp_path / "one.png")
+    assert plots.png_panels(tmp_path / "one.png") == []  # one panel: nothing to cut
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)  # not made by ts.plots: saved as matplotlib saves it
+    fig.savefig(tmp_path / "plain.png")
+    assert plots.png_panels(tmp_path / "plain.png") == []
+    plt.close("all")

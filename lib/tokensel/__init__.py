@@ -28,6 +28,7 @@ from .analysis.maxmargin import (
 )
 from .book import checks, display, plots, replication
 from .book.checks import check, end_chapter, start_chapter
+from .book.exercises import self_check
 from .data import reviews, synthetic
 from .data.batch import RaggedBatch, labels_from_01
 from .data.loaders import load_reviews
@@ -115,6 +116,8 @@ __all__ = [
     "check",
     "end_chapter",
     "start_chapter",
+    # the exercises' self-checks (right or not yet, with a hint; never a claim)
+    "self_check",
     # errors
     "ClaimFailedError",
     "DataUnavailableError",

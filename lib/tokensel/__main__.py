@@ -129,6 +129,13 @@ def main(argv=None) -> int:
     st = sub.add_parser("student", help="write the student edition's sources from a built book")
     st.add_argument("build_dir", nargs="?", default="_build")
     st.add_argument("out", nargs="?", default="_build/student")
+    asg = sub.add_parser("assignments", help="write the chapters as student notebooks with self-checks (no solutions)")
+    asg.add_argument("out", nargs="?", default="_build/assignments")
+    gr = sub.add_parser("grade", help="grade a class's notebooks: SUBMISSIONS/<student>/<chapter>.ipynb")
+    gr.add_argument("assignments")
+    gr.add_argument("submissions")
+    gr.add_argument("--out", default="grades.csv", help="the CSV file of verdicts (default grades.csv)")
+    gr.add_argument("--timeout", type=int, default=1800, help="seconds a cell may run (default 1800)")
     fm = sub.add_parser("format", help="format the code cells of the chapters with ruff's formatter")
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming unformatted pages")
     fm.add_argument("pages", nargs="*")
@@ -199,6 +206,29 @@ def main(argv=None) -> int:
                     "edition (it is emptied first): give a new or empty folder"
                 )
             print(f"wrote the student edition's sources to {prepare_student_sources(root, built, out)}")
+            return 0
+        if args.command == "assignments":
+            from .book.assignments import write_assignments
+
+            written = write_assignments(_book(), _output(args.out, "folder", "the assignments' folder"))
+            print(f"wrote {len(written)} assignments to {args.out} (and README.md: how to grade them)")
+            return 0
+        if args.command == "grade":
+            from collections import Counter
+
+            from .book.assignments import grade
+
+            rows = grade(
+                _existing(args.assignments, "folder", "the assignments"),
+                _existing(args.submissions, "folder", "the submissions"),
+                _output(args.out, "file", "the grades"),
+                timeout=args.timeout,
+            )
+            right = Counter(r["student"] for r in rows if r["verdict"] == "right")
+            total = Counter(r["student"] for r in rows)
+            for student in sorted(total):
+                print(f"{student}: {right[student]} of {total[student]} answers right")
+            print(f"wrote {args.out}")
             return 0
         if args.command == "format":
             from .book.formatting import format_pages, unformatted

@@ -22,6 +22,8 @@ variable                   meaning
                            unset, a chapter run by hand records in ``<book>/_build/scratch/checks``
 ``TOKENSEL_CLAIMS``        ``raise`` (default): a failed claim raises at once; ``report``: it is shown
                            and recorded, the notebook runs on, and ``end_chapter`` raises
+``TOKENSEL_GRADES``        a file to which each exercise's self-check appends its verdict (one JSON line;
+                           set by ``python -m tokensel grade``)
 =========================  ==========================================================================
 """
 
@@ -43,6 +45,7 @@ PROGRESS = "TOKENSEL_PROGRESS"
 THREADS = "TOKENSEL_THREADS"
 RESULTS_DIR = "TOKENSEL_RESULTS_DIR"
 CLAIMS = "TOKENSEL_CLAIMS"
+GRADES = "TOKENSEL_GRADES"
 
 CANONICAL_IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 DEFAULT_YELP_SOURCE = "fancyzhx/yelp_polarity"
@@ -90,6 +93,12 @@ def redact(location: str) -> str:
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it replaced by ``***`` (for error messages)."""
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)
+
+
+def grades_file() -> Path | None:
+    """Where the exercises' self-checks append their verdicts (``TOKENSEL_GRADES``), or None (they print only)."""
+    value = _get(GRADES)
+    return None if value is None else Path(value).expanduser()
 
 
 def data_dir() -> Path | None:

@@ -389,6 +389,8 @@ def _line(rec: dict) -> str:
             deviation=bool(rec.get("deviation")),
             preregistered=bool(rec.get("preregistered")),
             reason=rec.get("reason"),
+            label=rec.get("statement"),
+            statement=None if rec["passed"] or not rec.get("statement") else wording.statement_title(rec["statement"]),
         )
     except TokenselError:
         line = f"[{'ok' if rec['passed'] else 'FAILED'}] {rec['name']}: {_fmt(rec['measured'])}"
@@ -452,8 +454,14 @@ def check(
     at_most=None,
     close_to=None,
     rel_tol: float | None = None,
+    statement: str | None = None,
 ):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
+
+    ``statement`` is the label of the statement the claim tests (a lemma, a definition, an equation:
+    ``statement="lem-one-step"``): recorded with the claim, its line ends with ``(tests lem-one-step)``, which
+    the book's HTML shows as a link to the statement by its number, and a failed claim prints the statement's
+    kind and title (``tokensel.book.wording.statement_title``) and where its threshold came from.
 
     The comparison is said by one keyword: ``check(name, m, at_least=e)`` (``m >= e``),
     ``check(name, m, at_most=e)`` (``m <= e``), ``check(name, m, close_to=e, tol=t)`` (``|m - e| <= t``) or
@@ -484,7 +492,13 @@ def check(
     del frame  # a frame held in its own locals would wait for the garbage collector
     try:
         expected, tol, kind = _form(expected, tol, kind, at_least, at_most, close_to, rel_tol)
+        if statement is not None and (not isinstance(statement, str) or not wording.LABEL.fullmatch(statement)):
+            raise InvalidArgumentError(
+                f"statement must be the label of the statement the claim tests, e.g. 'lem-one-step'; got {statement!r}"
+            )
         rec, error = _claim(name, measured, expected, tol, kind, deviation, preregistered)
+        if statement is not None:
+            rec["statement"] = statement
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the claim is on record as failed
         detail = f"the claim could not be evaluated ({type(exc).__name__}: {_safe(str(exc))})"
         rec = dict(

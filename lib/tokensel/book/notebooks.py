@@ -260,6 +260,9 @@ def _role(name: str, body: str, labels: dict[str, str]) -> str:
     text, target = (explicit["text"], explicit["target"]) if explicit else (None, body)
     if name == "math":
         return f"${body}$"
+    if name.startswith("glue"):  # a number computed by the notebook (myst-nb's glue), as the book shows it
+        key, _, spec = body.partition(":")
+        return glued_text(labels.get(f"glue:{key.strip()}"), spec) or f"`{key.strip()}`"
     if name.startswith("cite"):
         cited = [labels.get(k.strip(), k.strip()) for k in body.split(",")]
         if name == "cite:p":
@@ -278,6 +281,64 @@ def _role(name: str, body: str, labels: dict[str, str]) -> str:
     if name == "eq":
         return f"({target})"
     return target
+
+
+def glued(notebook: dict) -> dict[str, str]:
+    """The values a notebook glues (``myst_nb.glue(name, value, display=False)``) as ``{"glue:<name>": text}``,
+    the ``text/plain`` of each glue output (empty for a notebook that has not run)."""
+    _check_notebook(notebook)
+    found = {}
+    for cell in notebook["cells"]:
+        for out in cell.get("outputs") or []:
+            name = ((out.get("metadata") or {}).get("scrapbook") or {}).get("name")
+            data = out.get("data") or {}
+            text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
+            if name and text is not None:
+                found[f"glue:{name}"] = "".join(text) if isinstance(text, list) else str(text)
+    return found
+
+
+def restore_glue(notebook: dict, outputs: dict) -> dict:
+    """A copy of ``notebook`` with its glued values put back: myst-nb keeps what a page glues out of the executed
+    notebook it stores, in ``<page>.glue.json`` beside it (``outputs``, read from that file: name -> output);
+    a notebook rendered again (the student edition) or downloaded needs them among its outputs. They go to
+    its first code cell, as ``glue(..., display=False)`` writes them (shown nowhere)."""
+    _check_notebook(notebook)
+    if not isinstance(outputs, dict):
+        raise InvalidArgumentError(
+            f"outputs must be the glue file's name -> output mapping, got {type(outputs).__name__}"
+        )
+    nb = copy.deepcopy(notebook)
+    code = next((c for c in nb["cells"] if c.get("cell_type") == "code"), None)
+    if code is None or not outputs:
+        return nb
+    have = set(glued(nb))
+    for name, out in outputs.items():
+        if f"glue:{name}" in have or not isinstance(out, dict):
+            continue
+        scrap = dict((out.get("metadata") or {}).get("scrapbook") or {}, name=name)
+        prefix = scrap.get("mime_prefix", "")
+        data = {(k if k.startswith(prefix) else prefix + k): v for k, v in (out.get("data") or {}).items()}
+        code.setdefault("outputs", []).append(
+            {"output_type": "display_data", "metadata": {"scrapbook": scrap}, "data": data}
+        )
+    return nb
+
+
+def glued_text(value: str | None, spec: str = "") -> str | None:
+    """A glued value's ``text/plain`` formatted as ``{glue:text}`name:spec``` shows it (``spec`` a Python
+    format such as ``.2f``); the text as it is when it is not a number; None when there is none."""
+    import ast
+
+    if value is None:
+        return None
+    if not spec:
+        return value
+    try:
+        number = ast.literal_eval(value)
+        return format(number, spec)
+    except (ValueError, SyntaxError, TypeError):
+        return value
 
 
 def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int | None = None) -> str:
@@ -360,6 +421,9 @@ def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int
                 head = title if name == "admonition" else name.capitalize() + (f": {title}" if title else "")
                 out += [prefix + f"> **{head}**", prefix + ">"]
                 stack.append((m["fence"], name, "> "))
+            elif name.startswith("glue"):  # a figure or value computed by a code cell of the page
+                out += [prefix + "**Figure** (drawn by a code cell of this notebook).", prefix]
+                stack.append((m["fence"], name, ""))
             elif name == "bibliography":
                 out.append(prefix + "*The works cited are listed on the book's References page.*")
                 stack.append((m["fence"], name, ""))
@@ -446,6 +510,7 @@ def standalone_notebook(
     through :func:`repair_streams`, and :func:`install_cell` first."""
     _check_notebook(notebook)
     labels = collect_labels(notebook, chapter) if labels is None else dict(labels)
+    labels |= glued(notebook)
     nb = copy.deepcopy(notebook)
     # numbers run over the whole notebook: its Markdown is converted as one text, then split back into cells
     markdown = [k for k, c in enumerate(nb["cells"]) if c.get("cell_type") == "markdown"]

@@ -1,6 +1,16 @@
-"""One theme and the figure types the chapters share, so no chapter copies plotting code."""
+"""One theme and the figure types the chapters share, so no chapter copies plotting code.
+
+**Figures on a phone.** A figure of several panels made here (:func:`subplots`, :func:`panel_grid`,
+:func:`mosaic` and the figure types built on them) records where each panel lies in the PNG it is saved as:
+a text chunk ``tokensel-panels`` with one box ``[left, top, right, bottom]`` per panel, in fractions of the
+image, the boxes cut halfway between neighbouring panels (labels and ticks included). The book's HTML
+(``tokensel.book.sphinx_figures``) cuts the image into its panels and, on a screen of 640 px or less,
+shows them one under the other above the caption instead of the whole figure.
+"""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -56,11 +66,107 @@ def _retina() -> None:
         set_matplotlib_formats("retina")
 
 
+#: the PNG text chunk that holds a figure's panel boxes
+PANELS_KEY = "tokensel-panels"
+
+
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kw):
+    """``ncols`` x ``nrows`` panels of ``width`` x ``height`` inches each (matplotlib's ``subplots`` with the
+    constrained layout): the figure and its axes, the panels recorded for phones (see the module)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), constrained_layout=True, **kw)
+    _record_panels(fig)
     return fig, axes
+
+
+def panel_boxes(fig, renderer=None) -> list[list[float]]:
+    """The box ``[left, top, right, bottom]`` (fractions of the figure as drawn, top = 0) of every visible panel
+    of ``fig`` placed on a grid, in reading order: the grid's cells cut halfway between the drawn extents
+    (labels and ticks included) of neighbouring rows and columns; a panel spanning cells gets their union.
+    Empty for a figure of one panel."""
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_subplotspec() is not None]
+    if len(axes) < 2:
+        return []
+    renderer = renderer or fig.canvas.get_renderer()
+    box = fig.bbox
+    spans, extents = [], []
+    for ax in axes:
+        spec = ax.get_subplotspec()
+        nrows, ncols = spec.get_gridspec().get_geometry()
+        spans.append((spec.rowspan.start, spec.rowspan.stop, spec.colspan.start, spec.colspan.stop))
+        bb = ax.get_tightbbox(renderer)
+        extents.append(
+            (
+                (bb.x0 - box.x0) / box.width,
+                1 - (bb.y1 - box.y0) / box.height,
+                (bb.x1 - box.x0) / box.width,
+                1 - (bb.y0 - box.y0) / box.height,
+            )
+        )
+
+    def cuts(n, first, last, low, high):
+        out = [0.0]
+        for k in range(1, n):
+            before = [e[high] for s, e in zip(spans, extents, strict=True) if s[last] == k]
+            after = [e[low] for s, e in zip(spans, extents, strict=True) if s[first] == k]
+            out.append((max(before) + min(after)) / 2 if before and after else k / n)
+        return out + [1.0]
+
+    xs = cuts(ncols, 2, 3, 0, 2)
+    ys = cuts(nrows, 0, 1, 1, 3)
+    order = sorted(range(len(axes)), key=lambda i: (spans[i][0], spans[i][2]))
+    return [
+        [round(min(max(v, 0.0), 1.0), 5) for v in (xs[spans[i][2]], ys[spans[i][0]], xs[spans[i][3]], ys[spans[i][1]])]
+        for i in order
+    ]
+
+
+def _record_panels(fig) -> None:
+    """Mark ``fig`` so that its PNG carries its panel boxes (:data:`PANELS_KEY`)."""
+    fig._tokensel_panels = True
+    _install_png_metadata()
+
+
+def _install_png_metadata() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if getattr(FigureCanvasAgg.print_png, "_tokensel", False):
+        return
+    original = FigureCanvasAgg.print_png
+
+    def print_png(self, filename_or_obj, *, metadata=None, pil_kwargs=None, **ignored):
+        # matplotlib passes a print method outside its own modules the options of other renderers too (dpi,
+        # facecolor, edgecolor, orientation, bbox_inches_restore): the Agg method takes none of them
+        if getattr(self.figure, "_tokensel_panels", False):
+            try:
+                boxes = panel_boxes(self.figure, self.get_renderer())
+            except Exception:  # noqa: BLE001 - a figure whose panels cannot be placed is saved whole
+                boxes = []
+            if boxes:
+                metadata = {**(metadata or {}), PANELS_KEY: json.dumps(boxes)}
+        return original(self, filename_or_obj, metadata=metadata, pil_kwargs=pil_kwargs)
+
+    print_png._tokensel = True  # type: ignore[attr-defined]
+    FigureCanvasAgg.print_png = print_png  # type: ignore[method-assign]
+
+
+def png_panels(path) -> list[list[float]]:
+    """The panel boxes a PNG written by a figure of this module records (empty when it records none)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        text = im.info.get(PANELS_KEY) if getattr(im, "info", None) else None
+    if not text:
+        return []
+    try:
+        boxes = json.loads(text)
+    except ValueError:
+        return []
+    ok = isinstance(boxes, list) and all(
+        isinstance(b, list) and len(b) == 4 and all(isinstance(v, (int, float)) for v in b) for b in boxes
+    )
+    return boxes if ok else []
 
 
 def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
@@ -115,6 +221,7 @@ def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
     fig, axd = plt.subplot_mosaic(
         layout, figsize=(width * len(layout[0]), height * total), constrained_layout=True, height_ratios=rows, **kw
     )
+    _record_panels(fig)
     return fig, axd
 
 

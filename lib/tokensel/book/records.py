@@ -141,6 +141,7 @@ _CHECK_FIELDS = {
     "preregistered": bool,
     "reason": str,
     "site": (str, type(None)),
+    "statement": str,
     "malformed": bool,
     "measured": (bool, int, float, str, type(None)),
     "expected": (bool, int, float, str, type(None)),

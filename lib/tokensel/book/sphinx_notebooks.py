@@ -19,7 +19,7 @@ from pathlib import Path
 
 from docutils import nodes
 
-from .notebooks import bib_labels, collect_labels, standalone_notebook
+from .notebooks import bib_labels, collect_labels, restore_glue, standalone_notebook
 
 
 def caption_alt_text(app, doctree, docname=None) -> None:
@@ -53,6 +53,9 @@ def write_download(app, pagename: str, executed: Path) -> Path:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     notebook = json.loads(executed.read_text(encoding="utf-8"))
+    glue = executed.with_name(executed.stem + ".glue.json")  # the page's glued values, kept apart by myst-nb
+    if glue.is_file():
+        notebook = restore_glue(notebook, json.loads(glue.read_text(encoding="utf-8")))
     chapter = _numbers(app).get(pagename)
     plain = standalone_notebook(
         notebook, book_labels(app), chapter, getattr(app.config, "tokensel_repository", None) or None

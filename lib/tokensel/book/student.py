@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import DataUnavailableError, InvalidArgumentError
-from .notebooks import repair_streams, split_solutions
+from .notebooks import repair_streams, restore_glue, split_solutions
 
 #: files of the book's root that every build reads, besides the pages
 SUPPORT_FILES = ("_toc.yml", "references.bib", "jupytext.toml")
@@ -187,7 +187,11 @@ def prepare_student_sources(root, built, out) -> Path:
     notebooks, names = {}, []
     for page, src in sources.items():
         if src.suffix == ".ipynb":
-            notebooks[page], solutions = student_notebook(json.loads(src.read_text(encoding="utf-8")))
+            notebook = json.loads(src.read_text(encoding="utf-8"))
+            glue = src.with_name(src.stem + ".glue.json")  # what the page glued, kept apart by myst-nb
+            if glue.is_file():
+                notebook = restore_glue(notebook, json.loads(glue.read_text(encoding="utf-8")))
+            notebooks[page], solutions = student_notebook(notebook)
             names += solution_claims(solutions)
     for page, src in sources.items():
         dest = out / (page + src.suffix)

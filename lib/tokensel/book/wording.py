@@ -7,11 +7,20 @@ returns (and puts it in the error of a failed claim)::
     [ok] one step: corr(E1 v, alpha): 0.998958, required at least 0.99
     [ok] exercise: err at d = 16384: 0.0117035, required within 30 % of 0.00955585 (off by 22 %)
     [ok] one step: every strong token has the sign of alpha: yes
+    [ok] one step: max |dE v - closed form|: 3e-17, required within 1e-13 of 0 (tests lem-one-step)
+
+A claim given the label of the statement it tests (``check(..., statement="lem-one-step")``) ends its line
+with ``(tests <label>)``; the book's HTML shows it as a link to the statement, by its number
+(:mod:`tokensel.book.sphinx_statements`), and a failed claim prints the statement's kind and title, read from
+the chapters' sources (:func:`statement_title`).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from functools import lru_cache
+from pathlib import Path
 
 from ..errors import InvalidArgumentError
 
@@ -21,6 +30,12 @@ THRESHOLD_ORIGIN = {
     True: "fixed before the first run, from the paper's claim or from theory",
     False: "the theory's value with a tolerance chosen after a first run showed the size of finite-size effects",
 }
+
+
+#: a statement's label as a claim names it (a MyST label: a letter, then letters, digits, ``-``, ``_``, ``:``, ``.``)
+LABEL = re.compile(r"[A-Za-z][\w:.-]*")
+#: what a check line says about the statement it tests; the book's HTML turns it into a link
+TESTS = re.compile(r"\(tests (?P<label>[A-Za-z][\w:.-]*)\)")
 
 
 def number(x) -> str:
@@ -72,15 +87,19 @@ def claim_line(
     reason: str | None = None,
     statement: str | None = None,
     threshold: str | None = None,
+    label: str | None = None,
 ) -> str:
     """The line(s) :func:`~tokensel.book.checks.check` prints for one claim.
 
     One line ``[ok] name: measured, required <condition>`` (``[deviation]`` for a tripwire that holds,
-    ``[FAILED]`` for a claim that does not); a truth claim reads ``name: yes`` / ``no``. A failed claim adds
-    what it tests (``statement``, else its name) and where its threshold came from (``threshold``, else
-    :data:`THRESHOLD_ORIGIN` by ``preregistered``), each on a line of its own."""
+    ``[FAILED]`` for a claim that does not); a truth claim reads ``name: yes`` / ``no``; ``label``, the label of
+    the statement the claim tests, adds ``(tests <label>)``. A failed claim adds what it tests (``statement``,
+    else its name) and where its threshold came from (``threshold``, else :data:`THRESHOLD_ORIGIN` by
+    ``preregistered``), each on a line of its own."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgumentError(f"name must be the claim's non-empty name, got {name!r}")
+    if label is not None and (not isinstance(label, str) or not LABEL.fullmatch(label)):
+        raise InvalidArgumentError(f"label must be a statement's label such as 'lem-one-step', got {label!r}")
     if kind not in KINDS:
         raise InvalidArgumentError(f"kind must be one of {KINDS}, got {kind!r}")
     verdict = ("deviation" if deviation else "ok") if passed else "FAILED"
@@ -90,6 +109,8 @@ def claim_line(
     else:
         body = f"{number(measured)}, required {requirement(kind, expected, tol)}" + _off_by(kind, measured, expected)
     line = f"[{verdict}] {name}: {body}"
+    if label:
+        line += f" (tests {label})"
     if reason:
         line += f" ({reason})"
     if deviation and passed:
@@ -98,3 +119,48 @@ def claim_line(
         line += f"\n    what is tested: {statement or name}"
         line += f"\n    where the threshold comes from: {threshold or THRESHOLD_ORIGIN[bool(preregistered)]}"
     return line
+
+
+_DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{prf:(?P<kind>\w+)\}[ \t]*(?P<title>.*?)\s*$")
+_OPTION = re.compile(r"^\s*:(?P<key>[\w-]+):\s*(?P<value>.*?)\s*$")
+_EQUATION = re.compile(r"^\s*\$\$\s*\((?P<label>[^()\s]+)\)\s*$")
+
+
+@lru_cache(maxsize=32)
+def _statements(folder: str, stamp: tuple) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted(Path(folder).glob("*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            m = _DIRECTIVE.match(line)
+            if m:
+                j = i + 1
+                while j < len(lines) and _OPTION.match(lines[j]):
+                    option = _OPTION.match(lines[j])
+                    if option and option["key"] == "label":
+                        kind = m["kind"].capitalize()
+                        found[option["value"]] = f"{kind} \u201c{m['title']}\u201d" if m["title"] else kind
+                    j += 1
+            eq = _EQUATION.match(line)
+            if eq:
+                found[eq["label"]] = f"equation {eq['label']} of {path.stem}"
+    return found
+
+
+def statement_title(label: str, root=None) -> str:
+    """What a failed claim says it tests: the kind and title of the statement ``label`` as the chapters'
+    sources (``<root>/book/*.md``) write it, e.g. ``Lemma \u201cOne step from $p^0 = 0$\u201d (lem-one-step)``;
+    the label alone when no source names it."""
+    if not isinstance(label, str) or not LABEL.fullmatch(label):
+        raise InvalidArgumentError(f"label must be a statement's label such as 'lem-one-step', got {label!r}")
+    if root is None:
+        from .records import book_root
+
+        root = book_root()
+    folder = Path(root) / "book"
+    try:
+        stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.md")))
+        title = _statements(str(folder), stamp).get(label)
+    except OSError:
+        title = None
+    return f"{title} ({label})" if title else label

@@ -4,11 +4,12 @@
 * :mod:`.tables` — the verdict and noise tables of a comparison of models.
 * :mod:`.records` — runs written to and read back from a folder (the recorded paper-scale runs).
 * :mod:`.phase` — chapter 4's phase diagram, run by run.
+* ``theory`` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
 
 The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
 """
 
-from . import phase
+from . import phase, theory
 from .recipes import (
     MODEL_NAMES,
     PAPER_D,
@@ -35,6 +36,7 @@ from .tables import value_noise, verdicts
 
 __all__ = [
     "phase",
+    "theory",
     "PAPER_D",
     "SCALES",
     "MODEL_NAMES",

@@ -1,0 +1,272 @@
+"""Self-checks for the exercises: the student computes, the book says right or not yet, with a hint.
+
+An exercise that asks for a number has, right after it, a cell the student runs::
+
+    # your answers: replace each None by a number (or the code that computes it), then run the cell
+    alpha_good = None
+    gap_good = None
+    ts.self_check("ex-model-alpha", alpha_good=alpha_good, gap_good=gap_good)
+
+:func:`self_check` compares every answer with a reference that the library computes when the cell runs, from
+the chapter's own objects where the exercise is about them (``given=dict(batch=batch, seed=seed)``): no
+reference value is typed into the book or stored in a notebook, so the student edition holds none. It prints
+``right`` or ``not yet: <hint>`` per answer, never raises and records no claim (a self-check is the student's,
+not a claim of the book). With ``TOKENSEL_GRADES`` set (``python -m tokensel grade``), each verdict is also
+appended to that file as one JSON line, which is how a class's notebooks are graded
+(:mod:`tokensel.book.assignments`).
+
+Each exercise with a self-check is declared once in :data:`EXERCISES` (:func:`exercise`): the answers' names,
+tolerances and hints, the chapter objects it needs, and the function that computes the references.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import config
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of an exercise: its variable ``name``, a ``hint`` shown while it is not right, and its tolerance:
+    ``tol`` (absolute) or ``rel_tol`` (relative to the reference)."""
+
+    name: str
+    hint: str
+    tol: float | None = None
+    rel_tol: float | None = None
+
+    def holds(self, value: float, reference: float) -> bool:
+        if self.rel_tol is not None:
+            return abs(value - reference) <= self.rel_tol * abs(reference)
+        return abs(value - reference) <= (self.tol or 0.0)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A self-checked exercise: its ``label`` (the exercise directive's), its ``answers``, the names of the
+    chapter objects its references need (``given``) and ``reference(given, answers) -> {name: value}``."""
+
+    label: str
+    answers: tuple[Answer, ...]
+    reference: Callable[[dict, dict], dict]
+    given: tuple[str, ...] = field(default=())
+
+
+#: every self-checked exercise of the book, by label
+EXERCISES: dict[str, Exercise] = {}
+
+
+def exercise(label: str, *answers: Answer, given: tuple[str, ...] = ()):
+    """Declare the self-check of exercise ``label``: the decorated function computes the references."""
+
+    def register(reference):
+        EXERCISES[label] = Exercise(label, tuple(answers), reference, tuple(given))
+        return reference
+
+    return register
+
+
+def _number(value):
+    """``value`` as a float when it is a real number (a 0-d tensor or array included), else None."""
+    if hasattr(value, "item") and hasattr(value, "shape") and tuple(value.shape) == ():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _record(label: str, verdicts: dict) -> None:
+    path = config.grades_file()
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    right = sum(v == "right" for v in verdicts.values())
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"exercise": label, "answers": verdicts, "right": right, "of": len(verdicts)}) + "\n")
+
+
+def self_check(exercise: str, given: dict | None = None, **answers) -> bool | None:
+    """Check the student's ``answers`` to ``exercise`` (its label): print ``right`` or ``not yet: <hint>`` for
+    each, and return True when all are right, False when one is not, None when an answer is still ``None``
+    or the check could not be made. ``given`` holds the chapter objects the exercise is about (its cell
+    passes them). Never raises, records no claim; see the module's docstring."""
+    try:
+        return _self_check(exercise, given, answers)
+    except Exception as exc:  # noqa: BLE001 - a self-check never stops a notebook
+        print(f"self-check {exercise}: could not check ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _self_check(label, given, answers) -> bool | None:
+    ex = EXERCISES.get(label) if isinstance(label, str) else None
+    if ex is None:
+        print(f"self-check {label!r}: no such self-check; known: {', '.join(sorted(EXERCISES))}")
+        return None
+    names = [a.name for a in ex.answers]
+    unknown = sorted(set(answers) - set(names))
+    if unknown:
+        print(f"self-check {label}: it takes the answers {', '.join(names)}; got also {', '.join(unknown)}")
+        return None
+    given = dict(given or {})
+    missing_given = [g for g in ex.given if g not in given]
+    if missing_given:
+        print(
+            f"self-check {label}: pass the chapter's objects it is about: given=dict("
+            + ", ".join(f"{g}={g}" for g in ex.given)
+            + ")"
+        )
+        return None
+    waiting = [n for n in names if answers.get(n) is None]
+    if len(waiting) == len(names):
+        print(
+            f"self-check {label}: waiting for your answer: set {', '.join(waiting)} (now None) and run the cell again"
+        )
+        _record(label, {n: "missing" for n in names})
+        return None
+    values = {n: _number(answers.get(n)) for n in names}
+    reference = ex.reference(given, values)
+    verdicts, lines = {}, []
+    for a in ex.answers:
+        value = values[a.name]
+        if a.name in waiting:
+            verdicts[a.name] = "missing"
+            lines.append(f"  {a.name}: waiting for your answer (now None)")
+        elif value is None:
+            verdicts[a.name] = "not yet"
+            lines.append(f"  {a.name}: not yet: a finite number is needed, got {type(answers[a.name]).__name__}")
+        elif a.holds(value, float(reference[a.name])):
+            verdicts[a.name] = "right"
+            lines.append(f"  {a.name}: right")
+        else:
+            verdicts[a.name] = "not yet"
+            lines.append(f"  {a.name}: not yet: {a.hint}")
+    right = sum(v == "right" for v in verdicts.values())
+    head = "right" if right == len(names) else f"not yet ({right} of {len(names)} right)"
+    print(f"self-check {label}: {head}\n" + "\n".join(lines))
+    _record(label, verdicts)
+    return None if waiting and right + len(waiting) == len(names) else right == len(names)
+
+
+# --- the book's self-checked exercises (references computed here, when a student's cell runs) ------------
+
+
+@exercise(
+    "ex-model-alpha",
+    Answer(
+        "alpha_good",
+        "alpha_s averages y_i n_s(X_i) / T_i over the n = 4 sequences: for each sequence, the share of its "
+        "tokens that are `good`, with the sign of its label",
+        tol=1e-9,
+    ),
+    Answer(
+        "gap_good",
+        "Delta_s counts occurrences: the share of the token's occurrences in positive sequences minus the share "
+        "in negative ones",
+        tol=1e-9,
+    ),
+)
+def _model_alpha(given, answers):
+    from ..analysis.statistics import alpha, posterior_gap
+    from ..data.batch import RaggedBatch
+
+    good = 0  # two positive sequences with `good` once, two negative ones, one with `good` twice (T = 4)
+    batch = RaggedBatch.from_sequences(
+        [[good, 1, 2, 3], [good, 4, 5, 6], [good, good, 7, 8], [9, 10, 11, 12]], [1, 1, -1, -1], vocab_size=13
+    )
+    return {"alpha_good": float(alpha(batch)[good]), "gap_good": float(posterior_gap(batch)[good])}
+
+
+@exercise(
+    "ex-one-step-quadruple",
+    Answer(
+        "predicted",
+        "evaluate the least-squares line of the sweep at d = 16384: exp(intercept) * 16384**slope",
+        rel_tol=0.01,
+    ),
+    Answer(
+        "measured",
+        "take one step of size eta0 from ts.AttentionModel.init(batch.vocab_size, 16384, seed=seed) and compute "
+        "the relative error of the lemma, ||E1 - E0 - (eta0/2) alpha v^T||_F / ||(eta0/2) alpha v^T||_F",
+        rel_tol=1e-6,
+    ),
+    given=("batch", "eta0", "seed", "slope", "intercept"),
+)
+def _one_step_quadruple(given, answers):
+    from ..experiments.theory import one_step_error
+
+    predicted = math.exp(given["intercept"]) * 16384 ** given["slope"]
+    return {"predicted": predicted, "measured": one_step_error(given["batch"], given["eta0"], 16384, given["seed"])}
+
+
+@exercise(
+    "ex-one-step-width",
+    Answer(
+        "width",
+        "bound every initial value |E0_s^T v| by t with a union bound over the |S| tokens, "
+        "P(|N(0, 1/d)| > t) <= 2 exp(-d t^2 / 2), then ask (eta0/2) a > t and solve for d",
+        rel_tol=0.02,
+    ),
+)
+def _one_step_width(given, answers):
+    vocab, eta0, a, delta = 100, 200.0, 0.005, 0.05  # the numbers of the exercise
+    return {"width": 8 * math.log(2 * vocab / delta) / (eta0 * a) ** 2}
+
+
+@exercise(
+    "ex-div-small-eta",
+    Answer(
+        "min_lead",
+        "take one step of size 1 (not eta0) from the chapter's initialisation ts.AttentionModel.init("
+        "batch.vocab_size, d=d, seed=seed), then the smallest over sequences of "
+        "ts.statistics.value_lead(batch, model.values(), important)",
+        rel_tol=1e-6,
+    ),
+    given=("batch", "important", "d", "seed"),
+)
+def _div_small_eta(given, answers):
+    from ..analysis.statistics import value_lead
+    from ..models.attention import AttentionModel
+    from ..training.phases import one_step
+
+    batch = given["batch"]
+    m1 = one_step(AttentionModel.init(batch.vocab_size, d=given["d"], seed=given["seed"]), batch, eta0=1.0)
+    return {"min_lead": float(value_lead(batch, m1.values(), given["important"]).min())}
+
+
+@exercise(
+    "ex-div-rate",
+    Answer(
+        "norm_120",
+        "draw ts.synthetic.assumption1_pairs(n_pairs=100, n_important=3, n_irrelevant=120, length=8, seed=seed), "
+        "take one step of size 100 at d = 256 (initialisation seed), and solve "
+        "ts.max_margin_for_selection for the selection 'the important token of each sequence'",
+        rel_tol=1e-3,
+    ),
+    Answer(
+        "rate_120",
+        "fit the slope of ||p_t|| against ln t over t >= 1e4 of a gradient flow run to t = 1e8; "
+        "it should come within 5 % of ||p_mm||",
+        rel_tol=0.05,
+    ),
+    given=("seed",),
+)
+def _div_rate(given, answers):
+    import torch
+
+    from ..analysis.maxmargin import max_margin_for_selection
+    from ..data.synthetic import assumption1_pairs
+    from ..models.attention import AttentionModel
+    from ..training.phases import one_step
+
+    seed = given["seed"]
+    more = assumption1_pairs(n_pairs=100, n_important=3, n_irrelevant=120, length=8, seed=seed)
+    m1 = one_step(AttentionModel.init(more.batch.vocab_size, d=256, seed=seed), more.batch, eta0=100.0)
+    important = torch.from_numpy(more.planted != 0)
+    norm = max_margin_for_selection(m1.E, more.batch, important[more.batch.ids]).norm
+    return {"norm_120": norm, "rate_120": norm}

@@ -1,0 +1,204 @@
+"""The theory chapters' runs on synthetic data, with their sizes as arguments (chapters 1 and 2).
+
+* :func:`selection_table` — which token of each sequence a ``<cls>`` vector selects (chapter 1's table).
+* :func:`one_step_errors` — the relative error of the one-step approximation and the Gram deviation, over
+  widths and initialisation seeds (chapter 2, Lemma "One step from a Gaussian p0").
+* :func:`one_step_ranking` — the values' signs and their correlation with ``alpha`` over step sizes and widths.
+* :func:`multiclass_step` — the ``K``-class step against ``eta0 * alpha_k`` over widths.
+* :func:`gram_bound` — the bound ``b(eta0, d)`` on the Gram remainder (chapter 2, eq-gram-bound).
+
+Each returns a table (a pandas DataFrame) with one row per run; the chapters check claims on its columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..data.batch import RaggedBatch
+from ..errors import InvalidArgumentError
+from ..models.attention import AttentionModel, MultiClassAttentionModel
+from ..training.phases import one_step
+from ..validation import check_int, check_real
+
+
+def _batch(batch) -> RaggedBatch:
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidArgumentError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
+    return batch
+
+
+def _ints(values, name: str, min: int = 1) -> list[int]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise InvalidArgumentError(f"{name} must be a list of integers, e.g. [256, 1024], got {values!r}")
+    out = [check_int(v, f"{name}[{k}]", min=min) for k, v in enumerate(values)]
+    if not out:
+        raise InvalidArgumentError(f"{name} must hold at least one integer")
+    return out
+
+
+def _reals(values, name: str) -> list[float]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise InvalidArgumentError(f"{name} must be a list of positive numbers, e.g. [20.0, 200.0], got {values!r}")
+    out = [check_real(v, f"{name}[{k}]", min=0.0, min_inclusive=False) for k, v in enumerate(values)]
+    if not out:
+        raise InvalidArgumentError(f"{name} must hold at least one number")
+    return out
+
+
+def _alpha(alpha, vocab_size: int) -> torch.Tensor:
+    if not isinstance(alpha, torch.Tensor) or alpha.ndim != 1 or alpha.shape[0] != vocab_size:
+        raise InvalidArgumentError(
+            f"alpha must be a 1-d tensor with one entry per token ({vocab_size}), e.g. ts.statistics.alpha(batch); "
+            f"got {type(alpha).__name__} of shape {tuple(getattr(alpha, 'shape', ()))}"
+        )
+    return alpha.double()
+
+
+def selection_table(batch: RaggedBatch, selected: torch.Tensor, planted) -> pd.DataFrame:
+    """One row per sequence: its label ``y``, its tokens with the selected ones in brackets, and its important
+    token (the first with a non-zero ``planted`` role). ``selected`` is a flat boolean mask over the batch's
+    occurrences (:func:`tokensel.analysis.statistics.selection`). Chapter 1."""
+    batch = _batch(batch)
+    if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
+        raise InvalidArgumentError(
+            f"selected must be a boolean tensor with one entry per occurrence ({batch.num_tokens}), as "
+            "ts.statistics.selection returns"
+        )
+    planted = np.asarray(planted)
+    if planted.shape != (batch.vocab_size,):
+        raise InvalidArgumentError(f"planted must hold one role per token ({batch.vocab_size}), got {planted.shape}")
+    rows, pos = [], 0
+    for i, seq in enumerate(batch.to_lists()):
+        marks = [f"[{s}]" if selected[pos + t] else str(s) for t, s in enumerate(seq)]
+        important = [s for s in seq if planted[s] != 0]
+        rows.append(
+            {
+                "y": int(batch.labels[i]),
+                "tokens ([selected])": " ".join(marks),
+                "important": important[0] if important else None,
+            }
+        )
+        pos += len(seq)
+    return pd.DataFrame(rows)
+
+
+def gram_bound(alpha: torch.Tensor, eta0: float, d) -> np.ndarray | float:
+    """``b(eta0, d) = 1.5 (2 + sqrt(2) eta0 max|alpha|) sqrt(log|S| / d)``, the bound on the Gram remainder
+    ``max |R|`` after one step (chapter 2, eq-gram-bound; the factor 1.5 allows for the fluctuation of a
+    maximum of Gaussians and for the lower-order terms). ``d`` may be an array of widths."""
+    if not isinstance(alpha, torch.Tensor) or alpha.ndim != 1 or alpha.numel() < 2:
+        raise InvalidArgumentError("alpha must be a 1-d tensor of the tokens' signed frequencies (two or more)")
+    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
+    widths = np.asarray(d, dtype=float)
+    if widths.size == 0 or not np.all(widths >= 1):
+        raise InvalidArgumentError(f"d must be a width >= 1 or an array of them, got {d!r}")
+    amax = float(alpha.abs().max())
+    return 1.5 * (2 + np.sqrt(2) * eta0 * amax) * np.sqrt(np.log(alpha.numel()) / widths)
+
+
+def _gram_deviation(model: AttentionModel, alpha: torch.Tensor, eta0: float) -> float:
+    S = model.E.shape[0]
+    R = model.E @ model.E.T - torch.eye(S, dtype=torch.float64) - eta0**2 / 4 * torch.outer(alpha, alpha)
+    return float(R.abs().max())
+
+
+def one_step_error(batch: RaggedBatch, eta0: float, d: int, seed: int) -> float:
+    """The relative error ``||E1 - E0 - (eta0/2) alpha v^T||_F / ||(eta0/2) alpha v^T||_F`` of one step from the
+    Gaussian initialisation of width ``d`` and seed ``seed`` (chapter 2, eq-one-step-err)."""
+    return float(one_step_errors(batch, eta0, [d], [seed]).err.iloc[0])
+
+
+def one_step_errors(batch: RaggedBatch, eta0: float, dims, seeds) -> pd.DataFrame:
+    """One step of size ``eta0`` from the Gaussian initialisation at every width of ``dims`` and seed of
+    ``seeds``: one row per run with ``d``, ``seed``, ``err`` (the relative error of eq-one-step-err) and
+    ``gram_dev`` (``max |R|`` of the Gram structure). Chapter 2."""
+    batch = _batch(batch)
+    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
+    dims, seeds = _ints(dims, "dims"), _ints(seeds, "seeds", min=0)
+    from ..analysis.statistics import alpha as signed_frequency
+
+    alpha = signed_frequency(batch)
+    rows = []
+    for d in dims:
+        for s in seeds:
+            m0 = AttentionModel.init(batch.vocab_size, d, seed=s)
+            m1 = one_step(m0, batch, eta0)
+            target = torch.outer(eta0 / 2 * alpha, m0.v)
+            err = float((m1.E - m0.E - target).norm() / target.norm())
+            rows.append(dict(d=d, seed=s, err=err, gram_dev=_gram_deviation(m1, alpha, eta0)))
+    return pd.DataFrame(rows)
+
+
+def one_step_ranking(batch: RaggedBatch, steps, dims, seed: int) -> pd.DataFrame:
+    """One step of every size of ``steps`` at every width of ``dims`` (initialisation ``seed``): one row per
+    run with ``eta0``, ``d``, ``gram_dev``, ``correlation`` (of the values ``E1 v`` with ``alpha``),
+    ``strong_tokens`` (tokens whose signal ``eta0/2 |alpha_s|`` exceeds three times the noise maximum
+    ``sqrt(2 log|S| / d)``) and ``right_sign`` (the fraction of them whose value has the sign of ``alpha_s``;
+    NaN when there are none). Chapter 2."""
+    batch = _batch(batch)
+    steps, dims = _reals(steps, "steps"), _ints(dims, "dims")
+    seed = check_int(seed, "seed", min=0)
+    from ..analysis.statistics import alpha as signed_frequency
+
+    alpha = signed_frequency(batch)
+    rows = []
+    for step in steps:
+        for d in dims:
+            m1 = one_step(AttentionModel.init(batch.vocab_size, d, seed=seed), batch, step)
+            w = m1.values()
+            strong = step / 2 * alpha.abs() > 3 * np.sqrt(2 * np.log(batch.vocab_size) / d)
+            right = (torch.sign(w[strong]) == torch.sign(alpha[strong])).double()
+            rows.append(
+                dict(
+                    eta0=step,
+                    d=d,
+                    gram_dev=_gram_deviation(m1, alpha, step),
+                    correlation=float(np.corrcoef(w, alpha)[0, 1]),
+                    strong_tokens=int(strong.sum()),
+                    right_sign=float(right.mean()) if strong.any() else np.nan,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class MulticlassStep:
+    """:func:`multiclass_step`'s result: ``table`` (one row per width: ``d``, ``rel_err``, ``min_corr``) and
+    ``changes``, the change ``(E1 - E0) V`` of every token's class values at the largest width."""
+
+    table: pd.DataFrame
+    changes: torch.Tensor
+
+
+def multiclass_step(batch: RaggedBatch, eta0: float, dims, seed: int) -> MulticlassStep:
+    """One step of size ``eta0`` of the ``K``-class model from ``p = 0`` at every width of ``dims``, compared with
+    ``eta0 * alpha_k`` (:func:`tokensel.analysis.statistics.alpha_multiclass`): the relative error and the
+    smallest correlation over the classes, per width. Chapter 2, Lemma "One step, K classes"."""
+    batch = _batch(batch)
+    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
+    dims, seed = _ints(dims, "dims"), check_int(seed, "seed", min=0)
+    from ..analysis.statistics import alpha_multiclass
+
+    alpha_k = alpha_multiclass(batch)
+    K = alpha_k.shape[1]
+    rows, dW = [], None
+    for d in dims:
+        m0 = MultiClassAttentionModel.init(batch.vocab_size, d, K, seed=seed, p_init="zero")
+        dW = (one_step(m0, batch, eta0).E - m0.E) @ m0.V
+        rows.append(
+            dict(
+                d=d,
+                rel_err=float((dW - eta0 * alpha_k).norm() / (eta0 * alpha_k).norm()),
+                min_corr=min(float(np.corrcoef(dW[:, k], alpha_k[:, k])[0, 1]) for k in range(K)),
+            )
+        )
+    assert dW is not None
+    largest = int(np.argmax(dims))
+    if largest != len(dims) - 1:  # the changes at the largest width, whatever the order of dims
+        m0 = MultiClassAttentionModel.init(batch.vocab_size, dims[largest], K, seed=seed, p_init="zero")
+        dW = (one_step(m0, batch, eta0).E - m0.E) @ m0.V
+    return MulticlassStep(pd.DataFrame(rows), dW)

@@ -1,0 +1,60 @@
+"""Chapters read as chapters (issue 23 item 6): at most a fifth of a chapter's code cells hide their input and
+never one with a claim, every claim says its comparison by keyword (``at_least=``, ``at_most=``,
+``close_to=`` with ``tol=`` or ``rel_tol=``, or ``check(name, flag)``), and each chapter has one ``parameters``
+cell. Chapters not yet rewritten are listed in :data:`PENDING`; a pending chapter that passes must leave the
+list, so it only shrinks."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tokensel.book.toc import toc_numbers
+
+ROOT = Path(__file__).resolve().parents[1]
+#: chapters not yet rewritten to this form (the test checks that each still fails, so the list only shrinks)
+PENDING = {"book/04_selection", "book/05_max_margin", "book/06_real_data", "book/07_beyond"}
+CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)\n```$", re.S | re.M)
+
+
+def form_problems(text: str) -> list[str]:
+    """What keeps the MyST notebook ``text`` from reading as a chapter (see the module)."""
+    cells = CELL.findall(text)
+    if not cells:
+        return ["no code cells"]
+
+    def tags(cell):
+        head = cell.split("\n---\n", 1)[0] if cell.startswith("---\n") else cell.split("\n", 1)[0]
+        found = re.search(r"tags:\s*\[([^\]]*)\]", head)
+        return {t.strip() for t in found.group(1).split(",")} if found else set()
+
+    hidden = [c for c in cells if "hide-input" in tags(c)]
+    problems = []
+    if len(hidden) * 5 > len(cells):
+        problems.append(f"{len(hidden)} of {len(cells)} code cells hide their input (at most a fifth)")
+    problems += ["a cell with a claim hides its input" for c in hidden if re.search(r"\bcheck\(", c)]
+    if re.search(r"\bkind\s*=", text):
+        problems.append("a claim written with kind= (say the comparison by keyword)")
+    if sum("parameters" in tags(c) for c in cells) != 1:
+        problems.append("not exactly one parameters cell")
+    return problems
+
+
+@pytest.mark.parametrize("page", sorted(toc_numbers(ROOT)))
+def test_each_chapter_reads_as_a_chapter(page):
+    problems = form_problems((ROOT / f"{page}.md").read_text(encoding="utf-8"))
+    if page in PENDING:
+        assert problems, f"{page} now reads as a chapter: take it out of PENDING"
+    else:
+        assert not problems, problems
+
+
+def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
+    cell = "```{code-cell} ipython3\n%s\nx = 1\n```\n"
+    good = cell % ":tags: [parameters]" + cell % "" * 3 + cell % ":tags: [hide-input]"
+    assert form_problems(good) == []
+    hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'ts.check("a", 1, at_least=0)')
+    assert "a cell with a claim hides its input" in form_problems(hidden_claim)
+    assert any("a fifth" in p for p in form_problems(hidden_claim))
+    assert any("kind=" in p for p in form_problems(good.replace("x = 1", "ts.check('a', 1, 0, kind='ge')", 1)))
+    assert "not exactly one parameters cell" in form_problems(good.replace("parameters", "hide-input"))

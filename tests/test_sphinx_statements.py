@@ -1,0 +1,159 @@
+"""tokensel.book.sphinx_statements and the statement a claim tests: ``check(..., statement=)`` records and prints
+the label, a failed claim names the statement by kind and title, the HTML links the label to the statement by
+its number, and the proof index lists statements by number and title. A tiny book is built once (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tokensel as ts
+from tokensel.book.sphinx_statements import plain_title
+from tokensel.book.wording import TESTS, claim_line, statement_title
+from tokensel.errors import ClaimFailedError, InvalidArgumentError
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+PAGE = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+    format_version: 0.13
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+# Chapter
+
+````{prf:definition} Signed frequency $\\alpha_s$
+:label: def-b
+
+Text.
+````
+
+````{prf:lemma} One step from $p^0 = 0$
+:label: lem-a
+
+A thing $\\|p_t\\|$.
+````
+
+$$
+x = 1
+$$ (eq-x)
+
+```{code-cell} ipython3
+from myst_nb import glue
+
+n = 400
+glue("n", n, display=False)
+print("[ok] a: 1, required at least 0 (tests lem-a)")
+print("[ok] b: 1, required at least 0 (tests eq-x)")
+print("[ok] c: 1, required at least 0 (tests lem-nowhere)")
+```
+
+```{code-cell} ipython3
+---
+mystnb:
+  figure:
+    caption: |
+      A figure of {glue:text}`n:d` points.
+    name: fig-x
+---
+import matplotlib.pyplot as plt
+
+plt.plot([1, 2]);
+```
+
+Text with {glue:text}`n:,d` sequences.
+"""
+
+
+def test_a_claim_records_and_prints_the_statement_it_tests(tmp_path, capsys, monkeypatch):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "book" / "ch.md").write_text(PAGE)
+    monkeypatch.chdir(tmp_path)
+    ts.start_chapter("ch")
+    ts.check("a", 1.0, at_least=0.0, statement="lem-a")
+    assert capsys.readouterr().out.strip() == "[ok] a: 1, required at least 0 (tests lem-a)"
+    rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
+    assert rec["checks"][0]["statement"] == "lem-a"
+    with pytest.raises(ClaimFailedError) as failed:
+        ts.check("b", 1.0, at_most=0.5, statement="lem-a", preregistered=True)
+    message = str(failed.value)
+    assert "(tests lem-a)" in message
+    assert "what is tested: Lemma \u201cOne step from $p^0 = 0$\u201d (lem-a)" in message
+    assert "where the threshold comes from: fixed before the first run" in message
+    for bad in ("", "1abc", "lem a", 3):
+        with pytest.raises(InvalidArgumentError, match="statement"):
+            ts.check("c", 1.0, at_least=0.0, statement=bad)
+    from tokensel.book.records import record_problems
+
+    rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
+    assert record_problems(rec) == [] and [c["passed"] for c in rec["checks"]][:2] == [True, False]
+
+
+def test_statement_titles_and_plain_titles():
+    assert statement_title("lem-one-step", ROOT) == "Lemma \u201cOne step from $p^0 = 0$\u201d (lem-one-step)"
+    assert statement_title("eq-alpha-gap", ROOT) == "equation eq-alpha-gap of 01_model (eq-alpha-gap)"
+    assert statement_title("nothing-here", ROOT) == "nothing-here"
+    with pytest.raises(InvalidArgumentError, match="label"):
+        statement_title("not a label", ROOT)
+    assert plain_title("One step from $p^0 = 0$") == "One step from p⁰ = 0"
+    assert plain_title("Divergence of $\\|p_t\\|$ (our precise version)") == "Divergence of ‖pₜ‖ (our precise version)"
+    line = claim_line("x", 1.0, 0.0, None, "ge", True, label="lem-a")
+    assert TESTS.search(line)["label"] == "lem-a"
+    with pytest.raises(InvalidArgumentError, match="label"):
+        claim_line("x", 1.0, 0.0, None, "ge", True, label="no label")
+
+
+@pytest.mark.slow
+def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_by_number(tmp_path):
+    book = tmp_path / "tiny"
+    (book / "book").mkdir(parents=True)
+    (book / "_config.yml").write_text(
+        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n"
+        "parse:\n  myst_enable_extensions: [amsmath, dollarmath, colon_fence]\n"
+        "sphinx:\n  extra_extensions: [sphinx_proof, tokensel.book.sphinx_statements]\n"
+        "  config:\n    nb_merge_streams: true\n"
+    )
+    (book / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
+        "    chapters:\n      - file: book/ch\n"
+    )
+    (book / "book" / "intro.md").write_text("# Intro\n\nSee {ref}`prf-prf`.\n")
+    (book / "book" / "ch.md").write_text(PAGE)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
+    out = subprocess.run(
+        [str(BIN / "jupyter-book"), "build", str(book), "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    # the negative control: a label that names no statement is a warning (an error under -W), left unlinked
+    assert re.search(r"WARNING: a check line tests 'lem-nowhere', which is no statement", log), log[-3000:]
+    page = (book / "_build" / "html" / "book" / "ch.html").read_text()
+    assert '(tests <a class="reference internal" href="#lem-a">Lemma 1.1</a>)' in page
+    assert '(tests <a class="reference internal" href="#equation-eq-x">(1.1)</a>)' in page
+    assert "(tests lem-nowhere)" in page
+    # numbers glued from the code appear in the caption and the text
+    assert re.search(r'A figure of <span class="pasted-text">400</span> points', page)
+    assert 'Text with <span class="pasted-text">400</span> sequences' in page
+    index = re.sub(r"\s+", " ", (book / "_build" / "html" / "prf-prf.html").read_text())
+    assert "<h1>Definitions, lemmas and proofs</h1>" in index
+    entries = re.findall(r'<a href="book/ch.html#([\w-]+)"><code class="xref">([^<]+)</code>', index)
+    # in the order the chapter states them (each kind is numbered on its own)
+    assert entries == [("def-b", "Definition 1.1 Signed frequency αₛ"), ("lem-a", "Lemma 1.1 One step from p⁰ = 0")]
+    assert "1. Chapter" in index
