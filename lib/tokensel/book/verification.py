@@ -90,7 +90,7 @@ def expected_claims(root: Path | None = None, chapters: list[str] | None = None)
 
     No page is skipped: a ``_toc.yml`` that is missing or cannot be read, and a page it lists whose source is
     missing, is a notebook, or cannot be read, raise a :class:`~tokensel.errors.TokenselError` naming
-    ``_toc.yml``, the page and the fix (:func:`~tokensel.book.toc.page_sources`)."""
+    ``_toc.yml``, the page and the fix (``tokensel.book.toc.page_sources``)."""
     root = Path(root or book_root())
     out, issues, unreadable = {}, [], []
     owner: dict[str, str] = {}
