@@ -74,6 +74,7 @@ __all__ = [
     "check_device",
     "declare",
     "check_fields",
+    "bind",
     "type_error",
     "Declaration",
     "Constraint",
@@ -339,6 +340,16 @@ def _as_declared(exc: TokenselError, error: type) -> TokenselError:
     return exc if isinstance(exc, kind) else kind(str(exc))
 
 
+def bind(dims: dict, symbol: str, size: int, name: str) -> None:
+    """Bind the named dimension ``symbol`` to ``size`` for argument ``name``, or check it against the size an
+    earlier argument bound."""
+    if dims.setdefault(symbol, size) != size:
+        raise InvalidArgumentError(
+            f"{name} has {symbol} = {size}, but an earlier argument has {symbol} = {dims[symbol]}"
+            + (f" ({DIMENSIONS[symbol]})" if symbol in DIMENSIONS else "")
+        )
+
+
 def _resolve(shape, dims: dict) -> tuple:
     """A concrete shape for an example: named dimensions bound in ``dims`` take their size, others ``_SIZE``."""
     return tuple(dims.get(s, _SIZE) if isinstance(s, str) else (_SIZE if s is None else s) for s in shape)
@@ -537,16 +548,19 @@ class Bool(Constraint):
 
 
 class Choice(Constraint):
-    """One of ``options`` (strings compared by exact spelling; :func:`check_choice`)."""
+    """One of ``options`` (strings compared by exact spelling; :func:`check_choice`). With ``what`` (e.g.
+    ``"data set"``) an unknown string is reported as "unknown data set 'x' for name"."""
 
-    def __init__(self, *options, allow_none: bool = False):
+    def __init__(self, *options, what: str | None = None, allow_none: bool = False):
         super().__init__(allow_none=allow_none)
-        self.options = tuple(options)
+        self.options, self.what = tuple(options), what
 
     def describe(self) -> str:
         return f"one of {self.options}"
 
     def check(self, value, name, dims):
+        if self.what and isinstance(value, str) and value not in self.options:
+            raise InvalidArgumentError(f"unknown {self.what} {_short(value)} for {name}: known are {self.options}")
         return check_choice(value, name, self.options)
 
     def _invalid(self, dims):
@@ -919,14 +933,16 @@ class Tensor(Constraint):
 
 
 class Either(Constraint):
-    """A value one of ``members`` accepts (the first that does gives the canonical value)."""
+    """A value one of ``members`` accepts (the first that does gives the canonical value); ``what`` says what
+    they accept in words (default: their descriptions joined by "or")."""
 
-    def __init__(self, *members: Constraint, allow_none: bool = False):
+    def __init__(self, *members: Constraint, what: str | None = None, allow_none: bool = False):
         super().__init__(allow_none=allow_none)
         self.members = members
+        self.what = what or " or ".join(m.describe() for m in members)
 
     def describe(self) -> str:
-        return " or ".join(m.describe() for m in self.members)
+        return self.what
 
     def check(self, value, name, dims):
         problems = []
