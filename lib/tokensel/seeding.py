@@ -9,6 +9,7 @@ generators of Python, NumPy and torch and the number of torch threads, for code 
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) 
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if threads is not None:
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(cast(int, threads))  # an int in 1..4096 (the declaration, or config)
 
 
 @declare(seed=Int(min=0), device=Device())

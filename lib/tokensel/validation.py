@@ -22,9 +22,9 @@ test code.
 
 **The error class: one rule.** A declaration names its error class (``error=``, default
 :class:`~tokensel.errors.InvalidArgumentError`); every problem with a declared argument raises that class,
-and a problem of type (a str where an int is needed) raises its type variant (:func:`type_error`, a
-subclass of that class and of :class:`~tokensel.errors.ArgumentTypeError`, so ``except TypeError`` works).
-The message starts with the argument's name and says what the argument needs.
+a problem of type (a str where an int is needed) its type variant (:func:`type_error`: a subclass of that
+class and of :class:`~tokensel.errors.ArgumentTypeError`, so both ``except error`` and ``except TypeError``
+catch it). The message names the argument and says what it needs.
 
 **Across arguments.** A constraint checks one argument, with one exception: named dimensions. A shape may
 name a dimension (``Tensor(shape=("S",))``: one value per token); the first argument that has it binds its
@@ -54,6 +54,7 @@ from .errors import (
     ArgumentTypeError,
     BatchTypeError,
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     InvalidBatchError,
     InvalidParameterError,
     ParameterTypeError,
@@ -74,6 +75,7 @@ __all__ = [
     "check_device",
     "declare",
     "check_fields",
+    "unchecked",
     "bind",
     "type_error",
     "Declaration",
@@ -85,6 +87,7 @@ __all__ = [
     "Text",
     "FilePath",
     "Instance",
+    "Duck",
     "Function",
     "IntArray",
     "RealArray",
@@ -315,18 +318,23 @@ DIMENSIONS = {
     "n": "one entry per sequence",
 }
 _SIZE = 2  # the size an example gives a dimension no earlier argument has bound
-_TYPE_VARIANTS: dict[type, type] = {InvalidBatchError: BatchTypeError, InvalidParameterError: ParameterTypeError}
+_TYPE_VARIANTS: dict[type, type] = {
+    InvalidArgumentError: InvalidArgumentTypeError,
+    InvalidBatchError: BatchTypeError,
+    InvalidParameterError: ParameterTypeError,
+}
 
 
 def type_error(error: type) -> type:
     """The class a declaration whose errors are ``error`` raises for an argument of the wrong type: ``error``
-    itself when it is a ``TypeError``, :class:`~tokensel.errors.ArgumentTypeError` for the generic
-    :class:`~tokensel.errors.InvalidArgumentError`, else a subclass of both ``error`` and ``ArgumentTypeError``
-    (:class:`~tokensel.errors.BatchTypeError`, :class:`~tokensel.errors.ParameterTypeError`, ...)."""
+    itself when it is a ``TypeError``, else a subclass of both ``error`` and
+    :class:`~tokensel.errors.ArgumentTypeError` (:class:`~tokensel.errors.InvalidArgumentTypeError`,
+    :class:`~tokensel.errors.BatchTypeError`, :class:`~tokensel.errors.ParameterTypeError`, ...): so
+    ``except error`` catches every problem with a declared argument, and ``except TypeError`` a wrong type."""
     if issubclass(error, TypeError):
         return error
-    if error is InvalidArgumentError or not issubclass(error, TokenselError):
-        return ArgumentTypeError
+    if not issubclass(error, TokenselError):
+        raise TypeError(f"declare: error must be a tokensel error class, got {error!r}")
     if error not in _TYPE_VARIANTS:
         doc = f"An argument of a function whose errors are {error.__name__} has the wrong type."
         _TYPE_VARIANTS[error] = type(
@@ -359,17 +367,20 @@ def _check_shape(actual: tuple, shape, name: str, dims: dict, what: str) -> None
     """``actual`` against a declared ``shape`` (ints, named dimensions, None for any size); binds the named
     dimensions no earlier argument has bound."""
     if len(actual) != len(shape):
-        raise InvalidArgumentError(f"{name} must be {len(shape)}-D ({what}), got shape {actual}")
-    expected = []
+        raise InvalidArgumentError(f"{name} must be {len(shape)}-D ({what}), got shape {tuple(actual)}")
+    ok = True
     for size, want in zip(actual, shape, strict=True):
-        if isinstance(want, str):
+        if want.__class__ is str:
             want = dims.setdefault(want, size)
-        expected.append(size if want is None else want)
-    if tuple(expected) != actual:
+        ok = ok and (want is None or want == size)
+    if not ok:
+        actual = tuple(actual)
+        expected = [size if s is None else dims.get(s, s) for size, s in zip(actual, shape, strict=True)]
         named = [DIMENSIONS[s] for s in shape if isinstance(s, str) and s in DIMENSIONS]
         raise InvalidArgumentError(
-            f"{name} has shape {actual}, expected {what} of shape {tuple(expected)}"
+            f"{name} must be {what} of shape {tuple(expected)}"
             + (f" ({'; '.join(named)})" if named else "")
+            + f"; {name} has shape {actual}"
         )
 
 
@@ -627,6 +638,26 @@ class Instance(Constraint):
         return value
 
     def _invalid(self, dims):
+        return [(label, v) for label, v in (("a str", "x"), ("an int", 1)) if not isinstance(v, self.types)]
+
+
+class Duck(Constraint):
+    """An object with the ``methods`` named (a model for the training loop, a table for a reader)."""
+
+    def __init__(self, *methods: str, what: str, allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.methods, self.what = methods, what
+
+    def describe(self) -> str:
+        return self.what
+
+    def check(self, value, name, dims):
+        missing = [m for m in self.methods if not callable(getattr(value, m, None))]
+        if missing:
+            raise ArgumentTypeError(f"{name} must be {self.what}, got {type(value).__name__} (no {', '.join(missing)})")
+        return value
+
+    def _invalid(self, dims):
         return [("a str", "x"), ("an int", 1)]
 
 
@@ -657,10 +688,13 @@ class _Array(Constraint):
 
     what = "an array"
 
-    def __init__(self, *, ndim: int | None = None, shape: tuple | None = None, allow_none: bool = False):
+    def __init__(
+        self, *, ndim: int | None = None, shape: tuple | None = None, nonempty: bool = False, allow_none: bool = False
+    ):
         super().__init__(allow_none=allow_none)
         self.shape = shape if shape is not None else (None,) * ndim if ndim is not None else None
         self.binds = tuple(s for s in self.shape or () if isinstance(s, str))
+        self.nonempty = nonempty
 
     def describe(self) -> str:
         return self.what + ("" if self.shape is None else f" of shape {self.shape}")
@@ -668,6 +702,8 @@ class _Array(Constraint):
     def _shaped(self, arr: np.ndarray, name: str, dims: dict) -> np.ndarray:
         if self.shape is not None:
             _check_shape(arr.shape, self.shape, name, dims, self.what)
+        if self.nonempty and 0 in arr.shape:
+            raise InvalidArgumentError(f"{name} must have every axis of length >= 1, got shape {arr.shape}")
         return arr
 
     def _good_shape(self, dims) -> tuple:
@@ -684,6 +720,8 @@ class _Array(Constraint):
         ]
         if self.shape is not None:
             out += [(f"shape {s}", self._make(s)) for s in _wrong_shapes(self.shape, dims)]
+        if self.nonempty:
+            out.append(("an empty axis", self._make((0,) + shape[1:])))
         return out
 
     def _make(self, shape: tuple):
@@ -720,8 +758,8 @@ class RealArray(_Array):
 
     what = "an array of real numbers"
 
-    def __init__(self, *, ndim=None, shape=None, finite: bool = True, allow_none: bool = False):
-        super().__init__(ndim=ndim, shape=shape, allow_none=allow_none)
+    def __init__(self, *, ndim=None, shape=None, finite: bool = True, nonempty: bool = False, allow_none: bool = False):
+        super().__init__(ndim=ndim, shape=shape, nonempty=nonempty, allow_none=allow_none)
         self.finite = finite
 
     def check(self, value, name, dims):
@@ -836,6 +874,7 @@ class Tensor(Constraint):
         self.kind, self.finite, self.half, self.convert = kind, finite, half, convert
         self.shape = shape if shape is not None else (None,) * ndim if ndim is not None else None
         self.binds = tuple(s for s in self.shape or () if isinstance(s, str))
+        self._accepted: set = set()
 
     @property
     def what(self) -> str:
@@ -885,15 +924,18 @@ class Tensor(Constraint):
         else:
             if value.is_meta:
                 raise ArgumentTypeError(f"{name} is a tensor on the meta device: it has no values")
-            if value.layout != torch.strided:
+            if value.layout is not torch.strided:
                 raise ArgumentTypeError(f"{name} is a {value.layout} tensor: pass a dense one (.to_dense())")
-            problem = self._dtype_problem(value.dtype, name)
-            if problem:
-                raise ArgumentTypeError(problem)
+            dtype = value.dtype
+            if dtype not in self._accepted:  # the dtypes seen to pass are remembered: one lookup per call
+                problem = self._dtype_problem(dtype, name)
+                if problem:
+                    raise ArgumentTypeError(problem)
+                self._accepted.add(dtype)
             if self.convert:
-                value = value.detach().to(torch.long if self.kind == "int" else value.dtype, copy=True).contiguous()
+                value = value.detach().to(torch.long if self.kind == "int" else dtype, copy=True).contiguous()
         if self.shape is not None:
-            _check_shape(tuple(value.shape), self.shape, name, dims, self.what)
+            _check_shape(value.shape, self.shape, name, dims, self.what)
         if self.finite and value.numel() and value.dtype.is_floating_point:
             lo, hi = torch.aminmax(value.detach())  # one read of the tensor; NaN propagates through both
             if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
@@ -1035,6 +1077,7 @@ class Declaration:
 
     def __init__(self, function: Callable, params: dict, error: type):
         self.function, self.params, self.error = function, dict(params), error
+        type_error(error)  # a tokensel error class, or the declaration fails at import
         self.signature = inspect.signature(function)
         sig = self.signature.parameters
         for name, constraint in self.params.items():
@@ -1095,6 +1138,12 @@ def declare(params: dict | None = None, /, *, error: type = InvalidArgumentError
         return Declaration(obj, declared, error).wrap(obj)
 
     return decorate
+
+
+def unchecked(fn: _F) -> _F:
+    """``fn`` without its declared checks: for a loop inside the library that calls a declared function many
+    times with arguments it has already checked (a gradient per step)."""
+    return getattr(fn, "__wrapped__", fn)
 
 
 def check_fields(obj) -> None:

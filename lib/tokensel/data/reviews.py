@@ -90,7 +90,7 @@ class Column(Constraint):
 
     def check(self, value, name, dims):
         values = value.tolist() if hasattr(value, "tolist") and not isinstance(value, (list, tuple)) else value
-        if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
+        if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
             raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
         values = list(values)
         for i, t in enumerate(values if self.texts else ()):

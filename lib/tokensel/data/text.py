@@ -18,7 +18,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import regex
@@ -243,7 +243,7 @@ def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None
 @declare(ids=IntArray(ndim=1), vocab=VOCABULARY)
 def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
     """Words of a sequence of ids."""
-    arr = ids
+    arr = cast(np.ndarray, ids)  # an int64 array (the declaration)
     if arr.size and (arr.min() < 0 or arr.max() >= len(vocab)):
         raise InvalidArgumentError(
             f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(arr.min())}..{int(arr.max())}"
