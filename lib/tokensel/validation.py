@@ -400,7 +400,8 @@ class Constraint:
 
     A subclass defines :meth:`check` (the value in its canonical type, or a tokensel error: a type problem as
     an ``ArgumentTypeError``, any other as an ``InvalidArgumentError``), :meth:`describe`, and for the
-    generated tests :meth:`_invalid` (values it refuses) and :meth:`example` (a value it accepts)."""
+    generated tests ``_invalid`` (values it refuses, listed by :meth:`invalid`) and :meth:`example` (a value it
+    accepts)."""
 
     #: the named dimensions this constraint binds when no earlier argument has
     binds: tuple[str, ...] = ()

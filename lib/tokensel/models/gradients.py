@@ -13,9 +13,20 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
-from ..validation import Bool, Instance, Real, Tensor, declare
+from ..validation import Bool, Instance, Real, Tensor, declare, unchecked
+from . import core
 from .attention import AttentionModel, MultiClassAttentionModel
-from .core import fused_applies, fused_grads, fused_scores_values, score_value_grads, score_value_grads_multiclass
+
+# the attention pass, called per training step with arguments the functions below have checked
+fused_applies, fused_grads, fused_scores_values = (
+    unchecked(core.fused_applies),
+    unchecked(core.fused_grads),
+    unchecked(core.fused_scores_values),
+)
+score_value_grads, score_value_grads_multiclass = (
+    unchecked(core.score_value_grads),
+    unchecked(core.score_value_grads_multiclass),
+)
 
 
 @dataclass
