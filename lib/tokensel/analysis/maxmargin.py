@@ -134,6 +134,7 @@ def find_cycle(pairs: np.ndarray):
     return None
 
 
+@declare(solver=Text())
 def installed_solver(solver: str) -> str:
     """The cvxpy name of ``solver`` (a name such as ``"clarabel"``) when cvxpy has it installed, else a
     :class:`~tokensel.errors.SolverError` naming the installed ones."""

@@ -30,6 +30,7 @@ VECTOR = Tensor("float", shape=("d",), finite=True)
 SIZES = dict(vocab_size=Int(min=1), d=Int(min=1), seed=Int(min=0), dtype=DTYPE, device=Device())
 
 
+@declare(error=InvalidParameterError, E=Tensor("float", ndim=2, half=True))
 def same_dtype_and_device(E: torch.Tensor, **tensors: torch.Tensor) -> None:
     """Raise InvalidParameterError unless every tensor has the dtype and device of ``E``, and ``E`` has a
     token and a dimension."""
