@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 
 from .errors import InvalidArgumentError
+from .validation import FilePath, Instance, declare
 
 DATA_DIR = "TOKENSEL_DATA_DIR"
 CACHE_DIR = "TOKENSEL_CACHE_DIR"
@@ -75,6 +76,7 @@ def _whole(value: str, digits: int) -> int | None:
     return int(value.replace("_", ""))
 
 
+@declare(location=Instance(str, what="a str"))
 def redact(location: str) -> str:
     """``location`` safe to print: the password (and any user name) of a URL replaced by ``***``."""
     from urllib.parse import urlsplit, urlunsplit
@@ -90,6 +92,7 @@ def redact(location: str) -> str:
         return "<an unparseable URL>" if "@" in location else location
 
 
+@declare(text=Instance(str, what="a str"))
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it replaced by ``***`` (for error messages)."""
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)
@@ -167,6 +170,7 @@ def threads() -> int:
     return number
 
 
+@declare(book_root=FilePath())
 def results_dir(book_root: Path) -> Path:
     """Where a run records its claims: ``TOKENSEL_RESULTS_DIR`` (``make book`` sets it to the book's folder,
     :func:`book_results_dir`), else the scratch folder ``<book_root>/_build/scratch/checks``, so a chapter run
@@ -175,6 +179,7 @@ def results_dir(book_root: Path) -> Path:
     return Path(value).expanduser() if value else book_root / "_build" / "scratch" / "checks"
 
 
+@declare(book_root=FilePath())
 def book_results_dir(book_root: Path) -> Path:
     """Where the book's build keeps its claim records, read by ``python -m tokensel verify`` and the status
     page: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""

@@ -27,6 +27,22 @@ class InvalidParameterError(InvalidArgumentError):
     """Model parameters or training settings are invalid: wrong shape, dtype or device, NaN/inf, ..."""
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, ArgumentTypeError):
+    """An argument of a function whose errors are :class:`InvalidArgumentError` has the wrong type (a
+    ``TypeError`` and a ``ValueError``: ``except`` on the function's error class catches every problem with
+    its arguments)."""
+
+
+class BatchTypeError(InvalidBatchError, ArgumentTypeError):
+    """An argument of a function whose errors are :class:`InvalidBatchError` has the wrong type (also a
+    ``TypeError``)."""
+
+
+class ParameterTypeError(InvalidParameterError, ArgumentTypeError):
+    """An argument of a function whose errors are :class:`InvalidParameterError` has the wrong type (also a
+    ``TypeError``)."""
+
+
 class InfeasibleSVMError(InvalidArgumentError):
     """The max-margin (ATT-SVM) problem has no solution for the requested selection.
 

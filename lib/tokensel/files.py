@@ -12,18 +12,20 @@ import tempfile
 from pathlib import Path
 
 from .errors import StorageError
+from .validation import FilePath, Instance, Real, Text, declare
 
 
+@declare(exc=Instance(BaseException, what="an exception"))
 def describe_os_error(exc: BaseException) -> str:
     """One line for an ``OSError``: its kind and message, without a traceback."""
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return f"{type(exc).__name__}: {text.splitlines()[0][:160] if text else ''}"
 
 
+@declare(folder=FilePath(), what=Text())
 def ensure_folder(folder: Path, what: str) -> Path:
     """``folder``, created if needed; a file, a dangling link or an unwritable place in its stead raises
     :class:`StorageError` naming ``what`` it is for."""
-    folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -38,10 +40,10 @@ def ensure_folder(folder: Path, what: str) -> Path:
     return folder
 
 
+@declare(path=FilePath(), what=Text())
 def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
     """``path`` if it is a regular file (after links); a folder, a FIFO, a device or a dangling link raises
     ``error`` naming ``what`` it is, without opening it (a FIFO would block the reader)."""
-    path = Path(path)
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError as exc:
@@ -65,6 +67,7 @@ def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
     return path
 
 
+@declare(path=FilePath(), data=Instance(dict, list, what="JSON data (a dict or a list)"))
 def write_json_atomic(path: Path, data) -> None:
     """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
     an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
@@ -93,6 +96,7 @@ def write_json_atomic(path: Path, data) -> None:
         raise
 
 
+@declare(path=FilePath(), timeout=Real(min=0.0))
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = 120):
     """Hold the ``filelock.FileLock`` at ``path``; a lock path taken by a folder, an unwritable folder
@@ -121,6 +125,7 @@ def file_lock(path: Path, timeout: float = 120):
         lk.release()
 
 
+@declare(directory=FilePath(), name=Text(), timeout=Real(min=0.0))
 def lock(directory: Path, name: str, timeout: float = 120):
     """The lock ``directory/name`` (the folder is created), as a context manager (:func:`file_lock`)."""
     directory = ensure_folder(directory, "the folder of the lock")

@@ -9,16 +9,18 @@ generators of Python, NumPy and torch and the number of torch threads, for code 
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import numpy as np
 import torch
 
 from . import config
-from .validation import check_int
+from .validation import Device, Int, declare
 
 _FROM_CONFIG = object()
 
 
+@declare(seed=Int(min=0), threads=Int(min=1, max=4096, allow_none=True))
 def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) -> None:
     """Seed Python, NumPy and torch, and fix torch's intra-op thread count (default
     :func:`tokensel.config.threads`, i.e. ``TOKENSEL_THREADS`` or 2; None leaves it as it is).
@@ -26,27 +28,24 @@ def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) 
     A fixed thread count matters for bitwise determinism: the order of floating-point
     reductions in torch's CPU kernels depends on how work is split between threads.
     """
-    seed = check_int(seed, "seed", min=0)
     if threads is _FROM_CONFIG:
         threads = config.threads()
-    if threads is not None:
-        threads = check_int(threads, "threads", min=1, max=4096)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if threads is not None:
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(cast(int, threads))  # an int in 1..4096 (the declaration, or config)
 
 
+@declare(seed=Int(min=0), device=Device())
 def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     """A fresh torch generator seeded with ``seed`` (an int; numpy ints are accepted)."""
-    seed = check_int(seed, "seed", min=0)
     g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
+    g.manual_seed(seed)
     return g
 
 
+@declare(seed=Int(min=0))
 def rng(seed: int) -> np.random.Generator:
     """A fresh NumPy generator seeded with ``seed``."""
-    seed = check_int(seed, "seed", min=0)
     return np.random.default_rng(seed)

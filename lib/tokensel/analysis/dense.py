@@ -42,10 +42,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
-from ..validation import check_choice, check_int, check_real, check_real_array
-from .maxmargin import _check_solver, _solve
+from ..validation import BoolArray, Choice, Either, Int, IntArray, Real, RealArray, Tensor, Text, declare
+from .maxmargin import _solve, installed_solver
+
+#: features of ``n`` sequences of ``T`` positions in dimension ``d``, the real positions, and a selection
+FEATURES = RealArray(shape=("n", "T", "d"), nonempty=True)
+MASK = BoolArray(shape=("n", "T"), allow_none=True)
+SELECTED = Either(
+    BoolArray(shape=("n", "T")),
+    IntArray(shape=("n",)),
+    what="a boolean array of shape (n, T) or one position index per sequence, shape (n,)",
+)
 
 DEFAULT_TOL = 1e-9
 
@@ -72,52 +81,31 @@ class DenseSVMResult:
     solve_time: float
 
 
-def _check_features(X, name: str = "X") -> np.ndarray:
-    X = check_real_array(X, name, ndim=3, error=InvalidArgumentError)
-    if X.shape[0] == 0 or X.shape[1] == 0 or X.shape[2] == 0:
-        raise InvalidArgumentError(f"{name} must have shape (n, T, d) with n, T, d >= 1, got {X.shape}")
-    return X
-
-
-def _check_mask(mask, shape) -> np.ndarray:
+def _positions(mask, shape) -> np.ndarray:
+    """The real positions: ``mask`` (checked by the declaration), all of them when None; every sequence
+    needs one."""
     if mask is None:
         return np.ones(shape, dtype=bool)
-    m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
-    if m.dtype != np.bool_ or m.shape != shape:
-        raise InvalidArgumentError(
-            f"mask must be a boolean array of shape {shape} (True at the real positions of "
-            f"each sequence), got {m.dtype} {m.shape}"
-        )
+    m = mask
     empty = np.flatnonzero(~m.any(1))
     if empty.size:
         raise InvalidArgumentError(f"mask leaves sequence {int(empty[0])} without a position: drop that sequence")
     return m
 
 
-def _check_selected(selected, mask: np.ndarray) -> np.ndarray:
-    """``selected`` as a boolean (n, T) array within ``mask``: from a boolean array or from the indices
-    ``opt_i`` of one selected position per sequence."""
+def _selection(s: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``selected`` (checked by the declaration) as a boolean (n, T) array within ``mask``: from a boolean
+    array or from the indices ``opt_i`` of one selected position per sequence."""
     n, T = mask.shape
-    s = selected.detach().cpu().numpy() if isinstance(selected, torch.Tensor) else np.asarray(selected)
     if s.dtype == np.bool_:
-        if s.shape != (n, T):
-            raise InvalidArgumentError(
-                f"selected must be a boolean array of shape {(n, T)} or one position index "
-                f"per sequence (shape ({n},)), got a boolean array of shape {s.shape}"
-            )
         out = s.copy()
-    elif s.dtype.kind in "iu" and s.shape == (n,):
+    else:
         if s.min() < 0 or s.max() >= T:
             raise InvalidArgumentError(
                 f"selected holds position indices in 0..{T - 1}, got {int(s.min())}..{int(s.max())}"
             )
         out = np.zeros((n, T), dtype=bool)
         out[np.arange(n), s] = True
-    else:
-        raise InvalidArgumentError(
-            f"selected must be a boolean array of shape {(n, T)} or an integer array of one "
-            f"position per sequence, shape ({n},); got {s.dtype} {s.shape}"
-        )
     outside = np.argwhere(out & ~mask)
     if outside.size:
         i, t = outside[0]
@@ -128,15 +116,11 @@ def _check_selected(selected, mask: np.ndarray) -> np.ndarray:
     return out
 
 
+@declare(X=FEATURES, p=RealArray(shape=("d",)), mask=MASK, tol=Real(min=0.0))
 def selection(X, p, mask=None, tol: float = DEFAULT_TOL) -> torch.Tensor:
     """The positions ``p`` selects, as a boolean ``(n, T)`` tensor: those whose score ``x_{i,t}^T p`` is within
     the absolute tolerance ``tol`` of their sequence's maximum (padding, ``mask`` False, never)."""
-    X = _check_features(X)
-    m = _check_mask(mask, X.shape[:2])
-    p = check_real_array(p, "p", ndim=1)
-    if p.shape != (X.shape[2],):
-        raise InvalidArgumentError(f"p must have shape ({X.shape[2]},) (the feature dimension), got {p.shape}")
-    tol = check_real(tol, "tol", min=0.0)
+    m = _positions(mask, X.shape[:2])
     s = np.where(m, X @ p, -np.inf)
     return torch.from_numpy(m & (s >= s.max(1, keepdims=True) - tol))
 
@@ -241,6 +225,7 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
     )
 
 
+@declare(X=FEATURES, selected=SELECTED, mask=MASK, solver=Text())
 def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
     """The ATT-SVM for ``p`` on dense features: ``min ||p||`` s.t. ``p^T (x_{i,t} - x_{i,t'}) >= 1`` for
     every selected ``t`` and unselected ``t'`` of each sequence ``i``.
@@ -253,13 +238,20 @@ def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opt
     conflicting sequences (``error.sequences``) when no ``p`` exists; with a shared token table ``E`` and
     ``X = E[ids]`` this is the problem :func:`tokensel.max_margin` solves on token pairs.
     """
-    X = _check_features(X)
-    mask = _check_mask(mask, X.shape[:2])
-    sel = _check_selected(selected, mask)
-    solver = _check_solver(solver, solver_opts)
+    mask = _positions(mask, X.shape[:2])
+    sel = _selection(selected, mask)
+    solver = installed_solver(solver)
     return _svm(X, sel, mask, (X.shape[2],), "fro", solver, solver_opts)
 
 
+@declare(
+    X=FEATURES,
+    selected=SELECTED,
+    Z=RealArray(shape=("n", None), nonempty=True),
+    mask=MASK,
+    norm=Choice("fro", "nuc"),
+    solver=Text(),
+)
 def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
     """The ATT-SVM for a key-query matrix ``W`` (shape ``(d, d_z)``): ``min ||W||`` s.t.
     ``(x_{i,t} - x_{i,t'})^T W z_i >= 1`` for every selected ``t`` and unselected ``t'`` of each sequence.
@@ -271,16 +263,9 @@ def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLAR
     norm, the one for a factorised ``W = K Q^T`` trained in ``K`` and ``Q`` (Tarzanagh et al., 2023).
     Other arguments and conventions as :func:`att_svm_dense`; the result's ``p`` is ``W``.
     """
-    X = _check_features(X)
-    Z = check_real_array(Z, "Z", ndim=2, error=InvalidArgumentError)
-    if Z.shape[0] != X.shape[0] or Z.shape[1] == 0:
-        raise InvalidArgumentError(
-            f"Z must hold one query vector per sequence, shape ({X.shape[0]}, d_z), got {Z.shape}"
-        )
-    check_choice(norm, "norm", ("fro", "nuc"), error=InvalidArgumentError)
-    mask = _check_mask(mask, X.shape[:2])
-    sel = _check_selected(selected, mask)
-    solver = _check_solver(solver, solver_opts)
+    mask = _positions(mask, X.shape[:2])
+    sel = _selection(selected, mask)
+    solver = installed_solver(solver)
     lifted = (X[:, :, :, None] * Z[:, None, None, :]).reshape(X.shape[0], X.shape[1], -1)  # vec(x z^T), row-major
     return _svm(lifted, sel, mask, (X.shape[2], Z.shape[1]), norm, solver, solver_opts)
 
@@ -297,6 +282,18 @@ class NormalizedGD:
     cos_ref: list
 
 
+@declare(
+    error=InvalidParameterError,
+    X=FEATURES,
+    labels=RealArray(shape=("n",)),
+    v=RealArray(shape=("d",)),
+    steps=Int(min=1, max=10**8),
+    lr=Real(min=0.0, min_inclusive=False),
+    p0=RealArray(shape=("d",), allow_none=True),
+    mask=MASK,
+    reference=RealArray(shape=("d",), allow_none=True),
+    records=Int(min=1),
+)
 def normalized_gd(
     X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None, reference=None, records: int = 50
 ) -> NormalizedGD:
@@ -313,33 +310,20 @@ def normalized_gd(
     sums ``q_t q_s (u_t - u_s) x_t`` over pairs of positions, so it stays accurate when the attention is
     nearly one-hot). A step at which the gradient is exactly
     zero ends the run."""
-    X = torch.from_numpy(_check_features(X))
+    X = torch.from_numpy(X)
     n, T, d = X.shape
-    m = torch.from_numpy(_check_mask(mask, (n, T)))
-    y = torch.from_numpy(check_real_array(labels, "labels", ndim=1, error=InvalidArgumentError))
-    if y.shape != (n,) or not bool(((y == 1) | (y == -1)).all()):
-        raise InvalidArgumentError(
+    m = torch.from_numpy(_positions(mask, (n, T)))
+    y = torch.from_numpy(labels)
+    if not bool(((y == 1) | (y == -1)).all()):
+        raise InvalidParameterError(
             f"labels must hold one label of +1 or -1 per sequence, shape ({n},): map 0/1 "
             "labels with tokensel.labels_from_01"
         )
-    v = torch.from_numpy(check_real_array(v, "v", ndim=1, error=InvalidArgumentError))
-    if v.shape != (d,):
-        raise InvalidArgumentError(f"v must have shape ({d},) (the feature dimension), got {tuple(v.shape)}")
-    steps = check_int(steps, "steps", min=1, max=10**8, error=InvalidParameterError)
-    lr = check_real(lr, "lr", min=0.0, min_inclusive=False, error=InvalidParameterError)
-    records = check_int(records, "records", min=1, error=InvalidParameterError)
-    p = (
-        torch.zeros(d, dtype=torch.float64)
-        if p0 is None
-        else torch.from_numpy(check_real_array(p0, "p0", ndim=1, error=InvalidParameterError)).clone()
-    )
-    if p.shape != (d,):
-        raise InvalidParameterError(f"p0 must have shape ({d},), got {tuple(p.shape)}")
-    ref = None
-    if reference is not None:
-        ref = torch.from_numpy(check_real_array(reference, "reference", ndim=1, error=InvalidParameterError))
-        if ref.shape != (d,) or not float(ref.norm()) > 0:
-            raise InvalidParameterError(f"reference must be a non-zero vector of shape ({d},)")
+    v = torch.from_numpy(v)
+    p = torch.zeros(d, dtype=torch.float64) if p0 is None else torch.from_numpy(p0).clone()
+    ref = None if reference is None else torch.from_numpy(reference)
+    if ref is not None and not float(ref.norm()) > 0:
+        raise InvalidParameterError(f"reference must be a non-zero vector of shape ({d},)")
     u = X @ v  # (n, T) values
     diff = u[:, :, None] - u[:, None, :]  # u_t - u_s
     rec = set(np.unique(np.linspace(0, steps, min(records, steps + 1)).round().astype(int)).tolist())
@@ -365,17 +349,11 @@ def normalized_gd(
     return out
 
 
+@declare(batch=Batch(), E=Tensor("real", shape=("S", None)))
 def features(E: torch.Tensor, batch: RaggedBatch):
     """The dense features of a ragged batch: ``X[i, t] = E[ids of sequence i][t]`` padded with zeros to the
     longest sequence, and the boolean mask of the real positions. Returns ``(X, mask)`` as float64 and bool
     tensors of shapes ``(n, T, d)`` and ``(n, T)``."""
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidArgumentError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
-    if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[0] != batch.vocab_size:
-        raise InvalidArgumentError(
-            f"E must be a ({batch.vocab_size}, d) tensor (one row per token), got "
-            f"{getattr(E, 'shape', type(E).__name__)}"
-        )
     T = int(batch.lengths.max())
     pos = torch.arange(batch.num_tokens) - batch.offsets[:-1][batch.seg].cpu()
     X = torch.zeros(batch.n, T, E.shape[1], dtype=torch.float64)

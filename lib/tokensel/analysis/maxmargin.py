@@ -25,9 +25,34 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.batch import RaggedBatch
-from ..errors import ArgumentTypeError, InfeasibleSVMError, InvalidParameterError, SolverError
-from ..validation import check_bool, check_choice, check_int_array
+from ..data.batch import Batch, RaggedBatch
+from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
+from ..validation import Bool, Choice, Constraint, Instance, Real, Tensor, Text, check_int_array, declare, unchecked
+
+
+class Pairs(Constraint):
+    """Token pairs ``(s, s')``: a non-empty ``(k, 2)`` array of token ids, passed on as an int64 array."""
+
+    def describe(self) -> str:
+        return "a non-empty (k, 2) array of token ids"
+
+    def check(self, value, name, dims):
+        pairs = check_int_array(value, name)
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got shape {pairs.shape}")
+        return pairs
+
+    def _invalid(self, dims):
+        return [("no pair", np.zeros((0, 2), dtype=np.int64)), ("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]])]
+
+    def example(self, dims):
+        return np.array([[0, 1]])
+
+
+PAIRS = Pairs()
+#: token embeddings (|S| x d), finite
+EMBEDDINGS = Tensor("float", ndim=2, finite=True)
+SELECTED = Tensor("bool", shape=("tokens",))
 
 
 @dataclass
@@ -53,19 +78,13 @@ class SVMResult:
         )
 
 
+@declare(error=InvalidParameterError, batch=Batch(), selected=SELECTED)
 def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     """De-duplicated token pairs ``(s, s')``: ``s`` selected and ``s'`` unselected in a common sequence.
 
     ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
     :func:`tokensel.analysis.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
     """
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
-    if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
-        raise InvalidParameterError(
-            f"selected must be a boolean mask of shape {tuple(batch.ids.shape)}, got "
-            f"{getattr(selected, 'dtype', type(selected).__name__)} {tuple(getattr(selected, 'shape', ()))}"
-        )
     S = batch.vocab_size
     seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
     key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
@@ -86,9 +105,9 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     return torch.stack([pair_key // S, pair_key % S], 1).numpy()
 
 
+@declare(error=InvalidParameterError, pairs=PAIRS)
 def find_cycle(pairs: np.ndarray):
     """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
-    pairs = _check_pairs(pairs)
     succ: dict[int, list[int]] = {}
     for a, b in pairs.tolist():
         succ.setdefault(a, []).append(b)
@@ -115,21 +134,12 @@ def find_cycle(pairs: np.ndarray):
     return None
 
 
-def _check_pairs(pairs) -> np.ndarray:
-    try:
-        pairs = check_int_array(pairs, "pairs", error=InvalidParameterError)
-    except ArgumentTypeError as exc:
-        raise InvalidParameterError(str(exc)) from None
-    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
-        raise InvalidParameterError(f"pairs must be a non-empty (k, 2) array of token ids, got shape {pairs.shape}")
-    return pairs
-
-
-def _check_solver(solver, opts: dict) -> str:
+@declare(solver=Text())
+def installed_solver(solver: str) -> str:
+    """The cvxpy name of ``solver`` (a name such as ``"clarabel"``) when cvxpy has it installed, else a
+    :class:`~tokensel.errors.SolverError` naming the installed ones."""
     import cvxpy as cp
 
-    if not isinstance(solver, str) or not solver:
-        raise InvalidParameterError(f"solver must be a cvxpy solver name such as 'CLARABEL', got {solver!r}")
     if solver.upper() not in cp.installed_solvers():
         raise SolverError(
             f"the solver {solver!r} is not installed; installed: {cp.installed_solvers()}: "
@@ -174,6 +184,14 @@ def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_o
         )
 
 
+@declare(
+    error=InvalidParameterError,
+    E=EMBEDDINGS,
+    pairs=PAIRS,
+    form=Choice("sparse", "dense"),
+    solver=Text(),
+    verbose=Bool(),
+)
 def max_margin(
     E: torch.Tensor,
     pairs: np.ndarray,
@@ -190,14 +208,7 @@ def max_margin(
     import cvxpy as cp
     import scipy.sparse as sp
 
-    check_choice(form, "form", ("sparse", "dense"), error=InvalidParameterError)
-    check_bool(verbose, "verbose")
-    solver = _check_solver(solver, solver_opts)
-    if not isinstance(E, torch.Tensor) or E.ndim != 2 or not E.dtype.is_floating_point:
-        raise InvalidParameterError("E must be a 2-D floating-point torch tensor (|S| x d)")
-    if not torch.all(torch.isfinite(E)):
-        raise InvalidParameterError("E contains NaN or inf")
-    pairs = _check_pairs(pairs)
+    solver = installed_solver(solver)
     S, d = E.shape
     if pairs.min() < 0 or pairs.max() >= S:
         raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
@@ -206,7 +217,7 @@ def max_margin(
             "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
             cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2,
         )
-    cycle = find_cycle(pairs)
+    cycle = unchecked(find_cycle)(pairs)
     if cycle is not None:
         raise InfeasibleSVMError(
             f"the selection is infeasible: the pair constraints around the cycle {cycle} of tokens "
@@ -265,11 +276,13 @@ def max_margin(
     )
 
 
+@declare(error=InvalidParameterError, batch=Batch(), E=EMBEDDINGS, selected=SELECTED)
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
     """:func:`max_margin` for the pairs of a flat selection mask."""
     return max_margin(E, selection_pairs(batch, selected), **kw)
 
 
+@declare(error=InvalidParameterError, gram=Tensor("float", ndim=2, finite=True), pairs=PAIRS, solver=Text())
 def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLARABEL") -> tuple[torch.Tensor, float]:
     """The ATT-SVM in score space for a given Gram matrix ``G = E E^T`` (|S| x |S|).
 
@@ -281,18 +294,11 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     """
     import cvxpy as cp
 
-    pairs = _check_pairs(pairs)
-    solver = _check_solver(solver, {})
-    if not isinstance(gram, torch.Tensor) or not gram.dtype.is_floating_point:
-        raise InvalidParameterError(
-            f"gram must be a floating-point torch tensor (|S| x |S|), got {type(gram).__name__}"
-        )
+    solver = installed_solver(solver)
     G = gram.detach().cpu().numpy().astype(np.float64)
-    if G.ndim != 2 or G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
+    if G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
         raise InvalidParameterError("gram must be square and cover every token of the pairs")
-    if not np.all(np.isfinite(G)):
-        raise InvalidParameterError("gram contains NaN or inf")
-    cycle = find_cycle(pairs)
+    cycle = unchecked(find_cycle)(pairs)
     if cycle is not None:
         raise InfeasibleSVMError(f"the selection is infeasible: cycle {cycle}", cycle=cycle)
     tokens = np.unique(pairs)
@@ -320,6 +326,12 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     return torch.from_numpy(out), float(np.sqrt(max(prob.value, 0.0)))
 
 
+@declare(
+    error=InvalidParameterError,
+    E=EMBEDDINGS,
+    result=Instance(SVMResult, what="an SVMResult from max_margin"),
+    active_tol=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+)
 def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -> tuple[float, np.ndarray]:
     """How far ``result.p`` is from satisfying the KKT conditions of the ATT-SVM.
 
@@ -330,12 +342,8 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
     """
     from scipy.optimize import nnls
 
-    if not isinstance(result, SVMResult):
-        raise InvalidParameterError(f"result must be an SVMResult from max_margin, got {type(result).__name__}")
-    if not isinstance(E, torch.Tensor) or E.ndim != 2 or E.shape[1] != result.p.shape[0]:
+    if E.shape[1] != result.p.shape[0] or E.shape[0] <= int(result.pairs.max()):
         raise InvalidParameterError("E must be the |S| x d matrix the SVM was solved for")
-    if not (isinstance(active_tol, float) and 0.0 < active_tol < 1.0):
-        raise InvalidParameterError(f"active_tol must be a float in (0, 1), got {active_tol!r}")
     En = E.detach().cpu().numpy().astype(np.float64)
     pv = result.p.detach().cpu().numpy().astype(np.float64)
     M = En[result.pairs[:, 0]] - En[result.pairs[:, 1]]

@@ -19,9 +19,50 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from ..validation import check_bool, check_choice, check_int, check_real, check_real_array
+from ..validation import Bool, Choice, Constraint, Int, Pair, Real, RealArray, declare
 
 
+class Table(Constraint):
+    """A table (a pandas DataFrame) with the ``columns`` named, passed on as it is; ``what`` says which table
+    (default: one from :func:`binned`)."""
+
+    def __init__(self, *columns: str, what: str = "a table from binned()", allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.columns, self.what = columns, what
+
+    def describe(self) -> str:
+        return f"{self.what} (columns {', '.join(self.columns)})"
+
+    def check(self, value, name, dims):
+        if not hasattr(value, "columns") or not set(self.columns) <= set(value.columns):
+            raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
+        return value
+
+    def _invalid(self, dims):
+        return [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
+
+    def example(self, dims):
+        import pandas as pd
+
+        if "count" in self.columns:
+            return binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
+        return pd.DataFrame({c: [0] for c in self.columns})
+
+
+BINS = Int(min=1, max=10**6)
+#: a quantity per token (NaN allowed: a token without a gap is left out)
+PER_TOKEN = RealArray(ndim=1, finite=False)
+CENTRAL = Real(min=0.0, min_inclusive=False)
+TABLE = Table("count", "mean", "std")
+
+
+@declare(
+    x=RealArray(finite=False),
+    y=RealArray(finite=False),
+    bins=BINS,
+    range_=Pair(Real(), allow_none=True),
+    out_of_range=Choice("raise", "drop", "clip"),
+)
 def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     """Tokens binned by ``x`` into ``bins`` equal-width bins; per bin the count, mean, std and the
     10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame.
@@ -31,22 +72,13 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin."""
     import pandas as pd
 
-    bins = check_int(bins, "bins", min=1, max=10**6)
-    check_choice(out_of_range, "out_of_range", ("raise", "drop", "clip"))
-    x = check_real_array(x, "x", finite=False)
-    y = check_real_array(y, "y", finite=False)
     if x.shape != y.shape:
         raise InvalidArgumentError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     if x.size == 0:
         raise InvalidArgumentError("no finite (x, y) pairs to bin")
-    if range_ is None:
-        lo, hi = float(x.min()), float(x.max())
-    else:
-        if isinstance(range_, (str, bytes)) or not hasattr(range_, "__len__") or len(range_) != 2:
-            raise InvalidArgumentError(f"range_ must be a pair (lo, hi), got {range_!r}")
-        lo, hi = (check_real(r, f"range_[{i}]") for i, r in enumerate(range_))
+    lo, hi = (float(x.min()), float(x.max())) if range_ is None else range_
     if not lo < hi:
         raise InvalidArgumentError(
             f"the binning range must have lo < hi, got ({lo!r}, {hi!r})"
@@ -82,16 +114,14 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
     return pd.DataFrame(rows)
 
 
+@declare(gap=PER_TOKEN, x=PER_TOKEN, bins=BINS, min_count=Int(min=2), normalize=Bool())
 def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: bool = True) -> float:
     """The average over the bins of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens of the
     within-bin standard deviation of ``x``. With ``normalize`` (default) ``x`` is first divided by its
     standard deviation over the binned tokens: how much tokens of similar gap differ, on a scale that does
     not depend on the size of ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of
     the gap); without, in the units of ``x``."""
-    min_count = check_int(min_count, "min_count", min=2)
-    check_bool(normalize, "normalize")
-    g = torch.as_tensor(check_real_array(gap, "gap", ndim=1, finite=False))
-    v = torch.as_tensor(check_real_array(x, "x", ndim=1, finite=False))
+    g, v = torch.as_tensor(gap), torch.as_tensor(x)
     if g.shape != v.shape:
         raise InvalidArgumentError(f"gap and x need one entry per token each, got lengths {len(g)} and {len(v)}")
     seen = torch.isfinite(g) & torch.isfinite(v)
@@ -115,6 +145,7 @@ class ShapeSummary(NamedTuple):
     rho: float
 
 
+@declare(gap=PER_TOKEN, scores=PER_TOKEN, values=PER_TOKEN, bins=BINS, central=CENTRAL)
 def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> ShapeSummary:
     """The two shapes of the paper's figures, measured on tokens binned by ``gap`` (NaN entries are
     dropped): returns a :class:`ShapeSummary` ``(bins_p, bins_v, u_gap, rho)``.
@@ -124,11 +155,7 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> 
     tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
     non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
     """
-    bins = check_int(bins, "bins", min=1, max=10**6)
-    central = check_real(central, "central", min=0.0, min_inclusive=False)
-    g = torch.from_numpy(check_real_array(gap, "gap", ndim=1, finite=False))
-    s = torch.from_numpy(check_real_array(scores, "scores", ndim=1, finite=False))
-    v = torch.from_numpy(check_real_array(values, "values", ndim=1, finite=False))
+    g, s, v = torch.from_numpy(gap), torch.from_numpy(scores), torch.from_numpy(values)
     if not g.shape == s.shape == v.shape:
         raise InvalidArgumentError(
             f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
@@ -143,27 +170,25 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> 
     return ShapeSummary(bins_p, bins_v, float(u_gap), bin_rank_correlation(bins_v))
 
 
+@declare(table=Table("count", "mean", "center"))
 def bin_rank_correlation(table) -> float:
     """Spearman rank correlation of the non-empty bin means of a :func:`binned` table with the bin centres
     (1 when the means increase with the binning variable)."""
     from scipy.stats import spearmanr
 
-    if not hasattr(table, "columns") or not {"count", "mean", "center"} <= set(table.columns):
-        raise ArgumentTypeError(
-            f"table must come from binned() (columns count, mean, center), got {type(table).__name__}"
-        )
     filled = table[table["count"] > 0]
     if len(filled) < 3:
         raise InvalidArgumentError("fewer than 3 filled bins: a rank correlation says nothing")
     return float(spearmanr(filled.center, filled["mean"]).statistic)
 
 
+@declare(bins_v=TABLE)
 def values_spread(bins_v) -> float:
     """How far training moved the values across the bins: the range (max - min) of the non-empty
     bin means of ``E_s^T v``, in units of the median within-bin standard deviation. Near 1 when
     the bin means differ by no more than the token-to-token noise (as at initialisation); the
     attention-only models of chapter 07 reach 6 to 8 at paper scale."""
-    filled = _filled_bins(bins_v, "bins_v")
+    filled = bins_v[bins_v["count"] > 0]
     if len(filled) < 2:
         raise InvalidArgumentError("too few filled bins to measure the spread of the values")
     scale = float(filled["std"].median())
@@ -172,30 +197,22 @@ def values_spread(bins_v) -> float:
     return float((filled["mean"].max() - filled["mean"].min()) / scale)
 
 
-def _filled_bins(table, what: str):
-    if not hasattr(table, "columns") or not {"count", "mean", "std"} <= set(table.columns):
-        raise ArgumentTypeError(
-            f"{what} must be a table from binned() (columns count, mean, std), got {type(table).__name__}"
-        )
-    return table[table["count"] > 0]
-
-
+@declare(table=TABLE)
 def standard_errors(table):
     """The standard error of each bin mean of a :func:`binned` table, ``std / sqrt(count)`` (NaN for an empty
     bin): the noise level of a bin mean, as opposed to the token-to-token spread ``std``."""
-    _filled_bins(table, "table")
     count = table["count"].astype(float)
     return table["std"] / np.sqrt(count.where(count > 0))
 
 
+@declare(table=TABLE, z=Real(min=0.0, min_inclusive=False))
 def bin_noise_summary(table, z: float = 2.0) -> dict:
     """How the bin means of a :func:`binned` table compare with their own noise (the standard error of a
     bin mean, :func:`standard_errors`): ``range_se`` is the range of the filled bins' means in units of
     their median standard error; ``reversals`` counts the adjacent filled bins whose mean *decreases* by
     more than ``z`` standard errors of the difference (``z * sqrt(se_a^2 + se_b^2)``), i.e. reversals that
     the noise of the bin means does not explain; ``steps`` is the number of adjacent pairs compared."""
-    z = check_real(z, "z", min=0.0, min_inclusive=False)
-    filled = _filled_bins(table, "table")
+    filled = table[table["count"] > 0]
     if len(filled) < 2:
         raise InvalidArgumentError("too few filled bins to compare their means")
     se = standard_errors(filled).to_numpy(float)
@@ -234,10 +251,7 @@ def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, centra
     return float(u_gap), float(spearmanr(centers, mean_v).statistic)
 
 
-def _finite_tokens(gap, scores, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    g = check_real_array(gap, "gap", ndim=1, finite=False)
-    s = check_real_array(scores, "scores", ndim=1, finite=False)
-    v = check_real_array(values, "values", ndim=1, finite=False)
+def _finite_tokens(g: np.ndarray, s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not g.shape == s.shape == v.shape:
         raise InvalidArgumentError(
             f"gap, scores and values need one entry per token each, got lengths {len(g)}, {len(s)}, {len(v)}"
@@ -248,6 +262,16 @@ def _finite_tokens(gap, scores, values) -> tuple[np.ndarray, np.ndarray, np.ndar
     return g[keep], s[keep], v[keep]
 
 
+@declare(
+    gap=PER_TOKEN,
+    scores=PER_TOKEN,
+    values=PER_TOKEN,
+    n_boot=Int(min=10, max=10**6),
+    seed=Int(min=0),
+    level=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+    bins=BINS,
+    central=CENTRAL,
+)
 def shape_bootstrap(
     gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95, bins: int = 20, central: float = 0.2
 ):
@@ -261,11 +285,6 @@ def shape_bootstrap(
     """
     import pandas as pd
 
-    n_boot = check_int(n_boot, "n_boot", min=10, max=10**6)
-    seed = check_int(seed, "seed", min=0)
-    level = check_real(level, "level", min=0.0, max=1.0, min_inclusive=False, max_inclusive=False)
-    bins = check_int(bins, "bins", min=1, max=10**6)
-    central = check_real(central, "central", min=0.0, min_inclusive=False)
     g, s, v = _finite_tokens(gap, scores, values)
     estimate = _shape_values(g, s, v, bins, central)
     rng = np.random.default_rng(seed)
@@ -284,6 +303,7 @@ def shape_bootstrap(
     return pd.DataFrame({"estimate": estimate, "low": q[0], "high": q[1]}, index=["u_gap", "rho"])
 
 
+@declare(gap=PER_TOKEN, counts=RealArray(ndim=1), strata=Int(min=1, max=10**6), seed=Int(min=0))
 def frequency_matched(gap, counts, strata: int = 20, seed: int = 0) -> np.ndarray:
     """A control for the shapes: ``gap`` with its values permuted among words of similar frequency.
 
@@ -293,12 +313,9 @@ def frequency_matched(gap, counts, strata: int = 20, seed: int = 0) -> np.ndarra
     have extreme gaps and little-trained embeddings) survives the permutation; a shape that reflects the
     word's own label statistics does not. Tokens whose gap is not finite keep it. Chapter 06.
     """
-    g = check_real_array(gap, "gap", ndim=1, finite=False)
-    c = check_real_array(counts, "counts", ndim=1)
+    g, c = gap, counts
     if g.shape != c.shape:
         raise InvalidArgumentError(f"gap and counts need one entry per token each, got lengths {len(g)} and {len(c)}")
-    strata = check_int(strata, "strata", min=1, max=10**6)
-    seed = check_int(seed, "seed", min=0)
     rng = np.random.default_rng(seed)
     out = g.copy()
     finite = np.flatnonzero(np.isfinite(g))

@@ -19,74 +19,72 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..data.batch import RaggedBatch
-from ..errors import InvalidArgumentError, InvalidBatchError, InvalidParameterError
+from ..data.batch import Batch, RaggedBatch
+from ..errors import InvalidBatchError, InvalidParameterError
 from ..loss import logistic
 from ..models.core import scatter_tokens, segment_max, segment_softmax
-from ..validation import check_choice, check_real
+from ..validation import Choice, Real, RealArray, Tensor, declare
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
+#: a batch with ±1 labels (most statistics), a K-class one, and any
+BINARY, CLASSES, ANY = Batch("binary"), Batch("classes"), Batch()
+#: one finite value per token of the vocabulary (scores ``c``, values ``w``)
+PER_TOKEN = Tensor("float", shape=("S",), finite=True)
+#: a boolean mask over the vocabulary, and one over the token occurrences
+TOKEN_MASK = Tensor("bool", shape=("S",))
+OCCURRENCE_MASK = Tensor("bool", shape=("tokens",))
+TOL = Real(min=0.0)
 
-def _binary(batch: RaggedBatch) -> torch.Tensor:
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-    if batch.num_classes is not None:
-        raise InvalidBatchError("this statistic needs ±1 labels; got a multi-class batch")
-    return batch.labels.to(torch.float64)
 
-
+@declare(error=InvalidBatchError, batch=BINARY)
 def counts(batch: RaggedBatch):
     """Occurrence counts of every token in positive and in negative sequences: ``(pos, neg)``."""
-    y = _binary(batch)[batch.seg]
+    y = batch.labels[batch.seg]
     ones = torch.ones_like(y)
     return scatter_tokens(ones * (y > 0), batch), scatter_tokens(ones * (y < 0), batch)
 
 
+@declare(error=InvalidBatchError, batch=BINARY, normalize=Choice("length", "count"))
 def alpha(batch: RaggedBatch, normalize: str = "length") -> torch.Tensor:
     """Average signed frequency of every token (float64, length |S|).
 
     ``normalize="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalize="count"``: occurrences
     in positive minus occurrences in negative sequences.
     """
-    y = _binary(batch)
-    check_choice(normalize, "normalize", ("length", "count"))
+    y = batch.labels
     if normalize == "length":
         per_occ = (y / batch.lengths.to(torch.float64))[batch.seg]
         return scatter_tokens(per_occ, batch) / batch.n
-    if normalize == "count":
-        return scatter_tokens(y[batch.seg], batch)
-    raise InvalidArgumentError(f"normalize must be 'length' or 'count', got {normalize!r}")
+    return scatter_tokens(y[batch.seg], batch)
 
 
+@declare(error=InvalidBatchError, batch=BINARY, per=Choice("occurrence", "document"))
 def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
     """``P(y=+1 | s) - P(y=-1 | s)`` for every token; NaN for tokens that never occur.
 
     ``per="occurrence"`` counts occurrences; ``per="document"`` counts the documents containing ``s``.
     """
-    y = _binary(batch)
-    check_choice(per, "per", ("occurrence", "document"))
+    y = batch.labels
     if per == "occurrence":
         pos, neg = counts(batch)
-    elif per == "document":
+    else:
         # one entry per distinct (sequence, token) pair
         key = torch.unique(batch.seg * batch.vocab_size + batch.ids)
         seq, tok = key // batch.vocab_size, key % batch.vocab_size
         yy = y[seq]
         pos = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy > 0).double())
         neg = torch.zeros(batch.vocab_size, dtype=torch.float64, device=y.device).index_add_(0, tok, (yy < 0).double())
-    else:
-        raise InvalidArgumentError(f"per must be 'occurrence' or 'document', got {per!r}")
     tot = pos + neg
     gap = (pos - neg) / tot
     return torch.where(tot > 0, gap, torch.full_like(gap, float("nan")))
 
 
+@declare(error=InvalidBatchError, batch=BINARY, tol=TOL)
 def token_classes(batch: RaggedBatch, tol: float = 1e-12):
     """Classes of every token: a dict of boolean tensors ``positive``, ``negative``, ``irrelevant``
     (by the sign of ``alpha_s`` with tolerance ``tol``), ``completely_positive``,
     ``completely_negative`` and ``absent`` (tokens that never occur)."""
-    tol = check_real(tol, "tol", min=0.0)
     a = alpha(batch)
     pos, neg = counts(batch)
     return {
@@ -99,113 +97,69 @@ def token_classes(batch: RaggedBatch, tol: float = 1e-12):
     }
 
 
+@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN, tol=TOL)
 def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
     """``S_X(p)`` as a flat boolean mask: occurrences with ``c_{x_t} >= max_t' c_{x_t'} - tol``.
 
     ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
     (``tol * ||p||``) when ``||p||`` is large.
     """
-    tol = _check_token_vector(batch, c, "c", tol)
     a = c[batch.ids]
     return a >= segment_max(a, batch)[batch.seg] - tol
 
 
-def _check_occurrence_vector(batch: RaggedBatch, x, name: str, boolean: bool = False) -> None:
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-    if (
-        not isinstance(x, torch.Tensor)
-        or x.shape != (batch.num_tokens,)
-        or (boolean and x.dtype != torch.bool)
-        or (not boolean and not x.dtype.is_floating_point)
-    ):
-        raise InvalidBatchError(
-            f"{name} must be a {'boolean' if boolean else 'floating-point'} tensor with one entry "
-            f"per token occurrence, shape ({batch.num_tokens},); got "
-            f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}"
-        )
-
-
-def _check_token_mask(batch: RaggedBatch, token_mask) -> None:
-    if (
-        not isinstance(token_mask, torch.Tensor)
-        or token_mask.dtype != torch.bool
-        or token_mask.shape != (batch.vocab_size,)
-    ):
-        raise InvalidBatchError(
-            f"token_mask must be a boolean tensor with one entry per vocabulary token, shape "
-            f"({batch.vocab_size},); got {getattr(token_mask, 'dtype', type(token_mask).__name__)}"
-        )
-
-
-def _check_token_vector(batch: RaggedBatch, x, name: str, tol: float) -> float:
-    """Check that ``x`` holds one finite value per token of ``batch``; return ``tol`` checked (a float >= 0)."""
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
-    if not isinstance(x, torch.Tensor) or x.shape != (batch.vocab_size,) or not x.dtype.is_floating_point:
-        raise InvalidBatchError(
-            f"{name} must be a tensor of one value per token, shape ({batch.vocab_size},); "
-            f"got {getattr(x, 'shape', type(x).__name__)}"
-        )
-    if not bool(torch.isfinite(x).all()):
-        raise InvalidBatchError(f"{name} contains NaN or inf")
-    return check_real(tol, "tol", min=0.0)
-
-
+@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN, tol=TOL)
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
     """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask)."""
-    tol = _check_token_vector(batch, w, "w", tol)
-    yu = _binary(batch).to(w.dtype)[batch.seg] * w[batch.ids]
+    yu = batch.labels.to(w.dtype)[batch.seg] * w[batch.ids]
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
 
+@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN)
 def attention(batch: RaggedBatch, c: torch.Tensor) -> torch.Tensor:
     """The softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``) for the
     per-token scores ``c`` (e.g. ``E @ p`` for any ``p``; :meth:`~tokensel.AttentionModel.attention` for
     the model's own ``p``)."""
-    _check_token_vector(batch, c, "c", 0.0)
     return segment_softmax(c[batch.ids], batch)[0]
 
 
+@declare(error=InvalidBatchError, batch=ANY, q=Tensor("float", shape=("tokens",)), mask=OCCURRENCE_MASK)
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence softmax mass on the occurrences in ``mask``."""
-    _check_occurrence_vector(batch, q, "q")
-    _check_occurrence_vector(batch, mask, "mask", boolean=True)
     return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
 
 
+@declare(error=InvalidBatchError, batch=ANY, mask=OCCURRENCE_MASK, token_mask=TOKEN_MASK)
 def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Per sequence: does every occurrence of a token in ``token_mask`` (|S| bools) lie in ``mask``?
 
     Sequences without such a token count as True.
     """
-    _check_occurrence_vector(batch, mask, "mask", boolean=True)
-    _check_token_mask(batch, token_mask)
     needed = token_mask[batch.ids]
     missing = needed & ~mask
     return torch.zeros(batch.n, dtype=torch.long, device=mask.device).index_add_(0, batch.seg, missing.long()) == 0
 
 
+@declare(error=InvalidBatchError, batch=CLASSES)
 def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
     """Class-``k`` signed frequency of every token, (|S| x K):
     ``alpha_{s,k} = (1/n) sum_i (1{y_i = k} - 1/K) n_s(X_i) / T_i``
     ``= (1/n) sum_i [((K-1)/K) 1{y_i = k} - (1/K) 1{y_i != k}] n_s(X_i) / T_i``."""
-    if not isinstance(batch, RaggedBatch) or batch.num_classes is None:
-        raise InvalidBatchError("alpha_multiclass needs a multi-class batch (num_classes=K)")
     K = batch.num_classes
+    assert K is not None  # the declaration
     onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64) - 1.0 / K  # n x K
     per_occ = (onehot / batch.lengths.to(torch.float64)[:, None])[batch.seg]
     out = torch.zeros(batch.vocab_size, K, dtype=torch.float64, device=per_occ.device)
     return out.index_add_(0, batch.ids, per_occ) / batch.n
 
 
+@declare(error=InvalidBatchError, batch=CLASSES)
 def class_gap(batch: RaggedBatch) -> torch.Tensor:
     """One-vs-rest posterior gap of every token and class, (|S| x K), per occurrence:
     ``P(y = k | s) - P(y != k | s)``; NaN for tokens that never occur. With two classes it is
     :func:`posterior_gap` for class 1 (and its negative for class 0)."""
-    if not isinstance(batch, RaggedBatch) or batch.num_classes is None:
-        raise InvalidBatchError("class_gap needs a multi-class batch (num_classes=K)")
     K = batch.num_classes
+    assert K is not None  # the declaration
     onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64)[batch.seg]  # per occurrence
     per_class = torch.zeros(batch.vocab_size, K, dtype=torch.float64, device=onehot.device)
     per_class.index_add_(0, batch.ids, onehot)
@@ -213,13 +167,12 @@ def class_gap(batch: RaggedBatch) -> torch.Tensor:
     return torch.where(total > 0, (2 * per_class - total) / total.clamp(min=1), torch.nan)
 
 
+@declare(error=InvalidBatchError, batch=ANY, x=PER_TOKEN, token_mask=TOKEN_MASK)
 def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Per sequence: ``min`` of ``x`` over its tokens in ``token_mask`` minus ``max`` over its other
     tokens (``x`` and ``token_mask`` are per vocabulary token). Positive means every marked token is
     strictly above every unmarked one; ``+inf`` when a sequence has no unmarked token, ``-inf``
     when it has no marked token."""
-    _check_token_vector(batch, x, "x", 0.0)
-    _check_token_mask(batch, token_mask)
     vals = x[batch.ids].to(torch.float64)
     marked = token_mask.to(torch.bool)[batch.ids]
     inf = torch.full_like(vals, torch.inf)
@@ -229,26 +182,33 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
     return torch.where(has_marked, low - high, torch.full_like(low, -torch.inf))
 
 
+@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN, token_mask=TOKEN_MASK)
 def value_lead(batch: RaggedBatch, w: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Per sequence: ``y_i u`` of its marked tokens (the lowest of them) minus the best ``y_i u`` of its
     other tokens, with ``u = w`` the values (:func:`separation` of ``y_i w``). Positive when the marked
     token has the best value for its sequence's label: the hypothesis of the loss-floor argument."""
-    _binary(batch)
     return torch.where(batch.labels > 0, separation(batch, w, token_mask), separation(batch, -w, token_mask))
 
 
+@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
 def best_value(batch: RaggedBatch, w: torch.Tensor) -> torch.Tensor:
     """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens (``u = w``)."""
-    _check_token_vector(batch, w, "w", 0.0)
-    return segment_max(_binary(batch).to(w.dtype)[batch.seg] * w[batch.ids], batch)
+    return segment_max(batch.labels.to(w.dtype)[batch.seg] * w[batch.ids], batch)
 
 
+@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
 def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
     every output is an average of its sequence's values (``w = E v``)."""
     return float(logistic(best_value(batch, w)).mean())
 
 
+@declare(
+    error=InvalidParameterError,
+    t=RealArray(shape=("points",)),
+    cos=RealArray(shape=("points",)),
+    t_min=Real(min=1.0, min_inclusive=False),
+)
 def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
     """The rate of directional convergence: slope of ``log ||p_t/|p_t| - p*/|p*| ||`` against ``log ln t``.
 
@@ -257,14 +217,8 @@ def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
     (``t_min > 1``) and ``cos < 1``; returns ``(slope, intercept)``. Raises when fewer than three points
     remain.
     """
-    t = np.asarray(t, dtype=np.float64)
-    cos = np.asarray(cos, dtype=np.float64)
-    if t.ndim != 1 or t.shape != cos.shape:
-        raise InvalidParameterError(f"t and cos must be 1-D arrays of one length, got {t.shape} and {cos.shape}")
-    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(cos))) or np.any(np.abs(cos) > 1 + 1e-12):
-        raise InvalidParameterError("t must be finite and cos finite in [-1, 1]")
-    if not (isinstance(t_min, (int, float)) and not isinstance(t_min, bool) and t_min > 1):
-        raise InvalidParameterError(f"t_min must be a number > 1 (ln t > 0), got {t_min!r}")
+    if np.any(np.abs(cos) > 1 + 1e-12):
+        raise InvalidParameterError("cos must lie in [-1, 1]")
     keep = (t >= t_min) & (cos < 1)
     if keep.sum() < 3:
         raise InvalidParameterError(f"only {int(keep.sum())} points with t >= {t_min} and cos < 1: need 3")

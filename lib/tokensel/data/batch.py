@@ -19,33 +19,59 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..errors import ArgumentTypeError, InvalidBatchError
-from ..validation import check_int, check_int_array, check_real_array
+from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
+from ..validation import (
+    Constraint,
+    Device,
+    Either,
+    Int,
+    RealArray,
+    Tensor,
+    bind,
+    check_int_array,
+    declare,
+)
 
 
-def _as_long(x, name: str) -> torch.Tensor:
-    """An integer tensor as int64, always a copy of its own (a batch never shares memory with the caller's
-    arrays, so an edit after validation cannot leak in); floats (even integer-valued), bools, strings and
-    objects are refused."""
-    if isinstance(x, torch.Tensor):
-        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
-            raise InvalidBatchError(
-                f"{name} must be integers, got a tensor of dtype {x.dtype}"
-                + (": convert explicitly with .long()" if x.dtype.is_floating_point else "")
-            )
-        if x.is_meta or x.layout != torch.strided:
-            raise InvalidBatchError(
-                f"{name} must be a dense tensor with values, got a {x.layout} tensor"
-                + (" on the meta device" if x.is_meta else "")
-            )
-        return x.detach().to(torch.long, copy=True).contiguous()
-    try:
-        arr = check_int_array(x, name, error=InvalidBatchError)
-    except ArgumentTypeError as exc:
-        raise InvalidBatchError(str(exc)) from None
-    return torch.from_numpy(np.array(arr, dtype=np.int64, copy=True, order="C"))
+class Sequences(Constraint):
+    """Token-id sequences: a list (or array) of lists or 1-D integer arrays, at least one; passed on as a list
+    of int64 arrays. A str in place of a sequence is refused (tokenize and encode texts first)."""
+
+    def describe(self) -> str:
+        return "a list of token-id lists"
+
+    def check(self, value, name, dims):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+            raise ArgumentTypeError(f"{name} must be a list of token-id lists, got {type(value).__name__}")
+        seqs = []
+        for i, s in enumerate(value):
+            if isinstance(s, (str, bytes)):
+                raise ArgumentTypeError(
+                    f"{name}[{i}] is a string: pass token ids (ints), e.g. via tokensel.data.text.encode"
+                )
+            seq = check_int_array(s, f"{name}[{i}]")
+            if seq.ndim != 1:
+                raise InvalidArgumentError(f"{name}[{i}] must be 1-D (a list of token ids), got shape {seq.shape}")
+            seqs.append(seq)
+        if not seqs:
+            raise InvalidArgumentError(f"{name}: a batch needs at least one sequence, got none")
+        return seqs
+
+    def _invalid(self, dims):
+        return [("a str", "ab"), ("a list of str", ["ab"]), ("no sequence", []), ("floats", [[0.5]]), ("2-D", [[[0]]])]
+
+    def example(self, dims):
+        return [[0, 1], [1]]
 
 
+@declare(
+    error=InvalidBatchError,
+    ids=Tensor("int", ndim=1, convert=True),
+    offsets=Tensor("int", ndim=1, convert=True),
+    labels=Tensor("real", convert=True),
+    vocab_size=Int(min=1),
+    num_classes=Int(min=2, max=2**31, allow_none=True),
+)
 @dataclass(frozen=True)
 class RaggedBatch:
     """A validated batch of variable-length token sequences with labels.
@@ -63,17 +89,9 @@ class RaggedBatch:
     _unique: DistinctTokens | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):
-        ids = _as_long(self.ids, "token ids")
-        offsets = _as_long(self.offsets, "offsets")
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, (int, np.integer)):
-            raise InvalidBatchError(f"vocab_size must be an int, got {self.vocab_size!r}")
-        vocab_size = int(self.vocab_size)
-        if vocab_size < 1:
-            raise InvalidBatchError(f"vocab_size must be >= 1, got {vocab_size}")
-        if ids.ndim != 1 or offsets.ndim != 1:
-            raise InvalidBatchError(
-                f"ids and offsets must be 1-D, got shapes {tuple(ids.shape)} and {tuple(offsets.shape)}"
-            )
+        # the fields are checked one by one (and copied: a batch never shares memory with the caller's arrays)
+        # by the declaration above; what follows checks them together
+        ids, offsets, vocab_size = self.ids, self.offsets, self.vocab_size
         if offsets.numel() < 2:
             raise InvalidBatchError("a batch needs at least one sequence (offsets of length >= 2)")
         device = ids.device
@@ -95,28 +113,6 @@ class RaggedBatch:
             )
         n = offsets.numel() - 1
         labels = self.labels
-        if not isinstance(labels, torch.Tensor):
-            try:
-                arr = (
-                    check_real_array(labels, "labels", finite=False, error=InvalidBatchError)
-                    if not isinstance(labels, (str, bytes))
-                    else np.asarray([labels])
-                )
-            except ArgumentTypeError:
-                arr = np.asarray(["?"])
-            if arr.dtype.kind not in "iuf":
-                raise InvalidBatchError(
-                    f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got an array of dtype {arr.dtype}"
-                )
-            labels = torch.from_numpy(np.array(arr, copy=True, order="C"))
-        elif labels.dtype == torch.bool or labels.dtype.is_complex:
-            raise InvalidBatchError(
-                f"labels must be numbers (±1, or 0..K-1 with num_classes=K), got dtype {labels.dtype}"
-            )
-        else:
-            if labels.is_meta or labels.layout != torch.strided:
-                raise InvalidBatchError("labels must be a dense tensor with values")
-            labels = labels.detach().clone()  # never the caller's memory
         labels = labels.to(device)
         if labels.shape != (n,):
             raise InvalidBatchError(f"expected {n} labels (one per sequence), got shape {tuple(labels.shape)}")
@@ -133,8 +129,6 @@ class RaggedBatch:
             labels = labels.to(torch.float64)
         else:
             K = self.num_classes
-            if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 2 <= K <= 2**31:
-                raise InvalidBatchError(f"num_classes must be an int >= 2, got {K!r}")
             if labels.dtype.is_floating_point and not torch.all(labels == torch.round(labels)):
                 raise InvalidBatchError("class labels must be integers")
             labels = labels.to(torch.long)
@@ -144,16 +138,20 @@ class RaggedBatch:
                 raise InvalidBatchError(
                     f"class labels must lie in 0..{K - 1}, got {int(labels[bad])} for sequence {bad}"
                 )
-            object.__setattr__(self, "num_classes", int(K))
-        object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "offsets", offsets)
         object.__setattr__(self, "labels", labels)
-        object.__setattr__(self, "vocab_size", vocab_size)
         seg = torch.repeat_interleave(torch.arange(n, device=device), lengths)
         object.__setattr__(self, "_seg", seg)
 
     # ------------------------------------------------------------------ construction
     @classmethod
+    @declare(
+        error=InvalidBatchError,
+        sequences=Sequences(),
+        labels=Tensor("real", convert=True),
+        vocab_size=Int(min=1, allow_none=True),
+        num_classes=Int(min=2, max=2**31, allow_none=True),
+    )
     def from_sequences(
         cls,
         sequences: Sequence[Sequence[int] | np.ndarray],
@@ -163,28 +161,13 @@ class RaggedBatch:
     ) -> RaggedBatch:
         """Build a batch from a list of token-id sequences (lists or 1-D integer arrays) and their ``labels`` (a
         list, array or tensor). ``vocab_size`` defaults to max id + 1."""
-        if isinstance(sequences, (str, bytes)) or not hasattr(sequences, "__len__"):
-            raise InvalidBatchError(f"sequences must be a list of token-id lists, got {type(sequences).__name__}")
-        seqs = []
-        for i, s in enumerate(sequences):
-            if isinstance(s, (str, bytes)):
-                raise InvalidBatchError(
-                    f"sequence {i} is a string: pass token ids (ints), e.g. via tokensel.data.text.encode"
-                )
-            try:
-                seqs.append(check_int_array(s, f"sequence {i}", ndim=1, error=InvalidBatchError))
-            except ArgumentTypeError as exc:
-                raise InvalidBatchError(str(exc)) from None
-        if not seqs:
-            raise InvalidBatchError("a batch needs at least one sequence, got none")
+        seqs = cast(list, sequences)  # int64 arrays (the declaration)
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         ids = np.concatenate(seqs) if lengths.sum() else np.zeros(0, dtype=np.int64)
         if vocab_size is None:
             vocab_size = int(ids.max()) + 1 if ids.size else 1
-        else:
-            vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidBatchError)
-        # __post_init__ checks the labels and turns them into a tensor
+        # the constructor checks the labels against the sequences
         return cls(
             torch.from_numpy(ids), torch.from_numpy(offsets), cast(torch.Tensor, labels), vocab_size, num_classes
         )
@@ -230,45 +213,31 @@ class RaggedBatch:
             object.__setattr__(self, "_unique", unique)
         return unique
 
+    @declare(error=InvalidBatchError, i=Int())
     def sequence(self, i: int) -> torch.Tensor:
         """Token ids of sequence ``i``."""
-        i = check_int(i, "i")
         if not -self.n <= i < self.n:
             raise InvalidBatchError(f"sequence index {i} out of range for a batch of {self.n}")
         i = i % self.n
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
+    @declare(error=InvalidBatchError, device=Device())
     def to(self, device) -> RaggedBatch:
         """The same batch on another device."""
         return RaggedBatch(
             self.ids.to(device), self.offsets.to(device), self.labels.to(device), self.vocab_size, self.num_classes
         )
 
+    @declare(
+        error=InvalidBatchError,
+        index=Either(
+            Tensor("int", ndim=1, convert=True),
+            Tensor("bool", ndim=1, convert=True),
+            what="a 1-D array of integers or booleans (sequence indices or a mask)",
+        ),
+    )
     def subset(self, index) -> RaggedBatch:
         """The sequences selected by ``index`` (indices or a boolean mask), in that order."""
-        if isinstance(index, (bool, np.bool_)) or isinstance(index, (int, np.integer)):
-            raise InvalidBatchError(f"index must be a list of sequence indices or a boolean mask, got {index!r}")
-        if isinstance(index, torch.Tensor):
-            index = index.cpu()
-        else:
-            try:
-                arr = np.asarray(index) if not isinstance(index, (str, bytes)) else np.asarray([index])
-            except ValueError:
-                raise InvalidBatchError("index must be a flat list of sequence indices or a boolean mask") from None
-            if arr.dtype.kind == "u":
-                arr = arr.astype(np.int64) if not arr.size or arr.max() < 2**63 else arr.astype(object)
-            if arr.size == 0:
-                arr = arr.astype(np.int64)
-            index = torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "ib" else None
-            if index is None:
-                raise InvalidBatchError(f"index must hold integers or booleans, got an array of dtype {arr.dtype}")
-        if index.dtype.is_floating_point or index.dtype.is_complex:
-            raise InvalidBatchError(
-                f"index must hold integers or booleans, got dtype {index.dtype}: "
-                "convert integer-valued floats explicitly"
-            )
-        if index.ndim != 1:
-            raise InvalidBatchError(f"index must be 1-D, got shape {tuple(index.shape)}")
         if index.dtype == torch.bool:
             if index.shape != (self.n,):
                 raise InvalidBatchError(f"boolean mask must have shape ({self.n},), got {tuple(index.shape)}")
@@ -290,9 +259,9 @@ class RaggedBatch:
         labels = self.labels.cpu()[index].to(self.device)
         return RaggedBatch(ids, new_off.to(self.device), labels, self.vocab_size, self.num_classes)
 
+    @declare(error=InvalidBatchError, max_len=Int(min=1))
     def truncate(self, max_len: int) -> RaggedBatch:
         """Keep the first ``max_len`` tokens of every sequence."""
-        max_len = check_int(max_len, "max_len", min=1, error=InvalidBatchError)
         lengths = torch.clamp(self.lengths, max=max_len)
         new_off = torch.cat([torch.zeros(1, dtype=torch.long, device=self.device), torch.cumsum(lengths, 0)])
         rel = torch.arange(int(new_off[-1]), device=self.device) - torch.repeat_interleave(new_off[:-1], lengths)
@@ -329,15 +298,50 @@ class DistinctTokens:
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
+@declare(error=InvalidBatchError, labels=RealArray(ndim=1))
 def labels_from_01(labels) -> torch.Tensor:
     """Map 0/1 labels (as in the IMDB and Yelp files) to -1/+1."""
-    try:
-        arr = check_real_array(labels, "labels", ndim=1, error=InvalidBatchError)
-    except ArgumentTypeError as exc:
-        raise InvalidBatchError(str(exc)) from None
-    lab = torch.from_numpy(arr)
+    lab = torch.from_numpy(labels)
     ok = (lab == 0) | (lab == 1)
     if not torch.all(ok):
         bad = int(torch.nonzero(~ok)[0])
         raise InvalidBatchError(f"expected 0/1 labels, got {lab[bad].item()} at position {bad}")
     return lab.to(torch.float64) * 2 - 1
+
+
+class Batch(Constraint):
+    """A :class:`RaggedBatch`; ``labels="binary"`` when the function needs ±1 labels, ``"classes"`` when it needs
+    ``K``-class ones. It binds the named dimensions ``dims`` (by default ``S``, its vocabulary size, ``tokens``,
+    its token occurrences, and ``n``, its sequences); a second batch of a function binds none."""
+
+    def __init__(self, labels: str | None = None, *, dims: tuple = ("S", "tokens", "n"), allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.labels, self.binds = labels, tuple(dims)
+
+    def describe(self) -> str:
+        kind = {None: "", "binary": " with ±1 labels", "classes": " with K classes (num_classes=K)"}[self.labels]
+        return "a RaggedBatch" + kind
+
+    def check(self, value, name, dims):
+        if not isinstance(value, RaggedBatch):
+            raise ArgumentTypeError(f"{name} must be a RaggedBatch, got {type(value).__name__}")
+        if self.labels == "binary" and value.num_classes is not None:
+            raise InvalidArgumentError(
+                f"{name} must have ±1 labels, got a multi-class batch ({value.num_classes} classes)"
+            )
+        if self.labels == "classes" and value.num_classes is None:
+            raise InvalidArgumentError(f"{name} must be a multi-class batch (num_classes=K), got one with ±1 labels")
+        for symbol, size in (("S", value.vocab_size), ("tokens", value.num_tokens), ("n", value.n)):
+            if symbol in self.binds:
+                bind(dims, symbol, size, name)
+        return value
+
+    def _invalid(self, dims):
+        out = [("a list of sequences", [[0, 1]])]
+        if self.labels == "binary":
+            out.append(("a multi-class batch", RaggedBatch.from_sequences([[0], [1]], [0, 1], num_classes=2)))
+        if self.labels == "classes":
+            out.append(("a binary batch", RaggedBatch.from_sequences([[0], [1]], [1, -1])))
+        if "S" in dims and "S" in self.binds:
+            out.append(("another vocabulary", RaggedBatch.from_sequences([[0]], [1], vocab_size=dims["S"] + 1)))
+        return out

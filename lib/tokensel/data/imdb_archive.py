@@ -31,6 +31,7 @@ from pathlib import Path
 from .. import config
 from ..errors import DataUnavailableError, InvalidArgumentError, StorageError
 from ..files import check_regular_file, describe_os_error, lock, write_json_atomic
+from ..validation import Bool, FilePath, Instance, Text, declare
 from .manifest import MANIFEST, read_manifest, sha256_file, verify
 
 #: SHA-256 of the Stanford release (84,125,825 bytes), as published with the data set's loaders
@@ -60,14 +61,10 @@ def _is_url(location: str) -> bool:
     return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", location) is not None
 
 
+@declare(location=Text())
 def fetch(location: str) -> Path:
-    """The archive at ``location`` as a local file: a path is used as it is, a URL is downloaded into
-    the cache by ``datasets``' download manager (a cached download is reused)."""
-    if not isinstance(location, str) or not location.strip():
-        raise InvalidArgumentError(
-            "the IMDB archive location must be a URL or a path, got "
-            f"{config.redact(location) if isinstance(location, str) else type(location).__name__!r}"
-        )
+    """The archive at ``location`` (a URL or a path) as a local file: a path is used as it is, a URL is
+    downloaded into the cache by ``datasets``' download manager (a cached download is reused)."""
     if not _is_url(location) or location.startswith("file://"):
         path = Path(location[len("file://") :] if location.startswith("file://") else location).expanduser()
         if not path.is_file():
@@ -88,6 +85,7 @@ def fetch(location: str) -> Path:
         ) from exc
 
 
+@declare(location=Text())
 def expected_sha256(location: str) -> str | None:
     """The checksum the archive must have: ``TOKENSEL_IMDB_SHA256`` when set, the canonical one for the
     canonical URL, else None (an archive of your own, not verified)."""
@@ -97,6 +95,7 @@ def expected_sha256(location: str) -> str | None:
     return CANONICAL_SHA256 if location == config.CANONICAL_IMDB_URL else None
 
 
+@declare(path=FilePath())
 def parse_archive(path: str | Path) -> dict:
     """Parse an archive in the original layout into ``{"train": table, "test": table}`` (pyarrow tables
     with ``text``, ``label``, ``rating``, ``review_id``; rows by label, then review id). Other members
@@ -206,6 +205,12 @@ def _seal_key(root: Path) -> bytes:
     return key
 
 
+@declare(
+    key=Instance(bytes, what="bytes"),
+    digest=Text(),
+    files=Instance(dict, what="a dict"),
+    rows=Instance(dict, what="a dict"),
+)
 def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
     """The manifest's seal: an HMAC, under the cache's key, of the archive's SHA-256, the parser version and
     the parsed files' checksums and row counts. A manifest rewritten to match edited files (without the key)
@@ -240,6 +245,7 @@ def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
         return False
 
 
+@declare(location=Text(allow_none=True), sha256=Text(allow_none=True), cache=FilePath(allow_none=True))
 def prepare(location: str | None = None, sha256: str | None = None, cache: str | Path | None = None) -> Path:
     """A data folder holding ``imdb/{train,test}.parquet`` parsed from the IMDB archive at ``location``
     (default: ``TOKENSEL_IMDB_ARCHIVE``, else the Stanford release), checked against ``sha256`` (default
@@ -322,6 +328,7 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
     return folder
 
 
+@declare(folder=FilePath())
 def describe(folder: Path) -> str:
     """Where a parsed folder came from, for a reader: the archive by name and checksum, never a local path."""
     meta = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
@@ -336,6 +343,7 @@ def describe(folder: Path) -> str:
     return f"aclImdb_v1.tar.gz (SHA-256 {digest[:12]}..., {which})"
 
 
+@declare(tables=Instance(dict, what="a dict of tables by split"), path=FilePath(), extras=Bool())
 def write_archive(tables: dict, path: str | Path, extras: bool = True) -> Path:
     """Write ``{"train": table, "test": table}`` (columns ``text``, ``label``, ``rating``, ``review_id``;
     pyarrow tables, pandas frames or dicts of lists) as a ``.tar.gz`` in the original layout. With

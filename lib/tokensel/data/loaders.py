@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import config
 from ..errors import DataUnavailableError, InvalidArgumentError
-from ..validation import check_choice, check_int, check_path
+from ..validation import Choice, Constraint, FilePath, Int, declare
 from . import imdb_archive
 from .manifest import read_verified
 
@@ -52,6 +52,7 @@ SOURCES = {
 }
 
 
+@declare(data_dir=FilePath(allow_none=True))
 def data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     """The configured local data directory, or None when none is configured."""
     return Path(data_dir).expanduser() if data_dir is not None else config.data_dir()
@@ -148,13 +149,25 @@ def _check_columns(table, where: str) -> None:
             raise bad("column 'rating' holds values outside 1-4 for negative or 7-10 for positive reviews")
 
 
+class Labelled(Constraint):
+    """A ``datasets.Dataset`` with a ``label`` column."""
+
+    def describe(self) -> str:
+        return "a datasets.Dataset with a 'label' column"
+
+    def check(self, value, name, dims):
+        if not hasattr(value, "select") or "label" not in getattr(value, "column_names", ()):
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {type(value).__name__}")
+        return value
+
+    def _invalid(self, dims):
+        return [("a list", [0, 1])]
+
+
+@declare(ds=Labelled(), n=Int(min=1), seed=Int(min=0))
 def stratified_sample(ds, n: int, seed: int = 0):
     """``n`` rows of ``ds`` drawn without replacement, each label keeping its share (largest remainders),
     in their original order; the same ``n`` and ``seed`` give the same rows."""
-    n = check_int(n, "n", min=1)
-    seed = check_int(seed, "seed", min=0)
-    if not hasattr(ds, "select") or "label" not in getattr(ds, "column_names", ()):
-        raise InvalidArgumentError(f"ds must be a datasets.Dataset with a 'label' column, got {type(ds).__name__}")
     labels = np.asarray(ds["label"])
     if n >= len(labels):
         return ds
@@ -189,6 +202,7 @@ def _load_hub(name: str, split: str):
     )
 
 
+@declare(name=Choice(*SOURCES, what="data set"), split=Choice("train", "test"), data_dir=FilePath(allow_none=True))
 def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
     """Load a review data set split as a ``datasets.Dataset`` with columns ``text``, ``label``.
 
@@ -196,11 +210,6 @@ def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | 
     ``review_id``. The returned dataset's ``info.description`` says where the data came from (by
     checksum, not by local path).
     """
-    if not isinstance(name, str) or name not in SOURCES:
-        raise InvalidArgumentError(f"unknown data set {name!r}; known: {sorted(SOURCES)}")
-    check_choice(split, "split", ("train", "test"))
-    if data_dir is not None:
-        check_path(data_dir, "data_dir")
     src = SOURCES[name]
     root = globals()["data_dir"](data_dir)
     archive, explicit = config.imdb_archive()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import DataUnavailableError
 from ..files import check_regular_file, describe_os_error, write_json_atomic
+from ..validation import FilePath, Instance, Int, Text, declare
 
 MANIFEST = "MANIFEST.json"
 
@@ -27,6 +28,7 @@ KNOWN = {
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+@declare(path=FilePath(), chunk=Int(min=1))
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """The SHA-256 of a file's bytes, as 64 lower-case hex digits."""
     h = hashlib.sha256()
@@ -36,10 +38,11 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+@declare(root=FilePath())
 def read_manifest(root: Path) -> dict | None:
     """The ``files`` table of ``root/MANIFEST.json`` (relative path -> SHA-256), None when there is no
     manifest; a manifest that is not of that form is refused, naming the entry."""
-    path = Path(root) / MANIFEST
+    path = root / MANIFEST
     if not path.exists() and not path.is_symlink():
         return None
     check_regular_file(path, "the manifest", DataUnavailableError)
@@ -102,10 +105,10 @@ def _regular(root: Path, rel: str) -> Path:
     return check_regular_file(path, "the data file", DataUnavailableError)
 
 
+@declare(root=FilePath(), rel=Text())
 def verify(root: Path, rel: str) -> str:
     """Check ``root/rel`` against its expected SHA-256 and return the digest; raise
     :class:`DataUnavailableError` naming the file, both digests and where the expected one comes from."""
-    root = Path(root)
     path = _regular(root, rel)
     expected, origin = _expected(root, rel)
     try:
@@ -117,10 +120,10 @@ def verify(root: Path, rel: str) -> str:
     return got
 
 
+@declare(root=FilePath(), rel=Text(), max_bytes=Int(min=0))
 def read_verified(root: Path, rel: str, max_bytes: int = 2**32) -> tuple[bytes, str]:
     """The bytes of ``root/rel`` and their SHA-256, read once and checked as :func:`verify` does: what is
     parsed afterwards is exactly what was checked (a file changed after the check is never read)."""
-    root = Path(root)
     path = _regular(root, rel)
     expected, origin = _expected(root, rel)
     try:
@@ -136,9 +139,9 @@ def read_verified(root: Path, rel: str, max_bytes: int = 2**32) -> tuple[bytes, 
     return data, got
 
 
+@declare(root=FilePath(), extra=Instance(dict, what="a dict", allow_none=True))
 def write_manifest(root: Path, extra: dict | None = None) -> Path:
     """Write ``root/MANIFEST.json`` with the SHA-256 of every ``*.parquet`` file under ``root``."""
-    root = Path(root)
     if not root.is_dir():
         raise DataUnavailableError(f"{str(root)!r} is not a folder; give the data folder to record.")
     files = {}

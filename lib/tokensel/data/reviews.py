@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
-from ..validation import check_int, check_real
+from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, declare
 from .batch import RaggedBatch, labels_from_01
-from .loaders import load_reviews
-from .text import Vocabulary, build_vocabulary, encode, tokenize
+from .loaders import SOURCES, load_reviews
+from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
 
 DEFAULT_MIN_DF = 0.0015
 
@@ -77,6 +77,74 @@ def _split_sample(ds, frac: float, seed: int):
     return ds.select(np.sort(idx[:cut])), ds.select(np.sort(idx[cut:]))
 
 
+class Column(Constraint):
+    """A list, array or column of values, one per document (not a str), passed on as a list; with ``texts``
+    each a non-empty str."""
+
+    def __init__(self, *, texts: bool = False, allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.texts = texts
+
+    def describe(self) -> str:
+        return f"a list (or column) of {'strings, one per document' if self.texts else 'labels'}"
+
+    def check(self, value, name, dims):
+        values = value.tolist() if hasattr(value, "tolist") and not isinstance(value, (list, tuple)) else value
+        if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
+            raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
+        values = list(values)
+        for i, t in enumerate(values if self.texts else ()):
+            if not isinstance(t, str):
+                raise ArgumentTypeError(
+                    f"{name}[{i}] is a {type(t).__name__}, not a str: convert or drop it (frame.dropna(subset=[text]))"
+                )
+            if not t.strip():
+                raise InvalidArgumentError(f"{name}[{i}] is empty: drop the empty documents first")
+        return values
+
+    def _invalid(self, dims):
+        out = [("a str", "a good film"), ("a dict", {"a": 1})]
+        return out + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if self.texts else [])
+
+    def example(self, dims):
+        return ["a good film", "a bad film"] if self.texts else [1, 0]
+
+
+class Source(Constraint):
+    """Where :func:`from_frame` reads labelled texts: a CSV path, a pandas ``DataFrame`` or a Hugging Face
+    ``datasets.Dataset`` (passed on as it is)."""
+
+    def describe(self) -> str:
+        return "a CSV path, a pandas DataFrame or a datasets.Dataset"
+
+    def check(self, value, name, dims):
+        table = hasattr(value, "columns") or (hasattr(value, "column_names") and hasattr(value, "num_rows"))
+        if not (isinstance(value, (str, os.PathLike)) or table):
+            raise ArgumentTypeError(
+                f"{name} must be {self.describe()}, got {type(value).__name__} (a DatasetDict: pick a split, "
+                "data['train'])"
+            )
+        return value
+
+    def _invalid(self, dims):
+        return [("a list of texts", ["a good film"]), ("an int", 1)]
+
+    def example(self, dims):
+        return "reviews.csv"
+
+
+REVIEW_DATA = Instance(ReviewData, what="a ReviewData (from tokensel.data.reviews.prepare_reviews)")
+SEED = Int(min=0)
+
+
+@declare(
+    name=Choice(*SOURCES, what="data set"),
+    min_df=MIN_DF,
+    max_len=Int(min=1, allow_none=True),
+    data_dir=FilePath(allow_none=True),
+    sample_train_fraction=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+    seed=SEED,
+)
 def prepare_reviews(
     name: str,
     min_df: int | float = DEFAULT_MIN_DF,
@@ -117,16 +185,14 @@ def prepare_reviews(
     )
 
 
+@declare(labels=Column(), name=Text())
 def binary_labels(labels, positive=None, name: str = "labels") -> tuple[torch.Tensor, tuple]:
     """Two-class labels as ±1: returns ``(y, (negative, positive))``, ``y`` a float64 tensor.
 
     0/1 and -1/+1 labels (ints, floats or bools) map the larger value to +1; two strings need ``positive``,
     the label that becomes +1 (for numbers it may be given too). Refuses NaN or missing labels, and label
     sets of more or fewer than two classes, naming the first offending position."""
-    values = labels.tolist() if hasattr(labels, "tolist") and not isinstance(labels, (list, tuple)) else labels
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise ArgumentTypeError(f"{name} must be a list (or array, or column) of labels, got {type(labels).__name__}")
-    values = list(values)
+    values = labels
     for i, v in enumerate(values):
         if v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)):
             raise InvalidArgumentError(
@@ -162,23 +228,15 @@ def binary_labels(labels, positive=None, name: str = "labels") -> tuple[torch.Te
     return y, (negative, positive)
 
 
-def _check_texts(texts, name: str = "texts") -> list:
-    values = texts.tolist() if hasattr(texts, "tolist") and not isinstance(texts, (list, tuple)) else texts
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise ArgumentTypeError(
-            f"{name} must be a list (or column) of strings, one per document, got {type(texts).__name__}"
-        )
-    values = list(values)
-    for i, t in enumerate(values):
-        if not isinstance(t, str):
-            raise ArgumentTypeError(
-                f"{name}[{i}] is a {type(t).__name__}, not a str: convert or drop it (frame.dropna(subset=[text]))"
-            )
-        if not t.strip():
-            raise InvalidArgumentError(f"{name}[{i}] is empty: drop the empty documents first")
-    return values
-
-
+@declare(
+    texts=Column(texts=True),
+    labels=Column(),
+    test_fraction=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+    min_df=MIN_DF,
+    max_len=Int(min=1, allow_none=True),
+    seed=SEED,
+    name=Text(),
+)
 def prepare_texts(
     texts,
     labels,
@@ -197,18 +255,11 @@ def prepare_texts(
     rule of :func:`prepare_reviews` (``min_df``), and documents left without an in-vocabulary word are
     dropped (counted in ``dropped``). The result works with every recipe of :mod:`tokensel.experiments`
     that needs no star ratings."""
-    texts = _check_texts(texts)
     y, classes = binary_labels(labels, positive=positive)
     if len(texts) != len(y):
         raise InvalidArgumentError(
             f"texts and labels must have the same length, got {len(texts)} texts and {len(y)} labels"
         )
-    test_fraction = check_real(
-        test_fraction, "test_fraction", min=0.0, max=1.0, min_inclusive=False, max_inclusive=False
-    )
-    seed = check_int(seed, "seed", min=0)
-    if not isinstance(name, str) or not name:
-        raise ArgumentTypeError(f"name must be a non-empty str, got {name!r}")
     order = np.random.default_rng(seed).permutation(len(texts))
     cut = int(round(test_fraction * len(texts)))
     if cut < 1 or cut > len(texts) - 2:
@@ -242,6 +293,7 @@ def prepare_texts(
     )
 
 
+@declare(source=Source(), text=Text(), label=Text())
 def from_frame(source, text: str = "text", label: str = "label", **options) -> ReviewData:
     """:func:`prepare_texts` on the ``text`` and ``label`` columns of ``source``: a CSV file (a path), a pandas
     ``DataFrame`` or a Hugging Face ``datasets.Dataset``. ``options`` go to :func:`prepare_texts`
@@ -259,13 +311,8 @@ def from_frame(source, text: str = "text", label: str = "label", **options) -> R
         options.setdefault("name", os.path.basename(path))
     elif isinstance(source, pd.DataFrame):
         frame, columns = source, list(source.columns)
-    elif hasattr(source, "column_names") and hasattr(source, "num_rows"):  # a datasets.Dataset
+    else:  # a datasets.Dataset (the declaration)
         frame, columns = source, list(source.column_names)
-    else:
-        raise ArgumentTypeError(
-            f"source must be a CSV path, a pandas DataFrame or a datasets.Dataset, got "
-            f"{type(source).__name__} (a DatasetDict: pick a split, data['train'])"
-        )
     for arg, col in (("text", text), ("label", label)):
         if col not in columns:
             raise InvalidArgumentError(
@@ -274,14 +321,12 @@ def from_frame(source, text: str = "text", label: str = "label", **options) -> R
     return prepare_texts(list(frame[text]), list(frame[label]), **options)
 
 
+@declare(data=REVIEW_DATA, seed=SEED)
 def shuffled_labels(data: ReviewData, seed: int = 0) -> ReviewData:
     """A control: ``data`` with the training reviews' labels randomly permuted (the test reviews, the texts and
     the vocabulary unchanged). The label balance is kept; what a word says about the label is destroyed, so a
     model trained on it can learn nothing that generalises, and any shape it still shows against the true
     posterior gap comes from something other than the labels (chapter 06)."""
-    if not isinstance(data, ReviewData):
-        raise ArgumentTypeError(f"data must be a ReviewData (from prepare_reviews), got {type(data).__name__}")
-    seed = check_int(seed, "seed", min=0)
     gen = torch.Generator().manual_seed(seed)
     b = data.train
     perm = torch.randperm(b.n, generator=gen).to(b.labels.device)

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import ArgumentTypeError, InvalidBatchError
+from ..errors import InvalidBatchError
 from ..seeding import rng
-from ..validation import check_int, check_real
+from ..validation import Either, Int, Pair, Real, Tensor, declare
 from .batch import RaggedBatch
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
@@ -59,23 +59,22 @@ class SyntheticData:
 MAX_SIZE = 10**8  # sequences, tokens per sequence or vocabulary: more would not fit in memory
 
 
-def _check_pos_int(name, value, minimum=1):
-    try:
-        return check_int(value, name, min=minimum, max=MAX_SIZE, error=InvalidBatchError)
-    except ArgumentTypeError as exc:
-        raise InvalidBatchError(str(exc)) from None
+COUNT = Int(min=1, max=MAX_SIZE)
+#: a sequence length: an int >= 2, or an inclusive range (lo, hi) of them
+LENGTH = Either(
+    Int(min=2, max=MAX_SIZE), Pair(Int(min=2, max=MAX_SIZE)), what="an int >= 2 or a (lo, hi) pair of ints >= 2"
+)
+FRACTION = Real(min=0.0, max=1.0, max_inclusive=False)
 
 
 def _lengths(length, count, gen):
-    """Draw ``count`` sequence lengths: ``length`` is an int or an inclusive (lo, hi) range."""
-    if isinstance(length, (tuple, list)):
-        if len(length) != 2:
-            raise InvalidBatchError(f"length must be an int or a (lo, hi) pair, got {length!r}")
-        lo, hi = (_check_pos_int("length bounds", v, 2) for v in length)
+    """Draw ``count`` sequence lengths: ``length`` is an int or an inclusive (lo, hi) range (checked by ``LENGTH``)."""
+    if isinstance(length, tuple):
+        lo, hi = length
         if lo > hi:
             raise InvalidBatchError(f"length range is empty: lo={lo} > hi={hi}")
         return gen.integers(lo, hi + 1, size=count)
-    return np.full(count, _check_pos_int("length", length, 2))
+    return np.full(count, length)
 
 
 def _planted_roles(n_important, n_irrelevant):
@@ -84,6 +83,15 @@ def _planted_roles(n_important, n_irrelevant):
     ).astype(np.int64)
 
 
+@declare(
+    error=InvalidBatchError,
+    n_pairs=COUNT,
+    n_important=COUNT,
+    n_irrelevant=COUNT,
+    length=LENGTH,
+    seed=Int(min=0),
+    per_sequence=COUNT,
+)
 def assumption1_pairs(
     n_pairs: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0, per_sequence: int = 1
 ) -> SyntheticData:
@@ -98,10 +106,6 @@ def assumption1_pairs(
     ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
     sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
     """
-    n_pairs = _check_pos_int("n_pairs", n_pairs)
-    n_important = _check_pos_int("n_important", n_important)
-    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
-    per_sequence = _check_pos_int("per_sequence", per_sequence)
     if per_sequence > n_important:
         raise InvalidBatchError(
             f"per_sequence={per_sequence} distinct important tokens need n_important >= it, got {n_important}"
@@ -145,12 +149,21 @@ def assumption1_pairs(
 THEORY_PAIRS = dict(n_pairs=100, n_important=3, n_irrelevant=30, length=8, seed=0)
 
 
+@declare(error=InvalidBatchError, seed=Int(min=0))
 def theory_pairs(seed: int = 0) -> SyntheticData:
     """``assumption1_pairs(**THEORY_PAIRS)``: 200 sequences of 8 tokens over 3 + 3 important and 30
     irrelevant tokens, the data chapters 03-05 share (drawn with ``seed``; the book's is 0)."""
     return assumption1_pairs(**{**THEORY_PAIRS, "seed": seed})
 
 
+@declare(
+    error=InvalidBatchError,
+    n=Int(min=2, max=MAX_SIZE),
+    n_important=COUNT,
+    n_irrelevant=COUNT,
+    length=LENGTH,
+    seed=Int(min=0),
+)
 def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:
     """Assumption-1 data whose irrelevant tokens are drawn independently for every sequence.
 
@@ -158,11 +171,8 @@ def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: 
     expectation: their sample ``alpha_s`` fluctuates around 0 with size about
     ``1 / sqrt(n * n_irrelevant)``.
     """
-    n = _check_pos_int("n", n, 2)
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
-    n_important = _check_pos_int("n_important", n_important)
-    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
     g = rng(seed)
     T = _lengths(length, n, g)
     P = n_important
@@ -180,13 +190,10 @@ def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: 
     )
 
 
+@declare(error=InvalidBatchError, vocab_size=Int(min=2, max=MAX_SIZE), frac_irrelevant=FRACTION)
 def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
     """Biases ``b_s`` for :func:`independent_tokens`: zero for a fraction of tokens, the rest
     evenly spaced in ``[-1, -h] ∪ [h, 1]`` (symmetric, so they sum to zero)."""
-    vocab_size = _check_pos_int("vocab_size", vocab_size, 2)
-    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
-    if not 0.0 <= frac_irrelevant < 1.0:
-        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
     m = vocab_size - int(round(frac_irrelevant * vocab_size))
     m -= m % 2
     if m < 2:
@@ -198,6 +205,15 @@ def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
     return b
 
 
+@declare(
+    error=InvalidBatchError,
+    n=Int(min=2, max=MAX_SIZE),
+    vocab_size=Int(min=2, max=MAX_SIZE),
+    length=LENGTH,
+    delta=Real(min=0.0, max=1.0),
+    frac_irrelevant=FRACTION,
+    seed=Int(min=0),
+)
 def independent_tokens(
     n: int, vocab_size: int, length=20, delta: float = 1.0, frac_irrelevant: float = 0.5, seed: int = 0
 ) -> SyntheticData:
@@ -208,10 +224,8 @@ def independent_tokens(
     ``delta = 1`` makes the tokens with ``b_s = ±1`` completely positive/negative. Labels are
     balanced (``n`` even).
     """
-    n = _check_pos_int("n", n, 2)
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
-    delta = check_real(delta, "delta", min=0.0, max=1.0, error=InvalidBatchError)
     b = token_biases(vocab_size, frac_irrelevant)
     g = rng(seed)
     T = _lengths(length, n, g)
@@ -230,6 +244,16 @@ def independent_tokens(
     )
 
 
+@declare(
+    error=InvalidBatchError,
+    n=Int(min=2, max=MAX_SIZE),
+    vocab_size=Int(min=2, max=MAX_SIZE),
+    num_classes=Int(min=2, max=MAX_SIZE),
+    length=LENGTH,
+    delta=Real(min=0.0, max=1.0),
+    frac_irrelevant=FRACTION,
+    seed=Int(min=0),
+)
 def independent_tokens_multiclass(
     n: int,
     vocab_size: int,
@@ -246,16 +270,11 @@ def independent_tokens_multiclass(
     ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}``. Labels are balanced, ``0..K-1``.
     ``planted`` holds the home class of each token (-1 for irrelevant ones).
     """
-    n = _check_pos_int("n", n, 2)
-    K = _check_pos_int("num_classes", num_classes, 2)
-    vocab_size = _check_pos_int("vocab_size", vocab_size, K)
+    K = num_classes
+    if vocab_size < K:
+        raise InvalidBatchError(f"vocab_size must be at least num_classes={K} (a token per class), got {vocab_size}")
     if n % K:
         raise InvalidBatchError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
-    if not 0.0 <= delta <= 1.0:
-        raise InvalidBatchError(f"delta must lie in [0, 1], got {delta}")
-    frac_irrelevant = check_real(frac_irrelevant, "frac_irrelevant", error=InvalidBatchError)
-    if not 0.0 <= frac_irrelevant < 1.0:
-        raise InvalidBatchError(f"frac_irrelevant must lie in [0, 1), got {frac_irrelevant}")
     m = vocab_size - int(round(frac_irrelevant * vocab_size))
     home = np.full(vocab_size, -1)
     home[:m] = np.arange(m) % K
@@ -278,6 +297,7 @@ def independent_tokens_multiclass(
     )
 
 
+@declare(error=InvalidBatchError, n_pairs=COUNT)
 def contested_pairs(n_pairs: int) -> SyntheticData:
     """Data with a finite stationary point of the phase-2 loss, whatever ``d`` and ``eta0``.
 
@@ -288,7 +308,6 @@ def contested_pairs(n_pairs: int) -> SyntheticData:
     ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
     ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
     """
-    n_pairs = _check_pos_int("n_pairs", n_pairs)
     seqs, labels = [], []
     for k in range(n_pairs):
         a, b = 2 * k, 2 * k + 1
@@ -303,6 +322,12 @@ def contested_pairs(n_pairs: int) -> SyntheticData:
     )
 
 
+@declare(
+    error=InvalidBatchError,
+    E=Tensor("float", shape=(None, "d"), finite=True),
+    v=Tensor("float", shape=("d",), finite=True),
+    p0=Tensor("float", shape=("d",), finite=True),
+)
 def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
     """The stationary point that gradient flow from ``p0`` reaches on :func:`contested_pairs` data.
 
@@ -312,13 +337,8 @@ def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tenso
     :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
     is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
     """
-    if not all(isinstance(t, torch.Tensor) and t.dtype.is_floating_point for t in (E, v, p0)):
-        raise InvalidBatchError("E, v and p0 must be floating-point torch tensors")
-    if E.ndim != 2 or E.shape[0] % 2 or v.shape != (E.shape[1],) or p0.shape != (E.shape[1],):
-        raise InvalidBatchError(
-            f"E must be (2 * n_pairs) x d and v, p0 of length d; got E {tuple(E.shape)}, "
-            f"v {tuple(v.shape)}, p0 {tuple(p0.shape)}"
-        )
+    if E.shape[0] % 2:
+        raise InvalidBatchError(f"E must have 2 * n_pairs rows (two tokens per pair), got {E.shape[0]}")
     u = E @ v
     ua, ub = u[0::2], u[1::2]
     if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):

@@ -18,42 +18,78 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import regex
 import torch
 
 from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
-from ..validation import check_int, check_int_array, check_real
+from ..validation import Constraint, Either, Instance, Int, IntArray, Real, Tensor, declare
 from .batch import RaggedBatch
 
 _TAG = re.compile(r"<[^>]{0,20}>")
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:'[\p{L}\p{M}]+)?")
 
 
+@declare(text=Instance(str, what="a str (tokenize expects one text)"))
 def tokenize(text: str) -> list[str]:
     """Lower-cased words of ``text`` (letters of any script, digits) with HTML tags such as ``<br />`` removed."""
-    if not isinstance(text, str):
-        raise ArgumentTypeError(f"tokenize expects a str, got {type(text).__name__}")
     text = unicodedata.normalize("NFC", text).lower().replace("\u2019", "'")
     return _WORD.findall(_TAG.sub(" ", text))
 
 
-def _check_documents(tokenized, name: str = "tokenized") -> None:
-    """A list of documents, each a list of str words (not a str, which would iterate over characters)."""
-    if isinstance(tokenized, (str, bytes)) or not isinstance(tokenized, Sequence):
-        raise ArgumentTypeError(
-            f"{name} must be a list of documents, each a list of words (from tokenize), got {type(tokenized).__name__}"
-        )
-    for i, doc in enumerate(tokenized):
-        if isinstance(doc, (str, bytes)) or not isinstance(doc, Sequence):
+class Words(Constraint):
+    """One tokenized document: a list of str words (from :func:`tokenize`), not a str (which would be iterated
+    over its characters)."""
+
+    def describe(self) -> str:
+        return "a list of words (tokenize(text))"
+
+    def check(self, value, name, dims):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise ArgumentTypeError(
-                f"{name}[{i}] must be a list of words (tokenize(text)), got "
-                f"{type(doc).__name__}: tokenize each document first"
+                f"{name} must be a list of words (tokenize(text)), got {type(value).__name__}: "
+                "tokenize each document first"
             )
-        if doc and not isinstance(doc[0], str):
-            raise ArgumentTypeError(f"{name}[{i}] must hold str words, got {type(doc[0]).__name__}")
+        if value and not isinstance(value[0], str):
+            raise ArgumentTypeError(f"{name} must hold str words, got {type(value[0]).__name__}")
+        return value
+
+    def _invalid(self, dims):
+        return [("a str", "a good film"), ("a list of ints", [1, 2])]
+
+    def example(self, dims):
+        return ["good", "film"]
+
+
+class Documents(Constraint):
+    """Tokenized documents: a list of documents, each a list of str words (:class:`Words`)."""
+
+    def describe(self) -> str:
+        return "a list of documents, each a list of words (from tokenize)"
+
+    def check(self, value, name, dims):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
+        for i, doc in enumerate(value):
+            _WORDS.check(doc, f"{name}[{i}]", dims)
+        return value
+
+    def _invalid(self, dims):
+        return [("a str", "a good film"), ("a list of str", ["a good film", "a bad film"]), ("ints", [[1, 2]])]
+
+    def example(self, dims):
+        return [["good", "film"], ["bad", "film"]]
+
+
+_WORDS = Words()
+#: ``min_df``: a document count, or a fraction of the documents
+MIN_DF = Either(
+    Int(min=1),
+    Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+    what="an int >= 1 or a fraction in (0, 1)",
+)
 
 
 @dataclass(frozen=True)
@@ -75,31 +111,30 @@ class Vocabulary:
     def __contains__(self, word) -> bool:
         return word in self._index
 
+    @declare(word=Instance(str, what="a str"))
     def id(self, word: str) -> int:
         """The id of ``word``; :class:`~tokensel.errors.UnknownWordError` (a KeyError) if it is not in the
         vocabulary."""
-        if not isinstance(word, str):
-            raise ArgumentTypeError(f"word must be a str, got {type(word).__name__}")
         try:
             return self._index[word]
         except KeyError:
             raise UnknownWordError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
 
+    @declare(words=_WORDS)
     def ids(self, words: Iterable[str]) -> list[int]:
         """Ids of the in-vocabulary words, in order (out-of-vocabulary words dropped)."""
         index = self._index
         return [index[w] for w in words if w in index]
 
+    @declare(x=Tensor("real", ndim=1), among=Tensor("int", ndim=1, convert=True, allow_none=True), k=Int(min=1))
     def extremes(self, x: torch.Tensor, among: torch.Tensor | None = None, k: int = 15) -> tuple[list, list]:
         """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), each
         list from the extreme inwards; ``among`` (word ids) limits the ranking to those words."""
-        if not isinstance(x, torch.Tensor) or x.shape != (len(self),):
-            raise ArgumentTypeError(
-                f"x must be a tensor of one value per word, shape ({len(self)},); "
-                f"got {getattr(x, 'shape', type(x).__name__)}"
-            )
-        idx = torch.arange(len(self)) if among is None else torch.as_tensor(among, dtype=torch.long)
-        k = check_int(k, "k", min=1)
+        if x.shape != (len(self),):
+            raise InvalidArgumentError(f"x must hold one value per word, shape ({len(self)},); got {tuple(x.shape)}")
+        idx = torch.arange(len(self)) if among is None else among
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= len(self)):
+            raise InvalidArgumentError(f"among must hold word ids in 0..{len(self) - 1}")
         order = idx[torch.argsort(x[idx], descending=True)]
         return [self.words[i] for i in order[:k].tolist()], [self.words[i] for i in order[-k:].flip(0).tolist()]
 
@@ -111,6 +146,14 @@ class Vocabulary:
         return s
 
 
+VOCABULARY = Instance(Vocabulary, what="a Vocabulary (from build_vocabulary)")
+
+
+@declare(
+    tokenized=Documents(),
+    min_df=MIN_DF,
+    max_df=Real(min=0.0, max=1.0, min_inclusive=False, allow_none=True),
+)
 def build_vocabulary(
     tokenized: Sequence[Sequence[str]], min_df: int | float = 5, max_df: float | None = None
 ) -> Vocabulary:
@@ -119,16 +162,11 @@ def build_vocabulary(
     ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
     rounded up to a count).
     """
-    _check_documents(tokenized)
     n_docs = len(tokenized)
     if n_docs == 0:
         raise InvalidArgumentError("cannot build a vocabulary from zero documents")
-    if isinstance(min_df, (float, np.floating)) and 0.0 < min_df < 1.0:
+    if isinstance(min_df, float):  # a fraction in (0, 1) (the declaration)
         min_df = max(1, int(np.ceil(min_df * n_docs)))
-    if isinstance(min_df, (bool, np.bool_)) or not isinstance(min_df, (int, np.integer)) or min_df < 1:
-        raise InvalidArgumentError(f"min_df must be an int >= 1 or a fraction in (0, 1), got {min_df!r}")
-    if max_df is not None:
-        max_df = check_real(max_df, "max_df", min=0.0, max=1.0, min_inclusive=False)
     df: Counter[str] = Counter()
     for doc in tokenized:
         df.update(set(doc))
@@ -148,6 +186,14 @@ class Encoded(NamedTuple):
     kept: np.ndarray
 
 
+@declare(
+    error=InvalidBatchError,
+    tokenized=Documents(),
+    labels=Tensor("real", ndim=1, convert=True),
+    vocab=VOCABULARY,
+    max_len=Int(min=1, allow_none=True),
+    num_classes=Int(min=2, allow_none=True),
+)
 def encode(
     tokenized: Sequence[Sequence[str]],
     labels,
@@ -161,17 +207,6 @@ def encode(
     ``max_len`` in-vocabulary tokens. Documents left without any token are dropped too.
     Returns an :class:`Encoded` ``(batch, kept)``: ``kept`` holds the indices of the documents in the batch.
     """
-    _check_documents(tokenized)
-    if not isinstance(vocab, Vocabulary):
-        raise ArgumentTypeError(f"vocab must be a Vocabulary (from build_vocabulary), got {type(vocab).__name__}")
-    if max_len is not None:
-        max_len = check_int(max_len, "max_len", min=1)
-    try:
-        labels = labels.cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
-    except ValueError:
-        raise InvalidBatchError("labels must be a flat list, one label per document") from None
-    if labels.ndim != 1:
-        raise InvalidBatchError(f"labels must be 1-D (one per document), got shape {labels.shape}")
     if len(labels) != len(tokenized):
         raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
     seqs: list[list[int]] = []
@@ -186,17 +221,17 @@ def encode(
     if not seqs:
         raise InvalidBatchError("no document has an in-vocabulary token")
     kept = np.array(kept_list, dtype=np.int64)
-    batch = RaggedBatch.from_sequences(seqs, labels[kept], vocab_size=len(vocab), num_classes=num_classes)
+    batch = RaggedBatch.from_sequences(
+        seqs, labels[torch.from_numpy(kept)], vocab_size=len(vocab), num_classes=num_classes
+    )
     return Encoded(batch, kept)
 
 
+@declare(doc=_WORDS, vocab=VOCABULARY, max_len=Int(min=0, allow_none=True))
 def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None) -> list[bool]:
     """Which words of the tokenized ``doc`` its encoding keeps (:func:`encode`'s rule): the in-vocabulary
     words, the first ``max_len`` of them when ``max_len`` is given."""
-    if not isinstance(vocab, Vocabulary):
-        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
-    _check_documents([doc])
-    budget = len(doc) if max_len is None else check_int(max_len, "max_len", min=0)
+    budget = len(doc) if max_len is None else max_len
     out = []
     for w in doc:
         ok = budget > 0 and w in vocab
@@ -205,11 +240,10 @@ def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None
     return out
 
 
+@declare(ids=IntArray(ndim=1), vocab=VOCABULARY)
 def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
     """Words of a sequence of ids."""
-    if not isinstance(vocab, Vocabulary):
-        raise ArgumentTypeError(f"vocab must be a Vocabulary, got {type(vocab).__name__}")
-    arr = check_int_array(ids.cpu() if isinstance(ids, torch.Tensor) else ids, "ids", ndim=1)
+    arr = cast(np.ndarray, ids)  # an int64 array (the declaration)
     if arr.size and (arr.min() < 0 or arr.max() >= len(vocab)):
         raise InvalidArgumentError(
             f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(arr.min())}..{int(arr.max())}"

@@ -17,12 +17,13 @@ import numpy as np
 
 from ..analysis import statistics
 from ..analysis.maxmargin import max_margin_for_selection
+from ..analysis.shapes import Table
 from ..data import synthetic
 from ..errors import InfeasibleSVMError, InvalidArgumentError
 from ..models.attention import AttentionModel
 from ..training.phases import cosine, gradient_flow, one_step
 from ..training.progress import bar
-from ..validation import check_bool, check_int_array, check_real
+from ..validation import Bool, Constraint, FilePath, Real, check_int_array, check_real, declare
 
 #: the grid of chapter 04's phase diagram
 WIDTHS = (32, 64, 128, 256, 512, 1024)
@@ -47,22 +48,50 @@ COLUMNS = (
 )
 
 
-def _seeds(value, name: str) -> list[int]:
-    arr = check_int_array(value, name, ndim=1)
-    if arr.size == 0 or (arr < 0).any() or len(set(arr.tolist())) != arr.size:
-        raise InvalidArgumentError(f"{name} must be distinct non-negative integers, at least one, got {value!r}")
-    return [int(s) for s in arr]
+class Seeds(Constraint):
+    """Seeds of a grid: distinct non-negative integers, at least one; passed on as a list of ints."""
+
+    def describe(self) -> str:
+        return "distinct non-negative integers, at least one"
+
+    def check(self, value, name, dims):
+        arr = check_int_array(value, name)
+        if arr.ndim != 1 or arr.size == 0 or (arr < 0).any() or len(set(arr.tolist())) != arr.size:
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
+        return [int(s) for s in arr]
+
+    def _invalid(self, dims):
+        return [("none", []), ("twice", [1, 1]), ("negative", [-1]), ("floats", [0.5])]
+
+    def example(self, dims):
+        return [0]
 
 
-def _grid(value, name: str, kind) -> list:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0:
-        raise InvalidArgumentError(f"{name} must be a non-empty list of numbers, got {value!r}")
-    if kind is int:
-        arr = check_int_array(np.asarray(value), name, ndim=1)
-        if (arr < 1).any():
-            raise InvalidArgumentError(f"{name} must be positive integers, got {value!r}")
-        return [int(x) for x in arr]
-    return [check_real(x, f"{name}[{i}]", min=0.0, min_inclusive=False) for i, x in enumerate(value)]
+class Grid(Constraint):
+    """A grid axis: a non-empty list of positive numbers, integers (``kind=int``) or reals; passed on as a list."""
+
+    def __init__(self, kind: type, *, allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.kind = kind
+
+    def describe(self) -> str:
+        return f"a non-empty list of positive {'integers' if self.kind is int else 'numbers'}"
+
+    def check(self, value, name, dims):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0:
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
+        if self.kind is int:
+            arr = check_int_array(np.asarray(value), name, ndim=1)
+            if (arr < 1).any():
+                raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
+            return [int(x) for x in arr]
+        return [check_real(x, f"{name}[{i}]", min=0.0, min_inclusive=False) for i, x in enumerate(value)]
+
+    def _invalid(self, dims):
+        return [("empty", []), ("zero", [0]), ("a str", "1"), ("NaN", [float("nan")])]
+
+    def example(self, dims):
+        return [1]
 
 
 def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, str]:
@@ -77,6 +106,15 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, s
     return cosine(m.p, svm.p), "solved"
 
 
+@declare(
+    data_seeds=Seeds(),
+    init_seeds=Seeds(),
+    widths=Grid(int),
+    steps=Grid(float),
+    t_max=Real(min=0.0, min_inclusive=False),
+    own_svm=Bool(),
+    progress=Bool(allow_none=True),
+)
 def phase_runs(
     data_seeds,
     init_seeds,
@@ -101,12 +139,6 @@ def phase_runs(
     """
     import pandas as pd
 
-    data_seeds = _seeds(data_seeds, "data_seeds")
-    init_seeds = _seeds(init_seeds, "init_seeds")
-    widths = _grid(widths, "widths", int)
-    steps = _grid(steps, "steps", float)
-    t_max = check_real(t_max, "t_max", min=0.0, min_inclusive=False)
-    check_bool(own_svm, "own_svm")
     rows = []
     total = len(data_seeds) * len(widths) * len(steps) * len(init_seeds)
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
@@ -147,6 +179,7 @@ def phase_runs(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+@declare(runs=Table(*COLUMNS, what="the DataFrame of phase_runs"))
 def phase_probabilities(runs):
     """Per cell ``(d, eta0)`` of :func:`phase_runs`' rows: ``runs``, ``p_full`` (the fraction of runs that
     selected every important token), ``p_trapped`` (the trap's frequency), ``mean_selected``,
@@ -155,8 +188,6 @@ def phase_probabilities(runs):
     (the smallest cosine of a trapped run with its own max-margin direction; NaN without trapped runs)."""
     import pandas as pd
 
-    if not isinstance(runs, pd.DataFrame) or not set(COLUMNS) <= set(runs.columns):
-        raise InvalidArgumentError(f"runs must be the DataFrame of phase_runs (columns {', '.join(COLUMNS)})")
     if runs.empty:
         raise InvalidArgumentError("runs holds no run")
     g = runs.groupby(["d", "eta0"], sort=True)
@@ -174,6 +205,7 @@ def phase_probabilities(runs):
     return out.reset_index()
 
 
+@declare(path=FilePath())
 def read_runs(path):
     """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``), checked before
     use: the columns of ``COLUMNS``, fractions in [0, 1], booleans as booleans, ``full`` and ``trapped``

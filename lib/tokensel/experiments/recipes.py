@@ -31,15 +31,28 @@ import numpy as np
 import torch
 
 from ..analysis import shapes, statistics
-from ..data.batch import RaggedBatch
-from ..data.reviews import ReviewData, from_frame, prepare_texts
+from ..data.batch import Batch, RaggedBatch
+from ..data.reviews import REVIEW_DATA, Column, ReviewData, Source, from_frame, prepare_texts
 from ..errors import DataUnavailableError, InvalidParameterError
 from ..models import variants
-from ..models.attention import AttentionModel, MultiClassAttentionModel
+from ..models.attention import DTYPE, AttentionModel, MultiClassAttentionModel
 from ..training.phases import one_step, train_joint
-from ..training.settings import TrainSettings
+from ..training.settings import SETTINGS, TrainSettings
 from ..training.variants import train_variant
-from ..validation import check_choice, check_int_array
+from ..validation import (
+    Bool,
+    Choice,
+    Device,
+    Either,
+    FilePath,
+    Instance,
+    Int,
+    Real,
+    Subset,
+    Text,
+    check_int_array,
+    declare,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,17 +60,13 @@ if TYPE_CHECKING:
 PAPER_D = 2048
 
 
-def _check_data(data) -> ReviewData:
-    if not isinstance(data, ReviewData):
-        raise InvalidParameterError(
-            f"data must be a ReviewData (from tokensel.data.reviews.prepare_reviews), got {type(data).__name__}"
-        )
-    return data
+#: what every recipe on real reviews takes
+RECIPE = dict(data=REVIEW_DATA, settings=SETTINGS, d=Int(min=1), seed=Int(min=0))
+SPLIT = Choice("train", "test")
 
 
 def _train_from_init(data, settings, d, seed, params: tuple, recipe: str):
     """A fresh model (``AttentionModel.init``) trained on ``data`` with ``train_joint``: ``(model, frame)``."""
-    _check_data(data)
     model = AttentionModel.init(len(data.vocab), d, seed=seed)
     traj = train_joint(model, data.train, settings, params=params, test_batch=data.test, recipe=recipe)
     return model, traj.to_frame()
@@ -69,6 +78,7 @@ def _final_scores(history) -> dict:
     return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss))
 
 
+@declare(error=InvalidParameterError, **RECIPE)
 def train_full(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -82,6 +92,7 @@ def train_full(
     return _train_from_init(data, settings, d, seed, ("E", "p"), "full")
 
 
+@declare(error=InvalidParameterError, **RECIPE)
 def train_frozen(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -93,12 +104,13 @@ def train_frozen(
     return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E")
 
 
+@declare(error=InvalidParameterError, data=REVIEW_DATA)
 def one_step_eta(data: ReviewData) -> float:
     """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
-    _check_data(data)
     return float(2.0 / statistics.alpha(data.train).abs().max())
 
 
+@declare(error=InvalidParameterError, eta0=Real(min=0.0, min_inclusive=False, allow_none=True), **RECIPE)
 def train_one_step_then_freeze(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -125,18 +137,17 @@ def train_one_step_then_freeze(
 RATING_EDGES = (3, 5, 9)
 
 
+@declare(error=InvalidParameterError, data=REVIEW_DATA, split=SPLIT)
 def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     """The reviews of ``split`` (``"train"`` or ``"test"``) of ``data`` with four rating classes (1-2, 3-4,
     7-8, 9-10 stars) as labels."""
-    _check_data(data)
-    check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
     batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
     if ratings is None:
         raise DataUnavailableError(
             f"{data.name} has no star ratings: the four rating classes need IMDB's "
             "ratings (the original archive carries them)"
         )
-    ratings = check_int_array(ratings, f"{split}_ratings", ndim=1, error=InvalidParameterError)
+    ratings = check_int_array(ratings, f"{split}_ratings", ndim=1)
     if len(ratings) != batch.n:
         raise InvalidParameterError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
     labels = batch.labels.cpu().numpy()
@@ -159,6 +170,7 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     )
 
 
+@declare(error=InvalidParameterError, dtype=DTYPE, **RECIPE)
 def train_multiclass(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -188,6 +200,7 @@ class OneStepMulticlass:
     dW: torch.Tensor
 
 
+@declare(error=InvalidParameterError, batch=Batch("classes"), d=Int(min=1), seed=Int(min=0))
 def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
     """One step of size ``eta0 = 2 / max|alpha_{s,k}|`` (the largest predicted shift is 2) on the
     K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes."""
@@ -212,13 +225,13 @@ class Fit:
     gap: torch.Tensor
     shapes: shapes.ShapeSummary
 
+    @declare(error=InvalidParameterError, split=SPLIT)
     def selection(self, split: str = "test"):
         """One row per document of ``split``: its label, the words the trained ``p`` selects (the highest score
         ``E_s^T p`` in the document, ties within ``1e-9``), their mean posterior gap, and whether its sign is
         the label's (``agrees``)."""
         import pandas as pd
 
-        check_choice(split, "split", ("train", "test"), error=InvalidParameterError)
         batch = self.data.train if split == "train" else self.data.test
         with torch.no_grad():
             chosen = statistics.selection(batch, self.model.scores().detach().cpu().double())
@@ -245,6 +258,21 @@ class Fit:
         )
 
 
+@declare(
+    error=InvalidParameterError,
+    source=Either(
+        REVIEW_DATA,
+        Source(),
+        Column(texts=True),
+        what="a ReviewData, a list of texts (with labels), a CSV path, a pandas frame or a datasets.Dataset",
+    ),
+    labels=Column(allow_none=True),
+    d=Int(min=1),
+    settings=SETTINGS,
+    seed=Int(min=0),
+    text=Text(),
+    label=Text(),
+)
 def fit_texts(
     source,
     labels=None,
@@ -280,6 +308,17 @@ def fit_texts(
 
 
 # ---------------------------------------------------------------- the variant comparison
+@declare(
+    error=InvalidParameterError,
+    name=Text(),
+    d=Int(min=1),
+    train=Instance(TrainSettings, what="a tokensel.TrainSettings"),
+    n_train=Int(min=1, allow_none=True),
+    n_test=Int(min=1, allow_none=True),
+    max_len=Int(min=1),
+    chunk=Int(min=1, allow_none=True),
+    one_layer_dtype=DTYPE,
+)
 @dataclass(frozen=True)
 class Scale:
     """Sizes and optimiser settings of the variant comparison. ``n_train``/``n_test``: reviews drawn
@@ -324,28 +363,37 @@ SCALES = {
 MODEL_NAMES = {"one_layer": "one layer", **{k: cls.name for k, cls in variants.MODELS.items()}}
 
 
+#: a scale of the comparison: a :class:`Scale`, or the name of one in ``SCALES``
+SCALE = Either(
+    Instance(Scale),
+    Choice(*SCALES),
+    what=f"a Scale, or the name of a scale in SCALES {tuple(SCALES)}",
+)
+
+
+@declare(error=InvalidParameterError, which=SCALE)
 def scale(which, **changes) -> Scale:
     """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``; a field of
     :class:`~tokensel.training.settings.TrainSettings`, e.g. ``steps=50``, changes the scale's ``train``)."""
-    if isinstance(which, Scale):
-        base = which
-    else:
-        base = SCALES[check_choice(which, "scale", tuple(SCALES), error=InvalidParameterError)]
+    base = which if isinstance(which, Scale) else SCALES[which]
     training = {k: changes.pop(k) for k in list(changes) if k in TrainSettings.__dataclass_fields__}
+    unknown = sorted(set(changes) - set(base.__dataclass_fields__))
+    if unknown:
+        raise InvalidParameterError(
+            f"unknown Scale setting in {unknown}: the settings are {', '.join(base.__dataclass_fields__)}"
+        )
     if training:
         changes["train"] = base.train.replace(**training)
-    try:
-        return replace(base, **changes)
-    except TypeError as err:
-        raise InvalidParameterError(
-            f"unknown Scale setting in {sorted(changes)}: the settings are {', '.join(base.__dataclass_fields__)}"
-        ) from err
+    return replace(base, **changes)
 
 
+SCALE_OBJECT = Instance(Scale, what="a Scale (tokensel.experiments.scale('reduced'))")
+
+
+@declare(error=InvalidParameterError, data=REVIEW_DATA, sc=SCALE_OBJECT, seed=Int(min=0))
 def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
     """The training and test reviews of the comparison: ``sc.n_train`` and ``sc.n_test`` reviews drawn
     from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``."""
-    _check_data(data)
     rng = np.random.default_rng(seed)
     train, test = data.train, data.test
     for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
@@ -395,6 +443,18 @@ class Run:
         )
 
 
+@declare(
+    error=InvalidParameterError,
+    kind=Choice(*MODEL_NAMES),
+    train=Batch(dims=()),
+    test=Batch(dims=()),
+    sc=SCALE_OBJECT,
+    seed=Int(min=0),
+    device=Device(),
+    scores_dtype=variants.SCORES_DTYPE,
+    checkpoint=FilePath(allow_none=True),
+    progress=Bool(allow_none=True),
+)
 def run_model(
     kind: str,
     train: RaggedBatch,
@@ -409,11 +469,6 @@ def run_model(
     """Train model ``kind`` (a key of ``MODEL_NAMES``) on ``train`` with the settings of ``sc``, and
     measure the two shapes (:func:`tokensel.analysis.shapes.shape_summary`) against the posterior gap of
     ``train``: words absent from it are left out of the bins."""
-    check_choice(kind, "kind", tuple(MODEL_NAMES), error=InvalidParameterError)
-    if not isinstance(sc, Scale):
-        raise InvalidParameterError(
-            f"sc must be a Scale (tokensel.experiments.scale('reduced')), got {type(sc).__name__}"
-        )
     settings = sc.train.replace(checkpoint=checkpoint, progress=progress)
     gap = statistics.posterior_gap(train)
     t0 = time.time()
@@ -445,23 +500,27 @@ def run_model(
     )
 
 
+KINDS = Subset(*MODEL_NAMES)
+
+
+@declare(
+    error=InvalidParameterError,
+    data=REVIEW_DATA,
+    sc=SCALE,
+    kinds=Subset(*MODEL_NAMES, allow_none=True),
+    seed=Int(min=0),
+)
 def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
     """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
     model and :data:`tokensel.models.variants.COMPARED`) on the
     reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
     sc = scale(sc)
-    kinds = ("one_layer", *variants.COMPARED) if kinds is None else check_kinds(kinds)
+    kinds = ("one_layer", *variants.COMPARED) if kinds is None else kinds
     train, test = variant_batches(data, sc, seed=seed)
     return {MODEL_NAMES[k]: run_model(k, train, test, sc, seed=seed, **run_kw) for k in kinds}
 
 
+@declare(error=InvalidParameterError, kinds=KINDS)
 def check_kinds(kinds) -> tuple:
-    """``kinds`` as a tuple of model short names (keys of ``MODEL_NAMES``), each checked."""
-    if isinstance(kinds, str) or not isinstance(kinds, (tuple, list)) or not kinds:
-        raise InvalidParameterError(
-            f"kinds must be a non-empty list of model names from {tuple(MODEL_NAMES)}, got {kinds!r}"
-        )
-    kinds = tuple(kinds)
-    for k in kinds:
-        check_choice(k, "kinds", tuple(MODEL_NAMES), error=InvalidParameterError)
+    """``kinds`` as a tuple of distinct model short names (keys of ``MODEL_NAMES``), each checked."""
     return kinds

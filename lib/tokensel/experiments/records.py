@@ -9,14 +9,15 @@ from pathlib import Path
 
 from ..errors import DataUnavailableError
 from ..files import write_json_atomic
+from ..validation import FilePath, Instance, declare
 from .recipes import MODEL_NAMES, Run
 
 
+@declare(run=Instance(Run, what="a Run from run_model"), folder=FilePath())
 def write_run(run: Run, folder, **provenance) -> None:
     """Store ``run`` in ``folder``: ``bins_<kind>.csv`` (bins of ``E_s^T p``, with ``mean_v``/``std_v`` of
     ``E_s^T v``) and ``summary_<kind>.json`` (:meth:`Run.summary` plus ``provenance``: settings, device,
     commit, command)."""
-    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(
         folder / f"bins_{run.kind}.csv", index=False
@@ -24,6 +25,7 @@ def write_run(run: Run, folder, **provenance) -> None:
     write_json_atomic(folder / f"summary_{run.kind}.json", {**run.summary(), **provenance})
 
 
+@declare(folder=FilePath())
 def read_runs(folder):
     """Read what :func:`write_run` stored. Returns ``(summary, bins)``: a frame indexed by display name and
     a dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from ..analysis import shapes
 from ..errors import InvalidParameterError
+from ..validation import Instance, Real, declare
 from .recipes import Run
 
+RUNS = Instance(dict, what="a dict of Runs by model name (compare_variants)")
 
+
+@declare(error=InvalidParameterError, runs=RUNS)
 def verdicts(runs: dict):
     """One row per model: accuracies, the two shape statistics and whether each criterion holds
     (U-gap at least 1; rank correlation at least 0.9)."""
@@ -33,6 +37,7 @@ def verdicts(runs: dict):
     return pd.DataFrame(rows).set_index("model")
 
 
+@declare(error=InvalidParameterError, runs=RUNS, z=Real(min=0.0, min_inclusive=False))
 def value_noise(runs: dict, z: float = 2.0):
     """One row per model: how its value bins compare with the noise of a bin mean
     (:func:`tokensel.analysis.shapes.bin_noise_summary`), for ``E_s^T v`` and for the token values as the model

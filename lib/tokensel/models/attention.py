@@ -15,45 +15,32 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidBatchError, InvalidParameterError
 from ..seeding import generator
-from ..validation import MAX_ELEMENTS, check_choice, check_device, check_int
+from ..validation import MAX_ELEMENTS, Choice, Device, Dtype, Int, Tensor, check_fields, declare
 
-HALF = (torch.float16, torch.bfloat16)
-
-
-def _check_dtype(dtype) -> None:
-    """Parameters are float32 or float64: half precision is refused (its softmax sums overflow once a
-    token repeats a few thousand times, and the book's statistics need more digits)."""
-    if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.float64):
-        raise InvalidParameterError(
-            f"dtype must be torch.float32 or torch.float64, got {dtype!r}"
-            + (
-                ": half precision is not supported for parameters"
-                if isinstance(dtype, torch.dtype) and dtype in HALF
-                else ""
-            )
-        )
+#: parameters are float32 or float64: half precision is refused (its softmax sums overflow once a token
+#: repeats a few thousand times, and the book's statistics need more digits)
+DTYPE = Dtype(torch.float32, torch.float64)
+#: the embedding table (|S| x d) and a vector of the model (d), finite, float32 or float64
+TABLE = Tensor("float", shape=("S", "d"), finite=True)
+VECTOR = Tensor("float", shape=("d",), finite=True)
+#: what every constructor of a model takes
+SIZES = dict(vocab_size=Int(min=1), d=Int(min=1), seed=Int(min=0), dtype=DTYPE, device=Device())
 
 
-def _check_tensor(name, t, shape, dtype=None, device=None):
-    if not isinstance(t, torch.Tensor):
-        raise InvalidParameterError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.dtype.is_floating_point:
-        raise InvalidParameterError(f"{name} must be floating point, got {t.dtype}")
-    if t.dtype in HALF:
-        raise InvalidParameterError(
-            f"{name} has dtype {t.dtype}: use float32 or float64 (half precision is not supported for parameters)"
-        )
-    if tuple(t.shape) != tuple(shape):
-        raise InvalidParameterError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
-    if dtype is not None and t.dtype != dtype:
-        raise InvalidParameterError(f"{name} has dtype {t.dtype}, expected {dtype} (as E)")
-    if device is not None and t.device != device:
-        raise InvalidParameterError(f"{name} is on {t.device}, expected {device} (as E)")
-    if not torch.all(torch.isfinite(t)):
-        raise InvalidParameterError(f"{name} contains NaN or inf")
+@declare(error=InvalidParameterError, E=Tensor("float", ndim=2, half=True))
+def same_dtype_and_device(E: torch.Tensor, **tensors: torch.Tensor) -> None:
+    """Raise InvalidParameterError unless every tensor has the dtype and device of ``E``, and ``E`` has a
+    token and a dimension."""
+    if E.shape[0] < 1 or E.shape[1] < 1:
+        raise InvalidParameterError(f"E has shape {tuple(E.shape)}: a model needs at least one token and d >= 1")
+    for name, t in tensors.items():
+        if t.dtype != E.dtype:
+            raise InvalidParameterError(f"{name} has dtype {t.dtype}, expected {E.dtype} (as E)")
+        if t.device != E.device:
+            raise InvalidParameterError(f"{name} is on {t.device}, expected {E.device} (as E)")
 
 
 class _EmbeddingModel:
@@ -98,12 +85,11 @@ class _EmbeddingModel:
 
     def _check_vocab(self, batch: RaggedBatch) -> None:
         self.check_finite()
-        if not isinstance(batch, RaggedBatch):
-            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
         if batch.vocab_size != self.vocab_size:
             raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
 
+@declare(error=InvalidParameterError, E=TABLE, p=VECTOR, v=VECTOR)
 @dataclass
 class AttentionModel(_EmbeddingModel):
     """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model."""
@@ -113,34 +99,21 @@ class AttentionModel(_EmbeddingModel):
     v: torch.Tensor
 
     def __post_init__(self):
-        self.validate()
+        same_dtype_and_device(self.E, p=self.p, v=self.v)  # each field is checked by the declaration
 
     def validate(self) -> AttentionModel:
         """Check shapes, dtypes, devices and finiteness; raise InvalidParameterError otherwise."""
-        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
-            raise InvalidParameterError(
-                f"E must be a 2-D tensor (|S| x d), got {getattr(self.E, 'shape', type(self.E).__name__)}"
-            )
-        S, d = self.E.shape
-        if S < 1 or d < 1:
-            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
-        _check_tensor("E", self.E, (S, d))
-        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
-        _check_tensor("v", self.v, (d,), self.E.dtype, self.E.device)
+        check_fields(self)
+        self.__post_init__()
         return self
 
     # ------------------------------------------------------------------ construction
     @classmethod
+    @declare(error=InvalidParameterError, p_init=Choice("gaussian", "zero"), **SIZES)
     def init(
         cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian", dtype=torch.float64, device="cpu"
     ) -> AttentionModel:
         """The paper's initialisation: ``E_s, p ~ N(0, I/d)`` (or ``p = 0``), ``v`` a random unit vector."""
-        vocab_size = check_int(vocab_size, "vocab_size", min=1, error=InvalidParameterError)
-        d = check_int(d, "d", min=1, error=InvalidParameterError)
-        check_int(seed, "seed", min=0, error=InvalidParameterError)
-        check_choice(p_init, "p_init", ("gaussian", "zero"), error=InvalidParameterError)
-        _check_dtype(dtype)
-        device = check_device(device)
         if vocab_size * d > MAX_ELEMENTS:
             raise InvalidParameterError(
                 f"E would have {vocab_size} x {d} entries, more than the {MAX_ELEMENTS:.3g} "
@@ -158,6 +131,7 @@ class AttentionModel(_EmbeddingModel):
     def copy(self) -> AttentionModel:
         return AttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.v.detach().clone())
 
+    @declare(error=InvalidParameterError, device=Device(allow_none=True), dtype=Dtype(*DTYPE.allowed, allow_none=True))
     def to(self, device=None, dtype=None) -> AttentionModel:
         return AttentionModel(
             self.E.to(device=device, dtype=dtype),
@@ -166,11 +140,13 @@ class AttentionModel(_EmbeddingModel):
         )
 
     # ------------------------------------------------------------------ forward
+    @declare(error=InvalidBatchError, batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         self._check_vocab(batch)
         if batch.num_classes is not None:
             raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Outputs ``f(X_i)`` for every sequence of the batch."""
         from .core import _attend
@@ -179,6 +155,7 @@ class AttentionModel(_EmbeddingModel):
         cw = self.E @ torch.stack([self.p, self.v], 1)  # one pass over E
         return _attend(batch, cw[:, 0], cw[:, 1:], True)[3][:, 0]
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def attention(self, batch: RaggedBatch) -> torch.Tensor:
         """Softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``)."""
         from .core import segment_softmax
@@ -187,18 +164,21 @@ class AttentionModel(_EmbeddingModel):
         q, _ = segment_softmax(self.scores()[batch.ids], batch)
         return q
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
         """Mean logistic loss ``(1/n) sum log(1 + exp(-y f))``."""
         from .core import logistic_loss
 
         return float(logistic_loss(self.forward(batch), batch.labels.to(self.E.dtype)))
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
         """Fraction of sequences with ``sign f = y`` (``f = 0`` counts as wrong)."""
         f = self.forward(batch)
         return float((f * batch.labels.to(f.dtype) > 0).to(torch.float64).mean())
 
 
+@declare(error=InvalidParameterError, E=TABLE, p=VECTOR, V=Tensor("float", shape=("d", None), finite=True))
 @dataclass
 class MultiClassAttentionModel(_EmbeddingModel):
     """The K-class variant: output vectors ``V = [v_1 .. v_K]`` (d x K), logits
@@ -209,24 +189,20 @@ class MultiClassAttentionModel(_EmbeddingModel):
     V: torch.Tensor
 
     def __post_init__(self):
-        self.validate()
+        same_dtype_and_device(self.E, p=self.p, V=self.V)  # each field is checked by the declaration
+        if self.V.shape[1] < 2:
+            raise InvalidParameterError(
+                f"V must be a (d x K) tensor with d = {self.d} and K >= 2, got {tuple(self.V.shape)}"
+            )
 
     def validate(self) -> MultiClassAttentionModel:
-        if not isinstance(self.E, torch.Tensor) or self.E.ndim != 2:
-            raise InvalidParameterError("E must be a 2-D tensor (|S| x d)")
-        S, d = self.E.shape
-        if S < 1 or d < 1:
-            raise InvalidParameterError(f"E has shape {(S, d)}: a model needs at least one token and d >= 1")
-        _check_tensor("E", self.E, (S, d))
-        _check_tensor("p", self.p, (d,), self.E.dtype, self.E.device)
-        if not isinstance(self.V, torch.Tensor) or self.V.ndim != 2 or self.V.shape[0] != d or self.V.shape[1] < 2:
-            raise InvalidParameterError(
-                f"V must be a (d x K) tensor with d = {d} and K >= 2, got {tuple(getattr(self.V, 'shape', ()))}"
-            )
-        _check_tensor("V", self.V, tuple(self.V.shape), self.E.dtype, self.E.device)
+        """Check shapes, dtypes, devices and finiteness; raise InvalidParameterError otherwise."""
+        check_fields(self)
+        self.__post_init__()
         return self
 
     @classmethod
+    @declare(error=InvalidParameterError, num_classes=Int(min=2), p_init=Choice("gaussian", "zero"), **SIZES)
     def init(
         cls,
         vocab_size: int,
@@ -238,12 +214,8 @@ class MultiClassAttentionModel(_EmbeddingModel):
         device="cpu",
     ) -> MultiClassAttentionModel:
         """``E_s, p ~ N(0, I/d)`` (or ``p = 0``); ``V`` has K random orthonormal columns (K <= d)."""
-        num_classes = check_int(num_classes, "num_classes", min=2, error=InvalidParameterError)
-        d = check_int(d, "d", min=1, error=InvalidParameterError)
         if num_classes > d:
             raise InvalidParameterError(f"need 2 <= num_classes <= d, got K={num_classes}, d={d}")
-        _check_dtype(dtype)
-        device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed, p_init=p_init)
         g = generator(seed + 7_919)
         V, _ = torch.linalg.qr(torch.randn(d, num_classes, generator=g, dtype=torch.float64))
@@ -265,13 +237,16 @@ class MultiClassAttentionModel(_EmbeddingModel):
         """The value read-out (here the matrix V), so training code treats both models alike."""
         return self.V
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
+        """Raise a clear error unless ``batch`` is a ``K``-class batch over this model's vocabulary."""
         self._check_vocab(batch)
         if batch.num_classes != self.num_classes:
             raise InvalidBatchError(
                 f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}"
             )
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Logits (n x K)."""
         from .core import _attend
@@ -279,9 +254,13 @@ class MultiClassAttentionModel(_EmbeddingModel):
         self.check_batch(batch)
         return _attend(batch, self.scores(), self.values(), True)[3]
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
+        """Mean softmax cross-entropy."""
         logits = self.forward(batch)
         return float(torch.nn.functional.cross_entropy(logits, batch.labels))
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
+        """Fraction of sequences whose top class is their label."""
         return float((self.forward(batch).argmax(1) == batch.labels).double().mean())

@@ -11,10 +11,22 @@ from dataclasses import dataclass
 
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
+from ..validation import Bool, Instance, Real, Tensor, declare, unchecked
+from . import core
 from .attention import AttentionModel, MultiClassAttentionModel
-from .core import fused_applies, fused_grads, fused_scores_values, score_value_grads, score_value_grads_multiclass
+
+# the attention pass, called per training step with arguments the functions below have checked
+fused_applies, fused_grads, fused_scores_values = (
+    unchecked(core.fused_applies),
+    unchecked(core.fused_grads),
+    unchecked(core.fused_scores_values),
+)
+score_value_grads, score_value_grads_multiclass = (
+    unchecked(core.score_value_grads),
+    unchecked(core.score_value_grads_multiclass),
+)
 
 
 @dataclass
@@ -35,6 +47,7 @@ class Gradients:
         """``grad_E L = A p^T + B v^T`` materialised (|S| x d), as one (|S| x 2)(2 x d) product."""
         return self.E_into(None)
 
+    @declare(out=Tensor("float", ndim=2, allow_none=True))
     def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
         """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
         |S| x d allocation on every step); a new tensor when ``out`` is None."""
@@ -44,6 +57,7 @@ class Gradients:
         PV = torch.cat([self._model_p[None, :], V.T], 0)  # (1 + K) x d
         return AB @ PV if out is None else torch.mm(AB, PV, out=out)
 
+    @declare(E=Tensor("float", ndim=2), lr=Real())
     def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
         """In place: ``E <- E - lr * grad_E L`` (rank-one updates, or one low-rank product)."""
         if self.B.ndim == 1:
@@ -53,20 +67,16 @@ class Gradients:
             E.sub_(self.E, alpha=lr)
 
 
+MODEL = Instance(AttentionModel, MultiClassAttentionModel, what="an AttentionModel or MultiClassAttentionModel")
+
+
+@declare(error=InvalidParameterError, model=MODEL, batch=Batch(), stable=Bool(), fused=Bool(allow_none=True))
 def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
     """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``.
 
     The attention pass runs in the fused kernel (:func:`tokensel.models.core.fused_grads`) where it applies (the
     stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
     in the reference implementation; ``fused=True`` insists on the kernel."""
-    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
-        raise InvalidParameterError(
-            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
-        )
-    if not isinstance(stable, bool):
-        raise InvalidParameterError(f"stable must be True or False, got {stable!r}")
-    if fused not in (None, True, False):
-        raise InvalidParameterError(f"fused must be None (where it applies), True or False, got {fused!r}")
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
@@ -92,6 +102,13 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
     return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v)
 
 
+@declare(
+    batch=Batch("binary"),
+    E=Tensor("float", shape=("S", "d")),
+    p=Tensor("float", shape=("d",)),
+    w=Tensor("float", shape=("S",)),
+    stable=Bool(),
+)
 def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
     """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
     by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor)."""
@@ -103,6 +120,7 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
     return r.loss, E.T @ r.A
 
 
+@declare(model=MODEL, batch=Batch())
 def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
     """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
 

@@ -33,15 +33,23 @@ from typing import ClassVar
 
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidBatchError, InvalidParameterError
 from ..loss import mean_logistic
 from ..seeding import generator
-from ..validation import check_choice, check_device, check_int
-from .attention import AttentionModel, _check_dtype, _check_tensor, _EmbeddingModel
+from ..validation import Choice, Dtype, Function, Instance, Int, Tensor, declare
+from .attention import SIZES, AttentionModel, _EmbeddingModel, same_dtype_and_device
 from .mixing import MixPlan, entry_attention, mix
 
+#: the layer-1 scores of the two-layer models in the parameters' dtype (None) or in bfloat16
+SCORES_DTYPE = Dtype(torch.bfloat16, allow_none=True)
+#: padded token ids (n x T) and the mask of the real tokens
+IDS = Tensor("int", shape=("rows", "T"))
+MASK = Tensor("bool", shape=("rows", "T"))
+MATRIX = Tensor("float", shape=("d", "d"), finite=True)
 
+
+@declare(batch=Batch())
 def padded(batch: RaggedBatch):
     """``(ids, mask)``: token ids padded with 0 to (n x T_max) and the boolean mask of real tokens."""
     n, T = batch.n, int(batch.lengths.max())
@@ -53,6 +61,7 @@ def padded(batch: RaggedBatch):
     return ids, mask
 
 
+@declare(batch=Batch(), chunk=Int(min=1, allow_none=True))
 def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
     """Indices of the sequences of ``batch`` in parts of at most ``chunk`` (all of them when None), taken
     in order of length, so that each padded part is as short as its longest member allows."""
@@ -64,11 +73,6 @@ def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
 
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1)
-
-
-def _check_scores_dtype(scores_dtype) -> None:
-    if scores_dtype not in (None, torch.bfloat16):
-        raise InvalidParameterError(f"scores_dtype must be None or torch.bfloat16, got {scores_dtype!r}")
 
 
 @dataclass
@@ -87,6 +91,7 @@ class VariantModel(_EmbeddingModel):
     v: torch.Tensor
 
     @classmethod
+    @declare(error=InvalidParameterError, **SIZES)
     def init(cls, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
         """``E, p, v`` as in the paper (:meth:`tokensel.AttentionModel.init`), then the variant's matrices."""
         if cls is VariantModel:
@@ -94,8 +99,6 @@ class VariantModel(_EmbeddingModel):
                 "VariantModel is the interface: initialise one of "
                 f"{', '.join(c.__name__ for c in MODELS.values())} (or use make(kind, ...))"
             )
-        _check_dtype(dtype)
-        device = check_device(device)
         base = AttentionModel.init(vocab_size, d, seed=seed)
         to = dict(dtype=dtype, device=device)
         mats = cls._init_matrices(d, generator(seed + 1))
@@ -114,7 +117,8 @@ class VariantModel(_EmbeddingModel):
         """Check the shapes, dtypes, devices and finiteness of every parameter."""
         AttentionModel(self.E, self.p, self.v)  # E, p, v as in the one-layer model
         for name, w in self.matrices.items():
-            _check_tensor(name, w, (self.d, self.d), self.E.dtype, self.E.device)
+            MATRIX.validate(w, name, InvalidParameterError, {"d": self.d})
+        same_dtype_and_device(self.E, **self.matrices)
         return self
 
     #: whether training also updates the read-out ``v`` (fixed, as in the paper, unless a subclass says so)
@@ -132,6 +136,7 @@ class VariantModel(_EmbeddingModel):
     def scores(self) -> torch.Tensor:
         return self.E @ self.read_out()
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def prepare(self, batch: RaggedBatch) -> tuple:
         """What :meth:`forward_prepared` needs for ``batch``, computed once per batch."""
         raise NotImplementedError
@@ -140,29 +145,30 @@ class VariantModel(_EmbeddingModel):
         """Outputs from the result of :meth:`prepare`."""
         raise NotImplementedError
 
+    @declare(ids=IDS, mask=MASK)
     def forward_reference(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The model as written over padded ids (n x T) and mask: the test reference of the fast path."""
         raise NotImplementedError
 
+    @declare(ids=Tensor("int"))
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
         """``X = E[ids]`` (n x T x d); index_select because its backward (index_add) sums in a fixed order
         on the CPU, where that of ``E[ids]`` (index_put with accumulation) does not: runs repeat bitwise."""
         return self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
 
+    @declare(error=InvalidParameterError, batch=Batch(), chunk=Int(min=1))
     def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
         """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
         self.check_batch(batch)
-        chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
         outs = []
         for start in range(0, batch.n, chunk):
             sub = batch.subset(torch.arange(start, min(start + chunk, batch.n)))
             outs.append(self.forward_prepared(*self.prepare(sub)))
         return torch.cat(outs)
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         """Raise a clear error unless ``batch`` is a ±1-labelled batch over this model's vocabulary."""
-        if not isinstance(batch, RaggedBatch):
-            raise InvalidBatchError(f"expected a RaggedBatch, got {type(batch).__name__}")
         if batch.num_classes is not None:
             raise InvalidBatchError(
                 f"the variants are binary models: the batch must have ±1 labels, got a {batch.num_classes}-class batch"
@@ -170,11 +176,15 @@ class VariantModel(_EmbeddingModel):
         if batch.vocab_size != self.vocab_size:
             raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
+        """Mean logistic loss."""
         with torch.no_grad():
             return float(mean_logistic(self.forward(batch), batch.labels.to(self.E.dtype)))
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
+        """Fraction of sequences with ``sign f = y``."""
         with torch.no_grad():
             return float((self.forward(batch) * batch.labels.to(self.E.dtype) > 0).double().mean())
 
@@ -194,7 +204,9 @@ class MLPHead(VariantModel):
         W1 = torch.randn(d, d, generator=g, dtype=torch.float64) * (2 / d) ** 0.5
         return {"W1": W1, "W2": torch.randn(d, d, generator=g, dtype=torch.float64) * (1 / d) ** 0.5}
 
+    @declare(z=Tensor("float", shape=(None, "d")))
     def head(self, z: torch.Tensor) -> torch.Tensor:
+        """``v^T W2 relu(W1 z)`` for every row of ``z`` (a row per sequence or per token)."""
         return torch.relu(z @ self.W1.T) @ self.W2.T @ self.v
 
     def token_values(self) -> torch.Tensor:
@@ -202,20 +214,25 @@ class MLPHead(VariantModel):
         ``E_s^T v``, which the head does not read directly)."""
         return self.head(self.E)
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def prepare(self, batch):
         """The sparse pattern of the batch's distinct entries (:class:`tokensel.models.mixing.MixPlan`)."""
         return batch, MixPlan(batch)
 
+    @declare(batch=Batch(), plan=Instance(MixPlan), scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, batch, plan, scores_dtype=None):
         """The head over the distinct entries of ``batch``: ``z = Q E`` as one sparse product
         (:mod:`tokensel.models.mixing`), no padded (n x T x d) gather (``scores_dtype`` is ignored)."""
         return self.forward_entries(batch, plan)
 
+    @declare(batch=Batch(), plan=Instance(MixPlan))
     def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
         """The sparse path of :meth:`forward_prepared`; equal to :meth:`forward_reference`."""
         return self.head(mix(entry_attention(self.E @ self.p, plan), self.E, plan))
 
+    @declare(ids=IDS, mask=MASK)
     def forward_reference(self, ids, mask):
+        """The MLP head over padded ids and mask, as written."""
         X = self.gather(ids)
         q = _masked_softmax(X @ self.p, mask)
         return self.head(torch.einsum("nt,ntd->nd", q, X))
@@ -229,7 +246,9 @@ class MLPResidual(MLPHead):
     kind: ClassVar[str] = "mlp_residual"
     name: ClassVar[str] = "MLP head + residual"
 
+    @declare(z=Tensor("float", shape=(None, "d")))
     def head(self, z: torch.Tensor) -> torch.Tensor:
+        """``v^T (z + W2 relu(W1 z))`` for every row of ``z``."""
         return (z + torch.relu(z @ self.W1.T) @ self.W2.T) @ self.v
 
 
@@ -251,18 +270,23 @@ class TwoLayer(VariantModel):
     kind: ClassVar[str] = "two_layer"
     name: ClassVar[str] = "two layers"
 
+    @declare(error=InvalidBatchError, batch=Batch())
     def prepare(self, batch):
         """Padded ids and mask (:func:`padded`)."""
         return padded(batch)
 
+    @declare(low=Function("a function from a tensor to a tensor"))
     def layer1_tables(self, low) -> tuple:
         """The |S| x d tables whose gathered rows give the layer-1 scores ``K X^T`` (the 1/sqrt(d) folded in)."""
         X = low(self.E / self.d**0.25)
         return X, X
 
+    @declare(X=Tensor("float", ndim=3, half=True))
     def layer1_keys(self, X: torch.Tensor) -> torch.Tensor:
+        """The layer-1 keys of the gathered embeddings ``X`` (n x T x d): ``X`` itself."""
         return X
 
+    @declare(error=InvalidParameterError, ids=IDS, mask=MASK, scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, ids, mask, scores_dtype=None):
         """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs
         only ``H u = X u + A (X u)`` for ``u = p'`` (``read_out``) and ``u = v``, so the per-token work
@@ -270,7 +294,6 @@ class TwoLayer(VariantModel):
         Equal to :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes
         ``K X^T`` from bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU
         setting of the paper-scale runs."""
-        _check_scores_dtype(scores_dtype)
         flat = ids.reshape(-1)
         n, T = ids.shape
         read = self.E @ torch.stack([self.read_out(), self.v], 1)  # |S| x 2: c'_s and w_s
@@ -285,7 +308,9 @@ class TwoLayer(VariantModel):
         q = _masked_softmax(mixed[..., 0], mask)
         return (q * mixed[..., 1]).sum(-1)
 
+    @declare(ids=IDS, mask=MASK)
     def forward_reference(self, ids, mask):
+        """The two-layer model over padded ids and mask, as written."""
         X = self.gather(ids)
         A = _masked_softmax(self.layer1_keys(X) @ X.transpose(1, 2) / self.d**0.5, mask[:, None, :])
         H = X + A @ X
@@ -311,10 +336,14 @@ class TwoLayerWKQ(TwoLayer):
         """``W2 p``: the vector whose inner product with ``E_s`` is the token's read-out score."""
         return self.W2 @ self.p
 
+    @declare(low=Function("a function from a tensor to a tensor"))
     def layer1_tables(self, low):
+        """``E`` and ``E W1 / sqrt(d)``, through ``low``."""
         return low(self.E), low(self.E @ (self.W1 / self.d**0.5))
 
+    @declare(X=Tensor("float", ndim=3, half=True))
     def layer1_keys(self, X):
+        """The layer-1 keys ``X W1``."""
         return X @ self.W1
 
 
@@ -327,7 +356,7 @@ COMPARED = ("mlp", "two_layer", "two_layer_wkq")
 MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v")
 
 
+@declare(error=InvalidParameterError, kind=Choice(*KINDS), **SIZES)
 def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu") -> VariantModel:
     """``MODELS[kind].init(...)``: a variant initialised by its short name (one of ``KINDS``)."""
-    check_choice(kind, "kind", KINDS, error=InvalidParameterError)
     return MODELS[kind].init(vocab_size, d, seed=seed, dtype=dtype, device=device)

@@ -18,10 +18,16 @@ from typing import cast
 import numpy as np
 import torch
 
+from ..data.batch import Batch
 from ..errors import DivergenceError, InvalidParameterError
+from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, declare
 from . import checkpoints
 from .progress import bar
-from .settings import TrainSettings, settings_of
+from .settings import SETTINGS, TrainSettings
+
+#: what the loop needs of a model: its parameters' check, and its loss and accuracy on a test batch
+TRAINED_MODEL = Duck("validate", "check_batch", what="a model (with validate and check_batch)")
+TENSORS = Instance(list, what="a list of the trained tensors")
 
 
 @dataclass
@@ -83,11 +89,18 @@ class StepResult:
     finite: bool
 
 
+@declare(
+    error=InvalidParameterError,
+    model=TRAINED_MODEL,
+    batch=Batch(),
+    test_batch=Batch(dims=(), allow_none=True),
+    settings=SETTINGS,
+)
 def prologue(model, batch, test_batch, settings) -> TrainSettings:
     """What every trainer does before its first step: ``settings`` checked (None gives the defaults of
     :class:`~tokensel.training.settings.TrainSettings`), the model's parameters validated, the training batch and
     the test batch (when given) checked against the model. Nothing is changed."""
-    settings = settings_of(settings)
+    settings = TrainSettings() if settings is None else settings
     model.validate()
     model.check_batch(batch)
     if test_batch is not None:
@@ -95,6 +108,7 @@ def prologue(model, batch, test_batch, settings) -> TrainSettings:
     return settings
 
 
+@declare(step=Int(min=0), lr=Real(), what=Text())
 def diverged(step: int, lr: float, what: str) -> DivergenceError:
     """The error of a run whose loss or gradient stopped being finite at ``step``."""
     return DivergenceError(
@@ -108,6 +122,9 @@ def _finite(tensors: list) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
+@declare(
+    opt=Instance(torch.optim.Optimizer, what="a torch optimiser"), trained=TENSORS, lr=Real(min=0.0), updates=Int()
+)
 def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
     """Whether ``updates`` Adam steps of size ``lr`` could carry a parameter past the largest float.
 
@@ -125,6 +142,18 @@ def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
     return top + updates * lr * bound >= largest / 4
 
 
+@declare(
+    error=InvalidParameterError,
+    model=Duck("validate", what="a model (with validate)"),
+    trained=TENSORS,
+    step_fn=Function("a step function take_grad -> StepResult"),
+    settings=Instance(TrainSettings, what="a tokensel.TrainSettings"),
+    method=Text(),
+    label=Text(),
+    saved=Instance(dict, what="a dict of tensors by name", allow_none=True),
+    fingerprint=Instance(dict, what="a dict (tokensel.training.checkpoints.fingerprint)", allow_none=True),
+    autograd=Bool(),
+)
 def adam(
     model,
     trained: list,

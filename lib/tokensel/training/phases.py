@@ -20,17 +20,39 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
 from ..models.attention import AttentionModel, MultiClassAttentionModel
-from ..models.gradients import gradients, p_gradient
-from ..validation import MAX_STEPS, check_bool, check_choice, check_int, check_real
+from ..models.gradients import MODEL, gradients, p_gradient
+from ..validation import (
+    MAX_STEPS,
+    Bool,
+    Choice,
+    Function,
+    Instance,
+    Int,
+    Real,
+    Subset,
+    Tensor,
+    Text,
+    declare,
+    unchecked,
+)
 from . import checkpoints, loop
 from .loop import StepResult, Trajectory
 from .progress import bar
-from .settings import TrainSettings
+from .settings import SETTINGS, TrainSettings
+
+POSITIVE = Real(min=0.0, min_inclusive=False)
+#: phase 2 trains the binary model's ``p``
+BINARY_MODEL = Instance(AttentionModel, what="an AttentionModel")
+#: a direction the run is compared with (such as ``p_mm``), or None
+REFERENCE = Tensor("float", ndim=1, finite=True, allow_none=True)
+MONITOR = Function("a function p -> dict of floats", allow_none=True)
+RECORDS = Int(min=1, max=10**7)
 
 
+@declare(a=Tensor("float", shape=("d",)), b=Tensor("float", shape=("d",)))
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     """``<a, b> / (||a|| ||b||)``; NaN when either vector is zero."""
     na, nb = float(a.norm()), float(b.norm())
@@ -39,6 +61,7 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(a @ b) / (na * nb)
 
 
+@declare(steps=Int(min=0, max=MAX_STEPS), count=Int(min=1, max=10**7))
 def record_steps(steps: int, count: int = 200) -> np.ndarray:
     """About ``count`` log-spaced step indices in ``0..steps``, always including both ends."""
     if steps < 1:
@@ -47,30 +70,18 @@ def record_steps(steps: int, count: int = 200) -> np.ndarray:
     return np.unique(np.concatenate([[0], pts, [steps]]))
 
 
-def _check_positive(name, value) -> float:
-    return check_real(value, name, min=0.0, min_inclusive=False, error=InvalidParameterError)
-
-
-def _check_model(model, kinds=(AttentionModel,)):
-    if not isinstance(model, kinds):
-        raise InvalidParameterError(
-            f"model must be {' or '.join(k.__name__ for k in kinds)}, got {type(model).__name__}"
-        )
+def _prepare(model, batch: RaggedBatch, reference):
+    """What phase 2 checks of its arguments together before it starts: the model's parameters (changed in place
+    since it was made?), the batch against the model, the reference's length against ``p``. Returns the
+    reference in the dtype and on the device of ``p``."""
     model.validate()
-
-
-def _check_reference(reference, model):
+    model.check_batch(batch)
     if reference is None:
         return None
-    if (
-        not isinstance(reference, torch.Tensor)
-        or reference.shape != model.p.shape
-        or not reference.dtype.is_floating_point
-        or not bool(torch.isfinite(reference).all())
-    ):
+    if reference.shape != model.p.shape:
         raise InvalidParameterError(
-            f"reference must be a finite floating-point tensor of shape {tuple(model.p.shape)} "
-            "(a direction such as p_mm), or None"
+            f"reference must have the shape of p, {tuple(model.p.shape)} (a direction such as p_mm), "
+            f"got {tuple(reference.shape)}"
         )
     return reference.to(device=model.p.device, dtype=model.p.dtype)
 
@@ -78,20 +89,32 @@ def _check_reference(reference, model):
 _Model = TypeVar("_Model", AttentionModel, MultiClassAttentionModel)
 
 
+@declare(error=InvalidParameterError, model=MODEL, batch=Batch(), eta0=POSITIVE, stable=Bool())
 def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True) -> _Model:
     """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
 
     ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
     """
-    _check_model(model, (AttentionModel, MultiClassAttentionModel))
-    eta0 = _check_positive("eta0", eta0)
-    check_bool(stable, "stable")
-    model.check_batch(batch)
+    _prepare(model, batch, None)
     out = model.copy()
     gradients(model, batch, stable=stable).apply_to_E(out.E, eta0)
     return out
 
 
+@declare(
+    error=InvalidParameterError,
+    model=BINARY_MODEL,
+    batch=Batch(),
+    lr=POSITIVE,
+    steps=Int(min=1, max=MAX_STEPS),
+    method=Choice("gd", "normalized"),
+    reference=REFERENCE,
+    stable=Bool(),
+    records=RECORDS,
+    max_norm=Real(min=0.0, min_inclusive=False, allow_none=True),
+    progress=Bool(allow_none=True),
+    monitor=MONITOR,
+)
 def train_p(
     model: AttentionModel,
     batch: RaggedBatch,
@@ -113,26 +136,15 @@ def train_p(
     the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
     ``monitor(p)``, if given, returns a dict of floats recorded with every record.
     """
-    _check_model(model)
-    check_choice(method, "method", ("gd", "normalized"), error=InvalidParameterError)
-    lr = _check_positive("lr", lr)
-    steps = check_int(steps, "steps", min=1, max=MAX_STEPS, error=InvalidParameterError)
-    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
-    check_bool(stable, "stable")
-    check_bool(progress, "progress", allow_none=True)
-    if max_norm is not None:
-        max_norm = _check_positive("max_norm", max_norm)
-    if monitor is not None and not callable(monitor):
-        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
-    ref = _check_reference(reference, model)
-    model.check_batch(batch)
+    ref = _prepare(model, batch, reference)
     E, p, v = model.E, model.p, model.v
     w = E @ v
+    grad_p, cos = unchecked(p_gradient), unchecked(cosine)  # the arguments are checked above, once
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method=method)
     with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
         for step in range(int(steps) + 1):
-            loss, grad = p_gradient(E, p, w, batch, stable)
+            loss, grad = grad_p(E, p, w, batch, stable)
             gnorm = float(grad.norm())
             last = step == steps
             if step in rec or last or gnorm == 0.0:
@@ -143,7 +155,7 @@ def train_p(
                     loss,
                     p.norm(),
                     gnorm,
-                    cosine(p, ref) if ref is not None else float("nan"),
+                    cos(p, ref) if ref is not None else float("nan"),
                     **(monitor(p) if monitor else {}),
                 )
             if gnorm == 0.0:
@@ -158,7 +170,7 @@ def train_p(
                         loss,
                         p.norm(),
                         gnorm,
-                        cosine(p, ref) if ref is not None else float("nan"),
+                        cos(p, ref) if ref is not None else float("nan"),
                         **(monitor(p) if monitor else {}),
                     )
                 break
@@ -170,6 +182,18 @@ def train_p(
     return traj
 
 
+@declare(
+    error=InvalidParameterError,
+    model=BINARY_MODEL,
+    batch=Batch(),
+    t_max=POSITIVE,
+    reference=REFERENCE,
+    records=RECORDS,
+    rtol=POSITIVE,
+    atol=POSITIVE,
+    stable=Bool(),
+    monitor=MONITOR,
+)
 def gradient_flow(
     model: AttentionModel,
     batch: RaggedBatch,
@@ -190,23 +214,15 @@ def gradient_flow(
     """
     from scipy.integrate import solve_ivp
 
-    _check_model(model)
-    t_max = _check_positive("t_max", t_max)
-    records = check_int(records, "records", min=1, max=10**7, error=InvalidParameterError)
-    rtol = _check_positive("rtol", rtol)
-    atol = _check_positive("atol", atol)
-    check_bool(stable, "stable")
-    if monitor is not None and not callable(monitor):
-        raise InvalidParameterError(f"monitor must be a function p -> dict of floats, or None; got {monitor!r}")
-    reference = _check_reference(reference, model)
-    model.check_batch(batch)
+    ref = _prepare(model, batch, reference)
     E, v = model.E, model.v
     w = E @ v
     dtype, device = model.p.dtype, model.p.device
+    grad_p = unchecked(p_gradient)  # the arguments are checked above, once
 
     def rhs(_t, y):
         p = torch.from_numpy(y).to(device=device, dtype=dtype)
-        return -p_gradient(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
+        return -grad_p(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
@@ -222,10 +238,9 @@ def gradient_flow(
     if sol.status < 0:
         raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
     traj = Trajectory(method="flow")
-    ref = None if reference is None else reference.to(device=device, dtype=dtype)
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
-        loss, grad = p_gradient(E, p, w, batch, stable)
+        loss, grad = grad_p(E, p, w, batch, stable)
         traj.append(
             k,
             t,
@@ -253,6 +268,15 @@ def _finite_product_bound(*pairs) -> bool:
     return total < float(torch.finfo(pairs[0][0].dtype).max) / 4
 
 
+@declare(
+    error=InvalidParameterError,
+    model=MODEL,
+    batch=Batch(),
+    settings=SETTINGS,
+    params=Subset("E", "p", "v"),
+    test_batch=Batch(dims=(), allow_none=True),
+    recipe=Text(),
+)
 def train_joint(
     model: AttentionModel | MultiClassAttentionModel,
     batch: RaggedBatch,
@@ -278,31 +302,16 @@ def train_joint(
     :mod:`tokensel.training.checkpoints`) resumes from it, and finishes with exactly the result of an
     uninterrupted run. A checkpoint of another run is refused.
     """
-    if not isinstance(model, (AttentionModel, MultiClassAttentionModel)):
-        raise InvalidParameterError(
-            f"model must be an AttentionModel or MultiClassAttentionModel, got {type(model).__name__}"
-        )
-    if (
-        isinstance(params, str)
-        or not isinstance(params, (tuple, list))
-        or not params
-        or not all(isinstance(n, str) for n in params)
-        or set(params) - {"E", "p", "v"}
-        or len(set(params)) != len(params)
-    ):
-        raise InvalidParameterError(
-            f"params must be a non-empty tuple of distinct names from ('E', 'p', 'v'), got {params!r}"
-        )
-    if not isinstance(recipe, str) or not recipe:
-        raise InvalidParameterError(f"recipe must be a non-empty str naming the run, got {recipe!r}")
     settings = loop.prologue(model, batch, test_batch, settings)
     tensors = {name: getattr(model, name) for name in params}
     multiclass = isinstance(model, MultiClassAttentionModel)
     y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
 
+    grads = unchecked(gradients)  # the arguments are checked above, once
+
     def step(take_grad: bool) -> StepResult:
-        gr = gradients(model, batch)
+        gr = grads(model, batch)
         finite = bool(
             np.isfinite(gr.loss)
             and torch.isfinite(gr.p).all()

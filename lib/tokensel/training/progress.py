@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from .. import config
+from ..validation import Bool, Int, Text, declare
 
 
 def enabled() -> bool:
@@ -27,6 +28,7 @@ class _Silent:
         return False
 
 
+@declare(total=Int(min=0), desc=Text(), disable=Bool(allow_none=True))
 def bar(total: int, desc: str, disable: bool | None = None, **kw):
     """A tqdm progress bar (the notebook widget when ipywidgets is installed), or a silent stand-in
     when progress bars are off."""

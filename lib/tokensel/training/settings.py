@@ -10,9 +10,18 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from ..errors import InvalidParameterError
-from ..validation import MAX_STEPS, check_bool, check_int, check_path, check_real
+from ..validation import MAX_STEPS, Bool, FilePath, Instance, Int, Real, declare
 
 
+@declare(
+    error=InvalidParameterError,
+    steps=Int(min=1, max=MAX_STEPS),
+    lr=Real(min=0.0, min_inclusive=False),
+    eval_every=Int(min=1),
+    checkpoint=FilePath(allow_none=True),
+    checkpoint_every=Int(min=1),
+    progress=Bool(allow_none=True),
+)
 @dataclass(frozen=True)
 class TrainSettings:
     """Full-batch Adam's settings, checked when made (a wrong value raises
@@ -35,19 +44,6 @@ class TrainSettings:
     checkpoint_every: int = 25
     progress: bool | None = None
 
-    def __post_init__(self) -> None:
-        err = InvalidParameterError
-        canonical = {
-            "steps": check_int(self.steps, "steps", min=1, max=MAX_STEPS, error=err),
-            "lr": check_real(self.lr, "lr", min=0.0, min_inclusive=False, error=err),
-            "eval_every": check_int(self.eval_every, "eval_every", min=1, error=err),
-            "checkpoint": check_path(self.checkpoint, "checkpoint"),
-            "checkpoint_every": check_int(self.checkpoint_every, "checkpoint_every", min=1, error=err),
-            "progress": check_bool(self.progress, "progress", allow_none=True),
-        }
-        for name, value in canonical.items():
-            object.__setattr__(self, name, value)
-
     def replace(self, **changes) -> TrainSettings:
         """A copy with ``changes`` (field names of :class:`TrainSettings`), checked."""
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -58,13 +54,7 @@ class TrainSettings:
         return replace(self, **changes)
 
 
-def settings_of(settings, name: str = "settings") -> TrainSettings:
-    """``settings`` checked to be a :class:`TrainSettings` (None gives the defaults)."""
-    if settings is None:
-        return TrainSettings()
-    if not isinstance(settings, TrainSettings):
-        raise InvalidParameterError(
-            f"{name} must be a tokensel.TrainSettings (e.g. ts.TrainSettings(steps=300, lr=3e-3)), "
-            f"got {type(settings).__name__}"
-        )
-    return settings
+#: a trainer's ``settings`` argument: a :class:`TrainSettings`, or None for its defaults
+SETTINGS = Instance(
+    TrainSettings, what="a tokensel.TrainSettings (e.g. ts.TrainSettings(steps=300, lr=3e-3))", allow_none=True
+)

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
 from ..loss import logistic
-from ..models.variants import VariantModel, _check_scores_dtype, length_chunks
-from ..validation import check_int
+from ..models.variants import SCORES_DTYPE, VariantModel, length_chunks
+from ..validation import Instance, Int, declare
 from . import checkpoints, loop
 from .loop import StepResult
-from .settings import TrainSettings
+from .settings import SETTINGS, TrainSettings
 
 
+@declare(
+    error=InvalidParameterError,
+    model=Instance(VariantModel, what="a VariantModel (tokensel.models.variants.make)"),
+    batch=Batch(),
+    settings=SETTINGS,
+    test_batch=Batch(dims=(), allow_none=True),
+    chunk=Int(min=1, allow_none=True),
+    scores_dtype=SCORES_DTYPE,
+)
 def train_variant(
     model: VariantModel,
     batch: RaggedBatch,
@@ -36,11 +45,6 @@ def train_variant(
     ``scores_dtype=torch.bfloat16`` computes the two-layer models' layer-1 scores in bfloat16 during
     training (see :meth:`tokensel.models.variants.TwoLayer.forward_prepared`); evaluation stays in the parameters'
     dtype."""
-    if not isinstance(model, VariantModel):
-        raise InvalidParameterError(f"model must be a VariantModel, got {type(model).__name__}")
-    if chunk is not None:
-        chunk = check_int(chunk, "chunk", min=1, error=InvalidParameterError)
-    _check_scores_dtype(scores_dtype)
     settings = loop.prologue(model, batch, test_batch, settings)
     parts = [
         (model.prepare(batch.subset(ix)), batch.labels[ix.to(batch.device)].to(model.E.dtype))
