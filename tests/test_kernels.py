@@ -220,3 +220,36 @@ def test_kernels_leave_torch_thread_count_alone():
         assert numba.threading_layer() == "workqueue" or "NUMBA_THREADING_LAYER" in __import__("os").environ
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("K,dtype,tol", CASES)
+def test_evaluation_pass_equals_loss_and_accuracy(K, dtype, tol):
+    # the training loop's test-set evaluation: one forward (the fused outputs for the one-layer models)
+    from tokensel.training.loop import _evaluate
+
+    batch = _batch(7, n=80, vocab=15, max_len=25, K=K)
+    model = _model(15, 6, K, dtype, 3.0)
+    loss, acc = _evaluate(model, batch)
+    assert abs(loss - model.loss(batch)) <= tol * model.loss(batch) and acc == model.accuracy(batch)
+    PV = torch.cat([model.p[:, None], model.v.reshape(6, -1)], 1)
+    f = ts.models.core.fused_outputs(batch, ts.models.core.fused_scores_values(model.E, PV))
+    assert f.shape == model.forward(batch).shape and _rel(f, model.forward(batch)) <= tol
+    assert torch.equal(f, ts.gradients(model, batch, fused=True).f)  # the training step's outputs, bit for bit
+
+
+def test_evaluation_pass_of_the_variants_and_of_other_models():
+    from tokensel.training.loop import _evaluate
+
+    data = ts.synthetic.independent_tokens(60, 12, length=(2, 9), delta=0.8, seed=8)
+    for kind in ts.models.variants.KINDS:
+        m = ts.models.variants.make(kind, 12, 6, seed=0, dtype=torch.float64)
+        assert _evaluate(m, data.batch) == (m.loss(data.batch), m.accuracy(data.batch))
+
+    class Other:  # any model with loss and accuracy
+        def loss(self, batch):
+            return 0.25
+
+        def accuracy(self, batch):
+            return 0.75
+
+    assert _evaluate(Other(), data.batch) == (0.25, 0.75)

@@ -188,6 +188,29 @@ def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss
 
 
 @numba.njit(parallel=True, cache=True)
+def _entries_outputs(off, ids, counts, CW, blocks, F):  # pragma: no cover - compiled
+    """Outputs only (no loss, no gradient): ``F[i] = u_k + sum_t e_t (u_t - u_k) / Z`` per sequence, the
+    same sums in the same order as the gradient kernels above (``CW`` is |S| x (1 + K), ``F`` n x K)."""
+    K = CW.shape[1] - 1
+    for b in numba.prange(blocks.size - 1):
+        m = np.empty(K)
+        for i in range(blocks[b], blocks[b + 1]):
+            lo, hi = off[i], off[i + 1]
+            amax, k = _top(ids, CW, lo, hi)
+            r = ids[k]
+            Z = 0.0
+            m[:] = 0.0
+            for t in range(lo, hi):
+                tok = ids[t]
+                e = math.exp(CW[tok, 0] - amax) * counts[t]
+                Z += e
+                for c in range(K):
+                    m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+            for c in range(K):
+                F[i, c] = CW[r, 1 + c] + m[c] / Z
+
+
+@numba.njit(parallel=True, cache=True)
 def _sum_blocks(P, out):  # pragma: no cover - compiled
     """``out[s] = P[0, s] + P[1, s] + ...``, in block order."""
     for s in numba.prange(P.shape[1]):
@@ -253,6 +276,17 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
             )
         _sum_blocks(P, AB)
     return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB
+
+
+def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
+    """The one-layer model's outputs over the entries of ``plan`` (n x K, ``CW``'s dtype; K = 1 for the
+    binary model), without the loss or its gradients: what an evaluation needs."""
+    CW = np.ascontiguousarray(CW)
+    F = np.empty((plan.n, CW.shape[1] - 1), dtype=CW.dtype)
+    with _LAUNCH:
+        _threads()
+        _entries_outputs(plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, F)
+    return F
 
 
 # ---------------------------------------------------------------- the two-layer variants
