@@ -1,18 +1,28 @@
-"""Benchmark: one full-batch gradient of the MLP-head variant at IMDB's size with a reduced width.
+"""Benchmark: one full-batch gradient of each variant of chapter 7, the training path against the
+implementation it replaced, side by side in one run.
 
-Sizes (defaults): 25,000 IMDB-like reviews truncated to 256 tokens (as ``experiments.SCALES["paper"]``),
-|S| = 7,900, d = 256 (the paper and the paper-scale runs use d = 2048: ``--d 2048``), float32, gradients
-accumulated over chunks of 2,500 reviews.
-Both paths compute the loss and the gradients with respect to E, p, W1 and W2 by autograd and must
-agree (checked in float64 on the first chunk):
+Sizes (defaults): chapter 7's comparison (``experiments.SCALES["reduced"]``): 3,000 IMDB-like reviews
+truncated to 48 tokens, |S| = 7,900, d = 64, float32, one chunk; ``--n``, ``--max-len``, ``--d`` change them.
+For each model the loss and the gradients with respect to E, p and its matrices are computed by autograd
+through the training path (``forward_prepared``) and through its reference:
 
-* sparse (``MLPHead.forward_entries``): the attention mixture ``z = Q E`` as CSR products over
-  the distinct (sequence, token) entries (:mod:`tokensel.models.mixing`);
-* padded (``MLPHead.forward_reference``): gather ``E[ids]`` into an (n x T x d) tensor per chunk,
-  the straightforward implementation (the two-layer models' fast path also pads).
+* two-layer models: the compiled kernels (:mod:`tokensel.models.kernels`, one kernel per sequence and
+  direction, closed-form backward) against the batched tensor products over the padded batch they
+  replaced (``_forward_tensors``);
+* MLP head: its CSR products over the distinct (sequence, token) entries (:mod:`tokensel.models.mixing`)
+  against the padded gather ``E[ids]`` (``forward_reference``). A fused kernel for this path (attention,
+  mixture and backward per sequence, gradient rows per token) was measured and left out: the path is bound
+  by the gathers of embedding rows, and PyTorch's CSR products did them as fast (0.97x at these sizes, 0.77x
+  at d = 256 and 256 tokens; benchmarks/PROFILE.md);
 
-The one-off preparation of each path (padding, or the entries' sparse pattern) is timed apart.
-Last line: ``variants: speedup=<x>``.
+the two must agree (checked in float64 on the first 500 reviews, relative 1e-12). Each gradient is timed
+alternately, ``--repeat`` times after a warm-up, and the best of each is kept: CPU time of the process
+(``time.process_time``; with one thread, the work itself) and wall-clock time. The one-off preparation
+(padding, the entries' pattern) is not timed.
+
+Lines ``variants <model>: ... speedup_vs_reference=Y`` (Y = reference CPU time / training path's CPU time) and last
+``variants: ... speedup_vs_reference=Y`` for the three models together (a step of each, as chapter 7
+trains them).
 """
 
 from __future__ import annotations
@@ -21,118 +31,105 @@ import argparse
 import time
 
 import torch
-from common import peak_rss_gb, timeit, zipf_batch
+from common import zipf_batch
 
 import tokensel as ts
 
+MODELS = ("mlp", "two_layer", "two_layer_wkq")
 
-def gradient(model, parts, n, forward):
-    """Loss and gradients of the mean logistic loss, accumulated over the prepared chunks."""
+
+def gradient(model, prepared, y, forward):
+    """Loss and gradients of the mean logistic loss over one prepared batch."""
     params = [model.E, model.p, *model.matrices.values()]
     for t in params:
         t.grad = None
-    total = 0.0
-    for prepared, y in parts:
-        loss = ts.loss.logistic(y * forward(*prepared)).sum() / n
-        loss.backward()
-        total += float(loss.detach())
-    return total, [t.grad.clone() for t in params]
+    loss = ts.loss.logistic(y * forward(*prepared)).sum() / y.numel()
+    loss.backward()
+    return float(loss.detach()), [t.grad.clone() for t in params]
 
 
-def hidden_preactivation(model, batch, path):
-    """``W1 z`` of the MLP head for every review of ``batch``, by the sparse or the padded path."""
-    if path == "entries":
-        plan = ts.models.mixing.MixPlan(batch)
-        z = ts.models.mixing.mix(ts.models.mixing.entry_attention(model.E @ model.p, plan), model.E, plan)
-    else:
-        ids, mask = ts.models.variants.padded(batch)
-        X = model.E[ids]
-        z = torch.einsum("nt,ntd->nd", torch.softmax((X @ model.p).masked_fill(~mask, -torch.inf), -1), X)
-    return z @ model.W1.T
+def paths(model, batch):
+    """``{name: (prepared, forward)}``: the training path and the implementation it replaced (see the
+    module's docstring), each with its one-off preparation of ``batch`` done."""
+    fast = (model.prepare(batch), model.forward_prepared)
+    if isinstance(model, ts.models.variants.MLPHead):
+        return {"path": fast, "reference": (ts.models.variants.padded(batch), model.forward_reference)}
+    return {"path": fast, "reference": (fast[0], model._forward_tensors)}
+
+
+def make(kind, vocab, d, dtype):
+    model = ts.models.variants.make(kind, vocab, d, seed=0, dtype=dtype)
+    with torch.no_grad():  # away from the identity start, so that W_KQ's matrices matter
+        for w in model.matrices.values():
+            w.add_(0.05 * torch.randn(w.shape, generator=torch.Generator().manual_seed(1), dtype=dtype))
+    for t in [model.E, model.p, *model.matrices.values()]:
+        t.requires_grad_(True)
+    return model
+
+
+def agreement(kind, batch, vocab, d):
+    """Largest relative difference of the loss and gradients of the two paths, in float64."""
+    sub = batch.subset(torch.arange(min(500, batch.n)))
+    model = make(kind, vocab, d, torch.float64)
+    y = sub.labels.to(torch.float64)
+    (l1, g1), (l2, g2) = (gradient(model, prepared, y, fwd) for prepared, fwd in paths(model, sub).values())
+    err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
+    return max(abs(l1 - l2) / abs(l2), err)
+
+
+def timed(*args):
+    """CPU and wall-clock seconds of one :func:`gradient` call with these arguments."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    gradient(*args)
+    return time.process_time() - c0, time.perf_counter() - w0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=25_000)
+    ap.add_argument("--n", type=int, default=3_000)
     ap.add_argument("--mean-len", type=int, default=230)
-    ap.add_argument("--max-len", type=int, default=256)
+    ap.add_argument("--max-len", type=int, default=48)
     ap.add_argument("--vocab", type=int, default=7_900)
-    ap.add_argument("--d", type=int, default=256)
-    ap.add_argument("--chunk", type=int, default=2_500)
-    ap.add_argument("--repeat", type=int, default=1, help="timed repetitions after one warm-up")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=5, help="timed repetitions of each path after one warm-up")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, from " + ", ".join(MODELS))
     args = ap.parse_args()
     ts.seed_everything(0)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else None
-
-    batch = zipf_batch(args.n, args.mean_len, args.vocab, device=args.device).truncate(args.max_len)
-    model = ts.models.variants.make("mlp", args.vocab, args.d, seed=0, device=args.device)
-    for t in [model.E, model.p, *model.matrices.values()]:
-        t.requires_grad_(True)
+    kinds = [k for k in args.models.split(",") if k]
+    batch = zipf_batch(args.n, args.mean_len, args.vocab).truncate(args.max_len)
     print(
-        f"batch: {batch.n} sequences, {batch.num_tokens:,} tokens (at most {args.max_len} each), "
-        f"|S| = {args.vocab}, d = {args.d}, float32, device {args.device}, {torch.get_num_threads()} threads"
+        f"batch: {batch.n:,} sequences, {batch.num_tokens:,} tokens (at most {args.max_len} each), "
+        f"{batch.distinct().ids.numel():,} distinct (sequence, token) entries, |S| = {args.vocab}, d = {args.d}, "
+        f"float32, {torch.get_num_threads()} threads"
     )
-    chunks = [torch.arange(s, min(s + args.chunk, batch.n)) for s in range(0, batch.n, args.chunk)]
-    labels = [batch.labels[ix].to(torch.float32) for ix in chunks]
-
-    t0 = time.perf_counter()
-    sparse_parts = [(model.prepare(batch.subset(ix)), y) for ix, y in zip(chunks, labels, strict=True)]
-    t_prep_sparse = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    padded_parts = [(ts.models.variants.padded(batch.subset(ix)), y) for ix, y in zip(chunks, labels, strict=True)]
-    t_prep_padded = time.perf_counter() - t0
-    entries = sum(int(p[0][1].entries.ids.numel()) for p in sparse_parts)
+    totals = {"path": [0.0, 0.0], "reference": [0.0, 0.0]}
+    for kind in kinds:
+        err = agreement(kind, batch, args.vocab, args.d)
+        assert err < 1e-12, f"{kind}: the training path and the reference disagree in float64 (relative {err:.1e})"
+        model = make(kind, args.vocab, args.d, torch.float32)
+        y = batch.labels.to(torch.float32)
+        ways = paths(model, batch)
+        best = {name: [float("inf"), float("inf")] for name in ways}
+        for prepared, fwd in ways.values():  # warm-up (compilation, first allocations)
+            gradient(model, prepared, y, fwd)
+        for _ in range(args.repeat):  # alternately, so that both see the same load
+            for name, (prepared, fwd) in ways.items():
+                cpu, wall = timed(model, prepared, y, fwd)
+                best[name] = [min(best[name][0], cpu), min(best[name][1], wall)]
+        for name in ways:
+            totals[name] = [t + b for t, b in zip(totals[name], best[name], strict=True)]
+        k, r = best["path"], best["reference"]
+        what = "CSR products vs padded gather" if kind.startswith("mlp") else "kernels vs batched tensors"
+        print(
+            f"variants {kind} ({what}): {1e3 * k[0]:.1f} ms CPU ({1e3 * k[1]:.1f} ms wall), reference "
+            f"{1e3 * r[0]:.1f} ms CPU ({1e3 * r[1]:.1f} ms wall), float64 agreement {err:.1e}, "
+            f"speedup_vs_reference={r[0] / k[0]:.2f}"
+        )
+    k, r = totals["path"], totals["reference"]
     print(
-        f"preparation, once per batch: sparse pattern of {entries:,} distinct entries {t_prep_sparse:.1f} s; "
-        f"padding {t_prep_padded:.1f} s"
+        f"variants: {'+'.join(kinds)} one gradient each, {1e3 * k[0]:.1f} ms CPU, reference "
+        f"{1e3 * r[0]:.1f} ms CPU (wall {r[1] / k[1]:.2f}x), speedup_vs_reference={r[0] / k[0]:.2f}"
     )
-
-    t_sparse, (l1, g1) = timeit(
-        lambda: gradient(model, sparse_parts, batch.n, model.forward_entries), repeat=max(args.repeat, 3), sync=sync
-    )
-    peak_sparse = peak_rss_gb()
-    print(f"sparse (CSR products):  {t_sparse:8.2f} s  (peak resident memory so far {peak_sparse:.2f} GB)")
-    t_padded, (l2, g2) = timeit(
-        lambda: gradient(model, padded_parts, batch.n, model.forward_reference), repeat=args.repeat, sync=sync
-    )
-    print(f"padded gather baseline: {t_padded:8.2f} s  (peak resident memory of the whole run {peak_rss_gb():.2f} GB)")
-
-    err32 = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
-    print(
-        f"float32 difference between the paths: |loss diff| = {abs(l1 - l2):.1e}, max over E, p, W1, W2 of "
-        f"max |diff| / max |grad| = {err32:.1e} (float32 rounding; the float64 check follows)"
-    )
-    # the two paths must compute the same gradient: check it in float64 on the first chunk
-    m64 = ts.models.variants.make("mlp", args.vocab, args.d, seed=0, dtype=torch.float64, device=args.device)
-    for t in [m64.E, m64.p, *m64.matrices.values()]:
-        t.requires_grad_(True)
-    sub, y = batch.subset(chunks[0]), labels[0].to(torch.float64)
-    l1, g1 = gradient(m64, [(m64.prepare(sub), y)], sub.n, m64.forward_entries)
-    l2, g2 = gradient(m64, [(ts.models.variants.padded(sub), y)], sub.n, m64.forward_reference)
-    err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(g1, g2, strict=True))
-    assert abs(l1 - l2) < 1e-12 and err < 1e-10, f"gradients disagree: loss {l1} vs {l2}, rel err {err}"
-    print(
-        f"agreement in float64 on the first {sub.n:,} reviews: |loss diff| = {abs(l1 - l2):.1e}, "
-        f"max |diff| / max |grad| = {err:.1e}"
-    )
-    # how far is each float32 path from the exact gradient? (same chunk, float64 as the reference)
-    e32 = gradient(model, [sparse_parts[0]], sub.n, model.forward_entries)[1]
-    p32 = gradient(model, [padded_parts[0]], sub.n, model.forward_reference)[1]
-
-    def off(g):
-        return max(float((a.double() - b).abs().max() / b.abs().max()) for a, b in zip(g, g1, strict=True))
-
-    with torch.no_grad():  # hidden ReLU units on the other side of 0 than in float64
-        ref = hidden_preactivation(m64, sub, "entries") > 0
-        flips = [int(((hidden_preactivation(model, sub, path) > 0) != ref).sum()) for path in ("entries", "padded")]
-    print(
-        f"float32 against float64 on those reviews (max |diff| / max |grad|): sparse {off(e32):.1e}, "
-        f"padded {off(p32):.1e}; hidden ReLU units on the other side of 0 than in float64: sparse "
-        f"{flips[0]}, padded {flips[1]} of {ref.numel():,} (the gradient jumps at a ReLU kink)"
-    )
-    print(f"speed-up of a full-batch gradient: {t_padded / t_sparse:.1f}x")
-    print(f"variants: speedup={t_padded / t_sparse:.1f}")
 
 
 if __name__ == "__main__":

@@ -105,3 +105,151 @@ def test_fused_refused_where_it_does_not_apply():
     # the naive form is the reference's, whatever fused says by default
     naive = ts.gradients(model, batch, stable=False)
     assert torch.equal(naive.A, ts.gradients(model, batch, stable=False, fused=False).A)
+
+
+# ---------------------------------------------------------------- the two-layer variants' kernels
+def _two_layer_case(kind, dtype, seed, scale=1.0):
+    g = np.random.default_rng(seed)
+    seqs = [g.integers(0, 19, size=g.integers(1, 12)) for _ in range(70)]
+    seqs[0] = np.array([7])  # a lone token
+    seqs[1] = np.array([3, 3, 3, 5, 3])  # a repeated token
+    batch = ts.RaggedBatch.from_sequences(seqs, g.choice([-1, 1], size=70), vocab_size=23)  # 4 unused tokens
+    m = ts.models.variants.make(kind, 23, 6, seed=seed, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        m.E.mul_(scale)  # scale 4: peaked layer-1 attention
+        for w in m.matrices.values():  # away from the identity start, so W1 and W2 matter
+            w.add_((0.3 * torch.randn(w.shape, generator=gen, dtype=torch.float64)).to(dtype))
+        m.p.mul_(4.0)
+    return batch, m
+
+
+def _two_layer_grads(m, f):
+    params = [m.E, m.p, *m.matrices.values()]
+    loss = torch.nn.functional.softplus(-f).square().sum()  # any smooth function of every output
+    return [loss.detach(), f.detach()] + list(torch.autograd.grad(loss, params))
+
+
+@pytest.mark.parametrize("kind", ["two_layer", "two_layer_wkq"])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("scale", [1.0, 4.0])
+def test_two_layer_kernels_equal_the_reference_with_gradients(kind, dtype, tol, scale):
+    batch, m = _two_layer_case(kind, dtype, seed=3, scale=scale)
+    for t in [m.E, m.p, *m.matrices.values()]:
+        t.requires_grad_(True)
+    ids, mask = m.prepare(batch)
+    assert ts.models.variants._kernel_plan(m, ids, mask) is not None  # the kernels run here
+    fast = _two_layer_grads(m, m.forward_prepared(ids, mask))
+    ref = _two_layer_grads(m, m._forward_tensors(ids, mask))
+    written = _two_layer_grads(m, m.forward_reference(ids, mask))
+    for a, b, c in zip(fast, ref, written, strict=True):
+        assert a.dtype == b.dtype == dtype
+        assert _rel(a, b) <= tol and _rel(a, c) <= tol
+    assert fast[2][19:].abs().max() == 0  # unused tokens get no gradient
+    with torch.no_grad():  # evaluation: the same outputs without keeping the attention
+        assert _rel(m.forward(batch), ref[1]) <= tol
+
+
+@pytest.mark.parametrize("kind", ["two_layer", "two_layer_wkq"])
+def test_two_layer_kernels_bitwise_across_runs_and_threads(kind, monkeypatch):
+    data = ts.synthetic.independent_tokens(400, 60, length=(5, 30), delta=0.8, seed=4)
+    m = ts.models.variants.make(kind, 60, 8, seed=0)
+    for t in [m.E, m.p, *m.matrices.values()]:
+        t.requires_grad_(True)
+    ids, mask = m.prepare(data.batch)
+    runs = []
+    for threads in ("2", "2", "1"):
+        monkeypatch.setenv("TOKENSEL_THREADS", threads)
+        runs.append(_two_layer_grads(m, m.forward_prepared(ids, mask)))
+    for a, b, c in zip(*runs, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_two_layer_kernels_apply_only_where_they_can():
+    batch, m = _two_layer_case("two_layer", torch.float64, seed=5)
+    ids, mask = m.prepare(batch)
+    plan = ts.models.variants._kernel_plan
+    assert plan(m, ids, mask) is not None
+    holes = mask.clone()
+    holes[2, 0] = False  # not a prefix: the reference path
+    assert plan(m, ids, holes) is None
+    assert plan(m, ids[:, :0], mask[:, :0]) is None
+    empty = mask.clone()
+    empty[0] = False
+    assert plan(m, ids, empty) is None
+    f = m.forward_prepared(ids, mask)
+    assert torch.equal(m.forward_prepared(ids, holes), m._forward_tensors(ids, holes))
+    assert not torch.equal(f, m._forward_tensors(ids, holes))
+
+
+def test_token_order_sorts_occurrences_by_token_then_position():
+    ids = np.array([[3, 1, 3, 0], [1, 9, 9, 9], [3, 3, 0, 0]])
+    lengths = np.array([3, 1, 2])
+    crow, slot = ts.models.kernels.token_order(ids, lengths, 5)
+    assert crow.tolist() == [0, 0, 2, 2, 6, 6]
+    places = {(i, t): slot[i, t] for i in range(3) for t in range(lengths[i])}
+    assert sorted(places.values()) == list(range(6))
+    by_token = sorted(places, key=places.get)
+    assert by_token == [(0, 1), (1, 0), (0, 0), (0, 2), (2, 0), (2, 1)]
+
+
+def test_vectorised_exp_is_accurate():
+    x = np.concatenate([np.linspace(-706.9, 0.0, 200_001), [-707.0, -800.0, -np.inf, -1e-300, 0.0]])
+    S = x[None, :]
+    e = np.empty(x.size)
+    ts.models.kernels._exp_shifted(S, 0, 0.0, x.size, e)
+    ref = np.exp(x)
+    ok = x > -707.0
+    assert np.max(np.abs(e[ok] - ref[ok]) / ref[ok]) < 5e-16
+    assert np.all(e[~ok] == 0.0)
+    e32 = np.empty(3)
+    ts.models.kernels._exp_shifted(np.array([[1.5, -2.25, 0.5]], dtype=np.float32), 0, 1.5, 3, e32)
+    assert np.allclose(e32, np.exp(np.array([0.0, -3.75, -1.0])), rtol=1e-15)
+
+
+def test_kernels_leave_torch_thread_count_alone():
+    # numba's OpenMP pool would share torch's OpenMP runtime and reset its thread count at its first launch
+    import numba
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        batch = _batch(6, n=50, vocab=9, max_len=8)
+        ts.gradients(_model(9, 4, None, torch.float64, 1.0), batch, fused=True)
+        assert torch.get_num_threads() == 1
+        assert numba.threading_layer() == "workqueue" or "NUMBA_THREADING_LAYER" in __import__("os").environ
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("K,dtype,tol", CASES)
+def test_evaluation_pass_equals_loss_and_accuracy(K, dtype, tol):
+    # the training loop's test-set evaluation: one forward (the fused outputs for the one-layer models)
+    from tokensel.training.loop import _evaluate
+
+    batch = _batch(7, n=80, vocab=15, max_len=25, K=K)
+    model = _model(15, 6, K, dtype, 3.0)
+    loss, acc = _evaluate(model, batch)
+    assert abs(loss - model.loss(batch)) <= tol * model.loss(batch) and acc == model.accuracy(batch)
+    PV = torch.cat([model.p[:, None], model.v.reshape(6, -1)], 1)
+    f = ts.models.core.fused_outputs(batch, ts.models.core.fused_scores_values(model.E, PV))
+    assert f.shape == model.forward(batch).shape and _rel(f, model.forward(batch)) <= tol
+    assert torch.equal(f, ts.gradients(model, batch, fused=True).f)  # the training step's outputs, bit for bit
+
+
+def test_evaluation_pass_of_the_variants_and_of_other_models():
+    from tokensel.training.loop import _evaluate
+
+    data = ts.synthetic.independent_tokens(60, 12, length=(2, 9), delta=0.8, seed=8)
+    for kind in ts.models.variants.KINDS:
+        m = ts.models.variants.make(kind, 12, 6, seed=0, dtype=torch.float64)
+        assert _evaluate(m, data.batch) == (m.loss(data.batch), m.accuracy(data.batch))
+
+    class Other:  # any model with loss and accuracy
+        def loss(self, batch):
+            return 0.25
+
+        def accuracy(self, batch):
+            return 0.75
+
+    assert _evaluate(Other(), data.batch) == (0.25, 0.75)

@@ -189,3 +189,10 @@ def fused_grads(batch: RaggedBatch, CW: torch.Tensor):
     multiclass = batch.num_classes is not None
     loss, f, AB = kernels.attention_grads(entry_plan(batch), CW.detach().numpy(), batch.labels.numpy(), multiclass)
     return loss, torch.from_numpy(f), torch.from_numpy(AB)
+
+
+def fused_outputs(batch: RaggedBatch, CW: torch.Tensor) -> torch.Tensor:
+    """The outputs (n,) or logits (n x K) for ``CW = E [p, V]`` by the fused kernel, without the loss or its
+    gradients (:func:`tokensel.models.kernels.attention_outputs`; where :func:`fused_applies`)."""
+    F = torch.from_numpy(kernels.attention_outputs(entry_plan(batch), CW.detach().numpy()))
+    return F if batch.num_classes is not None else F[:, 0]

@@ -25,15 +25,26 @@ in numba's per-user cache, so a fresh process (a chapter's kernel) does not reco
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from .. import config
 
 #: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
 BLOCKS = 16
+
+# numba's own thread pool ("workqueue") unless the user chose one: its OpenMP pool would share the
+# OpenMP runtime that torch has loaded and set that runtime's thread count to numba's default, so torch
+# would ignore TOKENSEL_THREADS (and a torch.set_num_threads) after the first kernel. The workqueue pool
+# takes one launch at a time: every launch holds _LAUNCH.
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]
+_LAUNCH = threading.RLock()
 
 
 class EntryPlan:
@@ -177,6 +188,29 @@ def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss
 
 
 @numba.njit(parallel=True, cache=True)
+def _entries_outputs(off, ids, counts, CW, blocks, F):  # pragma: no cover - compiled
+    """Outputs only (no loss, no gradient): ``F[i] = u_k + sum_t e_t (u_t - u_k) / Z`` per sequence, the
+    same sums in the same order as the gradient kernels above (``CW`` is |S| x (1 + K), ``F`` n x K)."""
+    K = CW.shape[1] - 1
+    for b in numba.prange(blocks.size - 1):
+        m = np.empty(K)
+        for i in range(blocks[b], blocks[b + 1]):
+            lo, hi = off[i], off[i + 1]
+            amax, k = _top(ids, CW, lo, hi)
+            r = ids[k]
+            Z = 0.0
+            m[:] = 0.0
+            for t in range(lo, hi):
+                tok = ids[t]
+                e = math.exp(CW[tok, 0] - amax) * counts[t]
+                Z += e
+                for c in range(K):
+                    m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+            for c in range(K):
+                F[i, c] = CW[r, 1 + c] + m[c] / Z
+
+
+@numba.njit(parallel=True, cache=True)
 def _sum_blocks(P, out):  # pragma: no cover - compiled
     """``out[s] = P[0, s] + P[1, s] + ...``, in block order."""
     for s in numba.prange(P.shape[1]):
@@ -203,8 +237,9 @@ def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
     """``E PV`` (|S| x (1 + K)) for the d x (1 + K) matrix ``PV = [p, V]``: one pass over ``E`` (a BLAS
     product with so few columns reads it at a third of the memory bandwidth on two cores)."""
     out = np.empty((E.shape[0], PV.shape[1]), dtype=E.dtype)
-    _threads()
-    _rowdot(np.ascontiguousarray(E), np.ascontiguousarray(PV.T), out)
+    with _LAUNCH:
+        _threads()
+        _rowdot(np.ascontiguousarray(E), np.ascontiguousarray(PV.T), out)
     return out
 
 
@@ -227,8 +262,8 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
     per_seq = np.empty(n, dtype=np.float64)
     AB = np.empty((plan.vocab_size, width), dtype=dtype)
     f = np.empty((n, width - 1) if multiclass else n, dtype=dtype)
-    _threads()
-    with plan.lock:
+    with _LAUNCH, plan.lock:
+        _threads()
         P = plan.partials(width)
         args = (plan.offsets, plan.ids, plan.counts(dtype), CW)
         if multiclass:
@@ -241,3 +276,373 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
             )
         _sum_blocks(P, AB)
     return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB
+
+
+def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
+    """The one-layer model's outputs over the entries of ``plan`` (n x K, ``CW``'s dtype; K = 1 for the
+    binary model), without the loss or its gradients: what an evaluation needs."""
+    CW = np.ascontiguousarray(CW)
+    F = np.empty((plan.n, CW.shape[1] - 1), dtype=CW.dtype)
+    with _LAUNCH:
+        _threads()
+        _entries_outputs(plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, F)
+    return F
+
+
+# ---------------------------------------------------------------- the two-layer variants
+# One kernel per sequence for the two-layer models of :mod:`tokensel.models.variants` (the layer-1
+# attention ``A = softmax(K X^T)`` over the sequence, the read-out ``f = softmax(u)^T z`` with
+# ``u = c + A c`` and ``z = w + A w``), and one for its closed-form backward. A sequence's rows of ``X``
+# and ``K`` (T x d) and its T x T attention stay in cache; nothing of size n x T x d is formed except the
+# per-occurrence gradient rows, which a third kernel adds per token in a fixed order (the occurrences
+# sorted by token, then by position): bitwise the same result for any thread count.
+
+#: fastmath flags of the kernels with d-long dot products: reassociation lets them vectorise; no
+#: assumption that values are finite (a NaN must reach the loss, where the training loop sees it)
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+
+
+def sequence_blocks(lengths: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+    """Boundaries of at most :data:`BLOCKS` ranges of sequences with about equal ``work`` (default the
+    squared lengths, the two-layer models' cost), fixed by the batch alone (not by the thread count)."""
+    n = lengths.size
+    cost = np.cumsum(lengths.astype(np.float64) ** 2 if work is None else work)
+    total = cost[-1] if n else 0.0
+    cuts = np.searchsorted(cost, np.arange(1, BLOCKS) * (total / BLOCKS))
+    return np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]])).astype(np.int64)
+
+
+@numba.njit(cache=True)
+def token_order(ids, lengths, vocab_size):  # pragma: no cover - compiled
+    """The real occurrences of padded ``ids`` (n x T; the first ``lengths[i]`` of row ``i``) sorted by token
+    and then by position (a counting sort): ``slot[i, t]`` is the place of occurrence ``(i, t)`` in that
+    order, and ``crow[s]:crow[s + 1]`` are the places of token ``s``."""
+    n, T = ids.shape
+    crow = np.zeros(vocab_size + 1, np.int64)
+    for i in range(n):
+        for t in range(lengths[i]):
+            crow[ids[i, t] + 1] += 1
+    for s in range(vocab_size):
+        crow[s + 1] += crow[s]
+    pos = crow[:-1].copy()
+    slot = np.zeros((n, T), np.int64)
+    for i in range(n):
+        for t in range(lengths[i]):
+            s = ids[i, t]
+            slot[i, t] = pos[s]
+            pos[s] += 1
+    return crow, slot
+
+
+@numba.njit(parallel=True, cache=True)
+def _sum_by_token(rows, crow, out):  # pragma: no cover - compiled
+    """``out[s] = rows[crow[s]] + rows[crow[s] + 1] + ... + rows[crow[s + 1] - 1]`` (float64 sums, in order)."""
+    W = rows.shape[1]
+    for s in numba.prange(out.shape[0]):
+        acc = np.zeros(W)
+        for o in range(crow[s], crow[s + 1]):
+            for c in range(W):
+                acc[c] += rows[o, c]
+        for c in range(W):
+            out[s, c] = acc[c]
+
+
+#: ``exp`` by ``2^k e^r`` with ``|r| <= ln(2)/2`` and its Taylor polynomial to degree 13 (relative error
+#: below 5e-16 over the range used), in operations that vectorise, unlike a call to the C library's exp
+_LOG2E = 1.4426950408889634
+_SHIFT = 6755399441055744.0  # 1.5 * 2^52: x + _SHIFT rounds x to an integer held in the low bits
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
+_EXP_MIN = -707.0  # exp below this is taken as 0 (it is below 1e-307)
+
+
+@intrinsic
+def _bits(typingctx, x):  # pragma: no cover - compiled
+    """The bits of a float64 as an int64."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return sig, codegen
+
+
+@intrinsic
+def _from_bits(typingctx, x):  # pragma: no cover - compiled
+    """The float64 with the bits of an int64."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, fastmath={"contract"})
+def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
+    """``e[j] = exp(S[t, j] - m)`` in float64 for ``j < L`` (``S[t, j] <= m``). Compiled without
+    reassociation, which would undo the rounding by ``_SHIFT``."""
+    c = _EXP_C
+    for j in range(L):
+        x = np.float64(S[t, j]) - m
+        y = max(x, _EXP_MIN)
+        kd = y * _LOG2E + _SHIFT
+        nk = kd - _SHIFT
+        r = (y - nk * _LN2_HI) - nk * _LN2_LO
+        r2 = r * r
+        r4 = r2 * r2
+        q0 = (c[0] + c[1] * r) + (c[2] + c[3] * r) * r2
+        q1 = (c[4] + c[5] * r) + (c[6] + c[7] * r) * r2
+        q2 = (c[8] + c[9] * r) + (c[10] + c[11] * r) * r2
+        p = (q0 + q1 * r4) + (q2 + (c[12] + c[13] * r) * r4) * (r4 * r4)
+        v = _from_bits(_bits(p) + (_bits(kd) << 52))  # times 2^round(y / ln 2)
+        e[j] = v if x > _EXP_MIN else 0.0
+
+
+@numba.njit(cache=True, fastmath=_FAST, inline="always")
+def _rows_t(table, ids_i, L, rows, cols):  # pragma: no cover - compiled
+    """``rows[t] = table[ids_i[t]]`` for ``t < L``, and its transpose ``cols[:, t]``."""
+    d = table.shape[1]
+    for t in range(L):
+        s = ids_i[t]
+        for k in range(d):
+            x = table[s, k]
+            rows[t, k] = x
+            cols[k, t] = x
+
+
+@numba.njit(cache=True, fastmath=_FAST, inline="always")
+def _abt(A, B, m, p, K, out, upper):  # pragma: no cover - compiled
+    """``out[t, k] = sum_{j < K} A[t, j] B[k, j]`` for ``t < m``, ``k < p``: dot products of rows, four rows
+    of ``A`` at a time (each row of ``B`` is read once for four sums, which vectorise over ``j``). With
+    ``upper`` only ``k >= t`` (rounded down to the block of four) is computed, for a symmetric product."""
+    z = np.zeros(1, out.dtype)[0]
+    t = 0
+    while t + 4 <= m:
+        for k in range(t if upper else 0, p):
+            a0 = z
+            a1 = z
+            a2 = z
+            a3 = z
+            for j in range(K):
+                b = B[k, j]
+                a0 += A[t, j] * b
+                a1 += A[t + 1, j] * b
+                a2 += A[t + 2, j] * b
+                a3 += A[t + 3, j] * b
+            out[t, k] = a0
+            out[t + 1, k] = a1
+            out[t + 2, k] = a2
+            out[t + 3, k] = a3
+        t += 4
+    while t < m:
+        for k in range(t if upper else 0, p):
+            a0 = z
+            for j in range(K):
+                a0 += A[t, j] * B[k, j]
+            out[t, k] = a0
+        t += 1
+
+
+@numba.njit(parallel=True, fastmath=_FAST, cache=True)
+def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  # pragma: no cover - compiled
+    """Outputs ``f`` (n) of the two-layer read-out. Per sequence ``i`` of length ``L``: ``S = K X^T`` (rows
+    of ``Kt`` and ``Xt``; the upper half of ``X X^T`` when ``sym``), ``A = softmax`` of each row (kept in
+    ``A[i]`` when ``keep``), ``ub = A c``, ``zb = A w`` (``c, w`` the two columns of ``R``), ``q = softmax(c +
+    ub)``, ``f = q^T (w + zb)``; ``aux[i, t]`` keeps ``(ub_t, zb_t, q_t)`` for the backward."""
+    n, T = ids.shape
+    d = Xt.shape[1]
+    for b in numba.prange(blocks.size - 1):
+        Xl = np.empty((T, d), Xt.dtype)
+        XT = np.empty((d, T), Xt.dtype)
+        Kl = np.empty((T, d), Xt.dtype)
+        KT = np.empty((d, T), Xt.dtype)
+        Sl = np.empty((T, T), Xt.dtype)
+        c = np.empty(T)
+        w = np.empty(T)
+        u = np.empty(T)
+        e = np.empty(T)
+        for i in range(blocks[b], blocks[b + 1]):
+            L = lengths[i]
+            ids_i = ids[i]
+            _rows_t(Xt, ids_i, L, Xl, XT)
+            for t in range(L):
+                c[t] = R[ids_i[t], 0]
+                w[t] = R[ids_i[t], 1]
+            S = A[i] if keep else Sl
+            if sym:
+                _abt(Xl, Xl, L, L, d, S, True)
+                for t in range(L):
+                    for j in range(t):
+                        S[t, j] = S[j, t]
+            else:
+                _rows_t(Kt, ids_i, L, Kl, KT)
+                _abt(Kl, Xl, L, L, d, S, False)
+            umax = -np.inf
+            for t in range(L):
+                St = S[t]
+                m = St[0]
+                for j in range(1, L):
+                    m = max(m, St[j])
+                _exp_shifted(S, t, np.float64(m), L, e)
+                Z = 0.0
+                for j in range(L):
+                    Z += e[j]
+                r = 1.0 / Z
+                ub = 0.0
+                zb = 0.0
+                for j in range(L):
+                    St[j] = e[j] * r
+                    a = np.float64(St[j])  # the rounded weight: the backward reads the same value
+                    ub += a * c[j]
+                    zb += a * w[j]
+                aux[i, t, 0] = ub
+                aux[i, t, 1] = zb
+                u[t] = c[t] + ub
+                umax = max(umax, u[t])
+            Zq = 0.0
+            for t in range(L):
+                u[t] = math.exp(u[t] - umax)
+                Zq += u[t]
+            fi = 0.0
+            for t in range(L):
+                q = u[t] / Zq
+                aux[i, t, 2] = q
+                fi += q * (w[t] + aux[i, t, 1])
+            f[i] = fi
+
+
+@numba.njit(parallel=True, fastmath=_FAST, cache=True)
+def _two_layer_backward(ids, lengths, Xt, Kt, R, sym, blocks, A, aux, f, G, slot, rows):  # pragma: no cover - compiled
+    """Per real occurrence ``(i, t)`` the gradient of ``sum_i G_i f_i`` with respect to its rows: ``rows[slot[i,
+    t]]`` holds ``dX_t`` (d), then ``dK_t`` (d, unless ``sym``: then ``X`` is also the key and ``dX_t``
+    includes it), then ``(dc_t, dw_t)``. With ``du = G q (z - f)``, ``dz = G q``:
+    ``dc = du + A^T du``, ``dw = dz + A^T dz``, ``dS_tj = A_tj (du_t (c_j - ub_t) + dz_t (w_j - zb_t))``,
+    ``dK = dS X``, ``dX = dS^T K`` (``(dS + dS^T) X`` when ``sym``)."""
+    n, T = ids.shape
+    d = Xt.shape[1]
+    off = d if sym else 2 * d
+    for b in numba.prange(blocks.size - 1):
+        Xl = np.empty((T, d), Xt.dtype)
+        XT = np.empty((d, T), Xt.dtype)
+        Kl = np.empty((T, d), Xt.dtype)
+        KT = np.empty((d, T), Xt.dtype)
+        M = np.empty((T, T), Xt.dtype)
+        MT = np.empty((T, T), Xt.dtype)
+        du = np.empty(T)
+        dz = np.empty(T)
+        c = np.empty(T)
+        w = np.empty(T)
+        s0 = np.empty(T)
+        s1 = np.empty(T)
+        out = np.empty((T, rows.shape[1]), Xt.dtype)
+        for i in range(blocks[b], blocks[b + 1]):
+            L = lengths[i]
+            ids_i = ids[i]
+            Ai = A[i]
+            _rows_t(Xt, ids_i, L, Xl, XT)
+            g = G[i]
+            for t in range(L):
+                c[t] = R[ids_i[t], 0]
+                w[t] = R[ids_i[t], 1]
+                gq = g * aux[i, t, 2]
+                du[t] = gq * (w[t] + aux[i, t, 1] - f[i])
+                dz[t] = gq
+            for j in range(L):
+                s0[j] = du[j]
+                s1[j] = dz[j]
+            for t in range(L):
+                dut = du[t]
+                dzt = dz[t]
+                sh = dut * aux[i, t, 0] + dzt * aux[i, t, 1]
+                for j in range(L):
+                    a = Ai[t, j]
+                    s0[j] += a * dut
+                    s1[j] += a * dzt
+                    M[t, j] = a * (dut * c[j] + dzt * w[j] - sh)
+            for j in range(L):
+                out[j, off] = s0[j]
+                out[j, off + 1] = s1[j]
+            if sym:
+                for t in range(L):
+                    for j in range(t, L):
+                        x = M[t, j] + M[j, t]
+                        MT[t, j] = x
+                        MT[j, t] = x
+                _abt(MT, XT, L, d, L, out, False)  # dX = (dS + dS^T) X
+            else:
+                _rows_t(Kt, ids_i, L, Kl, KT)
+                for t in range(L):
+                    for j in range(L):
+                        MT[j, t] = M[t, j]
+                _abt(MT, KT, L, d, L, out, False)  # dX = dS^T K
+                _abt(M, XT, L, d, L, out[:, d:], False)  # dK = dS X
+            for t in range(L):
+                rows[slot[i, t]] = out[t]
+
+
+class TwoLayerPlan:
+    """A padded batch for the two-layer kernels: token ``ids`` (n x T, int64), ``lengths`` (n), the
+    vocabulary size and the blocks of sequences (:func:`sequence_blocks`); the occurrences sorted by token
+    (:func:`token_order`) are computed on the first backward."""
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray, vocab_size: int):
+        self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        self.vocab_size = int(vocab_size)
+        self.blocks = sequence_blocks(self.lengths)
+        self._order: tuple[np.ndarray, np.ndarray] | None = None
+
+    def order(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._order is None:
+            self._order = token_order(self.ids, self.lengths, self.vocab_size)
+        return self._order
+
+
+def two_layer_forward(plan: TwoLayerPlan, Xt: np.ndarray, Kt: np.ndarray | None, R: np.ndarray, keep: bool):
+    """Outputs of the two-layer read-out over ``plan`` from the |S| x d tables ``Xt`` (values and keys) and
+    ``Kt`` (queries; None: ``Xt``, a symmetric score matrix) and the |S| x 2 read-out table ``R = [c, w]``,
+    all of one dtype. Returns ``(f, A, aux)``: ``f`` (n, float64), and with ``keep`` the
+    attention ``A`` (n x T x T) and per-position values ``aux`` (n x T x 3, float64) the backward needs."""
+    n, T = plan.ids.shape
+    sym = Kt is None
+    A = np.empty((n, T, T) if keep else (1, 1, 1), dtype=Xt.dtype)
+    aux = np.empty((n, T, 3))
+    f = np.empty(n)
+    with _LAUNCH:
+        _threads()
+        _two_layer_forward(plan.ids, plan.lengths, Xt, Xt if sym else Kt, R, sym, plan.blocks, keep, A, aux, f)
+    return f, A, aux
+
+
+def two_layer_backward(plan, Xt, Kt, R, A, aux, f, G):
+    """Gradients of ``sum_i G_i f_i`` (``f`` as :func:`two_layer_forward` returned it, in float64) with
+    respect to the tables: ``(dXt, dKt, dR)`` (``dKt`` None when ``Kt`` is None: then ``dXt`` holds both
+    roles), each |S| x width in the tables' dtype, summed per token in a fixed order."""
+    n, T = plan.ids.shape
+    d = Xt.shape[1]
+    sym = Kt is None
+    width = (d if sym else 2 * d) + 2
+    crow, slot = plan.order()
+    rows = np.empty((crow[-1], width), dtype=Xt.dtype)
+    out = np.empty((plan.vocab_size, width), dtype=Xt.dtype)
+    with _LAUNCH:
+        _threads()
+        _two_layer_backward(
+            plan.ids,
+            plan.lengths,
+            Xt,
+            Xt if sym else Kt,
+            R,
+            sym,
+            plan.blocks,
+            A,
+            aux,
+            np.ascontiguousarray(f, dtype=np.float64),
+            np.ascontiguousarray(G, dtype=np.float64),
+            slot,
+            rows,
+        )
+        _sum_by_token(rows, crow, out)
+    return out[:, :d], None if sym else out[:, d : 2 * d], out[:, width - 2 :]

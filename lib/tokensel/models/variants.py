@@ -38,6 +38,7 @@ from ..errors import InvalidBatchError, InvalidParameterError
 from ..loss import mean_logistic
 from ..seeding import generator
 from ..validation import Choice, Dtype, Function, Instance, Int, Tensor, declare
+from . import kernels
 from .attention import SIZES, AttentionModel, _EmbeddingModel, same_dtype_and_device
 from .mixing import MixPlan, entry_attention, mix
 
@@ -73,6 +74,48 @@ def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
 
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1)
+
+
+def _kernel_plan(model, ids: torch.Tensor, mask: torch.Tensor):
+    """The two-layer kernels' plan of padded ``ids`` and ``mask`` (:class:`tokensel.models.kernels.TwoLayerPlan`),
+    or None where the kernels do not apply: parameters off the CPU or not float32/float64, or a mask that is
+    not a non-empty prefix of each row (as :func:`padded` makes)."""
+    E = model.E
+    if E.device.type != "cpu" or ids.device.type != "cpu" or E.dtype not in (torch.float32, torch.float64):
+        return None
+    if ids.ndim != 2 or mask.shape != ids.shape or mask.dtype != torch.bool or ids.shape[1] == 0:
+        return None
+    lengths = mask.sum(1)
+    if bool((lengths == 0).any()) or not torch.equal(mask, torch.arange(ids.shape[1]) < lengths[:, None]):
+        return None
+    return kernels.TwoLayerPlan(ids.numpy(), lengths.numpy(), model.vocab_size)
+
+
+class _TwoLayerKernel(torch.autograd.Function):
+    """The two-layer read-out ``f`` from the tables ``Xt`` (|S| x d: values and keys), ``Kt`` (queries, or
+    None: ``Xt``) and ``R = [c', w]`` (|S| x 2), by :func:`tokensel.models.kernels.two_layer_forward`, with
+    its closed-form backward (:func:`tokensel.models.kernels.two_layer_backward`)."""
+
+    @staticmethod
+    def forward(ctx, Xt, Kt, R, plan):
+        keep = any(ctx.needs_input_grad[:3])
+        arrays = (Xt.detach().numpy(), None if Kt is None else Kt.detach().numpy(), R.detach().numpy())
+        f, A, aux = kernels.two_layer_forward(plan, *arrays, keep=keep)
+        if keep:
+            ctx.kernel = (plan, arrays, A, aux, f)
+        return torch.from_numpy(f.astype(arrays[0].dtype))
+
+    @staticmethod
+    def backward(ctx, grad_f):
+        plan, arrays, A, aux, f = ctx.kernel
+        dX, dK, dR = kernels.two_layer_backward(plan, *arrays, A, aux, f, grad_f.detach().double().numpy())
+        del ctx.kernel
+        return (
+            torch.from_numpy(dX) if ctx.needs_input_grad[0] else None,
+            torch.from_numpy(dK) if dK is not None and ctx.needs_input_grad[1] else None,
+            torch.from_numpy(dR) if ctx.needs_input_grad[2] else None,
+            None,
+        )
 
 
 @dataclass
@@ -293,7 +336,21 @@ class TwoLayer(VariantModel):
         is the layer-1 score product ``K X^T`` and a softmax, and ``A`` multiplies an (n x T x 2) tensor.
         Equal to :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes
         ``K X^T`` from bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU
-        setting of the paper-scale runs."""
+        setting of the paper-scale runs.
+
+        On the CPU in float32 or float64 (``scores_dtype`` None) this runs in the compiled kernels of
+        :mod:`tokensel.models.kernels` (one per sequence, forward and closed-form backward, under autograd);
+        elsewhere, and in :meth:`_forward_tensors` (the reference the tests compare against), as batched
+        tensor products."""
+        plan = None if scores_dtype is not None else _kernel_plan(self, ids, mask)
+        if plan is None:
+            return self._forward_tensors(ids, mask, scores_dtype)
+        Xt, Kt = self.layer1_tables(lambda t: t)
+        read = self.E @ torch.stack([self.read_out(), self.v], 1)  # |S| x 2: c'_s and w_s
+        return _TwoLayerKernel.apply(Xt.contiguous(), None if Kt is Xt else Kt.contiguous(), read.contiguous(), plan)
+
+    def _forward_tensors(self, ids, mask, scores_dtype=None):
+        """:meth:`forward_prepared` as batched tensor products (any device; the kernels' reference)."""
         flat = ids.reshape(-1)
         n, T = ids.shape
         read = self.E @ torch.stack([self.read_out(), self.v], 1)  # |S| x 2: c'_s and w_s
