@@ -243,3 +243,15 @@ def test_review_examples(data_dir):
     assert d.examples(per_class=2, min_len=100, max_len=200) == []
     with pytest.raises(InvalidArgumentError, match="max_len"):
         d.examples(min_len=5, max_len=4)
+
+
+def test_word_table():
+    words = ("a", "b", "c")
+    t = ex.word_table(words, torch.tensor([2, 0]), {"gap": torch.tensor([0.1, 0.2, 0.3]), "rank": [3, 2, 1]})
+    assert (
+        list(t.index) == ["c", "a"] and t["gap"].tolist() == pytest.approx([0.3, 0.1]) and t["rank"].tolist() == [1, 3]
+    )
+    with pytest.raises(InvalidParameterError, match="ids"):
+        ex.word_table(words, [5], {})
+    with pytest.raises(InvalidParameterError, match="one value per word"):
+        ex.word_table(words, [0], {"x": [1, 2]})

@@ -39,7 +39,7 @@ from .recipes import (
     variant_batches,
 )
 from .records import read_runs, read_sweep, write_run, write_sweep
-from .tables import ablation_table, value_noise, verdicts
+from .tables import ablation_table, value_noise, verdicts, word_table
 
 __all__ = [
     "phase",
@@ -64,6 +64,7 @@ __all__ = [
     "bow_features",
     "logistic_baseline",
     "ablation_table",
+    "word_table",
     "write_sweep",
     "read_sweep",
     "rating_classes",

@@ -1,6 +1,7 @@
 """Display tables of a comparison of models (chapter 7): one row per model, its accuracies and the two
 shapes' statistics (:func:`verdicts`), and how its value bins compare with their noise (:func:`value_noise`);
-chapter 6's ablations side by side with their within-bin spreads (:func:`ablation_table`).
+chapter 6's ablations side by side with their within-bin spreads (:func:`ablation_table`) and tables of
+chosen words (:func:`word_table`).
 """
 
 from __future__ import annotations
@@ -77,3 +78,21 @@ def ablation_table(gap, runs: dict, reference: str):
     for key in ("values_raw", "scores_raw", "values_normalised", "scores_normalised"):
         table[f"{key} / ref"] = table[key] / table.loc[reference, key]
     return table
+
+
+def word_table(words, ids, columns: dict):
+    """A table of chosen words: one row per id of ``ids`` (indexed by the word, ``words[id]``), one column per
+    entry of ``columns`` (name -> one value per vocabulary word, e.g. a gap or a rank). Chapter 06."""
+    import pandas as pd
+    import torch
+
+    ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
+    if not ids or min(ids) < 0 or max(ids) >= len(words):
+        raise InvalidParameterError(f"ids must be a non-empty list of word ids in 0..{len(words) - 1}")
+    out = {}
+    for name, x in columns.items():
+        x = torch.as_tensor(x)
+        if x.ndim != 1 or len(x) != len(words):
+            raise InvalidParameterError(f"columns[{name!r}] must hold one value per word ({len(words)})")
+        out[name] = x[ids].tolist()
+    return pd.DataFrame(out, index=pd.Index([words[i] for i in ids], name="word"))
