@@ -48,8 +48,9 @@ def _labels(batch: RaggedBatch) -> np.ndarray:
     return batch.labels.cpu().numpy().astype(np.float64)
 
 
-def _fit(X, y: np.ndarray, C: float, max_iter: int) -> tuple[np.ndarray, float]:
-    """Weights and intercept minimising ``sum_i log(1 + exp(-y_i (x_i w + b))) + |w|^2 / (2C)``."""
+def _fit(X, y: np.ndarray, C: float, max_iter: int, start: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimising ``sum_i log(1 + exp(-y_i (x_i w + b))) + |w|^2 / (2C)`` (L-BFGS from
+    ``start``, the weights then the intercept; zero by default)."""
     from scipy.optimize import minimize
     from scipy.special import expit
 
@@ -60,7 +61,8 @@ def _fit(X, y: np.ndarray, C: float, max_iter: int) -> tuple[np.ndarray, float]:
         g = -y * expit(-z)  # d loss / d (x w + b)
         return loss, np.append(X.T @ g + w / C, g.sum())
 
-    res = minimize(objective, np.zeros(X.shape[1] + 1), jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
+    x0 = np.zeros(X.shape[1] + 1) if start is None else start
+    res = minimize(objective, x0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
     return res.x[:-1], float(res.x[-1])
 
 
@@ -134,13 +136,15 @@ def logistic_baseline(
             f"holdout = {holdout} of {len(ytr)} training reviews leaves no review on one side: change holdout"
         )
     val, fit = np.sort(perm[:cut]), np.sort(perm[cut:])
-    validation = {}
-    for C in grid:
-        w, b = _fit(Xtr[fit], ytr[fit], C, max_iter)
+    validation, solutions = {}, {}
+    start = None
+    for C in grid:  # increasing C, each fit started from the previous one's solution
+        w, b = _fit(Xtr[fit], ytr[fit], C, max_iter, start)
+        start = solutions[C] = np.append(w, b)
         validation[C] = _scores(Xtr[val], ytr[val], w, b)[0]
     best = max(validation.values())
     C = min(c for c, acc in validation.items() if acc == best)
-    w, b = _fit(Xtr, ytr, C, max_iter)
+    w, b = _fit(Xtr, ytr, C, max_iter, solutions[C])
     train_acc, train_loss = _scores(Xtr, ytr, w, b)
     test_acc, test_loss = _scores(Xte, yte, w, b)
     return Baseline(features, C, validation, w, b, train_acc, train_loss, test_acc, test_loss)

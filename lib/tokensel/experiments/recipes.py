@@ -287,21 +287,28 @@ def implicit_bias_with_v(
     seed: int = 0,
 ) -> ImplicitBias:
     """Does training ``v`` change the direction ``p`` converges to, with ``E`` frozen? On ``n`` training reviews
-    of ``data`` (drawn by ``seed``, truncated to ``max_len`` words, over the words they use), ``E`` after one
-    gradient step from the initialisation of ``seed`` (largest value shift ``shift``), then ``p`` trained by
-    normalised GD (:func:`tokensel.training.phases.train_p_v`, ``lr``, ``steps``) twice from the same start: with
-    ``v`` fixed and with ``v`` trained too. Each final ``p`` is compared with the max-margin direction of its own
-    selection (:func:`tokensel.analysis.maxmargin.max_margin_for_selection`). Returns an :class:`ImplicitBias`."""
+    of ``data`` (drawn by ``seed``, truncated to ``max_len`` words, over the words they use), or on ``data``
+    itself when it is a :class:`~tokensel.data.batch.RaggedBatch` with ±1 labels (``n`` and ``max_len`` then
+    unused), ``E`` after one gradient step from the initialisation of ``seed`` (largest value shift ``shift``),
+    then ``p`` trained by normalised GD (:func:`tokensel.training.phases.train_p_v`, ``lr``, ``steps``) twice
+    from the same start: with ``v`` fixed and with ``v`` trained too. Each final ``p`` is compared with the
+    max-margin direction of its own selection (:func:`tokensel.analysis.maxmargin.max_margin_for_selection`).
+    Returns an :class:`ImplicitBias`."""
     import pandas as pd
 
     from ..analysis.maxmargin import max_margin_for_selection
 
-    _check_data(data)
-    n = check_int(n, "n", min=2, max=data.train.n, error=InvalidParameterError)
-    max_len = check_int(max_len, "max_len", min=2, error=InvalidParameterError)
     shift = check_real(shift, "shift", min=0.0, min_inclusive=False, error=InvalidParameterError)
-    rng = np.random.default_rng(seed)
-    batch = _compact(data.train.subset(np.sort(rng.choice(data.train.n, n, replace=False))).truncate(max_len))
+    if isinstance(data, RaggedBatch):
+        if data.num_classes is not None:
+            raise InvalidParameterError("data must have ±1 labels, got a multi-class batch")
+        batch = data
+    else:
+        _check_data(data)
+        n = check_int(n, "n", min=2, max=data.train.n, error=InvalidParameterError)
+        max_len = check_int(max_len, "max_len", min=2, error=InvalidParameterError)
+        rng = np.random.default_rng(seed)
+        batch = _compact(data.train.subset(np.sort(rng.choice(data.train.n, n, replace=False))).truncate(max_len))
     eta0 = 2.0 * shift / float(statistics.alpha(batch).abs().max())
     start = one_step(AttentionModel.init(batch.vocab_size, d, seed=seed), batch, eta0)
     rows, final = [], {}
