@@ -260,7 +260,7 @@ def test_word_table():
 def test_implicit_bias_on_a_batch():
     data = ts.synthetic.assumption1_pairs(40, 2, 10, length=(3, 6), seed=0)
     out = ex.implicit_bias_with_v(data.batch, d=32, steps=200, seed=0)
-    assert out.n == 40 and out.tokens == data.batch.vocab_size
+    assert out.n == data.batch.n and out.tokens == data.batch.vocab_size
     multi = ts.RaggedBatch.from_sequences([[0, 1], [1]], [0, 1], vocab_size=2, num_classes=2)
     with pytest.raises(InvalidParameterError, match="multi-class"):
         ex.implicit_bias_with_v(multi)
