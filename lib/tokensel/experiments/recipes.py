@@ -277,7 +277,7 @@ def _compact(batch: RaggedBatch) -> RaggedBatch:
 
 
 def implicit_bias_with_v(
-    data: ReviewData,
+    data: ReviewData | RaggedBatch,
     n: int = 400,
     max_len: int = 32,
     d: int = 512,
@@ -302,7 +302,7 @@ def implicit_bias_with_v(
     if isinstance(data, RaggedBatch):
         if data.num_classes is not None:
             raise InvalidParameterError("data must have ±1 labels, got a multi-class batch")
-        batch = data
+        batch: RaggedBatch = data
     else:
         _check_data(data)
         n = check_int(n, "n", min=2, max=data.train.n, error=InvalidParameterError)
