@@ -148,6 +148,7 @@ TESTED_IN = {
     "experiments": "test_experiments",
     "analysis.shapes": "test_statistics",
     "experiments.recipes": "test_experiments",
+    "experiments.baseline": "test_realdata",
     "experiments.tables": "test_experiments",
     "experiments.records": "test_experiments",
     "book": "test_checks",

@@ -46,7 +46,7 @@ from .models.attention import AttentionModel, MultiClassAttentionModel
 from .models.gradients import Gradients, autograd_gradients, gradients, p_gradient
 from .seeding import generator, rng, seed_everything
 from .training.loop import Trajectory
-from .training.phases import cosine, gradient_flow, one_step, train_joint, train_p
+from .training.phases import cosine, gradient_flow, one_step, train_joint, train_p, train_p_v
 from .training.settings import TrainSettings
 from .training.variants import train_variant
 from .version import __version__  # noqa: F401 (the package version)
@@ -96,6 +96,7 @@ __all__ = [
     "one_step",
     "train_joint",
     "train_p",
+    "train_p_v",
     "train_variant",
     # max-margin
     "SVMResult",

@@ -2,8 +2,8 @@
 
 * :func:`binned` — per-bin mean and spread of a token quantity against ``Delta_s`` or ``alpha_s``.
 * :func:`shape_summary` — the U-gap of the scores and the rank correlation of the values with ``Delta``.
-* :func:`within_bin_spread`, :func:`values_spread`, :func:`standard_errors`, :func:`bin_noise_summary` —
-  spreads and noise of a binned table.
+* :func:`within_bin_spread`, :func:`spreads`, :func:`values_spread`, :func:`standard_errors`,
+  :func:`bin_noise_summary` — spreads and noise of a binned table.
 * :func:`shape_bootstrap`, :func:`frequency_matched` — intervals over words and the frequency-matched
   control.
 
@@ -133,6 +133,17 @@ def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: boo
     if kept.empty:
         raise InvalidArgumentError(f"no bin holds {min_count} tokens: use fewer bins or a smaller min_count")
     return float(kept["std"].mean())
+
+
+def spreads(gap, scores, values, bins: int = 20, min_count: int = 5) -> dict:
+    """The within-bin spread (:func:`within_bin_spread`) of ``values`` (``E_s^T v``) and of ``scores``
+    (``E_s^T p``) against ``gap``, in raw units (the paper's quantity) and normalised: a dict with keys
+    ``values_raw``, ``values_normalised``, ``scores_raw``, ``scores_normalised``. Chapter 06."""
+    out = {}
+    for name, x in (("values", values), ("scores", scores)):
+        out[f"{name}_raw"] = within_bin_spread(gap, x, bins=bins, min_count=min_count, normalize=False)
+        out[f"{name}_normalised"] = within_bin_spread(gap, x, bins=bins, min_count=min_count)
+    return out
 
 
 class ShapeSummary(NamedTuple):

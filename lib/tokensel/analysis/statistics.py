@@ -9,6 +9,9 @@
 * :func:`selection` — ``S_X(p)``: the occurrences whose score is within ``tol`` of their sequence's
   maximum.
 * :func:`optimal_tokens` — for frozen ``E``, the occurrences with the best value ``y_i u_t``.
+* :func:`attention_share` — the attention a group of tokens receives against its share of the tokens.
+* :func:`alpha_gap_reversals`, :func:`side_with_gap` — frequent, weakly polar words that ``|alpha|`` ranks above
+  rare, strongly polar ones, and which of the two a token statistic sides with.
 * :func:`direction_rate` — the rate at which ``p_t / ||p_t||`` approaches its limit.
 
 Tokens binned by their posterior gap (the two shapes) are :mod:`tokensel.analysis.shapes`.
@@ -20,10 +23,10 @@ import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import InvalidBatchError, InvalidParameterError
+from ..errors import InvalidArgumentError, InvalidBatchError, InvalidParameterError
 from ..loss import logistic
 from ..models.core import scatter_tokens, segment_max, segment_softmax
-from ..validation import Choice, Real, RealArray, Tensor, declare
+from ..validation import Choice, Real, RealArray, Tensor, check_real, declare
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -127,6 +130,65 @@ def attention(batch: RaggedBatch, c: torch.Tensor) -> torch.Tensor:
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence softmax mass on the occurrences in ``mask``."""
     return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
+
+
+@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN, token_mask=TOKEN_MASK)
+def attention_share(batch: RaggedBatch, c: torch.Tensor, token_mask: torch.Tensor) -> tuple[float, float]:
+    """How much attention the tokens of ``token_mask`` (|S| bools) receive under the scores ``c``, against how
+    many of the tokens they are: ``(mass, share)``, the softmax mass on their occurrences and their share of
+    the occurrences, each per sequence and averaged over the sequences (``mass < share``: the scores turn
+    attention away from them). Chapter 06."""
+    mask = token_mask.to(batch.ids.device)[batch.ids]
+    mass = selected_mass(batch, attention(batch, c.to(torch.float64)), mask)
+    share = selected_mass(batch, 1.0 / batch.lengths.to(torch.float64)[batch.seg], mask)
+    return float(mass.mean()), float(share.mean())
+
+
+def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float = 0.5) -> dict:
+    """Where the average signed frequency and the posterior gap disagree about which word matters more.
+
+    ``frequent`` (|S| bools) marks the frequent words. *Frequent, weakly polar* words (``F``) are frequent
+    ones with ``|Delta_s| < weak``; *rare, strongly polar* words (``R``) are the others with
+    ``|Delta_s| >= strong``. Since ``alpha_s = freq_s Delta_s`` (for equal lengths), ``|alpha|`` can rank an
+    ``F`` word above an ``R`` word: the *reversed* pairs ``(f, r)`` with ``|alpha_f| > |alpha_r|``. Returns
+    ``frequent_weak`` and ``rare_strong`` (token ids), ``reversed`` (the reversed pairs, ``(k, 2)``) and
+    ``share_reversed`` (their share of all ``F x R`` pairs). :func:`side_with_gap` then says how a token
+    statistic orders them. Chapter 06."""
+    a = torch.as_tensor(alpha_s, dtype=torch.float64).cpu()
+    g = torch.as_tensor(gap, dtype=torch.float64).cpu()
+    f = torch.as_tensor(frequent).cpu()
+    if a.ndim != 1 or g.shape != a.shape or f.shape != a.shape or f.dtype != torch.bool:
+        raise InvalidArgumentError(
+            "alpha_s, gap and frequent need one entry per token each (frequent a bool tensor), got shapes "
+            f"{tuple(a.shape)}, {tuple(g.shape)}, {tuple(f.shape)} ({f.dtype})"
+        )
+    weak = check_real(weak, "weak", min=0.0, max=1.0, min_inclusive=False)
+    strong = check_real(strong, "strong", min=weak, max=1.0)
+    known = torch.isfinite(g) & torch.isfinite(a)
+    F = torch.nonzero(known & f & (g.abs() < weak)).flatten()
+    R = torch.nonzero(known & ~f & (g.abs() >= strong)).flatten()
+    if len(F) == 0 or len(R) == 0:
+        raise InvalidArgumentError(
+            f"{len(F)} frequent, weakly polar and {len(R)} rare, strongly polar words: both groups must be "
+            "non-empty (change weak, strong or the frequency threshold)"
+        )
+    rev = a[F].abs()[:, None] > a[R].abs()[None, :]
+    i, j = torch.nonzero(rev, as_tuple=True)
+    pairs = torch.stack([F[i], R[j]], 1)
+    return dict(frequent_weak=F, rare_strong=R, reversed=pairs, share_reversed=float(rev.double().mean()))
+
+
+def side_with_gap(pairs: torch.Tensor, x) -> float:
+    """For the reversed pairs ``(f, r)`` of :func:`alpha_gap_reversals`, the share in which the token statistic
+    ``x`` (one value per token, e.g. the scores ``E p``) ranks the rare, strongly polar word ``r`` above the
+    frequent, weakly polar word ``f``: 1 when ``x`` sides with the posterior gap, 0 when it sides with
+    ``|alpha|``."""
+    x = torch.as_tensor(x, dtype=torch.float64).cpu()
+    if not isinstance(pairs, torch.Tensor) or pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidArgumentError("pairs must be the non-empty (k, 2) 'reversed' pairs of alpha_gap_reversals")
+    if x.ndim != 1 or int(pairs.max()) >= len(x) or int(pairs.min()) < 0:
+        raise InvalidArgumentError(f"x needs one value per token (at least {int(pairs.max()) + 1}), got {len(x)}")
+    return float((x[pairs[:, 1]] > x[pairs[:, 0]]).double().mean())
 
 
 @declare(error=InvalidBatchError, batch=ANY, mask=OCCURRENCE_MASK, token_mask=TOKEN_MASK)

@@ -94,6 +94,7 @@ FURTHER_MODULES = (
     "training.progress",
     "analysis.dense",
     "experiments.recipes",
+    "experiments.baseline",
     "experiments.tables",
     "experiments.records",
     "experiments.phase",

@@ -64,3 +64,11 @@ def review_attention(model, data, i: int) -> str:
     label = "positive" if data.test.labels[i] > 0 else "negative"
     title = f"test review {i}: label {label}, model output f = {f:+.2f}"
     return attention_html(words, q, known, title=title)
+
+
+def reviews_attention(model, data, indices) -> str:
+    """:func:`review_attention` for every test review in ``indices`` (e.g.
+    :meth:`~tokensel.data.reviews.ReviewData.examples`), one after the other."""
+    if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
+        raise InvalidArgumentError(f"indices must be a list of test review indices, got {indices!r}")
+    return "".join(review_attention(model, data, int(i)) for i in indices)

@@ -1,7 +1,8 @@
 """Experiments: the book's named recipes, with their sizes.
 
 * :mod:`.recipes` — the real-data recipes of chapters 6 and 7 (and a reader's own texts).
-* :mod:`.tables` — the verdict and noise tables of a comparison of models.
+* :mod:`.tables` — the verdict and noise tables of a comparison of models, chapter 6's ablation table.
+* :mod:`.baseline` — bag-of-words logistic regression on the same vocabulary and split (chapter 6).
 * :mod:`.records` — runs written to and read back from a folder (the recorded paper-scale runs).
 * :mod:`.phase` — chapter 4's phase diagram, run by run.
 * ``theory`` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
@@ -9,44 +10,65 @@
 The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
 """
 
-from . import phase, theory
+from . import baseline, phase, theory
+from .baseline import Baseline, bow_features, logistic_baseline
 from .recipes import (
+    ETA_MULTIPLES,
     MODEL_NAMES,
     PAPER_D,
     SCALES,
     Fit,
+    ImplicitBias,
     Run,
     Scale,
     check_kinds,
     compare_variants,
     fit_texts,
+    implicit_bias_with_v,
     one_step_eta,
     one_step_multiclass,
+    one_step_shifts,
+    one_step_sweep,
     rating_classes,
     run_model,
     scale,
+    train_all,
     train_frozen,
     train_full,
     train_multiclass,
     train_one_step_then_freeze,
     variant_batches,
 )
-from .records import read_runs, write_run
-from .tables import value_noise, verdicts
+from .records import read_runs, read_sweep, write_run, write_sweep
+from .tables import ablation_table, value_noise, verdicts, word_table
 
 __all__ = [
     "phase",
     "theory",
+    "baseline",
     "PAPER_D",
     "SCALES",
     "MODEL_NAMES",
     "Scale",
     "Run",
     "scale",
+    "train_all",
     "train_full",
     "train_frozen",
     "one_step_eta",
     "train_one_step_then_freeze",
+    "ETA_MULTIPLES",
+    "one_step_shifts",
+    "one_step_sweep",
+    "ImplicitBias",
+    "implicit_bias_with_v",
+    "Baseline",
+    "bow_features",
+    "logistic_baseline",
+    "ablation_table",
+    "word_table",
+    "write_sweep",
+    "read_sweep",
     "rating_classes",
     "one_step_multiclass",
     "train_multiclass",

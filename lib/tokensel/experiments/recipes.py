@@ -1,9 +1,13 @@
 """The book's named experiments on real reviews, with their settings: what chapters 06 and 07 run and
 what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the same calls.
 
-* :func:`train_full` — the paper's setup: ``E`` and ``p`` trained jointly (full-batch Adam), ``v`` fixed.
+* :func:`train_all` — the paper's setup: ``E``, ``p`` and ``v`` trained jointly (full-batch Adam).
+* :func:`train_full` — the same with ``v`` fixed, as the theory has it.
 * :func:`train_frozen` — ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained.
 * :func:`train_one_step_then_freeze` — ablation: one gradient step on ``E``, then as :func:`train_frozen`.
+* :func:`one_step_shifts`, :func:`one_step_sweep` — the one step on ``E`` over a range of step sizes, before
+  anything else is trained and then as the ablation, against full training.
+* :func:`implicit_bias_with_v` — ``E`` frozen: does training ``v`` change the direction ``p`` converges to?
 * :func:`rating_classes`, :func:`one_step_multiclass`, :func:`train_multiclass` — IMDB's four rating
   classes: as a multi-class batch, after one gradient step, and trained.
 * :func:`run_model`, :func:`compare_variants` — the one-layer model and the variants of
@@ -36,7 +40,7 @@ from ..data.reviews import REVIEW_DATA, Column, ReviewData, Source, from_frame, 
 from ..errors import DataUnavailableError, InvalidParameterError
 from ..models import variants
 from ..models.attention import DTYPE, AttentionModel, MultiClassAttentionModel
-from ..training.phases import one_step, train_joint
+from ..training.phases import cosine, one_step, train_joint, train_p_v
 from ..training.settings import SETTINGS, TrainSettings
 from ..training.variants import train_variant
 from ..validation import (
@@ -50,7 +54,9 @@ from ..validation import (
     Real,
     Subset,
     Text,
+    check_int,
     check_int_array,
+    check_real,
     declare,
 )
 
@@ -93,6 +99,19 @@ def train_full(
 
 
 @declare(error=InvalidParameterError, **RECIPE)
+def train_all(
+    data: ReviewData,
+    settings: TrainSettings | None = None,
+    d: int = PAPER_D,
+    seed: int = 0,
+):
+    """The paper's setup with its read-out trained: ``E``, ``p`` and ``v`` trained jointly with full-batch Adam
+    from the same initialisation as :func:`train_full` (which keeps ``v`` fixed, as the theory does). Returns
+    ``(model, trajectory frame)``. Chapter 06's main model."""
+    return _train_from_init(data, settings, d, seed, ("E", "p", "v"), "full_v")
+
+
+@declare(error=InvalidParameterError, **RECIPE)
 def train_frozen(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -131,6 +150,217 @@ def train_one_step_then_freeze(
         recipe=f"one_step_then_freeze(eta0={eta0!r})",
     )
     return model, traj.to_frame()
+
+
+# ---------------------------------------------------------------- one step, then freeze, over eta0 (chapter 06)
+#: the step sizes of chapter 06's sweep, as multiples of :func:`one_step_eta` (the largest value shift)
+ETA_MULTIPLES = (1.0, 4.0, 16.0, 64.0, 256.0)
+
+
+def _check_multiples(multiples) -> tuple[float, ...]:
+    if isinstance(multiples, (str, bytes)) or not hasattr(multiples, "__len__") or len(multiples) == 0:
+        raise InvalidParameterError(f"multiples must be a non-empty list of positive numbers, got {multiples!r}")
+    return tuple(
+        check_real(m, f"multiples[{i}]", min=0.0, min_inclusive=False, error=InvalidParameterError)
+        for i, m in enumerate(multiples)
+    )
+
+
+@declare(error=InvalidParameterError, data=REVIEW_DATA, d=Int(min=1), seed=Int(min=0))
+def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D, seed: int = 0):
+    """What one gradient step on ``E`` does before anything else is trained: from the initialisation of
+    ``seed`` (Gaussian ``p``), steps of size ``eta0 = m * one_step_eta(data)`` for every multiple ``m`` (the
+    step is linear in ``eta0``: one gradient serves them all), with ``p`` and ``v`` at their initial values.
+
+    One row per step size, the first (``multiple`` 0) the initialisation: ``moved``, the share of the binned
+    words (those with a posterior gap) whose value ``E_s^T v`` moved by more than the initial within-bin spread
+    of the values (about ``1/sqrt(d)``); the within-bin spreads of ``E_s^T v`` and ``E_s^T p`` in raw units
+    (:func:`tokensel.analysis.shapes.spreads`) and as multiples of the initial ones; the rank correlation of
+    the values' bin means with the gap. No training: a few seconds at the paper's size."""
+    import pandas as pd
+
+    multiples = _check_multiples(multiples)
+    base = one_step_eta(data)
+    m0 = AttentionModel.init(len(data.vocab), d, seed=seed)
+    gap = statistics.posterior_gap(data.train)
+    step = m0.E - one_step(m0, data.train, 1.0).E  # eta0 = 1; E^1 = E^0 - eta0 * step
+    w0, c0 = m0.E @ m0.v, m0.E @ m0.p
+    dw, dc = step @ m0.v, step @ m0.p
+    del step
+    seen = torch.isfinite(gap)
+    rows = []
+    for m in (0.0, *multiples):
+        eta0 = m * base
+        w, c = w0 - eta0 * dw, c0 - eta0 * dc
+        sp = shapes.spreads(gap, c, w)
+        rows.append(
+            dict(
+                multiple=m,
+                eta0=eta0,
+                moved=float("nan"),
+                values_raw=sp["values_raw"],
+                scores_raw=sp["scores_raw"],
+                rho_values=shapes.bin_rank_correlation(shapes.binned(gap, w)),
+                _w=w,
+            )
+        )
+    noise = rows[0]["values_raw"]
+    for row in rows:
+        row["moved"] = float(((row.pop("_w") - w0)[seen].abs() > noise).double().mean())
+        row["values_vs_initial"] = row["values_raw"] / noise
+        row["scores_vs_initial"] = row["scores_raw"] / rows[0]["scores_raw"]
+    return pd.DataFrame(rows)
+
+
+def _spread_row(gap, model: AttentionModel, history) -> dict:
+    """The within-bin spreads of ``model``'s values and scores, its final scores and norms: one row of a
+    comparison of models."""
+    with torch.no_grad():
+        sp = shapes.spreads(gap, model.scores().cpu(), model.values().cpu())
+    return dict(**sp, **_final_scores(history), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
+
+
+@declare(error=InvalidParameterError, data=REVIEW_DATA, d=Int(min=1), seed=Int(min=0))
+def one_step_sweep(
+    data: ReviewData,
+    multiples=ETA_MULTIPLES,
+    settings: TrainSettings | None = None,
+    d: int = PAPER_D,
+    seed: int = 0,
+    reference: tuple | None = None,
+    progress=None,
+):
+    """One step, then freeze (:func:`train_one_step_then_freeze`) at ``eta0 = m * one_step_eta(data)`` for every
+    multiple ``m``, against full training with ``v`` trained (:func:`train_all`, or ``reference = (model,
+    history)`` already trained), all from the initialisation of ``seed``.
+
+    One row per run (the first, ``multiple`` NaN, the full model): the within-bin spreads of ``E_s^T v`` and
+    ``E_s^T p`` raw and normalised (:func:`tokensel.analysis.shapes.spreads`), each as a ratio to the full
+    model's (``ratio_values_raw`` and so on), accuracies, test loss, ``||p||``, ``||v||`` and the seconds each
+    run took. ``progress(row)``, when given, is called with every row as it is measured (a script records them
+    one by one). Several full trainings: chapter 06 shows it recorded (``scripts/one_step_sweep.py``)."""
+    import pandas as pd
+
+    multiples = _check_multiples(multiples)
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError(f"progress must be a function of one row (a dict), or None; got {progress!r}")
+    gap = statistics.posterior_gap(data.train)
+    t0 = time.time()
+    model, history = train_all(data, settings, d=d, seed=seed) if reference is None else reference
+    full = dict(run="full training", multiple=float("nan"), eta0=float("nan"), **_spread_row(gap, model, history))
+    full["seconds"] = time.time() - t0
+    rows = [full]
+    if progress is not None:
+        progress(full)
+    base = one_step_eta(data)
+    for m in multiples:
+        t0 = time.time()
+        abl, hist = train_one_step_then_freeze(data, settings, d=d, seed=seed, eta0=m * base)
+        row = dict(run=f"one step (x{m:g}), then freeze", multiple=m, eta0=m * base, **_spread_row(gap, abl, hist))
+        row["seconds"] = time.time() - t0
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    table = pd.DataFrame(rows)
+    for key in ("values_raw", "scores_raw", "values_normalised", "scores_normalised"):
+        table[f"ratio_{key}"] = table[key] / full[key]
+    return table
+
+
+# ---------------------------------------------------------------- p's implicit bias with v trained (chapter 06)
+@dataclass
+class ImplicitBias:
+    """What :func:`implicit_bias_with_v` measured: one row per run (``v fixed``, ``v trained``) with the cosine
+    of ``p`` to the max-margin direction of its own final selection (``cos_pmm``), ``||p||``, ``||v||``, the
+    training loss and accuracy, and the size of the max-margin problem; the cosine between the two runs'
+    ``p`` (``cos_between``), the share of reviews whose selected words are the same in both (``same_selection``),
+    and the sizes (``n``, ``tokens`` used, ``d``, ``eta0``)."""
+
+    table: pd.DataFrame
+    cos_between: float
+    same_selection: float
+    n: int
+    tokens: int
+    d: int
+    eta0: float
+
+
+def _compact(batch: RaggedBatch) -> RaggedBatch:
+    """``batch`` over its own used tokens only (ids renumbered ``0..|U|-1``)."""
+    _, local = torch.unique(batch.ids, return_inverse=True)
+    return RaggedBatch(local, batch.offsets, batch.labels, int(local.max()) + 1)
+
+
+def implicit_bias_with_v(
+    data: ReviewData | RaggedBatch,
+    n: int = 400,
+    max_len: int = 32,
+    d: int = 512,
+    shift: float = 8.0,
+    lr: float = 0.5,
+    steps: int = 2000,
+    seed: int = 0,
+) -> ImplicitBias:
+    """Does training ``v`` change the direction ``p`` converges to, with ``E`` frozen? On ``n`` training reviews
+    of ``data`` (drawn by ``seed``, truncated to ``max_len`` words, over the words they use), or on ``data``
+    itself when it is a :class:`~tokensel.data.batch.RaggedBatch` with ±1 labels (``n`` and ``max_len`` then
+    unused), ``E`` after one gradient step from the initialisation of ``seed`` (largest value shift ``shift``),
+    then ``p`` trained by normalised GD (:func:`tokensel.training.phases.train_p_v`, ``lr``, ``steps``) twice
+    from the same start: with ``v`` fixed and with ``v`` trained too. Each final ``p`` is compared with the
+    max-margin direction of its own selection (:func:`tokensel.analysis.maxmargin.max_margin_for_selection`).
+    Returns an :class:`ImplicitBias`."""
+    import pandas as pd
+
+    from ..analysis.maxmargin import max_margin_for_selection
+
+    shift = check_real(shift, "shift", min=0.0, min_inclusive=False, error=InvalidParameterError)
+    if isinstance(data, RaggedBatch):
+        if data.num_classes is not None:
+            raise InvalidParameterError("data must have ±1 labels, got a multi-class batch")
+        batch: RaggedBatch = data
+    else:
+        if not isinstance(data, ReviewData):
+            raise InvalidParameterError(
+                "data must be a ReviewData (tokensel.data.reviews.prepare_reviews) or a RaggedBatch, "
+                f"got {type(data).__name__}"
+            )
+        n = check_int(n, "n", min=2, max=data.train.n, error=InvalidParameterError)
+        max_len = check_int(max_len, "max_len", min=2, error=InvalidParameterError)
+        rng = np.random.default_rng(seed)
+        batch = _compact(data.train.subset(np.sort(rng.choice(data.train.n, n, replace=False))).truncate(max_len))
+    eta0 = 2.0 * shift / float(statistics.alpha(batch).abs().max())
+    start = one_step(AttentionModel.init(batch.vocab_size, d, seed=seed), batch, eta0)
+    rows, final = [], {}
+    for name, train_v in (("v fixed", False), ("v trained", True)):
+        model = start.copy()
+        traj = train_p_v(model, batch, lr, steps, train_v=train_v).to_frame()
+        c = model.scores()
+        selected = statistics.selection(batch, c, tol=1e-9 * max(1.0, float(model.p.norm())))
+        svm = max_margin_for_selection(model.E, batch, selected)
+        final[name] = (model.p.clone(), selected)
+        rows.append(
+            dict(
+                run=name,
+                cos_pmm=cosine(model.p, svm.p),
+                norm_p=float(model.p.norm()),
+                norm_v=float(model.v.norm()),
+                loss=float(traj.loss.iloc[-1]),
+                train_acc=float(traj.train_acc.iloc[-1]),
+                pairs=len(svm.pairs),
+                norm_pmm=svm.norm,
+            )
+        )
+    (pa, sa), (pb, sb) = final["v fixed"], final["v trained"]
+    differs = torch.zeros(batch.n, dtype=torch.float64).index_add_(0, batch.seg, (sa != sb).double())
+    return ImplicitBias(
+        pd.DataFrame(rows).set_index("run"),
+        cosine(pa, pb),
+        float((differs == 0).double().mean()),
+        batch.n,
+        batch.vocab_size,
+        d,
+        eta0,
+    )
 
 
 #: IMDB's star ratings 1-2, 3-4, 7-8 and 9-10 as classes 0..3 (``np.digitize`` edges)

@@ -1,5 +1,6 @@
 """Runs stored in a folder and read back (the recorded paper-scale runs that chapter 7 shows):
-:func:`write_run` writes one model's bins and summary, :func:`read_runs` reads a folder of them, checked.
+:func:`write_run` writes one model's bins and summary, :func:`read_runs` reads a folder of them, checked;
+:func:`write_sweep` / :func:`read_sweep` do the same for chapter 6's recorded one-step sweep.
 """
 
 from __future__ import annotations
@@ -57,3 +58,59 @@ def read_runs(folder):
     if not rows:
         raise DataUnavailableError(f"no summary_<kind>.json / bins_<kind>.csv pairs in {folder}")
     return pd.DataFrame(rows).set_index("model"), bins
+
+
+#: what a recorded one-step sweep (:func:`tokensel.experiments.recipes.one_step_sweep`) must hold
+SWEEP_COLUMNS = (
+    "run",
+    "multiple",
+    "eta0",
+    "values_raw",
+    "scores_raw",
+    "values_normalised",
+    "scores_normalised",
+    "test_acc",
+    "test_loss",
+    "norm_p",
+    "norm_v",
+)
+
+
+def write_sweep(rows, folder, **provenance) -> None:
+    """Store the rows of a one-step sweep (a frame, or a list of row dicts as they come) in ``folder``:
+    ``sweep.csv`` and ``provenance.json`` (settings, device, commit, command, times)."""
+    import pandas as pd
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    table.to_csv(folder / "sweep.csv", index=False)
+    write_json_atomic(folder / "provenance.json", provenance)
+
+
+def read_sweep(folder):
+    """Read what :func:`write_sweep` stored: ``(table, provenance)``, the table with the ratios to the full model
+    (its first row, ``multiple`` NaN) added as ``ratio_<spread>``. Raises
+    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing."""
+    import pandas as pd
+
+    folder = Path(folder)
+    table_file, prov_file = folder / "sweep.csv", folder / "provenance.json"
+    if not (table_file.is_file() and prov_file.is_file()):
+        raise DataUnavailableError(
+            f"no recorded sweep at {folder} (sweep.csv and provenance.json): run scripts/one_step_sweep.py"
+        )
+    try:
+        table = pd.read_csv(table_file)
+        provenance = json.loads(prov_file.read_text())
+    except ValueError as err:
+        raise DataUnavailableError(f"the recorded sweep at {folder} cannot be read ({err})") from err
+    missing = set(SWEEP_COLUMNS) - set(table.columns)
+    if missing or table.empty or not pd.isna(table["multiple"].iloc[0]):
+        raise DataUnavailableError(
+            f"the recorded sweep at {folder} lacks {sorted(missing) or 'its full model as first row'}: "
+            "record it again with scripts/one_step_sweep.py"
+        )
+    for key in ("values_raw", "scores_raw", "values_normalised", "scores_normalised"):
+        table[f"ratio_{key}"] = table[key] / table[key].iloc[0]
+    return table, provenance

@@ -1,5 +1,7 @@
 """Display tables of a comparison of models (chapter 7): one row per model, its accuracies and the two
-shapes' statistics (:func:`verdicts`), and how its value bins compare with their noise (:func:`value_noise`).
+shapes' statistics (:func:`verdicts`), and how its value bins compare with their noise (:func:`value_noise`);
+chapter 6's ablations side by side with their within-bin spreads (:func:`ablation_table`) and tables of
+chosen words (:func:`word_table`).
 """
 
 from __future__ import annotations
@@ -57,3 +59,45 @@ def value_noise(runs: dict, z: float = 2.0):
             row[f"{label}: reversals > {z:g} SE"] = f"{noise['reversals']} of {noise['steps']}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("model")
+
+
+def ablation_table(gap, runs: dict, reference: str):
+    """One row per trained one-layer model (``runs``: display name -> ``(model, history)``): training and test
+    accuracy, test loss, ``||p||``, ``||v||``, the within-bin spreads of ``E_s^T v`` and ``E_s^T p`` against
+    ``gap`` in raw units and normalised (:func:`tokensel.analysis.shapes.spreads`), and each spread as a ratio to
+    that of the model named ``reference`` (``... / ref``). Chapter 06's ablations."""
+    import pandas as pd
+
+    from .recipes import _spread_row
+
+    if not isinstance(runs, dict) or not runs:
+        raise InvalidParameterError("runs must be a non-empty dict: display name -> (model, history)")
+    if reference not in runs:
+        raise InvalidParameterError(f"reference must name one of the runs {list(runs)}, got {reference!r}")
+    rows = {}
+    for name, pair in runs.items():
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise InvalidParameterError(f"runs[{name!r}] must be a pair (model, history)")
+        rows[name] = _spread_row(gap, *pair)
+    table = pd.DataFrame(rows).T
+    for key in ("values_raw", "scores_raw", "values_normalised", "scores_normalised"):
+        table[f"{key} / ref"] = table[key] / table.loc[reference, key]
+    return table
+
+
+def word_table(words, ids, columns: dict):
+    """A table of chosen words: one row per id of ``ids`` (indexed by the word, ``words[id]``), one column per
+    entry of ``columns`` (name -> one value per vocabulary word, e.g. a gap or a rank). Chapter 06."""
+    import pandas as pd
+    import torch
+
+    ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
+    if not ids or min(ids) < 0 or max(ids) >= len(words):
+        raise InvalidParameterError(f"ids must be a non-empty list of word ids in 0..{len(words) - 1}")
+    out = {}
+    for name, x in columns.items():
+        x = torch.as_tensor(x)
+        if x.ndim != 1 or len(x) != len(words):
+            raise InvalidParameterError(f"columns[{name!r}] must hold one value per word ({len(words)})")
+        out[name] = x[ids].tolist()
+    return pd.DataFrame(out, index=pd.Index([words[i] for i in ids], name="word"))

@@ -186,6 +186,55 @@ def train_p(
     error=InvalidParameterError,
     model=BINARY_MODEL,
     batch=Batch(),
+    lr=POSITIVE,
+    steps=Int(min=1, max=MAX_STEPS),
+    train_v=Bool(),
+    records=RECORDS,
+    progress=Bool(allow_none=True),
+)
+def train_p_v(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    lr: float,
+    steps: int,
+    train_v: bool = True,
+    records: int = 50,
+    progress: bool | None = None,
+) -> Trajectory:
+    """Phase 2 with the read-out trained too: normalised gradient descent on ``p`` and ``v`` jointly
+    (``(p, v) <- (p, v) - lr * g / ||g||``, ``g`` the gradient of both), ``E`` frozen; with ``train_v=False``
+    only ``p`` moves (the normalised GD of :func:`train_p`). In place; records the loss, ``||p||``, ``||v||`` and
+    the training accuracy. Chapter 06 asks whether training ``v`` changes the direction ``p`` converges to."""
+    model.check_batch(batch)
+    y = batch.labels.to(model.E.dtype)
+    rec = set(record_steps(int(steps), records).tolist())
+    traj = Trajectory(method="normalized" + (" (p, v)" if train_v else " (p)"))
+    desc = f"train p{', v' if train_v else ''} (normalised GD)"
+    with bar(steps, desc, disable=None if progress is None else not progress) as pb:
+        for step in range(int(steps) + 1):
+            gr = gradients(model, batch)
+            g_p, g_v = gr.p, (gr.v if train_v else torch.zeros_like(gr.v))
+            gnorm = float(torch.sqrt(g_p.square().sum() + g_v.square().sum()))
+            if step in rec or step == steps or gnorm == 0.0:
+                acc = float((gr.f * y > 0).double().mean())
+                traj.append(step, step, gr.loss, model.p.norm(), gnorm, norm_v=float(model.v.norm()), train_acc=acc)
+            if gnorm == 0.0:
+                traj.stopped = "underflow"
+                break
+            if step == steps:
+                break
+            model.p.sub_(g_p, alpha=lr / gnorm)
+            if train_v:
+                model.v.sub_(g_v, alpha=lr / gnorm)
+            pb.update(1)
+    model.validate()
+    return traj
+
+
+@declare(
+    error=InvalidParameterError,
+    model=BINARY_MODEL,
+    batch=Batch(),
     t_max=POSITIVE,
     reference=REFERENCE,
     records=RECORDS,
