@@ -107,15 +107,47 @@ def test_key_query_svm_matches_a_direct_matrix_formulation():
     assert np.allclose(one.p.numpy()[:, 0], ts.att_svm_dense(X[:2], opt[:2]).p.numpy(), atol=1e-8)
 
 
-def test_two_selected_positions_need_not_tie():
-    X = np.array([[[3.0, 0.0], [1.0, 0.0], [0.0, 0.0]]])
+def test_two_selected_positions_tie():
+    """Two selected positions of one sequence get equal scores (the equality-constrained problem the limit
+    direction solves, chapter 05): scores 1, 1, 0 at p = (1, -1); without the tie the smallest p with both
+    above the third is (1, 0), with scores 2, 1, 0, which selects the first position alone."""
+    X = np.array([[[2.0, 1.0], [1.0, 0.0], [0.0, 0.0]]])
     sel = np.array([[True, True, False]])
     res = ts.att_svm_dense(X, sel)
-    # only both-above-the-third is required: p = (1, 0) gives scores 3, 1, 0 (the smallest such p)
+    assert np.allclose(res.p.numpy(), [1.0, -1.0], atol=1e-6)
+    assert res.same_selection and res.norm == pytest.approx(2**0.5, rel=1e-6)
+    assert dense.selection(X, res.p, tol=1e-6).tolist() == [[True, True, False]]
+    # by hand: min ||p||^2 s.t. 2 p1 + p2 = p1 and p1 >= 1 gives p2 = -p1, p1 = 1
+
+
+def test_ties_can_make_the_problem_infeasible():
+    # (3, 0) and (1, 0) tie only when p1 = 0, but the second must beat (0, 0) by 1: p1 >= 1
+    X = np.array([[[3.0, 0.0], [1.0, 0.0], [0.0, 0.0]]])
+    with pytest.raises(InfeasibleSVMError) as info:
+        ts.att_svm_dense(X, np.array([[True, True, False]]))
+    assert info.value.sequences == [0]
+    # the same positions, one selected each, are feasible
+    assert ts.att_svm_dense(X, np.array([0])).same_selection
+
+
+def test_a_fully_selected_sequence_still_ties():
+    # sequence 1 selects both its positions: they must tie, which forces p2 = 0 (features (1, 1) and (1, 0))
+    X = np.array([[[1.0, 1.0], [0.0, 0.0]], [[1.0, 1.0], [1.0, 0.0]]])
+    res = ts.att_svm_dense(X, np.array([[True, False], [True, True]]))
     assert np.allclose(res.p.numpy(), [1.0, 0.0], atol=1e-6)
-    assert not res.same_selection
-    assert dense.selection(X, res.p).tolist() == [[True, False, False]]
-    assert dense.selection(X, res.p, tol=2.5).tolist() == [[True, True, False]]
+
+
+def test_dense_and_token_problems_agree_on_ties():
+    # token 0 and 1 selected together in every sequence, token 2 unselected
+    batch = ts.RaggedBatch.from_sequences([[0, 1, 2], [1, 0, 2, 2]], [1, -1], vocab_size=3)
+    E = torch.tensor([[2.0, 1.0, 0.0], [1.0, 0.0, 0.5], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    sel = batch.ids < 2
+    token = ts.max_margin_for_selection(E, batch, sel)
+    X, mask = dense.features(E, batch)
+    sel_dense = torch.zeros_like(mask)
+    sel_dense[mask] = sel
+    res = ts.att_svm_dense(X, sel_dense, mask=mask)
+    assert float((res.p - token.p).norm()) < 1e-6 and token.max_tie_gap < 1e-7
 
 
 @pytest.mark.parametrize(

@@ -140,3 +140,82 @@ def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
     E[1] = E[0]
     with pytest.raises(InfeasibleSVMError):
         ts.max_margin(E, np.array([[0, 1], [2, 3]]), form=form)
+
+
+def _brute_ties(batch, selected):
+    out = set()
+    sel = selected.tolist()
+    pos = 0
+    for seq in batch.to_lists():
+        flags = sel[pos : pos + len(seq)]
+        pos += len(seq)
+        S = sorted({s for s, f in zip(seq, flags, strict=True) if f})
+        out |= {(S[0], r) for r in S[1:]}
+    return out
+
+
+def test_ties_match_brute_force(small):
+    data, model = small
+    b = data.batch
+    for tol in (1e-9, 0.3, 5.0):
+        sel = ts.statistics.selection(b, model.scores(), tol=tol)
+        ties = ts.selection_ties(b, sel)
+        assert {tuple(t) for t in ties.tolist()} == _brute_ties(b, sel)
+        assert ties.shape[1] == 2 and np.all(ties[:, 0] < ties[:, 1])
+    # one token per sequence (the important one, possibly repeated): no ties
+    assert ts.selection_ties(b, data.important_occurrences).shape == (0, 2)
+
+
+def test_ties_are_equality_constraints():
+    """Tokens 0 and 1 are selected together: the solution gives them equal scores, agrees with a direct
+    cvxpy formulation with the equalities, and differs from the problem without them."""
+    batch = ts.RaggedBatch.from_sequences([[0, 1, 2], [0, 3], [1, 4, 2]], [1, -1, 1], vocab_size=5)
+    E = ts.AttentionModel.init(5, 8, seed=3).E
+    sel = batch.ids <= 1
+    svm = ts.max_margin_for_selection(E, batch, sel)
+    assert svm.ties.tolist() == [[0, 1]] and svm.max_tie_gap < 1e-8
+    En = E.numpy()
+    p = cp.Variable(8)
+    cons = [(En[s] - En[s2]) @ p >= 1 for s, s2 in svm.pairs] + [(En[0] - En[1]) @ p == 0]
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(
+        solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10
+    )
+    assert np.allclose(svm.p.numpy(), p.value, atol=1e-6)
+    dense_form = ts.max_margin(E, svm.pairs, svm.ties, form="dense")
+    assert np.allclose(dense_form.p.numpy(), svm.p.numpy(), atol=1e-6)
+    free = ts.max_margin(E, svm.pairs)
+    assert abs(float((E[0] - E[1]) @ free.p)) > 1e-3 and free.norm < svm.norm
+    res, lam = ts.maxmargin.kkt_residual(E, svm)
+    assert res < 1e-5 and np.all(lam >= 0)
+    with pytest.raises(InvalidParameterError, match="derives the ties"):
+        ts.max_margin_for_selection(E, batch, sel, ties=svm.ties)
+
+
+def test_a_pair_between_tied_tokens_is_infeasible():
+    E = torch.eye(4, dtype=torch.float64)
+    with pytest.raises(InfeasibleSVMError, match="tied"):
+        ts.max_margin(E, np.array([[0, 1], [2, 3]]), ties=np.array([[0, 1]]))
+    # a cycle only through a tie: 0 > 2, 2 > 1, 1 = 0
+    with pytest.raises(InfeasibleSVMError, match="cycle") as info:
+        ts.max_margin(E, np.array([[0, 2], [2, 1]]), ties=np.array([[0, 1]]))
+    assert info.value.cycle[0] == info.value.cycle[-1]
+    with pytest.raises(InvalidParameterError, match="ties"):
+        ts.max_margin(E, np.array([[0, 2]]), ties=np.array([[0, 9]]))
+
+
+def test_closed_form_by_width_rows_and_trend():
+    data = ts.synthetic.assumption1_pairs(n_pairs=30, n_important=2, n_irrelevant=8, length=5, seed=1)
+    imp = data.important
+    rows = ts.maxmargin.closed_form_by_width(data.batch, imp, [32, 512], [0, 1], eta0=60.0)
+    assert list(rows.columns) == ["d", "seed", "max_dev", "imp_mean", "irr_mean", "norm"]
+    assert rows[["d", "seed"]].values.tolist() == [[32, 0], [32, 1], [512, 0], [512, 1]]
+    by_d = rows.groupby("d").max_dev.mean()
+    assert by_d[512] < by_d[32]  # closer to the closed form when wider
+    # one row by hand
+    E = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 32, seed=1), data.batch, 60.0).E
+    svm = ts.max_margin_for_selection(E, data.batch, data.important_occurrences)
+    assert rows.norm.iloc[1] == pytest.approx(svm.norm, rel=1e-6)
+    with pytest.raises(InvalidParameterError, match="important"):
+        ts.maxmargin.closed_form_by_width(data.batch, imp.numpy(), [32], [0], eta0=60.0)
+    with pytest.raises(InvalidParameterError, match="eta0"):
+        ts.maxmargin.closed_form_by_width(data.batch, imp, [32], [0], eta0=0.0)

@@ -163,3 +163,24 @@ def test_unreadable_or_foreign_checkpoint_is_refused(tmp_path):
             data.batch,
             ts.TrainSettings(steps=2, checkpoint=old, progress=False, lr=1e-2, eval_every=10, checkpoint_every=50),
         )
+
+
+def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
+    from tokensel.training.phases import cosine, implicit_flow
+
+    data = ts.synthetic.assumption1_pairs(20, 2, 8, length=5, seed=0)
+    m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 24, seed=0), data.batch, 50.0)
+    a, b = m.copy(), m.copy()
+    fa = implicit_flow(a, data.batch, 1e6, records=4).to_frame()
+    ts.gradient_flow(b, data.batch, 1e6, records=4)
+    assert cosine(a.p, b.p) > 0.999 and abs(float(a.p.norm()) / float(b.p.norm()) - 1) < 0.05
+    assert fa.t.iloc[-1] == 1e6 and fa.loss.is_monotonic_decreasing
+    # two tokens selected together: their score gap settles at ln(-u_b / u_a), where the shared sequences' output is 0
+    co = ts.synthetic.co_selected(16, pools=(4, 2, 2), length=5, seed=0)
+    m = ts.one_step(ts.AttentionModel.init(co.batch.vocab_size, 16, seed=0), co.batch, 100.0)
+    u = m.values()
+    implicit_flow(m, co.batch, 1e6, records=2)
+    assert abs(float(m.scores()[0] - m.scores()[1]) - float(torch.log(-u[1] / u[0]))) < 1e-4
+    assert float(m.p.norm()) > 5
+    with pytest.raises(ts.InvalidParameterError, match="growth"):
+        implicit_flow(m, co.batch, 1.0, growth=1.0)

@@ -78,3 +78,49 @@ def test_assumption1_pairs_with_several_important_tokens_per_sequence():
     assert torch.equal(one.batch.ids, ts.synthetic.assumption1_pairs(30, 3, 10, 6, 1, per_sequence=1).batch.ids)
     with pytest.raises(InvalidBatchError, match="n_important"):
         ts.synthetic.assumption1_pairs(n_pairs=5, n_important=2, n_irrelevant=4, per_sequence=3)
+
+
+def test_eq15_tokens_law_and_assumption1_frequency():
+    data = ts.synthetic.eq15_tokens(400, 3, 30, length=8, seed=0)
+    S = 36
+    assert "delta_tilde=0.9722" in data.description  # (|S| - 1) / |S| by default
+    roles = data.planted[data.batch.ids.numpy()]
+    labels = data.batch.labels.numpy()[data.batch.seg.numpy()]
+    assert np.all((roles == 0) | (roles == labels))  # polar tokens only with their own label
+    assert abs(float((roles == 0).mean()) - (S - 1) / S) < 0.02
+    rep = ts.synthetic.assumption1_report(data)
+    expected = 8 / S * ((S - 1) / S) ** 7  # Binomial(8, 1/36) = 1
+    assert abs(rep["one_each"] - expected) < 0.06 and rep["complete"] and not rep["holds"]
+    assert ts.synthetic.assumption1_report(ts.synthetic.theory_pairs())["holds"]
+    freq = ts.synthetic.assumption1_frequency([0, 1, 2], n=20, n_polar=1, n_irrelevant=2, length=2, delta_tilde=0.0)
+    assert list(freq.seed) == [0, 1, 2] and not freq.holds.any()  # two polar tokens per sequence
+    with pytest.raises(ts.InvalidBatchError, match="delta_tilde"):
+        ts.synthetic.eq15_tokens(10, 1, 2, delta_tilde=1.5)
+    with pytest.raises(ts.InvalidBatchError, match="seeds="):
+        ts.synthetic.assumption1_frequency([0], seed=3, n=4, n_polar=1, n_irrelevant=2)
+    with pytest.raises(ts.InvalidBatchError, match="planted roles"):
+        ts.synthetic.assumption1_report(ts.synthetic.independent_tokens(10, 10))
+
+
+def test_co_selected_layout():
+    data = ts.synthetic.co_selected(8, pools=(3, 2, 2), length=5, seed=0)
+    seqs, labels = data.batch.to_lists(), data.batch.labels.tolist()
+    assert len(seqs) == 16 and all(len(s) == 5 for s in seqs)
+    a, b, e, c = (ts.synthetic.CO_SELECTED_TOKENS[k] for k in "abec")
+    assert seqs[0][0] == a and seqs[1][0] == c and seqs[2][0] == e and seqs[3][0] == b
+    assert seqs[6][:2] == [a, b] == seqs[7][:2] and labels[6:8] == [1, -1] and seqs[6] == seqs[7]
+    pool = {4 + k for k in range(3)}
+    assert set(seqs[0][1:]) <= pool  # pool A
+    alpha = ts.statistics.alpha(data.batch)
+    assert float(alpha[7:].abs().max()) < 1e-15 and alpha[a] > 0 > alpha[b]
+    assert ts.synthetic.assumption1_report(data)["max_alpha_irrelevant"] < 1e-15
+
+
+def test_eq15_summary_rows():
+    table = ts.synthetic.eq15_summary({"half": 0.5, "most": 0.9}, [0, 1], n=40, n_polar=2, n_irrelevant=6, length=4)
+    assert list(table.index) == ["half", "most"]
+    assert table.loc["half", "binomial"] == pytest.approx(4 * 0.5 * 0.5**3)
+    assert table.loc["most", "se"] == pytest.approx(np.sqrt(0.2916 * 0.7084 / 80), rel=1e-3)
+    assert (table.holds == 0).all() and (table.min_alpha_irrelevant > 0).all()
+    with pytest.raises(ts.InvalidBatchError, match="delta_tildes"):
+        ts.synthetic.eq15_summary({}, [0], n=4, n_polar=1, n_irrelevant=2, length=3)

@@ -122,23 +122,47 @@ def test_wkq_read_out_and_training_reduces_loss():
 
 
 def test_mlp_placements():
-    """The residual head adds v^T z to the MLP head; only the 'v trained' head moves v; token values are
-    the head's output at a lone token."""
+    """The residual head adds v^T z to the MLP head; the 'v trained' and 'v as output layer' heads move v, the
+    others do not; token values are the head's output at a lone token."""
     data = ts.synthetic.independent_tokens(100, 20, length=(3, 9), delta=0.9, seed=1)
-    plain, res, tv = (
+    assert ts.models.variants.MLP_PLACEMENTS == ("mlp", "mlp_residual", "mlp_trained_v", "mlp_output")
+    plain, res, tv, out = (
         ts.models.variants.make(k, 20, 8, seed=0, dtype=torch.float64) for k in ts.models.variants.MLP_PLACEMENTS
     )
     z = torch.randn(5, 8, dtype=torch.float64)
     assert torch.allclose(res.head(z), plain.head(z) + z @ plain.v)
-    assert torch.allclose(plain.token_values(), plain.head(plain.E))
+    assert torch.allclose(out.head(z), torch.relu(z @ out.W1.T) @ out.v)
+    assert set(out.matrices) == {"W1"} and torch.equal(out.W1, plain.W1)  # the same He draw for W1
+    for m in (plain, out):
+        assert torch.allclose(m.token_values(), m.head(m.E))
     two = ts.models.variants.make("two_layer", 20, 8, seed=0)
     assert torch.equal(two.token_values(), two.values())
     ids, mask = ts.models.variants.padded(data.batch)
-    assert torch.allclose(res.forward(data.batch), res.forward_reference(ids, mask))
+    for m in (res, out):
+        assert torch.allclose(m.forward(data.batch), m.forward_reference(ids, mask))
     v0 = tv.v.clone()
-    for m in (plain, tv):
+    for m in (plain, tv, out):
         ts.train_variant(m, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=5, progress=False))
     assert torch.equal(plain.v, v0) and not torch.equal(tv.v, v0) and not tv.v.requires_grad
+    assert not torch.equal(out.v, v0) and not out.v.requires_grad
+
+
+def test_mlp_output_sparse_path_has_the_reference_gradients():
+    data = ts.synthetic.independent_tokens(40, 15, length=(2, 9), delta=0.8, seed=2)
+    m = ts.models.variants.make("mlp_output", 15, 6, seed=1, dtype=torch.float64)
+    params = [m.E, m.p, m.W1, m.v]
+    for t in params:
+        t.requires_grad_(True)
+    m.p.data *= 5.0
+
+    def grads(f):
+        loss = torch.nn.functional.softplus(-f).square().sum()
+        return [loss.detach(), *torch.autograd.grad(loss, params)]
+
+    sparse = grads(m.forward_prepared(*m.prepare(data.batch)))
+    dense = grads(m.forward_reference(*ts.models.variants.padded(data.batch)))
+    for a, b in zip(sparse, dense, strict=True):
+        assert torch.allclose(a, b, atol=1e-11)
 
 
 def test_chunked_accumulation_is_the_full_batch_gradient():

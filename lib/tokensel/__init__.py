@@ -25,6 +25,7 @@ from .analysis.maxmargin import (
     max_margin_for_selection,
     max_margin_scores,
     selection_pairs,
+    selection_ties,
 )
 from .book import checks, display, plots, replication
 from .book.checks import check, end_chapter, start_chapter
@@ -46,7 +47,7 @@ from .models.attention import AttentionModel, MultiClassAttentionModel
 from .models.gradients import Gradients, autograd_gradients, gradients, p_gradient
 from .seeding import generator, rng, seed_everything
 from .training.loop import Trajectory
-from .training.phases import cosine, gradient_flow, one_step, train_joint, train_p, train_p_v
+from .training.phases import cosine, gradient_flow, implicit_flow, one_step, train_joint, train_p, train_p_v
 from .training.settings import TrainSettings
 from .training.variants import train_variant
 from .version import __version__  # noqa: F401 (the package version)
@@ -93,6 +94,7 @@ __all__ = [
     "Trajectory",
     "cosine",
     "gradient_flow",
+    "implicit_flow",
     "one_step",
     "train_joint",
     "train_p",
@@ -105,6 +107,7 @@ __all__ = [
     "max_margin_for_selection",
     "max_margin_scores",
     "selection_pairs",
+    "selection_ties",
     # dense token features (the max-margin attention literature's notation)
     "att_svm_dense",
     "att_svm_kq",

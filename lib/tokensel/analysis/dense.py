@@ -22,14 +22,18 @@ Conventions (what the token formulation of :mod:`tokensel.analysis.maxmargin` do
   absolute tolerance ``tol`` (default ``1e-9``) of their sequence's maximum, as
   :func:`tokensel.analysis.statistics.selection` does for tokens. The literature's single optimal token per
   sequence, ``opt_i``, is passed as an int array of shape ``(n,)``.
-* **Two distinct selected positions of one sequence.** The problem puts no constraint between them:
-  each must beat every unselected position of its sequence by the margin 1, but their own scores may
-  differ at the solution, so the selection made by the solution (within a tie tolerance) can be a
-  strict subset of the one asked for (``same_selection`` of the result says whether it is). Two
-  positions with equal features, one selected and one not, make the problem infeasible.
-* **Infeasibility.** The constraints have no solution exactly when some convex combination of the
-  differences ``a_i - b_i`` is zero, with ``a_i`` in the convex hull of sequence ``i``'s selected
-  features and ``b_i`` in that of its unselected ones (Gordan's alternative). A linear programme finds
+* **Two distinct selected positions of one sequence tie.** The problem asks ``p^T x_{i,t} = p^T x_{i,r}``
+  for any two selected positions ``t, r`` of sequence ``i``, besides the margin 1 over every unselected
+  position: a limit direction that selects both gives them the same score, and the gradient flow's limit
+  direction solves the problem with these equality constraints (chapter 05 derives it). Without them the
+  solution could rank ``t`` above ``r`` and select ``t`` alone. So the selection made by the solution (within
+  a tie tolerance) is the one asked for whenever the problem is feasible (``same_selection``), and two
+  selected positions whose features differ can make it infeasible where the inequalities alone are not.
+  Two positions with equal features, one selected and one not, make the problem infeasible.
+* **Infeasibility.** The constraints have no solution exactly when some non-negative combination of the
+  differences ``a_i - b_i``, not all zero, is zero, with ``a_i`` in the affine hull of sequence ``i``'s
+  selected features and ``b_i`` in the convex hull of its unselected ones (Farkas' lemma; the affine hull,
+  not the convex one, because the selected scores are equal rather than bounded below). A linear programme finds
   such a combination; the :class:`~tokensel.errors.InfeasibleSVMError` names its sequences
   (``error.sequences``): a set whose constraints cannot hold together, not necessarily the smallest one.
 """
@@ -127,15 +131,16 @@ def selection(X, p, mask=None, tol: float = DEFAULT_TOL) -> torch.Tensor:
 
 def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
     """Sequences whose constraints cannot hold together (an LP certificate), or None when the problem is
-    feasible. ``F`` is (n, T, D); ``sel``/``uns`` boolean (n, T), only sequences with both."""
+    feasible. ``F`` is (n, T, D); ``sel``/``uns`` boolean (n, T); the sequences named are those whose
+    multipliers in the certificate are not zero."""
     import scipy.sparse as sp
     from scipy.optimize import linprog
 
     n, T, D = F.shape
     (si, st), (ui, ut) = np.nonzero(sel), np.nonzero(uns)
     k_s, k_u = len(si), len(ui)
-    # variables: lambda (selected positions) >= 0, mu (unselected) >= 0
-    # sum_i sum_t lambda x - sum mu x = 0 (D rows); per sequence sum lambda - sum mu = 0; sum lambda = 1
+    # variables: lambda (selected positions, free sign: their scores are tied, not bounded), mu (unselected)
+    # >= 0; sum_i sum_t lambda x - sum mu x = 0 (D rows); per sequence sum lambda - sum mu = 0; sum mu = 1
     geo = sp.hstack([sp.csr_matrix(F[si, st].T), sp.csr_matrix(-F[ui, ut].T)])
     per_seq = sp.hstack(
         [
@@ -143,7 +148,7 @@ def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
             sp.csr_matrix((-np.ones(k_u), (ui, np.arange(k_u))), shape=(n, k_u)),
         ]
     )
-    total = sp.csr_matrix(np.r_[np.ones(k_s), np.zeros(k_u)][None, :])
+    total = sp.csr_matrix(np.r_[np.zeros(k_s), np.ones(k_u)][None, :])
     A = sp.vstack([geo, per_seq, total]).tocsr()
     b = np.r_[np.zeros(D + n), 1.0]
     scale = max(1.0, float(np.abs(F).max()))
@@ -151,7 +156,7 @@ def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
         np.zeros(k_s + k_u),
         A_eq=A,
         b_eq=b * 1.0,
-        bounds=(0, None),
+        bounds=[(None, None)] * k_s + [(0, None)] * k_u,
         method="highs",
         options={"primal_feasibility_tolerance": 1e-9 * scale},
     )
@@ -160,14 +165,15 @@ def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
     if res.status != 0:
         raise SolverError(f"the feasibility test of the ATT-SVM stopped ({res.message}): feasibility is unknown")
     weight = np.zeros(n)
-    np.add.at(weight, si, res.x[:k_s])
+    np.add.at(weight, ui, res.x[k_s:])
+    np.add.at(weight, si, np.abs(res.x[:k_s]))
     return np.flatnonzero(weight > 1e-9).tolist()
 
 
 def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, solver: str, solver_opts: dict):
     """The ATT-SVM on features ``F`` (n, T, D) with the solution reshaped to ``shape``: one variable per
-    sequence for its lowest selected score and one for its highest unselected score, so the problem has
-    O(n T) constraints instead of one per (selected, unselected) pair."""
+    sequence for its selected positions' common score and one for its highest unselected score, so the
+    problem has O(n T) constraints instead of one per (selected, unselected) pair."""
     import cvxpy as cp
 
     uns = mask & ~sel
@@ -175,21 +181,23 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
     if rows.size == 0:
         raise InvalidArgumentError("no sequence has an unselected position: the problem has no constraint")
     pairs = int((sel.sum(1) * uns.sum(1)).sum())
-    conflict = _farkas_conflict(F[rows], sel[rows], uns[rows])
+    # sequences with two or more selected positions tie them even without an unselected position
+    keep = np.flatnonzero(uns.any(1) | (sel.sum(1) > 1))
+    conflict = _farkas_conflict(F[keep], sel[keep], uns[keep])
     if conflict is not None:
-        seqs = [int(rows[i]) for i in conflict]
+        seqs = [int(keep[i]) for i in conflict]
         raise InfeasibleSVMError(
-            f"the ATT-SVM has no solution: sequences {seqs} conflict (a convex combination of their selected minus "
-            "unselected features is zero, so no p puts every selected position above every unselected one); "
-            "change the selection of these sequences or drop them",
+            f"the ATT-SVM has no solution: sequences {seqs} conflict (a combination of their selected minus "
+            "unselected features is zero, so no p puts every selected position above every unselected one with "
+            "the selected positions of each sequence tied); change the selection of these sequences or drop them",
             sequences=seqs,
         )
-    (si, st), (ui, ut) = np.nonzero(sel & uns.any(1, keepdims=True)), np.nonzero(uns)
+    (si, st), (ui, ut) = np.nonzero(sel), np.nonzero(uns)
     local = np.full(len(sel), -1)
     local[rows] = np.arange(rows.size)
     p = cp.Variable(F.shape[2])
-    lo, hi = cp.Variable(rows.size), cp.Variable(rows.size)
-    constraints = [F[si, st] @ p >= lo[local[si]], F[ui, ut] @ p <= hi[local[ui]], lo - hi >= 1]
+    top, hi = cp.Variable(len(sel)), cp.Variable(rows.size)
+    constraints = [F[si, st] @ p == top[si], F[ui, ut] @ p <= hi[local[ui]], top[rows] - hi >= 1]
     if norm == "nuc":
         objective = cp.normNuc(cp.reshape(p, shape, order="C"))
     else:
@@ -233,8 +241,8 @@ def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opt
     ``X``: features, shape ``(n, T, d)`` (numpy or torch); ``selected``: a boolean ``(n, T)`` array (e.g.
     :func:`selection`) or the index ``opt_i`` of one selected position per sequence, shape ``(n,)``;
     ``mask``: boolean ``(n, T)``, True at real positions (default: all). A sequence without an unselected
-    position adds no constraint. Two selected positions of one sequence are not compared with each other
-    (see the module's conventions). Raises :class:`~tokensel.errors.InfeasibleSVMError` naming the
+    position adds no constraint. Two selected positions of one sequence get equal scores (see the module's
+    conventions). Raises :class:`~tokensel.errors.InfeasibleSVMError` naming the
     conflicting sequences (``error.sequences``) when no ``p`` exists; with a shared token table ``E`` and
     ``X = E[ids]`` this is the problem :func:`tokensel.max_margin` solves on token pairs.
     """

@@ -4,30 +4,51 @@
                                 s in S_X and every unselected token s' of X.
 
 The constraints depend only on token pairs ``(s, s')``: :func:`selection_pairs` de-duplicates them
-(at most |S|^2, whatever ``n``). :func:`max_margin` solves the problem with cvxpy and Clarabel in one
-of two equivalent forms:
+(at most |S|^2, whatever ``n``).
+
+**Two distinct selected tokens of one sequence tie.** When a sequence's selection holds two distinct
+tokens ``s, r``, the problem also asks ``p^T (E_s - E_r) = 0``: a limit direction ``p_bar`` that selects
+both gives them the same score (that is what "both selected" means), and the gradient flow's limit
+solves the problem with these equality constraints (chapter 05 derives it; without them the solution
+may rank ``s`` above ``r`` and select ``s`` alone). :func:`selection_ties` lists these pairs;
+:func:`max_margin_for_selection` imposes them; :func:`max_margin` takes them as ``ties``.
+
+:func:`max_margin` solves the problem with cvxpy and Clarabel in one of two equivalent forms:
 
 * ``form="sparse"`` (default): token scores are variables, ``c = E_U p`` for the used tokens ``U``,
   and each pair constraint ``c_s - c_s' >= 1`` has two non-zeros;
 * ``form="dense"``: one dense row ``(E_s - E_s')^T`` per pair (the straightforward formulation).
 
 Feasibility: the pair constraints alone are infeasible iff the directed graph ``s -> s'`` has a
-cycle (the constraints around it add up to ``0 >= length``); :func:`find_cycle` finds one and the
-error reports it. Without a cycle and with linearly independent rows ``E_U`` (generic when
-``|U| <= d``) the problem is feasible.
+cycle (the constraints around it add up to ``0 >= length``), after tied tokens are merged into one
+node; :func:`find_cycle` finds one and the error reports it. Without a cycle and with linearly
+independent rows ``E_U`` (generic when ``|U| <= d``) the problem is feasible; with ``d < |U|`` it may
+not be, and the solver's verdict is checked (:class:`~tokensel.errors.InfeasibleSVMError`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
-from ..validation import Bool, Choice, Constraint, Instance, Real, Tensor, Text, check_int_array, declare, unchecked
+from ..errors import ArgumentTypeError, InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
+from ..validation import (
+    Bool,
+    Choice,
+    Constraint,
+    Instance,
+    Real,
+    Tensor,
+    Text,
+    check_int_array,
+    check_real,
+    declare,
+    unchecked,
+)
 
 
 class Pairs(Constraint):
@@ -69,10 +90,13 @@ class SVMResult:
     total_time: float  # seconds including cvxpy's problem compilation
     min_margin: float  # min over pairs of p_mm^T (E_s - E_s')
     active: int  # pairs with margin within 1e-6 of 1
+    ties: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))  # (m, 2) tied tokens
+    max_tie_gap: float = 0.0  # max over ties of |p_mm^T (E_s - E_r)| (0 up to the solver's accuracy)
 
     def summary(self) -> str:
+        tied = f", {len(self.ties)} ties" if len(self.ties) else ""
         return (
-            f"ATT-SVM ({self.form}): {len(self.pairs)} pairs over {len(self.tokens)} tokens, "
+            f"ATT-SVM ({self.form}): {len(self.pairs)} pairs{tied} over {len(self.tokens)} tokens, "
             f"status {self.status}, ||p_mm|| = {self.norm:.6g}, min margin {self.min_margin:.6f}, "
             f"{self.active} active constraints, {self.total_time:.2f} s"
         )
@@ -105,6 +129,49 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     return torch.stack([pair_key // S, pair_key % S], 1).numpy()
 
 
+@declare(error=InvalidParameterError, batch=Batch(), selected=SELECTED)
+def selection_ties(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
+    """The equality constraints ``p^T (E_s - E_r) = 0`` of the max-margin problem (see the module's docstring):
+    de-duplicated pairs ``(s, r)``, ``s < r``, that tie every distinct token a sequence selects to the smallest
+    one it selects (the other equalities among them follow).
+
+    ``selected`` as in :func:`selection_pairs`. Returns an int64 array of shape ``(m, 2)``, sorted (``m = 0``
+    when every sequence selects one token, possibly at several positions)."""
+    selection_pairs(batch, selected)  # the same checks of batch and mask
+    S = batch.vocab_size
+    seg, ids = batch.seg.cpu()[selected.cpu()], batch.ids.cpu()[selected.cpu()]
+    key = torch.unique(seg * S + ids)  # sorted: by sequence, then token
+    seq, tok = key // S, key % S
+    first = torch.ones_like(seq, dtype=torch.bool)
+    first[1:] = seq[1:] != seq[:-1]
+    start = torch.cummax(torch.where(first, torch.arange(len(seq)), 0), 0).values
+    # tie every selected token of a sequence to that sequence's smallest selected token: enough, since
+    # equality is transitive
+    later = ~first
+    a, b = tok[start[later]], tok[later]
+    if a.numel() == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    pair_key = torch.unique(torch.minimum(a, b) * S + torch.maximum(a, b))
+    return torch.stack([pair_key // S, pair_key % S], 1).numpy()
+
+
+def _tie_groups(ties: np.ndarray, size: int) -> np.ndarray:
+    """The representative of every token after merging tied tokens (union-find): ``root[s]``."""
+    root = np.arange(size)
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for a, b in ties.tolist():
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            root[max(ra, rb)] = min(ra, rb)
+    return np.array([find(x) for x in range(size)])
+
+
 @declare(error=InvalidParameterError, pairs=PAIRS)
 def find_cycle(pairs: np.ndarray):
     """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
@@ -134,6 +201,39 @@ def find_cycle(pairs: np.ndarray):
     return None
 
 
+def _check_pairs(pairs, name: str = "pairs", empty: bool = False) -> np.ndarray:
+    try:
+        pairs = check_int_array(pairs, name, error=InvalidParameterError)
+    except ArgumentTypeError as exc:
+        raise InvalidParameterError(str(exc)) from None
+    if empty and pairs.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+        raise InvalidParameterError(
+            f"{name} must be a {'' if empty else 'non-empty '}(k, 2) array of token ids, got shape {pairs.shape}"
+        )
+    return pairs
+
+
+def _check_ties(ties, pairs: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ties`` checked, and the pairs mapped to the representatives of the tied groups (:func:`_tie_groups`);
+    raises :class:`InfeasibleSVMError` when a pair orders two tied tokens or the merged graph has a cycle."""
+    ties = _check_pairs(np.zeros((0, 2), dtype=np.int64) if ties is None else ties, "ties", empty=True)
+    if len(ties) and (ties.min() < 0 or ties.max() >= size):
+        raise InvalidParameterError(f"ties: token ids must lie in 0..{size - 1}")
+    root = _tie_groups(ties, size)
+    merged = root[pairs]
+    inside = merged[:, 0] == merged[:, 1]
+    if np.any(inside):
+        s, s2 = (int(t) for t in pairs[inside][0])
+        raise InfeasibleSVMError(
+            f"the selection is infeasible: tokens {s} and {s2} are tied (both selected in one sequence) but the "
+            f"pair ({s}, {s2}) asks c_{s} - c_{s2} >= 1 (one selected and the other not in another sequence)",
+            cycle=[s, s2, s],
+        )
+    return ties, merged
+
+
 @declare(solver=Text())
 def installed_solver(solver: str) -> str:
     """The cvxpy name of ``solver`` (a name such as ``"clarabel"``) when cvxpy has it installed, else a
@@ -160,7 +260,9 @@ def _solve(prob, solver: str, **opts) -> None:
         raise SolverError(f"the solver {solver} refused its options {sorted(opts)} ({exc})") from exc
 
 
-def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_opts: dict, d: int) -> None:
+def _confirm_infeasible(
+    En: np.ndarray, pairs: np.ndarray, ties: np.ndarray, solver: str, solver_opts: dict, d: int
+) -> None:
     """Check a solver's "infeasible" on the scale-free form of the problem before believing it.
 
     ``(E_s - E_s')^T p >= 1`` for every pair has a solution iff the unit rows ``m_k / |m_k|`` admit one
@@ -174,7 +276,10 @@ def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_o
     if np.any(norms == 0):  # two identical embeddings: p^T 0 >= 1 is impossible, exactly
         return
     q = cp.Variable(d)
-    unit = cp.Problem(cp.Minimize(cp.sum_squares(q)), [(M / norms[:, None]) @ q >= 1])
+    cons = [(M / norms[:, None]) @ q >= 1]
+    if len(ties):
+        cons.append((En[ties[:, 0]] - En[ties[:, 1]]) @ q == 0)
+    unit = cp.Problem(cp.Minimize(cp.sum_squares(q)), cons)
     _solve(unit, solver, verbose=False, **solver_opts)
     if unit.status in ("optimal", "optimal_inaccurate") and q.value is not None:
         raise SolverError(
@@ -195,18 +300,20 @@ def _confirm_infeasible(En: np.ndarray, pairs: np.ndarray, solver: str, solver_o
 def max_margin(
     E: torch.Tensor,
     pairs: np.ndarray,
+    ties: np.ndarray | None = None,
     form: str = "sparse",
     solver: str = "CLARABEL",
     verbose: bool = False,
     **solver_opts,
 ) -> SVMResult:
-    """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy.
+    """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy, with the equality
+    constraints ``p^T (E_s - E_r) = 0`` of the tied tokens ``ties`` (from :func:`selection_ties`; none by
+    default).
 
     Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
-    offending cycle when the pair graph has one).
+    offending cycle when the pair graph, tied tokens merged, has one).
     """
     import cvxpy as cp
-    import scipy.sparse as sp
 
     solver = installed_solver(solver)
     S, d = E.shape
@@ -217,28 +324,28 @@ def max_margin(
             "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
             cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2,
         )
-    cycle = unchecked(find_cycle)(pairs)
+    ties, merged = _check_ties(ties, pairs, S)
+    cycle = unchecked(find_cycle)(merged)
     if cycle is not None:
         raise InfeasibleSVMError(
             f"the selection is infeasible: the pair constraints around the cycle {cycle} of tokens "
-            f"add up to 0 >= {len(cycle) - 1}",
+            + ("(tied tokens merged) " if len(ties) else "")
+            + f"add up to 0 >= {len(cycle) - 1}",
             cycle=cycle,
         )
     En = E.detach().cpu().numpy().astype(np.float64)
-    tokens = np.unique(pairs)
+    tokens = np.unique(np.concatenate([pairs.ravel(), ties.ravel()]))
     p = cp.Variable(d)
     if form == "sparse":
-        local = np.searchsorted(tokens, pairs)
-        k, m = len(pairs), len(tokens)
-        D = sp.csr_matrix(
-            (np.r_[np.ones(k), -np.ones(k)], (np.r_[np.arange(k), np.arange(k)], np.r_[local[:, 0], local[:, 1]])),
-            shape=(k, m),
-        )
-        c = cp.Variable(m)
-        constraints = [En[tokens] @ p == c, D @ c >= 1]
+        local, tl = np.searchsorted(tokens, pairs), np.searchsorted(tokens, ties)
+        c = cp.Variable(len(tokens))
+        constraints = [En[tokens] @ p == c, _difference(local, len(tokens)) @ c >= 1]
+        if len(ties):
+            constraints.append(_difference(tl, len(tokens)) @ c == 0)
     else:
-        M = En[pairs[:, 0]] - En[pairs[:, 1]]
-        constraints = [M @ p >= 1]
+        constraints = [(En[pairs[:, 0]] - En[pairs[:, 1]]) @ p >= 1]
+        if len(ties):
+            constraints.append((En[ties[:, 0]] - En[ties[:, 1]]) @ p == 0)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints)
     if solver == "CLARABEL":
         for key in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
@@ -247,7 +354,7 @@ def max_margin(
     _solve(prob, solver, verbose=verbose, **solver_opts)
     total = time.perf_counter() - t0
     if prob.status in ("infeasible", "infeasible_inaccurate"):
-        _confirm_infeasible(En, pairs, solver, solver_opts, d)
+        _confirm_infeasible(En, pairs, ties, solver, solver_opts, d)
         raise InfeasibleSVMError(
             f"the ATT-SVM has no solution (solver status {prob.status!r}) for {len(pairs)} pairs over "
             f"{len(tokens)} tokens in d = {d}: the required score order cannot be realised by any p"
@@ -260,6 +367,7 @@ def max_margin(
         )
     pv = np.asarray(p.value, dtype=np.float64)
     margins = (En[pairs[:, 0]] - En[pairs[:, 1]]) @ pv
+    tie_gaps = np.abs((En[ties[:, 0]] - En[ties[:, 1]]) @ pv) if len(ties) else np.zeros(0)
     stats = prob.solver_stats
     solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None else total
     return SVMResult(
@@ -273,13 +381,29 @@ def max_margin(
         total_time=total,
         min_margin=float(margins.min()),
         active=int(np.sum(margins < 1 + 1e-6)),
+        ties=ties,
+        max_tie_gap=float(tie_gaps.max()) if len(tie_gaps) else 0.0,
     )
+
+
+def _difference(local: np.ndarray, m: int):
+    """The sparse (k x m) matrix whose row ``j`` is ``e_{local[j, 0]} - e_{local[j, 1]}``."""
+    import scipy.sparse as sp
+
+    k = len(local)
+    rows = np.r_[np.arange(k), np.arange(k)]
+    return sp.csr_matrix((np.r_[np.ones(k), -np.ones(k)], (rows, np.r_[local[:, 0], local[:, 1]])), shape=(k, m))
 
 
 @declare(error=InvalidParameterError, batch=Batch(), E=EMBEDDINGS, selected=SELECTED)
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
-    """:func:`max_margin` for the pairs of a flat selection mask."""
-    return max_margin(E, selection_pairs(batch, selected), **kw)
+    """:func:`max_margin` for the pairs of a flat selection mask, with its ties (:func:`selection_ties`): two
+    distinct tokens selected in one sequence get equal scores."""
+    if "ties" in kw:
+        raise InvalidParameterError(
+            "max_margin_for_selection derives the ties from the selection: pass no ties (or call max_margin)"
+        )
+    return max_margin(E, selection_pairs(batch, selected), selection_ties(batch, selected), **kw)
 
 
 @declare(error=InvalidParameterError, gram=Tensor("float", ndim=2, finite=True), pairs=PAIRS, solver=Text())
@@ -335,10 +459,12 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
 def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -> tuple[float, np.ndarray]:
     """How far ``result.p`` is from satisfying the KKT conditions of the ATT-SVM.
 
-    At the optimum ``p_mm = sum_k lambda_k (E_{s_k} - E_{s'_k})`` with ``lambda_k >= 0`` and ``lambda_k = 0``
-    off the active pairs (margin within ``active_tol`` of 1). Fits the multipliers on the active pairs by
-    non-negative least squares and returns ``(||p_mm - M_active^T lambda|| / ||p_mm||, lambda)``: near 0
-    (solver accuracy) at the optimum, of order one for a feasible ``p`` that is not optimal.
+    At the optimum ``p_mm = sum_k lambda_k (E_{s_k} - E_{s'_k}) + sum_j mu_j (E_{s_j} - E_{r_j})`` with
+    ``lambda_k >= 0``, ``lambda_k = 0`` off the active pairs (margin within ``active_tol`` of 1), and multipliers
+    ``mu_j`` of either sign for the ties ``(s_j, r_j)`` (``result.ties``). Fits the multipliers by non-negative
+    least squares (each ``mu_j`` as the difference of two non-negative ones) and returns
+    ``(||p_mm - M_active^T lambda - T^T mu|| / ||p_mm||, lambda)``: near 0 (solver accuracy) at the optimum, of
+    order one for a feasible ``p`` that is not optimal.
     """
     from scipy.optimize import nnls
 
@@ -350,5 +476,56 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
     active = M @ pv < 1 + active_tol
     if not active.any():
         return 1.0, np.zeros(0)
-    lam, resid = nnls(M[active].T, pv)
-    return float(resid / np.linalg.norm(pv)), lam
+    Tm = En[result.ties[:, 0]] - En[result.ties[:, 1]] if len(result.ties) else np.zeros((0, En.shape[1]))
+    k = int(active.sum())
+    coef, resid = nnls(np.vstack([M[active], Tm, -Tm]).T, pv)
+    return float(resid / np.linalg.norm(pv)), coef[:k]
+
+
+def closed_form_by_width(batch: RaggedBatch, important, widths, seeds, eta0: float):
+    """How close ``E_s^T p_mm`` comes to the closed form of chapter 05 (one important token per sequence) as
+    the width grows: for every width ``d`` in ``widths`` and seed in ``seeds``, one gradient step of size
+    ``eta0`` from ``AttentionModel.init(|S|, d, seed)``, then :func:`max_margin` for the selection of the
+    important tokens. ``important``: a boolean mask over the tokens. Returns a DataFrame with one row per
+    (``d``, ``seed``): ``max_dev`` (the largest ``|E_s^T p_mm - closed form|`` over the tokens), the mean scores
+    of the important and of the irrelevant tokens (``imp_mean``, ``irr_mean``) and ``norm`` (``||p_mm||``)."""
+    import pandas as pd
+
+    from ..models.attention import AttentionModel
+    from ..training.phases import one_step
+
+    if not isinstance(batch, RaggedBatch):
+        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
+    if (
+        not isinstance(important, torch.Tensor)
+        or important.dtype != torch.bool
+        or important.shape != (batch.vocab_size,)
+    ):
+        raise InvalidParameterError(f"important must be a boolean mask of shape ({batch.vocab_size},) over the tokens")
+    widths = [int(x) for x in check_int_array(np.asarray(widths), "widths", ndim=1, error=InvalidParameterError)]
+    seeds = [int(x) for x in check_int_array(np.asarray(seeds), "seeds", ndim=1, error=InvalidParameterError)]
+    if not widths or not seeds or min(widths) < 1 or min(seeds) < 0:
+        raise InvalidParameterError("widths must be positive integers and seeds non-negative integers, both non-empty")
+    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False, error=InvalidParameterError)
+    m_imp, m_irr = int(important.sum()), int((~important).sum())
+    if m_imp == 0 or m_irr == 0:
+        raise InvalidParameterError("important must mark some tokens and leave some irrelevant")
+    closed = torch.where(important, m_irr / (m_imp + m_irr), -m_imp / (m_imp + m_irr)).double()
+    pairs = selection_pairs(batch, important.to(batch.device)[batch.ids])
+    rows = []
+    for d in widths:
+        for s in seeds:
+            E = one_step(AttentionModel.init(batch.vocab_size, d, seed=s), batch, eta0).E
+            res = max_margin(E, pairs)
+            c = E @ res.p
+            rows.append(
+                dict(
+                    d=d,
+                    seed=s,
+                    max_dev=float((c - closed).abs().max()),
+                    imp_mean=float(c[important].mean()),
+                    irr_mean=float(c[~important].mean()),
+                    norm=res.norm,
+                )
+            )
+    return pd.DataFrame(rows)

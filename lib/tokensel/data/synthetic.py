@@ -11,6 +11,11 @@ plus the planted role of every token):
 * :func:`independent_tokens` — every position drawn independently given the label with
   token-specific class-conditional probabilities ``P(s | y) = (1 + delta * y * b_s) / |S|``; the knob
   ``delta`` in [0, 1] sets the token/label dependence (our analogue of the paper's Eq. 15).
+* :func:`eq15_tokens` — our reconstruction of the paper's Eq. 15 with its knob, the fraction ``delta_tilde``
+  of irrelevant draws; :func:`assumption1_report` and :func:`assumption1_frequency` say how often a draw
+  satisfies Assumption 1.
+* :func:`co_selected` — data on which the flow selects two distinct tokens of a sequence together
+  (partly polar tokens; chapter 05's equality-constrained max-margin problem).
 
 Token ids are laid out as ``[positive important | negative important | irrelevant]`` for the first
 two generators.
@@ -19,14 +24,18 @@ two generators.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from ..errors import InvalidBatchError
+from ..errors import ArgumentTypeError, InvalidBatchError
 from ..seeding import rng
-from ..validation import Either, Int, Pair, Real, Tensor, declare
+from ..validation import Either, Int, Pair, Real, Tensor, check_int, check_real, declare
 from .batch import RaggedBatch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -65,6 +74,14 @@ LENGTH = Either(
     Int(min=2, max=MAX_SIZE), Pair(Int(min=2, max=MAX_SIZE)), what="an int >= 2 or a (lo, hi) pair of ints >= 2"
 )
 FRACTION = Real(min=0.0, max=1.0, max_inclusive=False)
+
+
+def _check_pos_int(name, value, minimum=1):
+    """The inline check of the generators that take sizes inside lists or dicts (pools, seeds)."""
+    try:
+        return check_int(value, name, min=minimum, max=MAX_SIZE, error=InvalidBatchError)
+    except ArgumentTypeError as exc:
+        raise InvalidBatchError(str(exc)) from None
 
 
 def _lengths(length, count, gen):
@@ -351,3 +368,174 @@ def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tenso
     if torch.linalg.matrix_rank(G) < G.shape[0]:
         raise InvalidBatchError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
     return p0 + D.T @ torch.linalg.solve(G, target)
+
+
+def eq15_tokens(
+    n: int, n_polar: int, n_irrelevant: int, length=8, delta_tilde: float | None = None, seed: int = 0
+) -> SyntheticData:
+    """Our reconstruction of the paper's synthetic generator (its Eq. 15, which we do not have): tokens drawn
+    independently given the label, with the fraction ``delta_tilde`` of irrelevant draws as the knob.
+
+    Every position of a sequence with label ``y`` is, independently, an irrelevant token with probability
+    ``delta_tilde`` (uniform over the ``n_irrelevant`` irrelevant tokens, the same law for both labels) and
+    otherwise a token of class ``y`` (uniform over the ``n_polar`` completely-``y`` tokens). So the polar
+    tokens are completely positive or negative, the irrelevant ones irrelevant in expectation, and the
+    number of polar tokens in a sequence of length ``T`` is Binomial(T, 1 - delta_tilde). ``delta_tilde=None``
+    takes the paper's stated choice ``(|S| - 1) / |S|`` with ``|S| = 2 n_polar + n_irrelevant``. Labels are
+    balanced (``n`` even); token ids are laid out as ``[positive | negative | irrelevant]``, ``planted`` is
+    +1, -1 or 0. :func:`assumption1_report` says whether a draw satisfies Assumption 1.
+    """
+    n = _check_pos_int("n", n, 2)
+    if n % 2:
+        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+    P = _check_pos_int("n_polar", n_polar)
+    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    vocab = 2 * P + n_irrelevant
+    if delta_tilde is None:
+        delta_tilde = (vocab - 1) / vocab
+    delta_tilde = check_real(delta_tilde, "delta_tilde", min=0.0, max=1.0, error=InvalidBatchError)
+    g = rng(seed)
+    T = _lengths(length, n, g)
+    labels = np.array([1, -1] * (n // 2))
+    seqs = []
+    for i in range(n):
+        irrelevant = g.random(T[i]) < delta_tilde
+        polar = g.integers(0, P, size=T[i]) + (0 if labels[i] == 1 else P)
+        seqs.append(np.where(irrelevant, 2 * P + g.integers(0, n_irrelevant, size=T[i]), polar))
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=vocab)
+    return SyntheticData(
+        batch,
+        _planted_roles(P, n_irrelevant),
+        f"Eq. 15 (reconstructed): n={n}, {P}+{P} polar and {n_irrelevant} irrelevant tokens, length {length}, "
+        f"delta_tilde={delta_tilde:.4g}",
+    )
+
+
+def assumption1_report(data: SyntheticData) -> dict:
+    """Whether a data set with planted roles (+1, -1, 0) satisfies Assumption 1 *in the sample*.
+
+    ``one_each``: the fraction of sequences that hold exactly one occurrence of a planted important token,
+    of their label's sign (and none of the other sign); ``complete``: whether every important token occurs
+    only in sequences of its sign (completely positive or negative); ``max_alpha_irrelevant``: the largest
+    ``|alpha_s|`` (average signed frequency, ``(1/n) sum_i y_i n_s(X_i) / T_i``) over the irrelevant tokens;
+    ``holds``: every sequence has exactly one, every important token is complete and every irrelevant token
+    has ``alpha_s = 0`` (to 1e-12)."""
+    if not isinstance(data, SyntheticData):
+        raise InvalidBatchError(f"data must be a SyntheticData, got {type(data).__name__}")
+    role = np.asarray(data.planted)
+    if not np.isin(role, (POSITIVE, NEGATIVE, IRRELEVANT)).all():
+        raise InvalidBatchError(
+            "assumption1_report needs planted roles +1, -1, 0 (not the biases of independent_tokens)"
+        )
+    b = data.batch
+    ids, seg = b.ids.cpu().numpy(), b.seg.cpu().numpy()
+    y = b.labels.cpu().numpy()[seg]
+    r = role[ids]
+    own = np.bincount(seg, weights=(r == y).astype(float), minlength=b.n)
+    other = np.bincount(seg, weights=(r == -y).astype(float), minlength=b.n)
+    one_each = (own == 1) & (other == 0)
+    complete = bool(np.all((r == 0) | (r == y)))
+    weight = y / b.lengths.cpu().numpy()[seg]
+    alpha = np.bincount(ids, weights=weight, minlength=b.vocab_size) / b.n
+    max_irr = float(np.abs(alpha[role == IRRELEVANT]).max()) if (role == IRRELEVANT).any() else 0.0
+    return dict(
+        one_each=float(one_each.mean()),
+        complete=complete,
+        max_alpha_irrelevant=max_irr,
+        holds=bool(one_each.all() and complete and max_irr <= 1e-12),
+    )
+
+
+def assumption1_frequency(seeds, **eq15) -> pd.DataFrame:
+    """:func:`assumption1_report` of :func:`eq15_tokens` drawn at each seed of ``seeds`` (the other arguments of
+    ``eq15_tokens`` as keywords): one row per seed."""
+    import pandas as pd
+
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise InvalidBatchError(f"seeds must be a list of seeds, got {seeds!r}")
+    seeds = [_check_pos_int("seeds", s, 0) for s in seeds]
+    if not seeds:
+        raise InvalidBatchError("seeds must not be empty")
+    if "seed" in eq15:
+        raise InvalidBatchError("pass the seeds as seeds=[...], not seed=")
+    return pd.DataFrame([dict(seed=s, **assumption1_report(eq15_tokens(seed=s, **eq15))) for s in seeds])
+
+
+#: the tokens of :func:`co_selected`: two partly polar tokens ``a``, ``b`` and two completely polar ones
+CO_SELECTED_TOKENS = {"a": 0, "b": 1, "e": 2, "c": 3}
+
+
+def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) -> SyntheticData:
+    """Data on which the gradient flow selects two distinct tokens of one sequence together.
+
+    Four tokens besides the irrelevant ones: ``a`` (id 0) and ``e`` (2) positive, ``b`` (1) and ``c`` (3)
+    negative, and three pools of irrelevant tokens of sizes ``pools = (m_A, m_B, m_C)``. The pairs cycle through
+    four kinds, each a positive and a negative sequence of length ``length`` that share their irrelevant
+    tokens (so every irrelevant token has ``alpha_s = 0`` exactly):
+
+    * ``(a, I)+`` and ``(c, I)-``, ``I`` from pool A;
+    * ``(e, I)+`` and ``(b, I)-``, ``I`` from pool B;
+    * ``(a, I)+`` and ``(b, I)-``, ``I`` from pool C;
+    * ``(a, b, J)+`` and ``(a, b, J)-``, ``J`` from pool C: the same sequence with both labels.
+
+    ``a`` and ``b`` are *partly* polar (each occurs with both labels), ``e`` and ``c`` completely polar. After a
+    large first step ``u_a > 0 > u_b``. The first three kinds push ``a`` above pools A and C, ``b`` above pools B
+    and C (and ``c``, ``e`` above theirs), while the fourth has its least loss at a finite score gap between
+    ``a`` and ``b`` (output 0): the flow's limit selects ``a`` and ``b`` together in the shared sequences, where
+    their scores tie. With ``m_A != m_B`` the max-margin problem without the tie ranks them apart (chapter 05).
+    ``planted`` is +1 for ``a, e``, -1 for ``b, c``, 0 for the irrelevant tokens.
+    """
+    n_pairs = _check_pos_int("n_pairs", n_pairs, 4)
+    if isinstance(pools, (str, bytes)) or not hasattr(pools, "__len__") or len(pools) != 3:
+        raise InvalidBatchError(f"pools must be three pool sizes (m_A, m_B, m_C), got {pools!r}")
+    sizes = [_check_pos_int("pools", m) for m in pools]
+    T = _check_pos_int("length", length, 3)
+    a, b, e, c = (CO_SELECTED_TOKENS[k] for k in "abec")
+    start = np.cumsum([4, *sizes])  # pool A starts at 4, B after A, C after B
+    kinds = [(a, c, 0, 1), (e, b, 1, 1), (a, b, 2, 1), (None, None, 2, 2)]  # positive, negative, pool, polar count
+    g = rng(seed)
+    seqs, labels = [], []
+    for k in range(n_pairs):
+        pos, neg, pool, polar = kinds[k % 4]
+        irr = start[pool] + g.integers(0, sizes[pool], size=T - polar)
+        if pos is None:
+            seqs += [np.r_[a, b, irr], np.r_[a, b, irr]]
+        else:
+            seqs += [np.r_[pos, irr], np.r_[neg, irr]]
+        labels += [1, -1]
+    planted = np.zeros(4 + sum(sizes), dtype=np.int64)
+    planted[[a, e]], planted[[b, c]] = POSITIVE, NEGATIVE
+    batch = RaggedBatch.from_sequences(seqs, labels, vocab_size=len(planted))
+    return SyntheticData(
+        batch,
+        planted,
+        f"co-selected tokens: {n_pairs} pairs, partly polar a, b and polar e, c, irrelevant pools "
+        f"{sizes[0]}, {sizes[1]}, {sizes[2]}, length {T}",
+    )
+
+
+def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: int, length: int) -> pd.DataFrame:
+    """:func:`assumption1_frequency` of :func:`eq15_tokens` for each ``delta_tilde`` of ``delta_tildes`` (a dict
+    label -> value), summarised: one row per label with ``delta_tilde``, ``holds`` (the share of the draws that
+    satisfy Assumption 1), ``one_each`` (the mean share of sequences with exactly one polar token), its
+    binomial prediction ``binomial = T (1 - delta_tilde) delta_tilde^(T - 1)`` and that mean's standard error
+    ``se`` over the draws' sequences, and the least and largest ``max_alpha_irrelevant`` over the draws."""
+    import pandas as pd
+
+    if not isinstance(delta_tildes, dict) or not delta_tildes:
+        raise InvalidBatchError(f"delta_tildes must be a non-empty dict label -> delta_tilde, got {delta_tildes!r}")
+    T = _check_pos_int("length", length, 2)
+    rows = {}
+    for label, dt in delta_tildes.items():
+        draws = assumption1_frequency(seeds, n=n, n_polar=n_polar, n_irrelevant=n_irrelevant, length=T, delta_tilde=dt)
+        p_one = T * (1 - dt) * dt ** (T - 1)
+        rows[label] = dict(
+            delta_tilde=float(dt),
+            holds=float(draws.holds.mean()),
+            one_each=float(draws.one_each.mean()),
+            binomial=float(p_one),
+            se=float(np.sqrt(p_one * (1 - p_one) / (n * len(draws)))),
+            min_alpha_irrelevant=float(draws.max_alpha_irrelevant.min()),
+            max_alpha_irrelevant=float(draws.max_alpha_irrelevant.max()),
+        )
+    return pd.DataFrame.from_dict(rows, orient="index")

@@ -12,7 +12,8 @@ Each variant is a small class with one interface (:class:`VariantModel`): ``init
   ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
 * :class:`MLPResidual` (``"mlp_residual"``) — the MLP head with a residual connection,
   ``f = v^T (z + W2 relu(W1 z))``; :class:`MLPTrainedV` (``"mlp_trained_v"``) — the MLP head with ``v``
-  trained too. The three MLP placements are compared in chapter 07 (:data:`MLP_PLACEMENTS`).
+  trained too; :class:`MLPOutput` (``"mlp_output"``) — ``v`` as the MLP's output layer,
+  ``f = v^T relu(W1 z)``, trained. The four MLP placements are compared in chapter 07 (:data:`MLP_PLACEMENTS`).
 * :class:`TwoLayer` (``"two_layer"``) — a self-attention layer over the sequence before the ``<cls>`` read-out, with a
   residual connection: ``H = X + softmax(X X^T / sqrt(d)) X`` (rows of ``X`` are ``E_{x_t}``), then
   ``f = softmax(H p)^T H v``. The residual keeps each position's own embedding in ``H``, so the
@@ -306,6 +307,36 @@ class MLPTrainedV(MLPHead):
 
 
 @dataclass
+class MLPOutput(VariantModel):
+    """An MLP after the softmax whose output layer is ``v``: ``f = v^T relu(W1 z)`` with ``z = sum_t q_t E_{x_t}``
+    and hidden width ``d``; ``W1`` starts He-initialised (N(0, 2/d)) and ``v`` (the output layer) is trained. ``v``
+    reads the hidden layer directly, with no ``W2`` between them; the sparse forward path is
+    :class:`MLPHead`'s."""
+
+    kind: ClassVar[str] = "mlp_output"
+    name: ClassVar[str] = "MLP head, v as output layer"
+    trains_v: ClassVar[bool] = True
+    W1: torch.Tensor
+
+    @staticmethod
+    def _init_matrices(d, g):
+        return {"W1": torch.randn(d, d, generator=g, dtype=torch.float64) * (2 / d) ** 0.5}
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.relu(z @ self.W1.T) @ self.v
+
+    token_values = MLPHead.token_values
+    prepare = MLPHead.prepare
+
+    def forward_prepared(self, batch, plan, scores_dtype=None):
+        """:meth:`MLPHead.forward_prepared`: the head over the distinct entries of ``batch``."""
+        return self.forward_entries(batch, plan)
+
+    forward_entries = MLPHead.forward_entries
+    forward_reference = MLPHead.forward_reference
+
+
+@dataclass
 class TwoLayer(VariantModel):
     """A self-attention layer with a residual before the ``<cls>`` read-out:
     ``H = X + softmax(X X^T / sqrt(d)) X``, ``f = softmax(H p)^T H v``."""
@@ -405,12 +436,12 @@ class TwoLayerWKQ(TwoLayer):
 
 
 #: the variants by short name (command lines, recorded files)
-MODELS = {cls.kind: cls for cls in (MLPHead, TwoLayer, TwoLayerWKQ, MLPResidual, MLPTrainedV)}
+MODELS = {cls.kind: cls for cls in (MLPHead, TwoLayer, TwoLayerWKQ, MLPResidual, MLPTrainedV, MLPOutput)}
 KINDS = tuple(MODELS)
 #: the three variants of the paper's discussion, compared with the one-layer model (chapter 07)
 COMPARED = ("mlp", "two_layer", "two_layer_wkq")
 #: where the read-out ``v`` sits relative to the MLP (chapter 07's MLP study)
-MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v")
+MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v", "mlp_output")
 
 
 @declare(error=InvalidParameterError, kind=Choice(*KINDS), **SIZES)

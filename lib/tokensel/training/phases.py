@@ -5,7 +5,8 @@
   gradient-flow mode (small steps; the flow time is ``t = lr * steps``) or by normalised GD
   (``p <- p - lr * grad / ||grad||``).
 * :func:`gradient_flow` — phase 2 by an adaptive ODE integrator (scipy ``solve_ivp``), to follow
-  the flow over many decades of ``t``.
+  the flow over many decades of ``t``; :func:`implicit_flow` — the same flow by implicit steps, for
+  stiff flows (two tokens selected together).
 * :func:`train_joint` — ``E`` and ``p`` (optionally ``v``) together with full-batch Adam, for the
   real-data experiments.
 
@@ -23,6 +24,7 @@ import torch
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
 from ..models.attention import AttentionModel, MultiClassAttentionModel
+from ..models.core import fused_applies, fused_grads, score_value_grads
 from ..models.gradients import MODEL, gradients, p_gradient
 from ..validation import (
     MAX_STEPS,
@@ -396,3 +398,147 @@ def train_joint(
         saved=saved,
         fingerprint=meta,
     )
+
+
+def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``A = dL/dc`` (|S|) at the scores ``c`` with the values ``w`` frozen (the stable formula)."""
+    if fused_applies(batch, c, True):
+        return fused_grads(batch, torch.stack([c, w], 1))[2][:, 0]
+    return score_value_grads(batch, c, w, stable=True).A
+
+
+@declare(
+    error=InvalidParameterError,
+    model=BINARY_MODEL,
+    batch=Batch(),
+    t_max=POSITIVE,
+    reference=REFERENCE,
+    records=RECORDS,
+    first_step=POSITIVE,
+    growth=Real(min=1.0, min_inclusive=False, max=16.0),
+    monitor=MONITOR,
+)
+def implicit_flow(
+    model: AttentionModel,
+    batch: RaggedBatch,
+    t_max: float,
+    reference=None,
+    records: int = 100,
+    first_step: float = 1e-2,
+    growth: float = 2.0,
+    monitor=None,
+) -> Trajectory:
+    """Phase 2's gradient flow ``dp/dt = -grad_p L`` by backward (implicit) Euler steps, for flows that are
+    *stiff*: when part of the scores settles at a finite optimum (two tokens selected together, their score
+    gap held by the loss) while the rest diverges, an explicit integrator (:func:`gradient_flow`) must keep its
+    steps below that optimum's time scale and cannot reach large ``t``.
+
+    The flow moves the scores ``c = E p`` by ``dc/dt = -G A(c)`` with ``G = E E^T`` and ``A = dL/dc``. Each step
+    solves ``c' = c - h G A(c')`` by Newton's method (the Hessian ``dA/dc`` by central differences, token by
+    token, so that the settled and the diverging scores do not mix; a backtracking line search on the
+    residual) and moves ``p`` by ``-h E^T A(c')``; the step ``h`` starts at ``first_step`` and grows to
+    ``(growth - 1) t``, and is cut by 4 after a failed solve. Backward Euler is first order: the path at
+    moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
+    direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
+    each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
+    """
+    reference = _prepare(model, batch, reference)
+    if model.vocab_size > 4000:
+        raise InvalidParameterError(
+            f"implicit_flow forms the |S| x |S| Gram matrix: |S| = {model.vocab_size} > 4000; use gradient_flow"
+        )
+    dtype, device = model.p.dtype, model.p.device
+    E = model.E.detach().to(torch.float64).cpu()
+    cpu = batch.to("cpu")
+    w = E @ model.v.detach().to(torch.float64).cpu()
+    G = E @ E.T
+    S = G.shape[0]
+    gnorm = float(torch.linalg.matrix_norm(G, 2))
+    eye = torch.eye(S, dtype=torch.float64)
+    nfev = 0
+
+    def A(c):
+        nonlocal nfev
+        nfev += 1
+        return _score_gradient(cpu, c, w)
+
+    def hessian(c):
+        eps = 1e-5
+        J = torch.empty(S, S, dtype=torch.float64)
+        for j in range(S):
+            e = torch.zeros(S, dtype=torch.float64)
+            e[j] = eps
+            J[:, j] = (A(c + e) - A(c - e)) / (2 * eps)
+        return (J + J.T) / 2
+
+    def solve(c, h):
+        """``c'`` with ``c' - c + h G A(c') = 0``, or None when Newton's method stalls."""
+        x, Ax = c.clone(), A(c)
+        F = h * (G @ Ax)
+        M = None
+        for it in range(40):
+            fn, scale = float(F.norm()), 1.0 + float(x.norm())
+            if fn <= 1e-10 * scale + 1e-17 * h * gnorm:
+                return x
+            if M is None or it % 4 == 0:
+                M = eye + h * (G @ hessian(x))
+            dx = -torch.linalg.solve(M, F)
+            lam = 1.0
+            while lam > 1e-6:
+                x2 = x + lam * dx
+                A2 = A(x2)
+                F2 = x2 - c + h * (G @ A2)
+                if float(F2.norm()) < (1 - 1e-4 * lam) * fn:
+                    break
+                lam /= 2
+            else:
+                return x if fn <= 1e-6 * scale else None
+            x, Ax, F = x2, A2, F2
+        return None
+
+    p = model.p.detach().to(torch.float64).cpu().clone()
+    grid = np.logspace(-3, np.log10(t_max), records)
+    marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
+    traj = Trajectory(method="implicit flow")
+    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
+
+    def record(step, t):
+        loss, grad = p_gradient(E, p, w, cpu, True)
+        pt = p.to(device=device, dtype=dtype)
+        traj.append(
+            step,
+            t,
+            loss,
+            p.norm(),
+            grad.norm(),
+            cosine(p, ref) if ref is not None else float("nan"),
+            **(monitor(pt) if monitor else {}),
+        )
+
+    record(0, 0.0)
+    t, h, step = 0.0, first_step, 0
+    while t < t_max:
+        h = min(h, t_max - t)
+        c = E @ p
+        x = solve(c, h)
+        if x is None:
+            h /= 4
+            if h < first_step * 1e-6:
+                raise SolverError(
+                    f"implicit_flow: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: "
+                    "the flow may have left the scores' range (overflow) or the data are degenerate"
+                )
+            continue
+        p = p - h * (E.T @ A(x))
+        t += h
+        step += 1
+        if t >= marks[0] or t >= t_max:
+            while marks and marks[0] <= t:
+                marks.pop(0)
+            record(step, t)
+        h = min(2 * h, max((growth - 1) * t, first_step))
+    traj.extra["nfev"] = [float(nfev)] * len(traj)
+    traj.stopped = "t_max"
+    model.p.copy_(p.to(device=device, dtype=dtype))
+    model.validate()
+    return traj
