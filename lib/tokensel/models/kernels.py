@@ -138,6 +138,26 @@ def _entries_binary(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  
             f[i] = fi
 
 
+@numba.njit(inline="always", cache=True)
+def _mixture(ids, counts, CW, lo, hi, m, ebuf):  # pragma: no cover - compiled
+    """One sequence's attention sums for the K-class kernels: ``m[c] = sum_t e_t (u_tc - u_kc)`` and
+    ``Z = sum_t e_t`` with ``e_t = exp(c_t - c_max) n_t`` (stored in ``ebuf`` unless it is empty), summed in
+    token order; returns ``(Z, r)``, ``r`` the top-scored token."""
+    amax, k = _top(ids, CW, lo, hi)
+    r = ids[k]
+    Z = 0.0
+    m[:] = 0.0
+    for t in range(lo, hi):
+        tok = ids[t]
+        e = math.exp(CW[tok, 0] - amax) * counts[t]
+        if ebuf.size:
+            ebuf[t - lo] = e
+        Z += e
+        for c in range(m.size):
+            m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+    return Z, r
+
+
 @numba.njit(parallel=True, cache=True)
 def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
     """K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F`` (n x K), the
@@ -153,17 +173,7 @@ def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss
         G = np.empty(K)
         for i in range(blocks[b], blocks[b + 1]):
             lo, hi = off[i], off[i + 1]
-            amax, k = _top(ids, CW, lo, hi)
-            r = ids[k]
-            Z = 0.0
-            m[:] = 0.0
-            for t in range(lo, hi):
-                tok = ids[t]
-                e = math.exp(CW[tok, 0] - amax) * counts[t]
-                ebuf[t - lo] = e
-                Z += e
-                for c in range(K):
-                    m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+            Z, r = _mixture(ids, counts, CW, lo, hi, m, ebuf)
             fmax = -np.inf
             for c in range(K):
                 m[c] /= Z  # f_c - u_kc
@@ -194,18 +204,9 @@ def _entries_outputs(off, ids, counts, CW, blocks, F):  # pragma: no cover - com
     K = CW.shape[1] - 1
     for b in numba.prange(blocks.size - 1):
         m = np.empty(K)
+        nobuf = np.empty(0)
         for i in range(blocks[b], blocks[b + 1]):
-            lo, hi = off[i], off[i + 1]
-            amax, k = _top(ids, CW, lo, hi)
-            r = ids[k]
-            Z = 0.0
-            m[:] = 0.0
-            for t in range(lo, hi):
-                tok = ids[t]
-                e = math.exp(CW[tok, 0] - amax) * counts[t]
-                Z += e
-                for c in range(K):
-                    m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
+            Z, r = _mixture(ids, counts, CW, off[i], off[i + 1], m, nobuf)
             for c in range(K):
                 F[i, c] = CW[r, 1 + c] + m[c] / Z
 
