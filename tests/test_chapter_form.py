@@ -58,3 +58,38 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
     assert any("a fifth" in p for p in form_problems(hidden_claim))
     assert any("kind=" in p for p in form_problems(good.replace("x = 1", "ts.check('a', 1, 0, kind='ge')", 1)))
     assert "not exactly one parameters cell" in form_problems(good.replace("parameters", "hide-input"))
+
+
+def seed_in_claim_names(text: str) -> list[str]:
+    """Claims whose name is an f-string that formats ``seed`` (or ``seed + k``): such a name differs from one
+    seed to the next, so a replication sees a new claim at every seed instead of one claim held at some."""
+    import ast
+
+    found = []
+    for cell in CELL.findall(text):
+        source = "\n".join(line for line in cell.split("\n") if not line.startswith(("---", "tags:", ":tags:")))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check":
+                name = node.args[0] if node.args else None
+                if isinstance(name, ast.JoinedStr) and any(
+                    isinstance(n, ast.Name) and n.id == "seed" for n in ast.walk(name)
+                ):
+                    found.append(ast.unparse(name)[:80])
+    return found
+
+
+@pytest.mark.parametrize("page", toc_numbers(ROOT))
+def test_claim_names_do_not_depend_on_the_seed(page):
+    """The replication matches a chapter's claims across seeds by name."""
+    assert seed_in_claim_names((ROOT / f"{page}.md").read_text()) == []
+
+
+def test_the_seed_scan_sees_a_seed_in_a_name():
+    cell = '```{code-cell} ipython3\nts.check(f"mass at seed {seed}", x, at_least=0.5)\n```'
+    assert seed_in_claim_names(cell) == ["f'mass at seed {seed}'"]
+    cell = '```{code-cell} ipython3\nts.check(f"mass at eta0 = {eta0}", x, at_least=0.5)\n```'
+    assert seed_in_claim_names(cell) == []
