@@ -95,3 +95,25 @@ def test_page_builds_under_w_n(tmp_path):
     for name in ts.__all__:
         assert f"ts.{name}</span>" in html, name
     assert 'class="sig-name descname"><span class="pre">att_svm_dense' in html
+
+
+def test_every_public_object_names_the_chapter_that_introduces_it():
+    """Issue 23 item 7 (as d2l's library does): the docstring of every public function and class a chapter uses
+    names the first chapter that uses it (``api.name_chapters`` writes the missing ones)."""
+    found = api.introducing_chapters(ROOT)
+    assert len(found) >= 80, len(found)
+    missing = [
+        f"{name} ({chapter})" for name, (obj, chapter) in found.items() if not api.names_its_chapter(obj, chapter)
+    ]
+    assert missing == [], "run: python -c 'import tokensel.book.api as a; a.name_chapters()'"
+
+
+def test_name_chapters_reads_a_chapter_number_and_only_that_one():
+    def f():
+        """Does something. Chapter 06 shows it."""
+
+    def g():
+        """Does something else (chapters 2 and 6 call it)."""
+
+    assert api.names_its_chapter(f, "06_real_data") and not api.names_its_chapter(f, "05_max_margin")
+    assert api.names_its_chapter(g, "02_one_step")

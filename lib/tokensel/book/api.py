@@ -12,6 +12,7 @@ import inspect
 import re
 import types
 from pathlib import Path
+from typing import Any
 
 from ..errors import InvalidArgumentError
 
@@ -243,3 +244,91 @@ def write(root: Path | None = None) -> Path:
     path = root / "book" / "api.md"
     path.write_text(render(root))
     return path
+
+
+def public_objects() -> dict[str, Any]:
+    """Every public function and class a chapter can reach: ``NAME`` for the names of ``tokensel.__all__`` that are
+    not modules, and ``MODULE.NAME`` for the public functions and classes defined in the library that a module of
+    ``__all__`` holds (``ts.synthetic.theory_pairs``), one level down."""
+    import tokensel
+
+    found: dict[str, Any] = {}
+    for name in tokensel.__all__:
+        obj = getattr(tokensel, name)
+        if not isinstance(obj, types.ModuleType):
+            found[name] = obj
+            continue
+        for member, value in vars(obj).items():
+            if member.startswith("_") or not (inspect.isfunction(value) or inspect.isclass(value)):
+                continue
+            if getattr(value, "__module__", "").startswith("tokensel"):
+                found[f"{name}.{member}"] = value
+    return found
+
+
+def introducing_chapters(root: Path | None = None) -> dict[str, tuple[Any, str]]:
+    """For every object of :func:`public_objects` that a numbered chapter uses, ``name -> (object, chapter)``: the
+    first chapter of ``_toc.yml`` whose code uses ``ts.NAME`` (the chapter that introduces it)."""
+    from .records import book_root
+    from .toc import toc_files
+
+    root = Path(root) if root is not None else book_root()
+    pages = {}
+    for page in toc_files(root):
+        stem = Path(page).stem
+        if stem[:2].isdigit() and (root / f"{page}.md").is_file():
+            pages[stem] = (root / f"{page}.md").read_text()
+    found: dict[str, tuple[Any, str]] = {}
+    seen: set[int] = set()
+    for name, obj in public_objects().items():
+        first = first_use(name, pages)
+        if first is not None and id(obj) not in seen:
+            seen.add(id(obj))
+            found[name] = (obj, first)
+    return found
+
+
+def names_its_chapter(obj, chapter: str) -> bool:
+    """Does the docstring of ``obj`` name ``chapter`` (``05_max_margin``: "chapter 05" or "chapter 5", any case)?"""
+    number = int(chapter[:2])
+    return bool(re.search(rf"\bchapters?\s+0?{number}\b", obj.__doc__ or "", flags=re.I))
+
+
+def name_chapters(root: Path | None = None) -> list[str]:
+    """Append ``Introduced in chapter NN.`` to the docstring, in the source, of every object of
+    :func:`introducing_chapters` whose docstring names no chapter it is introduced in; returns the names changed.
+    A docstring closing on its text line gets the sentence as a new last paragraph."""
+    changed = []
+    edits: dict[str, list[tuple[int, str]]] = {}
+    for name, (obj, chapter) in introducing_chapters(root).items():
+        if names_its_chapter(obj, chapter) or not obj.__doc__:
+            continue
+        path = inspect.getsourcefile(obj)
+        lines, start = inspect.getsourcelines(obj)
+        import ast
+
+        node = ast.parse(_dedent(lines)).body[0]
+        doc = node.body[0] if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else None
+        if doc is None or not isinstance(doc, ast.Expr) or not isinstance(doc.value, ast.Constant):
+            continue
+        end = start + (doc.end_lineno or doc.lineno) - 1  # the docstring's last line in the file (1-based)
+        edits.setdefault(str(path), []).append((end, f"Introduced in chapter {chapter[:2]}."))
+        changed.append(name)
+    for path, items in edits.items():
+        text = Path(path).read_text().split("\n")
+        for end, sentence in sorted(items, reverse=True):
+            line = text[end - 1]
+            indent = line[: len(line) - len(line.lstrip())]
+            body, quote = line.rstrip()[:-3], line.rstrip()[-3:]
+            if body.strip():
+                text[end - 1 : end] = [body, "", f"{indent}{sentence}{quote}"]
+            else:
+                text[end - 1 : end] = ["", f"{indent}{sentence}", line]
+        Path(path).write_text("\n".join(text))
+    return sorted(changed)
+
+
+def _dedent(lines: list[str]) -> str:
+    import textwrap
+
+    return textwrap.dedent("".join(lines))
