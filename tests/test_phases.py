@@ -184,3 +184,30 @@ def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
     assert float(m.p.norm()) > 5
     with pytest.raises(ts.InvalidParameterError, match="growth"):
         implicit_flow(m, co.batch, 1.0, growth=1.0)
+
+
+def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
+    """A flow the integrator cannot follow raises by default; on_failure="stop" ends it at the last time reached,
+    with p set there and the reason in ``stopped``."""
+    import scipy.integrate
+
+    real = scipy.integrate.solve_ivp
+
+    def failing(*args, **kwargs):
+        sol = real(*args, **kwargs)
+        half = len(sol.t) // 2
+        sol.t, sol.y, sol.status, sol.message = sol.t[:half], sol.y[:, :half], -1, "simulated failure"
+        return sol
+
+    monkeypatch.setattr(scipy.integrate, "solve_ivp", failing)
+    data, model = _phase1()
+    batch = data.batch
+    with pytest.raises(ts.errors.SolverError, match="simulated failure"):
+        ts.gradient_flow(model.copy(), batch, t_max=1e6, records=20)
+    traj = ts.gradient_flow(model, batch, t_max=1e6, records=20, on_failure="stop")
+    frame = traj.to_frame()
+    assert traj.stopped.startswith("solver failed after t = ") and "simulated failure" in traj.stopped
+    assert 0 < frame.t.iloc[-1] < 1e6
+    assert float(model.p.norm()) == pytest.approx(frame.norm_p.iloc[-1], rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="on_failure"):
+        ts.gradient_flow(model, batch, t_max=1e6, on_failure="ignore")

@@ -244,6 +244,7 @@ def train_p_v(
     atol=POSITIVE,
     stable=Bool(),
     monitor=MONITOR,
+    on_failure=Choice("raise", "stop"),
 )
 def gradient_flow(
     model: AttentionModel,
@@ -255,6 +256,7 @@ def gradient_flow(
     atol: float = 1e-10,
     stable: bool = True,
     monitor=None,
+    on_failure: str = "raise",
 ) -> Trajectory:
     """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
 
@@ -262,6 +264,11 @@ def gradient_flow(
     hundreds of gradient evaluations. ``model.p`` is set to ``p(t_max)``; recorded at ``records``
     log-spaced times in ``[1e-3, t_max]`` (and ``t = 0``); ``monitor(p)``, if given, returns a dict
     of floats recorded at each of those times.
+
+    A flow the integrator cannot follow (a stiff one, where part of the scores settles at a finite optimum
+    while the rest diverges: :func:`implicit_flow`) raises :class:`~tokensel.errors.SolverError`; with
+    ``on_failure="stop"`` it ends instead at the last recorded time the integrator reached, with ``model.p``
+    set there and ``stopped`` saying where and why (``t_max`` when it got there).
     """
     from scipy.integrate import solve_ivp
 
@@ -286,7 +293,7 @@ def gradient_flow(
         rtol=rtol,
         atol=atol,
     )
-    if sol.status < 0:
+    if sol.status < 0 and (on_failure == "raise" or sol.t.size == 0):
         raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
     traj = Trajectory(method="flow")
     for k, t in enumerate(sol.t):
@@ -302,7 +309,7 @@ def gradient_flow(
             **(monitor(p) if monitor else {}),
         )
     traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
-    traj.stopped = "t_max"
+    traj.stopped = "t_max" if sol.status >= 0 else f"solver failed after t = {sol.t[-1]:.3g}: {sol.message}"
     model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
     model.validate()
     return traj
