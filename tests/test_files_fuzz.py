@@ -638,3 +638,19 @@ def test_any_build_stamp_or_carried_list_is_read_or_refused(claim_book, monkeypa
         assert recs and (stamped is None or all(r["started"] >= stamped for r in recs))
     (d / ts.book.records.CARRIED).unlink(missing_ok=True)
     (d / ts.book.records.STAMP).write_bytes(stamp)
+
+
+def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):
+    """Issue 24 root cause 9: a cache folder that is a file when the IMDB archive is parsed into it: one
+    StorageError naming the cache, no traceback from deep inside the parser."""
+    from tokensel.errors import StorageError
+
+    archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
+    target = tmp_path / "cache"
+    target.write_text("not a folder")
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(target))
+    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
+    monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
+    with pytest.raises(StorageError, match="cache|TOKENSEL_CACHE_DIR"):
+        imdb_archive.prepare(str(archive))
