@@ -46,7 +46,7 @@ class ClassShapes:
 
 def class_shapes(model: MultiClassAttentionModel, batch: RaggedBatch, bins: int = 20) -> ClassShapes:
     """Bin every word's class-``k`` value ``E_s^T v_k`` by its one-vs-rest gap ``Delta_{s,k}`` on ``batch``
-    (:func:`tokensel.analysis.statistics.class_gap`), class by class."""
+    (:func:`tokensel.analysis.statistics.class_gap`) into ``bins`` bins, class by class. Chapter 07."""
     if not isinstance(model, MultiClassAttentionModel):
         raise InvalidParameterError(f"model must be a MultiClassAttentionModel, got {type(model).__name__}")
     gap = statistics.class_gap(batch)
@@ -61,55 +61,96 @@ def class_shapes(model: MultiClassAttentionModel, batch: RaggedBatch, bins: int 
 
 
 def class_controls(
-    model: MultiClassAttentionModel, cs: ClassShapes, counts, n_boot: int = 200, strata: int = 20, seed: int = 0
+    model: MultiClassAttentionModel,
+    cs: ClassShapes,
+    counts,
+    n_boot: int = 200,
+    strata: int = 20,
+    bins: int = 20,
+    seed: int = 0,
 ) -> pd.DataFrame:
-    """Per class ``k``: the rank correlation of the value bins (``rho``), its bootstrap interval over words
-    (``rho_low``, ``rho_high``: :func:`~tokensel.analysis.shapes.shape_bootstrap`, seed ``seed + k``) and the
-    rank correlation after the gaps are permuted among words of similar frequency (``rho_freq_matched``:
-    :func:`~tokensel.analysis.shapes.frequency_matched` with ``counts``, seed ``seed + k``)."""
+    """Per class ``k`` (one row each): the rank correlation of the value bins (``rho``), its bootstrap interval
+    over words (``rho_low``, ``rho_high``: :func:`~tokensel.analysis.shapes.shape_bootstrap`, seed ``seed + k``)
+    and the rank correlation after the gaps are permuted among words of similar frequency
+    (``rho_freq_matched``: :func:`~tokensel.analysis.shapes.frequency_matched` with ``counts``, the words'
+    occurrence counts, seed ``seed + k``). ``bins``: as in :func:`class_shapes`. Chapter 07."""
     import pandas as pd
 
+    if not isinstance(model, MultiClassAttentionModel):
+        raise InvalidParameterError(f"model must be a MultiClassAttentionModel, got {type(model).__name__}")
     if not isinstance(cs, ClassShapes):
         raise InvalidParameterError(f"cs must come from class_shapes, got {type(cs).__name__}")
+    counts = _counts(counts, cs.gap.shape[0])
+    n_boot = check_int(n_boot, "n_boot", min=10, error=InvalidParameterError)
     with torch.no_grad():
         scores = model.scores().detach().cpu().double().numpy()
         values = model.values().detach().cpu().double().numpy()
-    counts = check_real_array(counts, "counts", ndim=1, error=InvalidParameterError)
+    if values.shape != tuple(cs.gap.shape):
+        raise InvalidParameterError(f"cs has {tuple(cs.gap.shape)} class gaps but the model {values.shape} values")
     rows = []
     for k in range(cs.gap.shape[1]):
         g = cs.gap[:, k].numpy()
-        ci = shapes.shape_bootstrap(g, scores, values[:, k], n_boot=n_boot, seed=seed + k)
+        # only the rank correlation is reported: every bin counts as central, so that the U-gap (unused) never
+        # leaves a resample unmeasured when no class-k gap falls near 0
+        ci = shapes.shape_bootstrap(g, scores, values[:, k], n_boot=n_boot, seed=seed + k, bins=bins, central=2.0)
         matched = shapes.frequency_matched(g, counts, strata=strata, seed=seed + k)
         rows.append(
             dict(
                 rho=float(cs.rho[k]),
                 rho_low=float(ci.loc["rho", "low"]),
                 rho_high=float(ci.loc["rho", "high"]),
-                rho_freq_matched=float(shapes.shape_summary(matched, scores, values[:, k]).rho),
+                rho_freq_matched=float(shapes.shape_summary(matched, scores, values[:, k], bins=bins, central=2.0).rho),
             )
         )
     return pd.DataFrame(rows)
 
 
-def shape_controls(gap, runs: dict, counts, n_boot: int = 200, strata: int = 20, seed: int = 0) -> pd.DataFrame:
+def _counts(counts, n: int):
+    out = check_real_array(counts, "counts", ndim=1, error=InvalidParameterError)
+    if len(out) != n:
+        raise InvalidParameterError(f"counts needs one entry per word ({n}), got {len(out)}")
+    return out
+
+
+READINGS = ("values", "token_values")
+
+
+def _reading(model: Any, reading: str) -> torch.Tensor:
+    """``E_s^T v`` (``"values"``) or the token values as the model reads them (``"token_values"``; the values
+    themselves for the one-layer model)."""
+    with torch.no_grad():
+        if reading == "token_values" and isinstance(model, variants.VariantModel):
+            return model.token_values().detach().cpu().double()
+        return model.values().detach().cpu().double()
+
+
+def shape_controls(
+    gap, runs: dict, counts, n_boot: int = 200, strata: int = 20, seed: int = 0, reading: str = "values"
+) -> pd.DataFrame:
     """Per model of a comparison (``runs``: display name -> :class:`~tokensel.experiments.recipes.Run`, measured
     against ``gap``): the U-gap and rank correlation with their bootstrap intervals over words (``u_low``,
     ``u_high``, ``rho_low``, ``rho_high``; seed ``seed``), and both after the gaps are permuted among words of
     similar frequency (``u_freq_matched``, ``rho_freq_matched``; ``counts`` the words' occurrence counts, one
-    permutation with seed ``seed`` for every model)."""
+    permutation with seed ``seed`` for every model). ``reading``: the rank correlation of ``E_s^T v``
+    (``"values"``) or of the token values as the model reads them (``"token_values"``). Chapter 07."""
     import pandas as pd
 
     g = check_real_array(gap, "gap", ndim=1, finite=False, error=InvalidParameterError)
-    counts = check_real_array(counts, "counts", ndim=1, error=InvalidParameterError)
-    matched = shapes.frequency_matched(g, counts, strata=strata, seed=seed)
-    rows = {}
+    counts = _counts(counts, len(g))
+    check_choice(reading, "reading", READINGS, error=InvalidParameterError)
+    n_boot = check_int(n_boot, "n_boot", min=10, error=InvalidParameterError)
+    if not isinstance(runs, dict) or not runs:
+        raise InvalidParameterError("runs must be a non-empty dict of display name -> Run (compare_variants)")
     for name, run in runs.items():
         if not isinstance(run, Run):
             raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
+    matched = shapes.frequency_matched(g, counts, strata=strata, seed=seed)
+    rows = {}
+    for name, run in runs.items():
         model: Any = run.model  # an AttentionModel or a VariantModel: both have scores() and values()
         with torch.no_grad():
             s = model.scores().detach().cpu().double().numpy()
-            v = model.values().detach().cpu().double().numpy()
+        v = _reading(model, reading).numpy()
         ci = shapes.shape_bootstrap(g, s, v, n_boot=n_boot, seed=seed)
         fm = shapes.shape_summary(matched, s, v)
         rows[name] = dict(
@@ -140,9 +181,15 @@ def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame
     for name, run in runs.items():
         model: Any = run.model
         with torch.no_grad():
-            s, v = model.scores().detach().cpu(), model.values().detach().cpu()
-        summary = shapes.shape_summary(gap, s, v)
-        rows[name] = dict(test_acc=run.summary()["test_acc"], u_gap=float(summary.u_gap), rho=float(summary.rho))
+            s = model.scores().detach().cpu().double()
+        summary = shapes.shape_summary(gap, s, _reading(model, "values"))
+        read = shapes.shape_summary(gap, s, _reading(model, "token_values"))
+        rows[name] = dict(
+            test_acc=run.summary()["test_acc"],
+            u_gap=float(summary.u_gap),
+            rho=float(summary.rho),
+            rho_token_values=float(read.rho),
+        )
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -153,7 +200,7 @@ def mirror_twin(data: ReviewData, sc, kind: str = "mlp", seed: int = 0, n_train:
     both, so the embeddings train identically while every ``E_s^T v`` changes sign. Returns the largest
     differences: ``E`` (``E_diff``), the outputs on the training reviews (``f_diff``), and the largest
     ``|E_s^T v + E'_s^T v'|`` (``values_sum``); all three are 0 in exact arithmetic and, because negation
-    commutes with rounding, in floating point too."""
+    commutes with rounding, in floating point too. Chapter 07."""
     check_choice(kind, "kind", ("mlp", "mlp_trained_v"), error=InvalidParameterError)
     n_train = check_int(n_train, "n_train", min=2, error=InvalidParameterError)
     steps = check_int(steps, "steps", min=1, error=InvalidParameterError)
