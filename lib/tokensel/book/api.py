@@ -98,6 +98,7 @@ FURTHER_MODULES = (
     "experiments.tables",
     "experiments.records",
     "experiments.phase",
+    "experiments.controls",
     "files",
     "book.records",
     "book.verification",
