@@ -99,6 +99,7 @@ FURTHER_MODULES = (
     "experiments.tables",
     "experiments.records",
     "experiments.phase",
+    "experiments.controls",
     "files",
     "book.records",
     "book.verification",

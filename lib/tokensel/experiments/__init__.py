@@ -6,12 +6,14 @@
 * :mod:`.records` — runs written to and read back from a folder (the recorded paper-scale runs).
 * :mod:`.phase` — chapter 4's phase diagram, run by run.
 * ``theory`` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
+* :mod:`.controls` — error bars and controls for chapter 7's shapes, and the MLP heads' mirror symmetry.
 
 The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
 """
 
-from . import baseline, phase, theory
+from . import baseline, controls, phase, theory
 from .baseline import Baseline, bow_features, logistic_baseline
+from .controls import class_controls, class_shapes, mirror_twin, shape_controls, shuffled_control
 from .recipes import (
     ETA_MULTIPLES,
     MODEL_NAMES,
@@ -46,6 +48,12 @@ __all__ = [
     "phase",
     "theory",
     "baseline",
+    "controls",
+    "class_shapes",
+    "class_controls",
+    "shape_controls",
+    "shuffled_control",
+    "mirror_twin",
     "PAPER_D",
     "SCALES",
     "MODEL_NAMES",

@@ -429,6 +429,16 @@ class OneStepMulticlass:
     eta0: float
     dW: torch.Tensor
 
+    @property
+    def relative_error(self) -> float:
+        """``||dW - eta0 alpha|| / ||eta0 alpha||`` over all tokens and classes (Lemma 2.3 predicts 0 as d grows)."""
+        return float((self.dW - self.eta0 * self.alpha).norm() / (self.eta0 * self.alpha).norm())
+
+    @property
+    def correlations(self) -> list:
+        """Per class ``k``, the correlation over tokens of the value change ``dW[:, k]`` with ``alpha[:, k]``."""
+        return [float(np.corrcoef(self.dW[:, k], self.alpha[:, k])[0, 1]) for k in range(self.alpha.shape[1])]
+
 
 @declare(error=InvalidParameterError, batch=Batch("classes"), d=Int(min=1), seed=Int(min=0))
 def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
