@@ -67,7 +67,7 @@ def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
     return path
 
 
-@declare(path=FilePath(), data=Instance(dict, list, str, int, float, what="JSON data (a dict, a list, a string or a number)"))
+@declare(path=FilePath(), data=Instance(dict, list, str, int, float, what="JSON data (a dict, list, string or number)"))
 def write_json_atomic(path: Path, data) -> None:
     """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
     an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
