@@ -50,6 +50,8 @@ class InfeasibleSVMError(InvalidArgumentError):
     ``c_{s_i} - c_{s_{i+1}} >= 1`` sum to ``0 >= len(cycle) - 1``, when one was found. ``sequences``
     holds the indices of sequences whose constraints conflict, when the dense form
     (:func:`tokensel.analysis.dense.att_svm_dense`) found them.
+
+    Introduced in chapter 04.
     """
 
     def __init__(self, message, cycle=None, sequences=None):

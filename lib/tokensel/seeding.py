@@ -27,6 +27,8 @@ def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) 
 
     A fixed thread count matters for bitwise determinism: the order of floating-point
     reductions in torch's CPU kernels depends on how work is split between threads.
+
+    Introduced in chapter 01.
     """
     if threads is _FROM_CONFIG:
         threads = config.threads()

@@ -108,6 +108,8 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
 
     ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
     :func:`tokensel.analysis.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
+
+    Introduced in chapter 05.
     """
     S = batch.vocab_size
     seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
@@ -312,6 +314,8 @@ def max_margin(
 
     Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
     offending cycle when the pair graph, tied tokens merged, has one).
+
+    Introduced in chapter 05.
     """
     import cvxpy as cp
 
@@ -398,7 +402,9 @@ def _difference(local: np.ndarray, m: int):
 @declare(error=InvalidParameterError, batch=Batch(), E=EMBEDDINGS, selected=SELECTED)
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
     """:func:`max_margin` for the pairs of a flat selection mask, with its ties (:func:`selection_ties`): two
-    distinct tokens selected in one sequence get equal scores."""
+    distinct tokens selected in one sequence get equal scores.
+
+    Introduced in chapter 03."""
     if "ties" in kw:
         raise InvalidParameterError(
             "max_margin_for_selection derives the ties from the selection: pass no ties (or call max_margin)"
@@ -415,6 +421,8 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     the pairs. This lets one solve it for an *idealised* Gram matrix (e.g. the infinite-width limit
     ``I + (eta0^2/4) alpha alpha^T``) without any embeddings. Returns the optimal scores of all
     |S| tokens (NaN for tokens in no pair) and the optimal ``||p||``.
+
+    Introduced in chapter 05.
     """
     import cvxpy as cp
 
@@ -465,6 +473,8 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
     least squares (each ``mu_j`` as the difference of two non-negative ones) and returns
     ``(||p_mm - M_active^T lambda - T^T mu|| / ||p_mm||, lambda)``: near 0 (solver accuracy) at the optimum, of
     order one for a feasible ``p`` that is not optimal.
+
+    Introduced in chapter 05.
     """
     from scipy.optimize import nnls
 

@@ -69,7 +69,9 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
 
     ``range_ = (lo, hi)`` fixes the bins' span (default: the finite ``x`` values' own range). Values of
     ``x`` outside it are handled as ``out_of_range`` says: ``"raise"`` (default) refuses them,
-    ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin."""
+    ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin.
+
+    Introduced in chapter 06."""
     import pandas as pd
 
     if x.shape != y.shape:
@@ -165,6 +167,8 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> 
     central bins (``|centre| < central``), in units of the standard deviation of the binned
     tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
     non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
+
+    Introduced in chapter 05.
     """
     g, s, v = torch.from_numpy(gap), torch.from_numpy(scores), torch.from_numpy(values)
     if not g.shape == s.shape == v.shape:

@@ -42,7 +42,9 @@ TOL = Real(min=0.0)
 
 @declare(error=InvalidBatchError, batch=BINARY)
 def counts(batch: RaggedBatch):
-    """Occurrence counts of every token in positive and in negative sequences: ``(pos, neg)``."""
+    """Occurrence counts of every token in positive and in negative sequences: ``(pos, neg)``.
+
+    Introduced in chapter 01."""
     y = batch.labels[batch.seg]
     ones = torch.ones_like(y)
     return scatter_tokens(ones * (y > 0), batch), scatter_tokens(ones * (y < 0), batch)
@@ -54,6 +56,8 @@ def alpha(batch: RaggedBatch, normalize: str = "length") -> torch.Tensor:
 
     ``normalize="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalize="count"``: occurrences
     in positive minus occurrences in negative sequences.
+
+    Introduced in chapter 01.
     """
     y = batch.labels
     if normalize == "length":
@@ -67,6 +71,8 @@ def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
     """``P(y=+1 | s) - P(y=-1 | s)`` for every token; NaN for tokens that never occur.
 
     ``per="occurrence"`` counts occurrences; ``per="document"`` counts the documents containing ``s``.
+
+    Introduced in chapter 01.
     """
     y = batch.labels
     if per == "occurrence":
@@ -87,7 +93,9 @@ def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
 def token_classes(batch: RaggedBatch, tol: float = 1e-12):
     """Classes of every token: a dict of boolean tensors ``positive``, ``negative``, ``irrelevant``
     (by the sign of ``alpha_s`` with tolerance ``tol``), ``completely_positive``,
-    ``completely_negative`` and ``absent`` (tokens that never occur)."""
+    ``completely_negative`` and ``absent`` (tokens that never occur).
+
+    Introduced in chapter 01."""
     a = alpha(batch)
     pos, neg = counts(batch)
     return {
@@ -106,6 +114,8 @@ def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.T
 
     ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
     (``tol * ||p||``) when ``||p||`` is large.
+
+    Introduced in chapter 01.
     """
     a = c[batch.ids]
     return a >= segment_max(a, batch)[batch.seg] - tol
@@ -113,7 +123,9 @@ def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.T
 
 @declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN, tol=TOL)
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
-    """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask)."""
+    """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask).
+
+    Introduced in chapter 04."""
     yu = batch.labels.to(w.dtype)[batch.seg] * w[batch.ids]
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
@@ -122,13 +134,17 @@ def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> to
 def attention(batch: RaggedBatch, c: torch.Tensor) -> torch.Tensor:
     """The softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``) for the
     per-token scores ``c`` (e.g. ``E @ p`` for any ``p``; :meth:`~tokensel.AttentionModel.attention` for
-    the model's own ``p``)."""
+    the model's own ``p``).
+
+    Introduced in chapter 04."""
     return segment_softmax(c[batch.ids], batch)[0]
 
 
 @declare(error=InvalidBatchError, batch=ANY, q=Tensor("float", shape=("tokens",)), mask=OCCURRENCE_MASK)
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-sequence softmax mass on the occurrences in ``mask``."""
+    """Per-sequence softmax mass on the occurrences in ``mask``.
+
+    Introduced in chapter 04."""
     return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
 
 
@@ -182,7 +198,9 @@ def side_with_gap(pairs: torch.Tensor, x) -> float:
     """For the reversed pairs ``(f, r)`` of :func:`alpha_gap_reversals`, the share in which the token statistic
     ``x`` (one value per token, e.g. the scores ``E p``) ranks the rare, strongly polar word ``r`` above the
     frequent, weakly polar word ``f``: 1 when ``x`` sides with the posterior gap, 0 when it sides with
-    ``|alpha|``."""
+    ``|alpha|``.
+
+    Introduced in chapter 06."""
     x = torch.as_tensor(x, dtype=torch.float64).cpu()
     if not isinstance(pairs, torch.Tensor) or pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
         raise InvalidArgumentError("pairs must be the non-empty (k, 2) 'reversed' pairs of alpha_gap_reversals")
@@ -196,6 +214,8 @@ def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -
     """Per sequence: does every occurrence of a token in ``token_mask`` (|S| bools) lie in ``mask``?
 
     Sequences without such a token count as True.
+
+    Introduced in chapter 04.
     """
     needed = token_mask[batch.ids]
     missing = needed & ~mask
@@ -206,7 +226,9 @@ def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -
 def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
     """Class-``k`` signed frequency of every token, (|S| x K):
     ``alpha_{s,k} = (1/n) sum_i (1{y_i = k} - 1/K) n_s(X_i) / T_i``
-    ``= (1/n) sum_i [((K-1)/K) 1{y_i = k} - (1/K) 1{y_i != k}] n_s(X_i) / T_i``."""
+    ``= (1/n) sum_i [((K-1)/K) 1{y_i = k} - (1/K) 1{y_i != k}] n_s(X_i) / T_i``.
+
+    Introduced in chapter 02."""
     K = batch.num_classes
     assert K is not None  # the declaration
     onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64) - 1.0 / K  # n x K
@@ -248,20 +270,26 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
 def value_lead(batch: RaggedBatch, w: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Per sequence: ``y_i u`` of its marked tokens (the lowest of them) minus the best ``y_i u`` of its
     other tokens, with ``u = w`` the values (:func:`separation` of ``y_i w``). Positive when the marked
-    token has the best value for its sequence's label: the hypothesis of the loss-floor argument."""
+    token has the best value for its sequence's label: the hypothesis of the loss-floor argument.
+
+    Introduced in chapter 03."""
     return torch.where(batch.labels > 0, separation(batch, w, token_mask), separation(batch, -w, token_mask))
 
 
 @declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
 def best_value(batch: RaggedBatch, w: torch.Tensor) -> torch.Tensor:
-    """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens (``u = w``)."""
+    """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens (``u = w``).
+
+    Introduced in chapter 04."""
     return segment_max(batch.labels.to(w.dtype)[batch.seg] * w[batch.ids], batch)
 
 
 @declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
 def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
     """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
-    every output is an average of its sequence's values (``w = E v``)."""
+    every output is an average of its sequence's values (``w = E v``).
+
+    Introduced in chapter 03."""
     return float(logistic(best_value(batch, w)).mean())
 
 
@@ -278,6 +306,8 @@ def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
     (slope -1) when the residual ``p_t - p* ln t`` stays bounded. Fits the points with ``t >= t_min``
     (``t_min > 1``) and ``cos < 1``; returns ``(slope, intercept)``. Raises when fewer than three points
     remain.
+
+    Introduced in chapter 05.
     """
     if np.any(np.abs(cos) > 1 + 1e-12):
         raise InvalidParameterError("cos must lie in [-1, 1]")

@@ -304,8 +304,9 @@ def name_chapters(root: Path | None = None) -> list[str]:
     for name, (obj, chapter) in introducing_chapters(root).items():
         if names_its_chapter(obj, chapter) or not obj.__doc__:
             continue
-        path = inspect.getsourcefile(obj)
-        lines, start = inspect.getsourcelines(obj)
+        source = inspect.unwrap(obj)  # a declared function: its own source, not the checking wrapper's
+        path = inspect.getsourcefile(source)
+        lines, start = inspect.getsourcelines(source)
         import ast
 
         node = ast.parse(_dedent(lines)).body[0]

@@ -118,6 +118,8 @@ def start_chapter(chapter: str) -> None:
     build clears the folder), so running a setup cell twice never erases a failure.
     :func:`~tokensel.book.verification.verify` requires every finished run of a chapter to hold every claim
     of the chapter's source.
+
+    Introduced in chapter 01.
     """
     if (
         not isinstance(chapter, str)
@@ -147,7 +149,9 @@ def end_chapter() -> float:
     """Finish the chapter's record and return its execution time in seconds.
 
     Raises :class:`~tokensel.errors.ClaimFailedError` if any claim of this run failed (even one whose
-    exception was caught)."""
+    exception was caught).
+
+    Introduced in chapter 01."""
     if _state.get("chapter") is None or _state.get("orphan"):
         raise InvalidArgumentError("end_chapter() without start_chapter(): call ts.start_chapter(name) first")
     _state["finished"] = time.time()
@@ -485,6 +489,8 @@ def check(
     NaN, inf, non-numeric, unreadable or (for ``kind="true"``) not a boolean is recorded as failed and raises
     :class:`~tokensel.errors.ClaimFailedError`. A claim checked before :func:`start_chapter` is recorded in a
     record of its own, which :func:`~tokensel.book.verification.verify` refuses.
+
+    Introduced in chapter 01.
     """
     frame = inspect.currentframe()
     assert frame is not None  # None only on a Python without stack frames, which torch does not run on

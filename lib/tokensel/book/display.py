@@ -68,7 +68,9 @@ def review_attention(model, data, i: int) -> str:
 
 def reviews_attention(model, data, indices) -> str:
     """:func:`review_attention` for every test review in ``indices`` (e.g.
-    :meth:`~tokensel.data.reviews.ReviewData.examples`), one after the other."""
+    :meth:`~tokensel.data.reviews.ReviewData.examples`), one after the other.
+
+    Introduced in chapter 06."""
     if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
         raise InvalidArgumentError(f"indices must be a list of test review indices, got {indices!r}")
     return "".join(review_attention(model, data, int(i)) for i in indices)

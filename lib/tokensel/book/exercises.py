@@ -95,7 +95,9 @@ def self_check(exercise: str, given: dict | None = None, **answers) -> bool | No
     """Check the student's ``answers`` to ``exercise`` (its label): print ``right`` or ``not yet: <hint>`` for
     each, and return True when all are right, False when one is not, None when an answer is still ``None``
     or the check could not be made. ``given`` holds the chapter objects the exercise is about (its cell
-    passes them). Never raises, records no claim; see the module's docstring."""
+    passes them). Never raises, records no claim; see the module's docstring.
+
+    Introduced in chapter 01."""
     try:
         return _self_check(exercise, given, answers)
     except Exception as exc:  # noqa: BLE001 - a self-check never stops a notebook

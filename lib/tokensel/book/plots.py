@@ -37,7 +37,9 @@ def tick_label_pt() -> float:
 
 
 def theme() -> None:
-    """The book's seaborn theme (call once per chapter)."""
+    """The book's seaborn theme (call once per chapter).
+
+    Introduced in chapter 01."""
     import matplotlib as mpl
     import seaborn as sns
 
@@ -72,7 +74,9 @@ PANELS_KEY = "tokensel-panels"
 
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kw):
     """``ncols`` x ``nrows`` panels of ``width`` x ``height`` inches each (matplotlib's ``subplots`` with the
-    constrained layout): the figure and its axes, the panels recorded for phones (see the module)."""
+    constrained layout): the figure and its axes, the panels recorded for phones (see the module).
+
+    Introduced in chapter 01."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), constrained_layout=True, **kw)
@@ -172,7 +176,9 @@ def png_panels(path) -> list[list[float]]:
 def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
     """Per-bin mean with a band (``spread="std"``: mean ± std, the token-to-token spread; ``"se"``: mean ± 2
     standard errors of the bin mean, its noise level; ``"quantiles"``: 10%–90%) from
-    :func:`tokensel.analysis.shapes.binned`. Empty bins are left out."""
+    :func:`tokensel.analysis.shapes.binned`. Empty bins are left out.
+
+    Introduced in chapter 05."""
     from ..analysis.shapes import standard_errors
     from ..validation import check_choice
 
@@ -190,7 +196,9 @@ def binned_band(ax, table, label: str | None = None, color=None, spread: str = "
 
 def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap $\Delta_s$", title=None):
     """The paper's two shapes side by side: binned ``E_s^T p`` on ``ax_p`` and ``E_s^T v`` on ``ax_v``
-    (tables of :func:`tokensel.analysis.shapes.binned`), each mean ± std against ``xlabel``."""
+    (tables of :func:`tokensel.analysis.shapes.binned`), each mean ± std against ``xlabel``.
+
+    Introduced in chapter 05."""
     binned_band(ax_p, bins_p, color=PALETTE["p"])
     binned_band(ax_v, bins_v, color=PALETTE["v"])
     ax_p.set(xlabel=xlabel, ylabel=r"$E_s^\top p$")
@@ -203,7 +211,9 @@ def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap 
 def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
     """Panels placed by name (matplotlib's ``subplot_mosaic``; a name repeated spans cells), each cell
     ``width`` x ``height`` inches: the figure and a dict of its axes. Keep rows to two cells so the figure
-    stays legible on a narrow screen."""
+    stays legible on a narrow screen.
+
+    Introduced in chapter 06."""
     import matplotlib.pyplot as plt
 
     if (
@@ -228,7 +238,9 @@ def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
 def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, ylabel: str | None = None, **kw):
     """``n`` panels in rows of ``ncols`` (two by default, so a figure stays legible on a narrow screen): the
     figure and a flat array of its first ``n`` axes (unused cells of the last row are hidden); ``ylabel`` goes
-    on the first column."""
+    on the first column.
+
+    Introduced in chapter 02."""
     from ..validation import check_int
 
     check_int(n, "n", min=1)
@@ -246,7 +258,9 @@ def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, 
 
 def shape_bins(bins: dict, width: float = 3.4, height: float = 2.6):
     """One row per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``): the scores on the
-    left, the values on the right, against the posterior gap; x labels on the last row only."""
+    left, the values on the right, against the posterior gap; x labels on the last row only.
+
+    Introduced in chapter 07."""
     fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
     for i, (name, (bp, bv)) in enumerate(bins.items()):
         score_value_bands(axes[i, 0], axes[i, 1], bp, bv, xlabel=r"$\Delta_s$")
@@ -260,7 +274,9 @@ def shape_bins(bins: dict, width: float = 3.4, height: float = 2.6):
 def value_bins(bins: dict, width: float = 3.4, height: float = 2.6):
     """One row per model of ``bins`` (``name -> (bins of E_s^T v, bins of the token values as the model
     reads them)``): ``E_s^T v`` on the left, the token values on the right, each bin mean ± 2 standard errors
-    of the mean, against the posterior gap."""
+    of the mean, against the posterior gap.
+
+    Introduced in chapter 07."""
     fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
     for i, (name, (bv, bh)) in enumerate(bins.items()):
         binned_band(axes[i, 0], bv, color=PALETTE["v"], spread="se")
@@ -274,7 +290,9 @@ def value_bins(bins: dict, width: float = 3.4, height: float = 2.6):
 
 
 def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float = 0.6):
-    """Scatter of one point per token, coloured by role (+1 positive, -1 negative, 0 irrelevant)."""
+    """Scatter of one point per token, coloured by role (+1 positive, -1 negative, 0 irrelevant).
+
+    Introduced in chapter 01."""
     x, y = np.asarray(x), np.asarray(y)
     if roles is None:
         ax.scatter(x, y, s=s, alpha=alpha, color=PALETTE["p"], lw=0)
@@ -332,7 +350,9 @@ def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
 
 
 def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: bool = True, **kw):
-    """A convergence curve on log axes (e.g. ``1 - cos`` against ``t`` or ``||p_t||``)."""
+    """A convergence curve on log axes (e.g. ``1 - cos`` against ``t`` or ``||p_t||``).
+
+    Introduced in chapter 02."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y) & ((x > 0) if logx else True) & ((y > 0) if logy else True)
     ax.plot(x[keep], y[keep], label=label, **kw)
@@ -357,7 +377,9 @@ def phase_diagram(
     cbar_label: str | None = None,
 ):
     """A heat map of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of a long DataFrame;
-    cells are annotated with ``value`` and, if given, ``annot`` in brackets."""
+    cells are annotated with ``value`` and, if given, ``annot`` in brackets.
+
+    Introduced in chapter 04."""
     import seaborn as sns
 
     grid = table.pivot(index=y, columns=x, values=value).sort_index(ascending=False)

@@ -165,7 +165,9 @@ def prepare_reviews(
     sample_train_fraction: float = 0.8,
     seed: int = 0,
 ) -> ReviewData:
-    """Load, tokenize, build the vocabulary on the training split and encode both splits."""
+    """Load, tokenize, build the vocabulary on the training split and encode both splits.
+
+    Introduced in chapter 06."""
     is_sample = False
     test = load_reviews(name, "test", data_dir=data_dir)
     try:

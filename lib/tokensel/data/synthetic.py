@@ -122,6 +122,8 @@ def assumption1_pairs(
 
     ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
     sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
+
+    Introduced in chapter 01.
     """
     if per_sequence > n_important:
         raise InvalidBatchError(
@@ -187,6 +189,8 @@ def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: 
     Labels are balanced (``n // 2`` of each, ``n`` even). Irrelevant tokens are irrelevant only in
     expectation: their sample ``alpha_s`` fluctuates around 0 with size about
     ``1 / sqrt(n * n_irrelevant)``.
+
+    Introduced in chapter 04.
     """
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
@@ -240,6 +244,8 @@ def independent_tokens(
     posterior gap of token ``s`` is ``delta * b_s``: ``delta = 0`` makes every token irrelevant,
     ``delta = 1`` makes the tokens with ``b_s = ±1`` completely positive/negative. Labels are
     balanced (``n`` even).
+
+    Introduced in chapter 01.
     """
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
@@ -286,6 +292,8 @@ def independent_tokens_multiclass(
     ``-1/(K-1)`` for the others, ``b = 0`` for irrelevant tokens, and
     ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}``. Labels are balanced, ``0..K-1``.
     ``planted`` holds the home class of each token (-1 for irrelevant ones).
+
+    Introduced in chapter 02.
     """
     K = num_classes
     if vocab_size < K:
@@ -324,6 +332,8 @@ def contested_pairs(n_pairs: int) -> SyntheticData:
     ``u_a > 0 > u_b``. The two single-token sequences do not depend on ``p``; the contested pair
     ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
     ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
+
+    Introduced in chapter 03.
     """
     seqs, labels = [], []
     for k in range(n_pairs):
@@ -353,6 +363,8 @@ def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tenso
     sequence has ``f = 0``, i.e. ``D_k^T p = ln(-u_b / u_a)``. Returns that point (a linear solve). Raises
     :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
     is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
+
+    Introduced in chapter 03.
     """
     if E.shape[0] % 2:
         raise InvalidBatchError(f"E must have 2 * n_pairs rows (two tokens per pair), got {E.shape[0]}")
@@ -519,7 +531,9 @@ def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: 
     label -> value), summarised: one row per label with ``delta_tilde``, ``holds`` (the share of the draws that
     satisfy Assumption 1), ``one_each`` (the mean share of sequences with exactly one polar token), its
     binomial prediction ``binomial = T (1 - delta_tilde) delta_tilde^(T - 1)`` and that mean's standard error
-    ``se`` over the draws' sequences, and the least and largest ``max_alpha_irrelevant`` over the draws."""
+    ``se`` over the draws' sequences, and the least and largest ``max_alpha_irrelevant`` over the draws.
+
+    Introduced in chapter 05."""
     import pandas as pd
 
     if not isinstance(delta_tildes, dict) or not delta_tildes:

@@ -110,7 +110,9 @@ def logistic_baseline(
     """Bag-of-words logistic regression on ``data``'s vocabulary and split: for each ``C`` of ``C_grid`` a fit
     on the training reviews less a held-out fraction ``holdout`` (drawn by ``seed``), scored by accuracy on the
     held-out reviews; the best ``C`` (the smallest among ties) is refitted on all training reviews and scored on
-    the test reviews. Returns a :class:`Baseline`."""
+    the test reviews. Returns a :class:`Baseline`.
+
+    Introduced in chapter 06."""
     if not isinstance(data, ReviewData):
         raise InvalidParameterError(
             f"data must be a ReviewData (from tokensel.data.reviews.prepare_reviews), got {type(data).__name__}"

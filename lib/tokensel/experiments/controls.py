@@ -170,7 +170,9 @@ def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame
     """The models ``kinds`` trained as in :func:`~tokensel.experiments.recipes.compare_variants`, on the same
     reviews with the training labels permuted (:func:`tokensel.data.reviews.shuffled_labels`, seed ``seed``),
     and measured against the *true* posterior gaps of those reviews: one row per model with its test
-    accuracy, ``u_gap`` and ``rho``. A model that learns nothing from the labels leaves both shapes near 0."""
+    accuracy, ``u_gap`` and ``rho``. A model that learns nothing from the labels leaves both shapes near 0.
+
+    Introduced in chapter 07."""
     import pandas as pd
 
     sc = scale(sc)

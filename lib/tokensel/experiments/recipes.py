@@ -94,7 +94,9 @@ def train_full(
     """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
     resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
-    data set, seed or setting is refused."""
+    data set, seed or setting is refused.
+
+    Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("E", "p"), "full")
 
 
@@ -119,13 +121,17 @@ def train_frozen(
     seed: int = 0,
 ):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
-    are trained."""
+    are trained.
+
+    Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E")
 
 
 @declare(error=InvalidParameterError, data=REVIEW_DATA)
 def one_step_eta(data: ReviewData) -> float:
-    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1."""
+    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1.
+
+    Introduced in chapter 06."""
     return float(2.0 / statistics.alpha(data.train).abs().max())
 
 
@@ -138,7 +144,9 @@ def train_one_step_then_freeze(
     eta0: float | None = None,
 ):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
-    then ``E`` frozen and only ``p`` and ``v`` trained."""
+    then ``E`` frozen and only ``p`` and ``v`` trained.
+
+    Introduced in chapter 06."""
     eta0 = one_step_eta(data) if eta0 is None else eta0
     model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
     traj = train_joint(
@@ -176,7 +184,9 @@ def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D,
     words (those with a posterior gap) whose value ``E_s^T v`` moved by more than the initial within-bin spread
     of the values (about ``1/sqrt(d)``); the within-bin spreads of ``E_s^T v`` and ``E_s^T p`` in raw units
     (:func:`tokensel.analysis.shapes.spreads`) and as multiples of the initial ones; the rank correlation of
-    the values' bin means with the gap. No training: a few seconds at the paper's size."""
+    the values' bin means with the gap. No training: a few seconds at the paper's size.
+
+    Introduced in chapter 06."""
     import pandas as pd
 
     multiples = _check_multiples(multiples)
@@ -308,7 +318,9 @@ def implicit_bias_with_v(
     then ``p`` trained by normalised GD (:func:`tokensel.training.phases.train_p_v`, ``lr``, ``steps``) twice
     from the same start: with ``v`` fixed and with ``v`` trained too. Each final ``p`` is compared with the
     max-margin direction of its own selection (:func:`tokensel.analysis.maxmargin.max_margin_for_selection`).
-    Returns an :class:`ImplicitBias`."""
+    Returns an :class:`ImplicitBias`.
+
+    Introduced in chapter 06."""
     import pandas as pd
 
     from ..analysis.maxmargin import max_margin_for_selection
@@ -370,7 +382,9 @@ RATING_EDGES = (3, 5, 9)
 @declare(error=InvalidParameterError, data=REVIEW_DATA, split=SPLIT)
 def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     """The reviews of ``split`` (``"train"`` or ``"test"``) of ``data`` with four rating classes (1-2, 3-4,
-    7-8, 9-10 stars) as labels."""
+    7-8, 9-10 stars) as labels.
+
+    Introduced in chapter 07."""
     batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
     if ratings is None:
         raise DataUnavailableError(
@@ -412,7 +426,9 @@ def train_multiclass(
     full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy, parameters in
     ``dtype`` (float32 by default: the statistics read from this model are rank correlations of bin means,
     far above float32 rounding). Returns ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are
-    top-class accuracies."""
+    top-class accuracies.
+
+    Introduced in chapter 07."""
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
     assert train.num_classes is not None  # rating_classes sets it
     model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
@@ -443,7 +459,9 @@ class OneStepMulticlass:
 @declare(error=InvalidParameterError, batch=Batch("classes"), d=Int(min=1), seed=Int(min=0))
 def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
     """One step of size ``eta0 = 2 / max|alpha_{s,k}|`` (the largest predicted shift is 2) on the
-    K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes."""
+    K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes.
+
+    Introduced in chapter 07."""
     alpha = statistics.alpha_multiclass(batch)
     eta0 = 2.0 / float(alpha.abs().max())
     assert batch.num_classes is not None  # alpha_multiclass refuses a batch without classes
@@ -614,7 +632,9 @@ SCALE = Either(
 @declare(error=InvalidParameterError, which=SCALE)
 def scale(which, **changes) -> Scale:
     """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``; a field of
-    :class:`~tokensel.training.settings.TrainSettings`, e.g. ``steps=50``, changes the scale's ``train``)."""
+    :class:`~tokensel.training.settings.TrainSettings`, e.g. ``steps=50``, changes the scale's ``train``).
+
+    Introduced in chapter 07."""
     base = which if isinstance(which, Scale) else SCALES[which]
     training = {k: changes.pop(k) for k in list(changes) if k in TrainSettings.__dataclass_fields__}
     unknown = sorted(set(changes) - set(base.__dataclass_fields__))
@@ -633,7 +653,9 @@ SCALE_OBJECT = Instance(Scale, what="a Scale (tokensel.experiments.scale('reduce
 @declare(error=InvalidParameterError, data=REVIEW_DATA, sc=SCALE_OBJECT, seed=Int(min=0))
 def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
     """The training and test reviews of the comparison: ``sc.n_train`` and ``sc.n_test`` reviews drawn
-    from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``."""
+    from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``.
+
+    Introduced in chapter 07."""
     rng = np.random.default_rng(seed)
     train, test = data.train, data.test
     for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
@@ -753,7 +775,9 @@ KINDS = Subset(*MODEL_NAMES)
 def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
     """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
     model and :data:`tokensel.models.variants.COMPARED`) on the
-    reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order."""
+    reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order.
+
+    Introduced in chapter 07."""
     sc = scale(sc)
     kinds = ("one_layer", *variants.COMPARED) if kinds is None else kinds
     train, test = variant_batches(data, sc, seed=seed)

@@ -30,7 +30,9 @@ def write_run(run: Run, folder, **provenance) -> None:
 def read_runs(folder):
     """Read what :func:`write_run` stored. Returns ``(summary, bins)``: a frame indexed by display name and
     a dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of
-    :func:`tokensel.analysis.shapes.binned`. Models without files are left out."""
+    :func:`tokensel.analysis.shapes.binned`. Models without files are left out.
+
+    Introduced in chapter 07."""
     import pandas as pd
 
     folder = Path(folder)
@@ -91,7 +93,9 @@ def write_sweep(rows, folder, **provenance) -> None:
 def read_sweep(folder):
     """Read what :func:`write_sweep` stored: ``(table, provenance)``, the table with the ratios to the full model
     (its first row, ``multiple`` NaN) added as ``ratio_<spread>``. Raises
-    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing."""
+    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing.
+
+    Introduced in chapter 06."""
     import pandas as pd
 
     folder = Path(folder)

@@ -17,7 +17,9 @@ RUNS = Instance(dict, what="a dict of Runs by model name (compare_variants)")
 @declare(error=InvalidParameterError, runs=RUNS)
 def verdicts(runs: dict):
     """One row per model: accuracies, the two shape statistics and whether each criterion holds
-    (U-gap at least 1; rank correlation at least 0.9)."""
+    (U-gap at least 1; rank correlation at least 0.9).
+
+    Introduced in chapter 07."""
     import pandas as pd
 
     rows = []
@@ -44,7 +46,9 @@ def value_noise(runs: dict, z: float = 2.0):
     """One row per model: how its value bins compare with the noise of a bin mean
     (:func:`tokensel.analysis.shapes.bin_noise_summary`), for ``E_s^T v`` and for the token values as the model
     reads them (``bins_h``): rank correlation with the gap, range in standard errors of a bin mean, and the
-    number of reversals larger than ``z`` standard errors."""
+    number of reversals larger than ``z`` standard errors.
+
+    Introduced in chapter 07."""
     import pandas as pd
 
     rows = []

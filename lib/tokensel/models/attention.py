@@ -92,7 +92,9 @@ class _EmbeddingModel:
 @declare(error=InvalidParameterError, E=TABLE, p=VECTOR, v=VECTOR)
 @dataclass
 class AttentionModel(_EmbeddingModel):
-    """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model."""
+    """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model.
+
+    Introduced in chapter 01."""
 
     E: torch.Tensor
     p: torch.Tensor

@@ -76,7 +76,9 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
 
     The attention pass runs in the fused kernel (:func:`tokensel.models.core.fused_grads`) where it applies (the
     stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
-    in the reference implementation; ``fused=True`` insists on the kernel."""
+    in the reference implementation; ``fused=True`` insists on the kernel.
+
+    Introduced in chapter 01."""
     model.check_batch(batch)
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
@@ -111,7 +113,9 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
 )
 def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
     """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
-    by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor)."""
+    by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor).
+
+    Introduced in chapter 03."""
     c = E @ p
     if fused_applies(batch, c, stable):
         loss, _, AB = fused_grads(batch, torch.stack([c, w], 1))
@@ -125,6 +129,8 @@ def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
     """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
 
     Only for tests and small batches: returns ``(loss, grad_E, grad_p, grad_v)``.
+
+    Introduced in chapter 01.
     """
     from .core import logistic_loss, segment_softmax, segment_sum
 

@@ -56,7 +56,9 @@ RECORDS = Int(min=1, max=10**7)
 
 @declare(a=Tensor("float", shape=("d",)), b=Tensor("float", shape=("d",)))
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    """``<a, b> / (||a|| ||b||)``; NaN when either vector is zero."""
+    """``<a, b> / (||a|| ||b||)``; NaN when either vector is zero.
+
+    Introduced in chapter 05."""
     na, nb = float(a.norm()), float(b.norm())
     if na == 0.0 or nb == 0.0:
         return float("nan")
@@ -96,6 +98,8 @@ def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True
     """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
 
     ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
+
+    Introduced in chapter 02.
     """
     _prepare(model, batch, None)
     out = model.copy()
@@ -137,6 +141,8 @@ def train_p(
     ``reference`` direction (e.g. ``p_mm``) the cosine to it is recorded. The run stops early when
     the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
     ``monitor(p)``, if given, returns a dict of floats recorded with every record.
+
+    Introduced in chapter 03.
     """
     ref = _prepare(model, batch, reference)
     E, p, v = model.E, model.p, model.v
@@ -269,6 +275,8 @@ def gradient_flow(
     while the rest diverges: :func:`implicit_flow`) raises :class:`~tokensel.errors.SolverError`; with
     ``on_failure="stop"`` it ends instead at the last recorded time the integrator reached, with ``model.p``
     set there and ``stopped`` saying where and why (``t_max`` when it got there).
+
+    Introduced in chapter 03.
     """
     from scipy.integrate import solve_ivp
 
@@ -359,6 +367,8 @@ def train_joint(
     checkpoint of the same run (same ``recipe``, data, initial parameters, dtype and settings; see
     :mod:`tokensel.training.checkpoints`) resumes from it, and finishes with exactly the result of an
     uninterrupted run. A checkpoint of another run is refused.
+
+    Introduced in chapter 05.
     """
     settings = loop.prologue(model, batch, test_batch, settings)
     tensors = {name: getattr(model, name) for name in params}
@@ -448,6 +458,8 @@ def implicit_flow(
     moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
     direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
     each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
+
+    Introduced in chapter 05.
     """
     reference = _prepare(model, batch, reference)
     if model.vocab_size > 4000:

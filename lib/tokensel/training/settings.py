@@ -35,7 +35,9 @@ class TrainSettings:
     * ``checkpoint_every`` — steps between two checkpoints (default 25);
     * ``progress`` — show a progress bar (default None: as ``TOKENSEL_PROGRESS`` says).
 
-    ``settings.replace(lr=1e-2)`` gives a copy with fields changed (checked again)."""
+    ``settings.replace(lr=1e-2)`` gives a copy with fields changed (checked again).
+
+    Introduced in chapter 05."""
 
     steps: int = 300
     lr: float = 3e-3
