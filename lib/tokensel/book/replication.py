@@ -454,15 +454,18 @@ def run_sweep(
 
 
 def _append_provenance(out: Path, sweep: dict) -> None:
+    from ..files import lock
+
     path = out / "provenance.json"
-    try:
-        prov = json.loads(path.read_text())
-        if not isinstance(prov, dict) or not isinstance(prov.get("sweeps"), list):
-            raise ValueError("not a provenance file")
-    except (OSError, ValueError):
-        prov = {"about": "tokensel replication: each (chapter, seed) executed as one task", "sweeps": []}
-    prov["sweeps"].append(sweep)
-    write_json_atomic(path, prov)
+    with lock(out, ".provenance.lock"):  # two sweeps into one folder (other chapters) finish without losing an entry
+        try:
+            prov = json.loads(path.read_text())
+            if not isinstance(prov, dict) or not isinstance(prov.get("sweeps"), list):
+                raise ValueError("not a provenance file")
+        except (OSError, ValueError):
+            prov = {"about": "tokensel replication: each (chapter, seed) executed as one task", "sweeps": []}
+        prov["sweeps"].append(sweep)
+        write_json_atomic(path, prov)
 
 
 def load_replication(out: Path, root: Path | None = None) -> tuple[list[dict], list[dict]]:
