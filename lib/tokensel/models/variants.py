@@ -371,7 +371,7 @@ class TwoLayer(VariantModel):
 
         On the CPU in float32 or float64 (``scores_dtype`` None) this runs in the compiled kernels of
         :mod:`tokensel.models.kernels` (one per sequence, forward and closed-form backward, under autograd);
-        elsewhere, and in :meth:`_forward_tensors` (the reference the tests compare against), as batched
+        elsewhere, and in ``_forward_tensors`` (the reference the tests compare against), as batched
         tensor products."""
         plan = None if scores_dtype is not None else _kernel_plan(self, ids, mask)
         if plan is None:
