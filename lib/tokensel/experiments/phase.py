@@ -14,6 +14,7 @@ one gradient step followed by the gradient flow of ``p`` selects every important
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ..analysis import statistics
 from ..analysis.maxmargin import max_margin_for_selection
@@ -31,6 +32,8 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
+#: an earlier time of that follow-on, to see the cosine still rising
+TRAP_MID = 1e20
 
 COLUMNS = (
     "data_seed",
@@ -42,6 +45,10 @@ COLUMNS = (
     "selected",
     "full",
     "trapped",
+    "mass_pos",
+    "mass_neg",
+    "p_dot_v",
+    "cos_own_mid",
     "cos_own",
     "own_status",
 )
@@ -65,16 +72,57 @@ def _grid(value, name: str, kind) -> list:
     return [check_real(x, f"{name}[{i}]", min=0.0, min_inclusive=False) for i, x in enumerate(value)]
 
 
-def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, str]:
-    """Flow a trapped run on to ``TRAP_T``, then the cosine of ``p`` with the max-margin direction of the
-    selection it has settled on (``nan`` and ``'infeasible'`` when that selection has none)."""
-    gradient_flow(m, batch, t_max=TRAP_T, records=2, rtol=1e-8, atol=1e-12)
+def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, float, str]:
+    """Flow a trapped run on to ``TRAP_T``, then the cosines of ``p`` at ``TRAP_MID`` and at ``TRAP_T`` with the
+    max-margin direction of the selection it has settled on at ``TRAP_T`` (``nan`` and ``'infeasible'`` when that
+    selection has none)."""
+    kept: list[torch.Tensor] = []
+    records = int(round(np.log10(TRAP_T))) + 4  # log-spaced records at every power of ten from 1e-3 on
+
+    def keep(p):
+        kept.append(p.clone())
+        return {}
+
+    traj = gradient_flow(m, batch, t_max=TRAP_T, records=records, rtol=1e-8, atol=1e-12, monitor=keep)
+    mid = kept[int(np.argmin(np.abs(np.log10(np.maximum(traj.t, 1e-300)) - np.log10(TRAP_MID))))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
     try:
         svm = max_margin_for_selection(m.E, batch, sel)
     except InfeasibleSVMError:
-        return float("nan"), "infeasible"
-    return cosine(m.p, svm.p), "solved"
+        return float("nan"), float("nan"), "infeasible"
+    return cosine(mid, svm.p), cosine(m.p, svm.p), "solved"
+
+
+def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool) -> dict:
+    """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
+    batch, important = data.batch, data.important
+    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    lead = statistics.value_lead(batch, m.values(), important)
+    predicted = float((lead > 0).double().mean())
+    floor = statistics.loss_floor(batch, m.values())
+    gradient_flow(m, batch, t_max=t_max, records=5, rtol=1e-6, atol=1e-9)
+    sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
+    selected = float(statistics.contains(batch, sel, important).double().mean())
+    loss_gap = m.loss(batch) - floor
+    trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
+    mass = statistics.selected_mass(batch, m.attention(batch), data.important_occurrences)
+    positive = batch.labels > 0
+    row = dict(
+        predicted=predicted,
+        loss_gap=loss_gap,
+        selected=selected,
+        full=selected == 1.0,
+        trapped=trapped,
+        mass_pos=float(mass[positive].min()),
+        mass_neg=float(mass[~positive].min()),
+        p_dot_v=float(m.p @ m.v),
+        cos_own_mid=float("nan"),
+        cos_own=float("nan"),
+        own_status="",
+    )
+    if trapped and own_svm:
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9)
+    return row
 
 
 def phase_runs(
@@ -93,10 +141,13 @@ def phase_runs(
     Returns a DataFrame with one row per run (columns ``COLUMNS``): ``predicted``, the fraction of
     sequences whose important token leads in value after the step; ``loss_gap``, the loss minus its floor
     ``L*`` at ``t_max``; ``selected``, the fraction of sequences whose important token is selected; ``full``,
-    whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``. With ``own_svm``,
-    every trapped run is followed on to ``t = 1e80`` and ``cos_own`` is the cosine of its ``p`` with the
-    max-margin direction of its own final selection (``own_status`` ``'solved'``, or ``'infeasible'`` when
-    that selection has no max-margin direction); other runs have ``cos_own`` NaN and ``own_status`` ``''``.
+    whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``; ``mass_pos`` and
+    ``mass_neg``, the smallest attention mass on the important token among the positive and among the negative
+    sequences at ``t_max`` (a class is *buried* when its mass is tiny); ``p_dot_v``, ``p``'s component along
+    the read-out ``v`` at ``t_max``. With ``own_svm``, every trapped run is followed on to ``t = 1e80``
+    (``TRAP_T``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
+    selection, ``cos_own_mid`` the same at ``t = 1e20`` (``own_status`` ``'solved'``, or ``'infeasible'`` when
+    that selection has no max-margin direction); other runs have both cosines NaN and ``own_status`` ``''``.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
@@ -112,37 +163,11 @@ def phase_runs(
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
         for ds in data_seeds:
             data = synthetic.theory_pairs(seed=ds)
-            batch, important = data.batch, data.important
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        m = one_step(AttentionModel.init(batch.vocab_size, d, seed=s), batch, eta0)
-                        lead = statistics.value_lead(batch, m.values(), important)
-                        predicted = float((lead > 0).double().mean())
-                        floor = statistics.loss_floor(batch, m.values())
-                        gradient_flow(m, batch, t_max=t_max, records=5, rtol=1e-6, atol=1e-9)
-                        sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
-                        selected = float(statistics.contains(batch, sel, important).double().mean())
-                        loss_gap = m.loss(batch) - floor
-                        trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
-                        cos_own, status = float("nan"), ""
-                        if trapped and own_svm:
-                            cos_own, status = _own_direction(m, batch, 1e-9)
-                        rows.append(
-                            dict(
-                                data_seed=ds,
-                                d=d,
-                                eta0=eta0,
-                                init_seed=s,
-                                predicted=predicted,
-                                loss_gap=loss_gap,
-                                selected=selected,
-                                full=selected == 1.0,
-                                trapped=trapped,
-                                cos_own=cos_own,
-                                own_status=status,
-                            )
-                        )
+                        row = _run(data, d, eta0, s, t_max, own_svm)
+                        rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         pbar.update()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -209,12 +234,17 @@ def _problem(runs) -> str | None:
     for col in ("full", "trapped"):
         if runs[col].dtype != bool:
             return f"column {col} is not true/false"
-    for col in ("predicted", "selected"):
+    for col in ("predicted", "selected", "mass_pos", "mass_neg"):
         x = runs[col].to_numpy(float)
         if not (np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()):
             return f"column {col} has values outside [0, 1]"
-    if not np.isfinite(runs["loss_gap"].to_numpy(float)).all():
-        return "column loss_gap is not finite"
+    for col in ("loss_gap", "p_dot_v"):
+        if not np.isfinite(runs[col].to_numpy(float)).all():
+            return f"column {col} is not finite"
+    for col in ("cos_own_mid", "cos_own"):
+        x = runs[col].to_numpy(float)
+        if (np.abs(x[np.isfinite(x)]) > 1 + 1e-9).any() or (np.isfinite(x) != (runs["own_status"] == "solved")).any():
+            return f"column {col} is not a cosine exactly where own_status is solved"
     if (runs["full"] != (runs["selected"] == 1.0)).any():
         return "full disagrees with selected"
     trapped = (runs["predicted"] == 1.0) & (runs["loss_gap"] >= FLOOR_GAP)
