@@ -66,6 +66,7 @@ def main(argv=None) -> int:
         f"{len(tasks) - len(todo)} already done in {args.out}, {len(todo)} to run"
     )
     start = time.time()
+    commit = _git_commit(ROOT)  # the code the tasks run: taken when they start
     if todo:
         if args.scheduler:
             client, cluster = Client(args.scheduler), None
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
     prov["sweeps"].append(
         {
             "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-            "commit": _git_commit(ROOT),
+            "commit": commit,
             "versions": _versions(),
             "data_seeds": args.data_seeds,
             "init_seeds": args.init_seeds,

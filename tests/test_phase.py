@@ -11,8 +11,11 @@ from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 @pytest.fixture(scope="module")
 def runs():
-    # a tiny grid: a small step (selection fails) and the trap's step at a small width
-    return ts.experiments.phase.phase_runs([0], [1, 2], widths=[32], steps=[0.3, 300.0], t_max=1e4, progress=False)
+    # a tiny grid: a small step (selection fails) and the trap's step (data seed 0, initialisation 1 is trapped);
+    # trapped runs are followed on for 1e8 only (the book's sweep: 1e80)
+    return ts.experiments.phase.phase_runs(
+        [0], [1, 2], widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False
+    )
 
 
 def test_one_row_per_run_with_consistent_verdicts(runs):
@@ -21,10 +24,15 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
     trapped = (runs.predicted == 1.0) & (runs.loss_gap >= ts.experiments.phase.FLOOR_GAP)
     assert (runs.trapped == trapped).all()
     # a trapped run is compared with the max-margin direction of its own selection; the others are not
+    assert runs.trapped.any(), "the fixture holds a trapped run"
     assert runs[runs.trapped].own_status.isin(["solved", "infeasible"]).all()
+    solved = runs[runs.own_status == "solved"]
+    assert ((solved.cos_own.abs() <= 1) & (solved.cos_own_mid.abs() <= 1)).all()
     assert runs[~runs.trapped].cos_own.isna().all() and (runs[~runs.trapped].own_status == "").all()
     # deterministic: the same run again gives the same row
-    again = ts.experiments.phase.phase_runs([0], [2], widths=[32], steps=[300.0], t_max=1e4, progress=False)
+    again = ts.experiments.phase.phase_runs(
+        [0], [2], widths=[64], steps=[300.0], t_max=1e4, own_svm=False, progress=False
+    )
     row = runs[(runs.init_seed == 2) & (runs.eta0 == 300.0)]
     assert np.array_equal(
         again[["predicted", "selected", "loss_gap"]].to_numpy(), row[["predicted", "selected", "loss_gap"]].to_numpy()
@@ -33,7 +41,7 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
 
 def test_probabilities_per_cell(runs):
     prob = ts.experiments.phase.phase_probabilities(runs)
-    assert list(prob.d) == [32, 32] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()
+    assert list(prob.d) == [64, 64] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()
     small = prob[prob.eta0 == 0.3].iloc[0]
     assert small.p_full == runs[runs.eta0 == 0.3].full.mean()
     with pytest.raises(InvalidArgumentError, match="runs must be"):
@@ -71,6 +79,7 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
         ({"widths": [0]}, "widths"),
         ({"steps": [-1.0]}, "steps"),
         ({"t_max": 0.0}, "t_max"),
+        ({"trap_t": 0.5}, "trap_t"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_run(kw, match):

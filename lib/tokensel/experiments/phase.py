@@ -39,8 +39,6 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
-#: an earlier time of that follow-on, to see the cosine still rising
-TRAP_MID = 1e20
 
 COLUMNS = (
     "data_seed",
@@ -79,19 +77,20 @@ def _grid(value, name: str, kind) -> list:
     return [check_real(x, f"{name}[{i}]", min=0.0, min_inclusive=False) for i, x in enumerate(value)]
 
 
-def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, float, str]:
-    """Flow a trapped run on to ``TRAP_T``, then the cosines of ``p`` at ``TRAP_MID`` and at ``TRAP_T`` with the
-    max-margin direction of the selection it has settled on at ``TRAP_T`` (``nan`` and ``'infeasible'`` when that
-    selection has none)."""
+def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) -> tuple[float, float, str]:
+    """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
+    the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
+    that selection has none)."""
     kept: list[torch.Tensor] = []
-    records = int(round(np.log10(TRAP_T))) + 4  # log-spaced records at every power of ten from 1e-3 on
+    records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
     def keep(p):
         kept.append(p.clone())
         return {}
 
-    traj = gradient_flow(m, batch, t_max=TRAP_T, records=records, rtol=1e-8, atol=1e-12, monitor=keep)
-    mid = kept[int(np.argmin(np.abs(np.log10(np.maximum(traj.t, 1e-300)) - np.log10(TRAP_MID))))]
+    traj = gradient_flow(m, batch, t_max=trap_t, records=records, rtol=1e-8, atol=1e-12, monitor=keep)
+    log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
+    mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
     try:
         svm = max_margin_for_selection(m.E, batch, sel)
@@ -100,7 +99,7 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, f
     return cosine(mid, svm.p), cosine(m.p, svm.p), "solved"
 
 
-def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool) -> dict:
+def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
     m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
@@ -128,7 +127,7 @@ def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool)
         own_status="",
     )
     if trapped and own_svm:
-        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9)
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9, trap_t)
     return row
 
 
@@ -140,6 +139,7 @@ def phase_runs(
     t_max: float = 1e6,
     own_svm: bool = True,
     progress: bool | None = None,
+    trap_t: float = TRAP_T,
 ):
     """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
@@ -151,10 +151,11 @@ def phase_runs(
     whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``; ``mass_pos`` and
     ``mass_neg``, the smallest attention mass on the important token among the positive and among the negative
     sequences at ``t_max`` (a class is *buried* when its mass is tiny); ``p_dot_v``, ``p``'s component along
-    the read-out ``v`` at ``t_max``. With ``own_svm``, every trapped run is followed on to ``t = 1e80``
-    (``TRAP_T``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
-    selection, ``cos_own_mid`` the same at ``t = 1e20`` (``own_status`` ``'solved'``, or ``'infeasible'`` when
-    that selection has no max-margin direction); other runs have both cosines NaN and ``own_status`` ``''``.
+    the read-out ``v`` at ``t_max``. With ``own_svm``, every trapped run is followed on for ``trap_t`` (default
+    ``TRAP_T``, ``1e80``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
+    selection, ``cos_own_mid`` the same at ``trap_t ** 0.25`` (``1e20``; ``own_status`` ``'solved'``, or
+    ``'infeasible'`` when that selection has no max-margin direction); other runs have both cosines NaN and
+    ``own_status`` ``''``.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
@@ -165,6 +166,7 @@ def phase_runs(
     steps = _grid(steps, "steps", float)
     t_max = check_real(t_max, "t_max", min=0.0, min_inclusive=False)
     check_bool(own_svm, "own_svm")
+    trap_t = check_real(trap_t, "trap_t", min=1.0)
     rows = []
     total = len(data_seeds) * len(widths) * len(steps) * len(init_seeds)
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
@@ -173,7 +175,7 @@ def phase_runs(
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        row = _run(data, d, eta0, s, t_max, own_svm)
+                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t)
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         pbar.update()
     return pd.DataFrame(rows, columns=list(COLUMNS))
