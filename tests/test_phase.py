@@ -199,3 +199,15 @@ def test_generator_contrast_and_several_important_tokens():
     assert 0 < several.loc[2, "important occurrences selected"] <= 1
     with pytest.raises(ts.TokenselError, match="ks"):
         phase.several_important(0, ks=[])
+
+
+def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("title: x\n")
+    target = tmp_path / "book" / "recorded" / "phase" / "runs.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("")
+    (tmp_path / "book" / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "book" / "sub")
+    assert ts.experiments.phase.recorded_path() == target.resolve()
+    with pytest.raises(DataUnavailableError, match="not a CSV|not a sweep"):
+        ts.experiments.phase.read_runs()

@@ -208,17 +208,33 @@ def phase_probabilities(runs):
     return out.reset_index()
 
 
-def read_runs(path):
-    """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``), checked before
-    use: the columns of ``COLUMNS``, fractions in [0, 1], booleans as booleans, ``full`` and ``trapped``
-    consistent with the other columns, no run twice, and every cell run at the same seeds. Raises
+def recorded_path():
+    """Where the book's recorded sweep lies: ``book/recorded/phase/runs.csv`` under the book's root (the folder
+    with ``_config.yml`` at or above the working directory), else under the checkout this library was loaded
+    from."""
+    from pathlib import Path
+
+    here = Path.cwd().resolve()
+    roots = [d for d in (here, *here.parents) if (d / "_config.yml").is_file()][:1]
+    tail = Path("book") / "recorded" / "phase" / "runs.csv"
+    for root in [*roots, Path(__file__).resolve().parents[3]]:
+        if (root / tail).is_file():
+            return root / tail
+    return (roots or [here])[0] / tail
+
+
+def read_runs(path=None):
+    """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``; default the book's,
+    :func:`recorded_path`), checked before use: the columns of ``COLUMNS``, fractions and attention masses in
+    [0, 1], booleans as booleans, ``full`` and ``trapped`` consistent with the other columns, cosines exactly
+    where a max-margin problem was solved, no run twice, and every cell run at the same seeds. Raises
     :class:`~tokensel.errors.DataUnavailableError` naming the first problem."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
     from ..files import check_regular_file
 
-    path = check_regular_file(path, "path", DataUnavailableError)
+    path = check_regular_file(recorded_path() if path is None else path, "path", DataUnavailableError)
     try:
         runs = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
     except (ValueError, OSError) as exc:
