@@ -11,8 +11,11 @@ from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 @pytest.fixture(scope="module")
 def runs():
-    # a tiny grid: a small step (selection fails) and the trap's step at a small width
-    return ts.experiments.phase.phase_runs([0], [1, 2], widths=[32], steps=[0.3, 300.0], t_max=1e4, progress=False)
+    # a tiny grid: a small step (selection fails) and the trap's step (data seed 0, initialisation 1 is trapped);
+    # trapped runs are followed on for 1e8 only (the book's sweep: 1e80)
+    return ts.experiments.phase.phase_runs(
+        [0], [1, 2], widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False
+    )
 
 
 def test_one_row_per_run_with_consistent_verdicts(runs):
@@ -21,10 +24,15 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
     trapped = (runs.predicted == 1.0) & (runs.loss_gap >= ts.experiments.phase.FLOOR_GAP)
     assert (runs.trapped == trapped).all()
     # a trapped run is compared with the max-margin direction of its own selection; the others are not
+    assert runs.trapped.any(), "the fixture holds a trapped run"
     assert runs[runs.trapped].own_status.isin(["solved", "infeasible"]).all()
+    solved = runs[runs.own_status == "solved"]
+    assert ((solved.cos_own.abs() <= 1) & (solved.cos_own_mid.abs() <= 1)).all()
     assert runs[~runs.trapped].cos_own.isna().all() and (runs[~runs.trapped].own_status == "").all()
     # deterministic: the same run again gives the same row
-    again = ts.experiments.phase.phase_runs([0], [2], widths=[32], steps=[300.0], t_max=1e4, progress=False)
+    again = ts.experiments.phase.phase_runs(
+        [0], [2], widths=[64], steps=[300.0], t_max=1e4, own_svm=False, progress=False
+    )
     row = runs[(runs.init_seed == 2) & (runs.eta0 == 300.0)]
     assert np.array_equal(
         again[["predicted", "selected", "loss_gap"]].to_numpy(), row[["predicted", "selected", "loss_gap"]].to_numpy()
@@ -33,7 +41,7 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
 
 def test_probabilities_per_cell(runs):
     prob = ts.experiments.phase.phase_probabilities(runs)
-    assert list(prob.d) == [32, 32] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()
+    assert list(prob.d) == [64, 64] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()
     small = prob[prob.eta0 == 0.3].iloc[0]
     assert small.p_full == runs[runs.eta0 == 0.3].full.mean()
     with pytest.raises(InvalidArgumentError, match="runs must be"):
@@ -51,6 +59,8 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
         "a run twice": lambda r: r.iloc[[0, 0, 1, 2, 3]],
         "a missing column": lambda r: r.drop(columns="trapped"),
         "cells at other seeds": lambda r: r.iloc[[0, 1, 2]],
+        "a mass above 1": lambda r: r.assign(mass_neg=r.mass_neg + 2),
+        "a cosine without a solved max-margin problem": lambda r: r.assign(cos_own=0.5, own_status=""),
     }
     for what, edit in edits.items():
         edit(runs).to_csv(path, index=False)
@@ -69,9 +79,135 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
         ({"widths": [0]}, "widths"),
         ({"steps": [-1.0]}, "steps"),
         ({"t_max": 0.0}, "t_max"),
+        ({"trap_t": 0.5}, "trap_t"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_run(kw, match):
     args = {"data_seeds": [0], "init_seeds": [1], "widths": [32], "steps": [1.0], "t_max": 10.0, **kw}
     with pytest.raises(ts.TokenselError, match=match):
         ts.experiments.phase.phase_runs(progress=False, **args)
+
+
+def _frame(cells):
+    """Hand-made phase runs: ``cells`` maps (d, eta0) to a list of (full, trapped) per run."""
+    import pandas as pd
+
+    rows = []
+    for (d, eta0), runs in cells.items():
+        for i, (full, trapped) in enumerate(runs):
+            rows.append(
+                dict(
+                    data_seed=0,
+                    d=d,
+                    eta0=eta0,
+                    init_seed=i,
+                    predicted=1.0 if trapped else 0.5,
+                    loss_gap=0.1 if trapped else 0.0,
+                    selected=1.0 if full else 0.5,
+                    full=full,
+                    trapped=trapped,
+                    mass_pos=1.0,
+                    mass_neg=1.0,
+                    p_dot_v=0.0,
+                    cos_own_mid=np.nan,
+                    cos_own=np.nan,
+                    own_status="",
+                )
+            )
+    return pd.DataFrame(rows, columns=list(ts.experiments.phase.COLUMNS))
+
+
+def test_agreement_counts_against_the_recorded_prediction():
+    phase = ts.experiments.phase
+    recorded = _frame({(32, 1.0): [(True, False)] * 6 + [(False, False)] * 4, (64, 1.0): [(False, True)] * 10})
+    executed = _frame({(32, 1.0): [(True, False), (False, False)], (64, 1.0): [(False, True), (False, False)]})
+    a = phase.agreement(executed, recorded, "full")
+    # expected: 2 * 6/10 + 2 * 0/10; sigma^2 = sum 2 p (1 - p) (1 + 2/10) with p = (k + 1)/12
+    p = np.array([7 / 12, 1 / 12])
+    assert a["count"] == 1 and a["cells"] == 2
+    assert a["expected"] == pytest.approx(1.2)
+    assert a["sigma"] == pytest.approx(np.sqrt((2 * p * (1 - p) * 1.2).sum()))
+    assert a["z"] == pytest.approx((1 - 1.2) / a["sigma"])
+    t = phase.agreement(executed, recorded, "trapped", eta0=1.0)
+    assert t["count"] == 1 and t["expected"] == pytest.approx(2.0)
+    with pytest.raises(InvalidArgumentError, match="quantity"):
+        phase.agreement(executed, recorded, "selected")
+    with pytest.raises(InvalidArgumentError, match="same cells"):
+        phase.agreement(executed[executed.d == 32], recorded, "full")
+    with pytest.raises(InvalidArgumentError, match="eta0"):
+        phase.agreement(executed, recorded, "full", eta0=3.0)
+    with pytest.raises(InvalidArgumentError, match="executed"):
+        phase.agreement(executed.drop(columns="full"), recorded, "full")
+
+
+def test_cell_agreement_flags_only_a_contradicted_cell():
+    phase = ts.experiments.phase
+    recorded = _frame({(32, 1.0): [(False, False)] * 60, (64, 1.0): [(True, False)] * 30 + [(False, False)] * 30})
+    same = _frame({(32, 1.0): [(False, False)] * 3, (64, 1.0): [(True, False), (False, False), (True, False)]})
+    table = phase.cell_agreement(same, recorded)
+    assert list(table.d) == [32, 64] and (table.executed_runs == 3).all() and (table.recorded_runs == 60).all()
+    assert table.p_min.min() > phase.THREE_SIGMA / 4
+    contradicted = _frame({(32, 1.0): [(True, False)] * 3, (64, 1.0): [(True, False)] * 3})
+    table = phase.cell_agreement(contradicted, recorded)
+    # never selected in 60 recorded runs, always in the page's 3: p = 1 / C(63, 3)
+    assert table.p_full.iloc[0] == pytest.approx(1 / 39711)
+    assert table.p_min.min() < phase.THREE_SIGMA / 4 < table.p_full.iloc[1]
+
+
+def test_trap_anatomy_and_the_pair_shown():
+    phase = ts.experiments.phase
+    runs = _frame({(32, 300.0): [(False, True)] * 3 + [(True, False)], (64, 300.0): [(True, False)] * 4})
+    runs.loc[0, ["mass_pos", "mass_neg", "p_dot_v"]] = [1e-9, 1.0, -2.0]  # positives buried, p along -v
+    runs.loc[1, ["mass_pos", "mass_neg", "p_dot_v"]] = [1.0, 1e-9, -2.0]  # negatives buried, p along -v
+    runs.loc[2, ["mass_pos", "mass_neg"]] = [0.5, 0.5]  # neither buried
+    runs.loc[0, ["cos_own_mid", "cos_own", "own_status"]] = [0.9, 0.999, "solved"]
+    runs.loc[1, ["cos_own_mid", "cos_own", "own_status"]] = [0.99, 0.95, "solved"]
+    runs.loc[2, "own_status"] = "infeasible"
+    a = phase.trap_anatomy(runs)
+    assert a == dict(
+        trapped=3, one_buried=2, drift_away=1, solved=2, infeasible=1, min_cos_own=0.95, matched=1, rising=1
+    )
+    trap, escape = phase.trap_pair(runs, 300.0)
+    assert (trap.d, trap.init_seed) == (32, 0) and (escape.d, escape.init_seed) == (64, 0)
+    with pytest.raises(InvalidArgumentError, match="no run at eta0"):
+        phase.trap_pair(runs[~runs.trapped], 300.0)
+
+
+def test_trap_trajectory_and_gd_against_the_flow():
+    phase = ts.experiments.phase
+    tr = phase.trap_trajectory(0, 32, 300.0, 1, t_max=10.0, records=4)
+    assert {"t", "p_dot_v", "pos_mass", "neg_mass"} <= set(tr.columns) and tr.t.iloc[-1] == 10.0
+    assert ((tr.pos_mass >= 0) & (tr.pos_mass <= 1)).all()
+    v = phase.gd_against_flow(0, 32, 300.0, 1, lr=0.01, steps=100)
+    assert set(v) == {"rel_diff", "gd_mass", "flow_mass"}
+    assert v["rel_diff"] < 1e-2  # plain GD with a small step follows the flow
+    with pytest.raises(ts.TokenselError, match="steps"):
+        phase.gd_against_flow(0, 32, 300.0, 1, steps=0)
+    with pytest.raises(ts.TokenselError, match="d"):
+        phase.trap_trajectory(0, 0, 300.0, 1)
+
+
+def test_generator_contrast_and_several_important_tokens():
+    phase = ts.experiments.phase
+    noise = phase.generator_contrast(0, d=32, eta0=100.0)
+    assert list(noise.index) == ["pairs (Assumption 1)", "i.i.d. irrelevant"]
+    # the paired data have alpha = 0 for every irrelevant token, by construction
+    assert noise.loc["pairs (Assumption 1)", "max |alpha| irrelevant"] < 1e-12
+    assert noise.loc["i.i.d. irrelevant", "max |alpha| irrelevant"] > 0
+    several = phase.several_important(0, ks=(2,), d=32)
+    assert list(several.index) == [2]
+    assert 0 < several.loc[2, "important occurrences selected"] <= 1
+    with pytest.raises(ts.TokenselError, match="ks"):
+        phase.several_important(0, ks=[])
+
+
+def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("title: x\n")
+    target = tmp_path / "book" / "recorded" / "phase" / "runs.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("")
+    (tmp_path / "book" / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "book" / "sub")
+    assert ts.experiments.phase.recorded_path() == target.resolve()
+    with pytest.raises(DataUnavailableError, match="not a CSV|not a sweep"):
+        ts.experiments.phase.read_runs()

@@ -1,5 +1,6 @@
-"""Chapter 04's phase diagram as probabilities: where, over the draws of the data and of the initialisation,
-one gradient step followed by the gradient flow of ``p`` selects every important token.
+"""Chapter 04's experiments: where, over the draws of the data and of the initialisation, one gradient step
+followed by the gradient flow of ``p`` selects every important token, the trap of too large a step, and two kinds
+of data beyond Assumption 1.
 
 * :func:`phase_runs` -- every (data seed, width ``d``, first step ``eta0``, initialisation seed) of a grid run
   once: one step on ``E``, then the flow of ``p`` to ``t_max``; one row per run. A run that is *trapped*
@@ -9,11 +10,18 @@ one gradient step followed by the gradient flow of ``p`` selects every important
   important token, the trap's frequency, and the worst agreement of a trapped run with its own max-margin
   direction.
 * :func:`read_runs` -- the rows of a recorded sweep (``scripts/phase_probability.py``), checked before use.
+* :func:`agreement`, :func:`cell_agreement` -- a small executed grid against the recorded sweep, within
+  binomial noise.
+* :func:`trap_anatomy`, :func:`trap_pair`, :func:`trap_trajectory`, :func:`gd_against_flow` -- what the
+  trapped runs have in common, and one of them followed along the flow and by plain gradient descent.
+* :func:`generator_contrast`, :func:`several_important` -- irrelevant tokens irrelevant only in expectation;
+  several important tokens per sequence.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ..analysis import statistics
 from ..analysis.maxmargin import max_margin_for_selection
@@ -23,7 +31,7 @@ from ..errors import InfeasibleSVMError, InvalidArgumentError
 from ..models.attention import AttentionModel
 from ..training.phases import cosine, gradient_flow, one_step
 from ..training.progress import bar
-from ..validation import Bool, Constraint, FilePath, Real, check_int_array, check_real, declare
+from ..validation import Bool, Constraint, FilePath, Int, Real, check_int_array, check_real, declare
 
 #: the grid of chapter 04's phase diagram
 WIDTHS = (32, 64, 128, 256, 512, 1024)
@@ -43,6 +51,10 @@ COLUMNS = (
     "selected",
     "full",
     "trapped",
+    "mass_pos",
+    "mass_neg",
+    "p_dot_v",
+    "cos_own_mid",
     "cos_own",
     "own_status",
 )
@@ -94,16 +106,58 @@ class Grid(Constraint):
         return [1]
 
 
-def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, str]:
-    """Flow a trapped run on to ``TRAP_T``, then the cosine of ``p`` with the max-margin direction of the
-    selection it has settled on (``nan`` and ``'infeasible'`` when that selection has none)."""
-    gradient_flow(m, batch, t_max=TRAP_T, records=2, rtol=1e-8, atol=1e-12)
+def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) -> tuple[float, float, str]:
+    """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
+    the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
+    that selection has none)."""
+    kept: list[torch.Tensor] = []
+    records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
+
+    def keep(p):
+        kept.append(p.clone())
+        return {}
+
+    traj = gradient_flow(m, batch, t_max=trap_t, records=records, rtol=1e-8, atol=1e-12, monitor=keep)
+    log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
+    mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
     try:
         svm = max_margin_for_selection(m.E, batch, sel)
     except InfeasibleSVMError:
-        return float("nan"), "infeasible"
-    return cosine(m.p, svm.p), "solved"
+        return float("nan"), float("nan"), "infeasible"
+    return cosine(mid, svm.p), cosine(m.p, svm.p), "solved"
+
+
+def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float) -> dict:
+    """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
+    batch, important = data.batch, data.important
+    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    lead = statistics.value_lead(batch, m.values(), important)
+    predicted = float((lead > 0).double().mean())
+    floor = statistics.loss_floor(batch, m.values())
+    gradient_flow(m, batch, t_max=t_max, records=5, rtol=1e-6, atol=1e-9)
+    sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
+    selected = float(statistics.contains(batch, sel, important).double().mean())
+    loss_gap = m.loss(batch) - floor
+    trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
+    mass = statistics.selected_mass(batch, m.attention(batch), data.important_occurrences)
+    positive = batch.labels > 0
+    row = dict(
+        predicted=predicted,
+        loss_gap=loss_gap,
+        selected=selected,
+        full=selected == 1.0,
+        trapped=trapped,
+        mass_pos=float(mass[positive].min()),
+        mass_neg=float(mass[~positive].min()),
+        p_dot_v=float(m.p @ m.v),
+        cos_own_mid=float("nan"),
+        cos_own=float("nan"),
+        own_status="",
+    )
+    if trapped and own_svm:
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9, trap_t)
+    return row
 
 
 @declare(
@@ -114,6 +168,7 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float) -> tuple[float, s
     t_max=Real(min=0.0, min_inclusive=False),
     own_svm=Bool(),
     progress=Bool(allow_none=True),
+    trap_t=Real(min=1.0),
 )
 def phase_runs(
     data_seeds,
@@ -123,6 +178,7 @@ def phase_runs(
     t_max: float = 1e6,
     own_svm: bool = True,
     progress: bool | None = None,
+    trap_t: float = TRAP_T,
 ):
     """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
@@ -131,10 +187,14 @@ def phase_runs(
     Returns a DataFrame with one row per run (columns ``COLUMNS``): ``predicted``, the fraction of
     sequences whose important token leads in value after the step; ``loss_gap``, the loss minus its floor
     ``L*`` at ``t_max``; ``selected``, the fraction of sequences whose important token is selected; ``full``,
-    whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``. With ``own_svm``,
-    every trapped run is followed on to ``t = 1e80`` and ``cos_own`` is the cosine of its ``p`` with the
-    max-margin direction of its own final selection (``own_status`` ``'solved'``, or ``'infeasible'`` when
-    that selection has no max-margin direction); other runs have ``cos_own`` NaN and ``own_status`` ``''``.
+    whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``; ``mass_pos`` and
+    ``mass_neg``, the smallest attention mass on the important token among the positive and among the negative
+    sequences at ``t_max`` (a class is *buried* when its mass is tiny); ``p_dot_v``, ``p``'s component along
+    the read-out ``v`` at ``t_max``. With ``own_svm``, every trapped run is followed on for ``trap_t`` (default
+    ``TRAP_T``, ``1e80``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
+    selection, ``cos_own_mid`` the same at ``trap_t ** 0.25`` (``1e20``; ``own_status`` ``'solved'``, or
+    ``'infeasible'`` when that selection has no max-margin direction); other runs have both cosines NaN and
+    ``own_status`` ``''``.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
@@ -144,37 +204,11 @@ def phase_runs(
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
         for ds in data_seeds:
             data = synthetic.theory_pairs(seed=ds)
-            batch, important = data.batch, data.important
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        m = one_step(AttentionModel.init(batch.vocab_size, d, seed=s), batch, eta0)
-                        lead = statistics.value_lead(batch, m.values(), important)
-                        predicted = float((lead > 0).double().mean())
-                        floor = statistics.loss_floor(batch, m.values())
-                        gradient_flow(m, batch, t_max=t_max, records=5, rtol=1e-6, atol=1e-9)
-                        sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
-                        selected = float(statistics.contains(batch, sel, important).double().mean())
-                        loss_gap = m.loss(batch) - floor
-                        trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
-                        cos_own, status = float("nan"), ""
-                        if trapped and own_svm:
-                            cos_own, status = _own_direction(m, batch, 1e-9)
-                        rows.append(
-                            dict(
-                                data_seed=ds,
-                                d=d,
-                                eta0=eta0,
-                                init_seed=s,
-                                predicted=predicted,
-                                loss_gap=loss_gap,
-                                selected=selected,
-                                full=selected == 1.0,
-                                trapped=trapped,
-                                cos_own=cos_own,
-                                own_status=status,
-                            )
-                        )
+                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t)
+                        rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         pbar.update()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -205,18 +239,34 @@ def phase_probabilities(runs):
     return out.reset_index()
 
 
-@declare(path=FilePath())
-def read_runs(path):
-    """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``), checked before
-    use: the columns of ``COLUMNS``, fractions in [0, 1], booleans as booleans, ``full`` and ``trapped``
-    consistent with the other columns, no run twice, and every cell run at the same seeds. Raises
+def recorded_path():
+    """Where the book's recorded sweep lies: ``book/recorded/phase/runs.csv`` under the book's root (the folder
+    with ``_config.yml`` at or above the working directory), else under the checkout this library was loaded
+    from."""
+    from pathlib import Path
+
+    here = Path.cwd().resolve()
+    roots = [d for d in (here, *here.parents) if (d / "_config.yml").is_file()][:1]
+    tail = Path("book") / "recorded" / "phase" / "runs.csv"
+    for root in [*roots, Path(__file__).resolve().parents[3]]:
+        if (root / tail).is_file():
+            return root / tail
+    return (roots or [here])[0] / tail
+
+
+@declare(path=FilePath(allow_none=True))
+def read_runs(path=None):
+    """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``; default the book's,
+    :func:`recorded_path`), checked before use: the columns of ``COLUMNS``, fractions and attention masses in
+    [0, 1], booleans as booleans, ``full`` and ``trapped`` consistent with the other columns, cosines exactly
+    where a max-margin problem was solved, no run twice, and every cell run at the same seeds. Raises
     :class:`~tokensel.errors.DataUnavailableError` naming the first problem."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
     from ..files import check_regular_file
 
-    path = check_regular_file(path, "path", DataUnavailableError)
+    path = check_regular_file(recorded_path() if path is None else path, "path", DataUnavailableError)
     try:
         runs = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
     except (ValueError, OSError) as exc:
@@ -241,12 +291,17 @@ def _problem(runs) -> str | None:
     for col in ("full", "trapped"):
         if runs[col].dtype != bool:
             return f"column {col} is not true/false"
-    for col in ("predicted", "selected"):
+    for col in ("predicted", "selected", "mass_pos", "mass_neg"):
         x = runs[col].to_numpy(float)
         if not (np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()):
             return f"column {col} has values outside [0, 1]"
-    if not np.isfinite(runs["loss_gap"].to_numpy(float)).all():
-        return "column loss_gap is not finite"
+    for col in ("loss_gap", "p_dot_v"):
+        if not np.isfinite(runs[col].to_numpy(float)).all():
+            return f"column {col} is not finite"
+    for col in ("cos_own_mid", "cos_own"):
+        x = runs[col].to_numpy(float)
+        if (np.abs(x[np.isfinite(x)]) > 1 + 1e-9).any() or (np.isfinite(x) != (runs["own_status"] == "solved")).any():
+            return f"column {col} is not a cosine exactly where own_status is solved"
     if (runs["full"] != (runs["selected"] == 1.0)).any():
         return "full disagrees with selected"
     trapped = (runs["predicted"] == 1.0) & (runs["loss_gap"] >= FLOOR_GAP)
@@ -263,3 +318,279 @@ def _problem(runs) -> str | None:
     if seeds.nunique() != 1:
         return "the cells were not run at the same seeds"
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the executed grid against the recorded sweep
+
+#: two-sided tail of a 3-sigma normal interval: the level of chapter 04's comparisons
+THREE_SIGMA = 0.0027
+QUANTITIES = ("full", "trapped")
+
+
+def _runs_frame(runs, name: str):
+    import pandas as pd
+
+    if not isinstance(runs, pd.DataFrame) or not set(COLUMNS) <= set(runs.columns) or runs.empty:
+        raise InvalidArgumentError(f"{name} must be a non-empty DataFrame of phase_runs (columns {', '.join(COLUMNS)})")
+    return runs
+
+
+def _counts(runs, quantity: str):
+    g = runs.groupby(["d", "eta0"], sort=True)[quantity]
+    return g.sum().astype(int), g.size()
+
+
+def _quantity(quantity) -> str:
+    if quantity not in QUANTITIES:
+        raise InvalidArgumentError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
+    return quantity
+
+
+def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> dict:
+    """How far the executed grid's count of ``quantity`` (``"full"`` or ``"trapped"``) runs lies from what the
+    recorded sweep predicts for it, over the whole grid (or the cells of one ``eta0``). The two are independent
+    samples (other seeds). With ``k_r`` of ``N`` recorded and ``n`` executed runs in cell ``c``:
+    ``expected = sum_c n k_r / N``; ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)`` with
+    ``p_c = (k_r + 1) / (N + 2)`` (the variance of the executed count plus that of the recorded estimate; the
+    ``+1/+2`` keeps a cell seen 0 or N times from claiming certainty). Returns ``count`` (the executed
+    ``K_e``), ``expected``, ``sigma``, ``z = (K_e - expected) / sigma`` and ``cells``."""
+    executed = _runs_frame(executed, "executed")
+    recorded = _runs_frame(recorded, "recorded")
+    quantity = _quantity(quantity)
+    if eta0 is not None:
+        eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
+        executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
+        if executed.empty or recorded.empty:
+            raise InvalidArgumentError(f"eta0 = {eta0} is not a step of both grids")
+    k_e, n_e = _counts(executed, quantity)
+    k_r, n_r = _counts(recorded, quantity)
+    if not k_e.index.equals(k_r.index):
+        raise InvalidArgumentError("executed and recorded must cover the same cells (d, eta0)")
+    p = (k_r + 1) / (n_r + 2)
+    expected = float((n_e * k_r / n_r).sum())
+    sigma = float(np.sqrt((n_e * p * (1 - p) * (1 + n_e / n_r)).sum()))
+    count = int(k_e.sum())
+    return dict(count=count, expected=expected, sigma=sigma, z=(count - expected) / sigma, cells=len(k_e))
+
+
+def cell_agreement(executed, recorded):
+    """Per cell ``(d, eta0)``: the executed and recorded counts of ``full`` and ``trapped`` runs and the
+    two-sided Fisher exact p-value of each comparison (``p_full``, ``p_trapped``; the smallest as ``p_min``).
+    A chapter compares ``p_min.min()`` with ``THREE_SIGMA`` divided by the number of comparisons."""
+    import pandas as pd
+    from scipy.stats import fisher_exact
+
+    executed = _runs_frame(executed, "executed")
+    recorded = _runs_frame(recorded, "recorded")
+    out = {}
+    for q in QUANTITIES:
+        k_e, n_e = _counts(executed, q)
+        k_r, n_r = _counts(recorded, q)
+        if not k_e.index.equals(k_r.index):
+            raise InvalidArgumentError("executed and recorded must cover the same cells (d, eta0)")
+        out[f"executed_{q}"], out[f"recorded_{q}"] = k_e, k_r
+        out[f"p_{q}"] = pd.Series(
+            [
+                float(fisher_exact([[a, n - a], [b, m - b]]).pvalue)
+                for a, n, b, m in zip(k_e, n_e, k_r, n_r, strict=True)
+            ],
+            index=k_e.index,
+        )
+        out["executed_runs"], out["recorded_runs"] = n_e, n_r
+    table = pd.DataFrame(out)
+    table["p_min"] = table[[f"p_{q}" for q in QUANTITIES]].min(axis=1)
+    return table.reset_index()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the trap: what a trapped run looks like
+
+
+def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: float = 0.99) -> dict:
+    """What the trapped runs of ``runs`` have in common: ``trapped`` (their number); ``one_buried`` (those in
+    which one class is buried, its smallest mass on the important token ``<= buried``, and the other selected,
+    ``>= selected``); ``drift_away`` (of those, the runs whose buried class has the label ``-sign(p . v)``: ``p``
+    drifted away from it along the read-out); ``solved`` and ``infeasible`` (the own max-margin problem at
+    ``t = 1e80``); ``min_cos_own`` (the smallest cosine with the own max-margin direction at ``1e80``, NaN without
+    a solved run), ``matched`` (solved runs whose cosine at ``1e80`` is at least ``match``) and ``rising`` (solved
+    runs whose cosine at ``1e80`` exceeds the one at ``1e20``)."""
+    runs = _runs_frame(runs, "runs")
+    buried = check_real(buried, "buried", min=0.0, max=1.0)
+    selected = check_real(selected, "selected", min=0.0, max=1.0)
+    match = check_real(match, "match", min=-1.0, max=1.0)
+    t = runs[runs.trapped]
+    pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
+    neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
+    away = (pos_buried & (t.p_dot_v < 0)) | (neg_buried & (t.p_dot_v > 0))
+    solved = t[t.own_status == "solved"]
+    return dict(
+        trapped=len(t),
+        one_buried=int((pos_buried | neg_buried).sum()),
+        drift_away=int(away.sum()),
+        solved=len(solved),
+        infeasible=int((t.own_status == "infeasible").sum()),
+        min_cos_own=float(solved.cos_own.min()) if len(solved) else float("nan"),
+        matched=int((solved.cos_own >= match).sum()),
+        rising=int((solved.cos_own > solved.cos_own_mid).sum()),
+    )
+
+
+@declare(eta0=Real(min=0.0, min_inclusive=False))
+def trap_pair(runs, eta0: float):
+    """Two runs of ``runs`` at first step ``eta0`` to show the trap: the trapped run of the smallest width
+    (first data and initialisation seed among equals) and, with its data and initialisation seeds, the
+    selecting run (``full``) of the smallest width above it (None when there is none). Raises
+    :class:`~tokensel.errors.InvalidArgumentError` when no run at ``eta0`` is trapped."""
+    runs = _runs_frame(runs, "runs")
+    at = runs[runs.eta0 == eta0].sort_values(["d", "data_seed", "init_seed"])
+    trapped = at[at.trapped]
+    if trapped.empty:
+        raise InvalidArgumentError(f"no run at eta0 = {eta0} is trapped: run more seeds (phase_runs)")
+    trap = trapped.iloc[0]
+    same = at[(at.data_seed == trap.data_seed) & (at.init_seed == trap.init_seed) & at.full & (at.d > trap.d)]
+    return trap, (same.iloc[0] if len(same) else None)
+
+
+@declare(
+    data_seed=Int(min=0),
+    d=Int(min=1),
+    eta0=Real(min=0.0, min_inclusive=False),
+    init_seed=Int(min=0),
+    t_max=Real(min=0.0, min_inclusive=False),
+    records=Int(min=2),
+)
+def trap_trajectory(data_seed: int, d: int, eta0: float, init_seed: int, t_max: float = 1e6, records: int = 40):
+    """One run of the grid followed along the flow: at ``records`` log-spaced times, ``p_dot_v`` (``p``'s
+    component along the read-out ``v``) and ``pos_mass`` / ``neg_mass`` (the smallest attention mass on the
+    important token among the positive / negative sequences). A DataFrame (the flow's trajectory)."""
+    data = synthetic.theory_pairs(seed=data_seed)
+    batch, occ, positive = data.batch, data.important_occurrences, data.batch.labels > 0
+    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+
+    def by_class(p):
+        mass = statistics.selected_mass(batch, statistics.attention(batch, m.E @ p), occ)
+        return {
+            "p_dot_v": float(p @ m.v),
+            "pos_mass": float(mass[positive].min()),
+            "neg_mass": float(mass[~positive].min()),
+        }
+
+    return gradient_flow(m, batch, t_max=t_max, records=records, rtol=1e-7, atol=1e-10, monitor=by_class).to_frame()
+
+
+@declare(
+    data_seed=Int(min=0),
+    d=Int(min=1),
+    eta0=Real(min=0.0, min_inclusive=False),
+    init_seed=Int(min=0),
+    lr=Real(min=0.0, min_inclusive=False),
+    steps=Int(min=1),
+)
+def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: float = 1.0, steps: int = 3000) -> dict:
+    """Plain gradient descent (``steps`` steps of size ``lr``) against the integrated flow at the same time
+    ``t = lr * steps``, from the same step on ``E``: ``rel_diff`` ``|p_GD - p_flow| / |p_flow|`` and, for each,
+    the smallest attention mass on the important token in either class (``gd_mass``, ``flow_mass``)."""
+    from ..training.phases import train_p
+
+    data = synthetic.theory_pairs(seed=data_seed)
+    batch, occ = data.batch, data.important_occurrences
+    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    gd, flow = m.copy(), m.copy()
+    train_p(gd, batch, lr=lr, steps=steps, method="gd")
+    gradient_flow(flow, batch, t_max=lr * steps, rtol=1e-7, atol=1e-10)
+    mass = {k: statistics.selected_mass(batch, x.attention(batch), occ) for k, x in (("gd", gd), ("flow", flow))}
+    positive = batch.labels > 0
+    return dict(
+        rel_diff=float((gd.p - flow.p).norm() / flow.p.norm()),
+        **{f"{k}_mass": float(min(v[positive].min(), v[~positive].min())) for k, v in mass.items()},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# other data: irrelevant only in expectation; several important tokens per sequence
+
+
+@declare(
+    seed=Int(min=0),
+    n_important=Int(min=1),
+    n_irrelevant=Int(min=1),
+    length=Int(min=2),
+    d=Int(min=1),
+    eta0=Real(min=0.0, min_inclusive=False),
+)
+def generator_contrast(
+    seed: int, n_important: int = 10, n_irrelevant: int = 10, length: int = 8, d: int = 128, eta0: float = 100.0
+):
+    """The paired data of Assumption 1 (``assumption1_pairs``, 50 pairs) against data whose irrelevant tokens
+    are drawn i.i.d. per sequence (``iid_irrelevant``, 100 sequences), at the same sizes, width and step (data
+    and initialisation drawn with ``seed``). One row per generator: the largest ``|alpha|`` of an irrelevant
+    and the smallest of an important token, the fraction of sequences whose important token leads in value
+    after the step and that are selected at ``t = 1e6``, and the max-margin problem for the best-valued
+    tokens (``feasible, ||p_mm|| = ...`` or ``infeasible: cycle ...``)."""
+    import pandas as pd
+
+    from ..analysis.statistics import alpha, contains, optimal_tokens, selection, value_lead
+
+    rows = []
+    sizes = dict(n_important=n_important, n_irrelevant=n_irrelevant, length=length, seed=seed)
+    draws = {
+        "pairs (Assumption 1)": synthetic.assumption1_pairs(n_pairs=50, **sizes),
+        "i.i.d. irrelevant": synthetic.iid_irrelevant(n=100, **sizes),
+    }
+    for name, dd in draws.items():
+        imp = torch.from_numpy(dd.planted != 0)
+        a = alpha(dd.batch)
+        m = one_step(AttentionModel.init(dd.batch.vocab_size, d, seed=seed), dd.batch, eta0)
+        best = optimal_tokens(dd.batch, m.values())
+        try:
+            verdict = f"feasible, ||p_mm|| = {max_margin_for_selection(m.E, dd.batch, best).norm:.3f}"
+        except InfeasibleSVMError as err:
+            verdict = f"infeasible: cycle {err.cycle}"
+        leads = float((value_lead(dd.batch, m.values(), imp) > 0).double().mean())
+        gradient_flow(m, dd.batch, t_max=1e6, records=5, rtol=1e-6, atol=1e-9)
+        sel = selection(dd.batch, m.scores(), tol=1e-9 * float(m.p.norm()))
+        rows.append(
+            {
+                "data": name,
+                "max |alpha| irrelevant": float(a[~imp].abs().max()),
+                "min |alpha| important": float(a[imp].abs().min()),
+                "value leads": leads,
+                "selected at t=1e6": float(contains(dd.batch, sel, imp).double().mean()),
+                "SVM for the best-valued tokens": verdict,
+            }
+        )
+    return pd.DataFrame(rows).set_index("data")
+
+
+@declare(seed=Int(min=0), ks=Grid(int), d=Int(min=1), eta0=Real(min=0.0, min_inclusive=False))
+def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
+    """Sequences holding ``k`` distinct important tokens of their label's sign (``assumption1_pairs(...,
+    per_sequence=k)``, the sizes of ``THEORY_PAIRS``) for each ``k`` of ``ks``: one step, the flow to ``t = 1e6``,
+    then per ``k`` whether the selection is exactly each sequence's best-valued tokens, the shares of important
+    and irrelevant occurrences selected, and how many important tokens score below the best irrelevant one."""
+    import pandas as pd
+
+    from ..analysis.statistics import optimal_tokens, selection
+
+    rows = []
+    for k in ks:
+        dk = synthetic.assumption1_pairs(**{**synthetic.THEORY_PAIRS, "seed": seed, "per_sequence": k})
+        mk = one_step(AttentionModel.init(dk.batch.vocab_size, d, seed=seed), dk.batch, eta0)
+        best = optimal_tokens(dk.batch, mk.values())
+        gradient_flow(mk, dk.batch, t_max=1e6, records=5, rtol=1e-6, atol=1e-9)
+        sel = selection(dk.batch, mk.scores(), tol=1e-6 * float(mk.p.norm()))
+        occ = dk.important_occurrences
+        scores = mk.scores()
+        rows.append(
+            {
+                "important tokens per sequence": k,
+                "selection = best-valued tokens": bool(torch.equal(sel, best)),
+                "important occurrences selected": float(sel[occ].double().mean()),
+                "irrelevant occurrences selected": float(sel[~occ].double().mean()),
+                "important tokens scored below the best irrelevant one": int(
+                    (scores[dk.important] < scores[~dk.important].max()).sum()
+                ),
+            }
+        )
+    return pd.DataFrame(rows).set_index("important tokens per sequence")
