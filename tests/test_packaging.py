@@ -43,46 +43,67 @@ def _setuptools_for_building() -> bool:
     return int(setuptools.__version__.split(".")[0]) >= 77
 
 
-@pytest.mark.slow
-def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path):
-    # the sources a wheel is built from, copied so that building leaves nothing in the checkout
+def _sources(tmp_path: Path) -> Path:
+    """The files a distribution is built from, copied so that building leaves nothing in the checkout."""
+    import shutil
+
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         (src / name).write_bytes((ROOT / name).read_bytes())
-    import shutil
-
     shutil.copytree(ROOT / "lib", src / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    wheels = tmp_path / "wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(src)]
+    return src
+
+
+def _run(args, **kw):
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, **kw)
+    assert done.returncode == 0, f"{' '.join(map(str, args))} failed:\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.slow
+def test_python_m_build_makes_a_wheel_of_every_module(tmp_path):
+    src = _sources(tmp_path)
+    build = [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(src)]
     if _setuptools_for_building():
-        build.insert(4, "--no-build-isolation")
-    subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
-    (wheel,) = wheels.glob("tokensel-*.whl")
+        build.insert(4, "--no-isolation")
+    _run(build)
+    (wheel,) = (tmp_path / "dist").glob("tokensel-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     modules = sorted(p.relative_to(ROOT / "lib").as_posix() for p in (ROOT / "lib" / "tokensel").rglob("*.py"))
     assert sorted(n for n in names if n.endswith(".py")) == modules
 
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+@pytest.mark.slow
+def test_pip_install_dot_into_a_fresh_venv_works_outside_the_repository(tmp_path):
+    """``pip install .`` (not editable) into a new virtual environment, then the library used from a folder outside
+    the repository. The new environment sees this one's packages through a ``.pth`` line (so that no dependency is
+    downloaded); the editable install of this checkout is not among them (a ``.pth`` file in a folder added that
+    way is not read), so ``import tokensel`` can only find the copy that ``pip install .`` put there."""
+    import sysconfig
+    import venv
+
+    src = _sources(tmp_path)
+    fresh = tmp_path / "fresh"
+    venv.EnvBuilder(with_pip=True).create(fresh)
+    python = fresh / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    (site / "dependencies-of-the-test.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = [str(python), "-m", "pip", "install", "--no-deps", "--quiet", "."]
+    if _setuptools_for_building():  # build with this environment's setuptools, not the new one's older copy
+        _run([str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "setuptools"])
+        install.insert(5, "--no-build-isolation")
+    _run(install, cwd=src)
     away = tmp_path / "elsewhere"
     away.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(target)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
     def run(*args):
-        return subprocess.run(
-            [sys.executable, *args], cwd=away, env=env, capture_output=True, text=True, timeout=300, check=True
-        ).stdout
+        return _run([str(python), *args], cwd=away, env=env).stdout
 
     where = Path(run("-c", "import tokensel; print(tokensel.__file__)").strip())
-    assert where.is_relative_to(target), where
+    assert where.is_relative_to(site), where
+    assert not where.is_relative_to(ROOT), where
     assert "verify" in run("-m", "tokensel", "--help")
     assert (
         run("-c", "import tokensel as ts; print(ts.__version__)").strip()
