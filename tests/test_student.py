@@ -274,14 +274,10 @@ def _artefact_text(path: Path) -> str:
     return text
 
 
-@pytest.mark.browser
-def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
-    """Every file of the student edition (pages, page sources, notebook downloads, search index) and its PDF
-    are searched for every solution's text (runs of five or more words), every number of three or more
-    significant digits that a solution prints or records, and the names of the exercises' checks."""
-    from test_pdf import check_printed_book
-
-    from tokensel.book.pdf import print_book
+def _solution_evidence() -> dict:
+    """What would betray a solution (:func:`~tokensel.book.student.leak_evidence`), from the executed full book:
+    the solutions' phrases, the values they print or record, and the exercises' checks; what the other pages
+    show (the status page without the exercises' checks) proves nothing and is left out."""
     from tokensel.book.records import load_results
 
     if not STUDENT.is_dir():
@@ -290,7 +286,6 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     chapters = [json.loads((executed / f"{p}.ipynb").read_text(encoding="utf-8")) for p in toc_numbers(ROOT)]
     _, solutions = zip(*(student_notebook(nb) for nb in chapters), strict=True)
     exercise_checks = solution_claims([s for found in solutions for s in found])
-    # what the other pages show (the status page without the exercises' checks) proves nothing
     elsewhere = []
     for page in toc_files(ROOT):
         if page in toc_numbers(ROOT):
@@ -302,7 +297,19 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
             elsewhere.append(_artefact_text_of(other))
         else:
             elsewhere.append((ROOT / f"{page}.md").read_text(encoding="utf-8"))
-    evidence = leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=elsewhere)
+    return leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=elsewhere)
+
+
+@pytest.mark.browser
+def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
+    """Every file of the student edition (pages, page sources, notebook downloads, search index) and its PDF
+    are searched for every solution's text (runs of five or more words), every number of three or more
+    significant digits that a solution prints or records, and the names of the exercises' checks."""
+    from test_pdf import check_printed_book
+
+    from tokensel.book.pdf import print_book
+
+    evidence = _solution_evidence()
     print(
         f"evidence: {len(evidence['phrases'])} phrases, {len(evidence['values'])} values, "
         f"{len(evidence['claims'])} exercise checks"
@@ -326,3 +333,57 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     out = print_book(STUDENT, tmp_path / "student.pdf", pages, profile_dir=tmp_path)
     problems += [f"student PDF: {hit}" for hit in find_leaks(check_printed_book(out, pages), evidence)]
     assert not problems, f"{len(problems)} solution pieces in the student edition:\n" + "\n".join(problems[:40])
+
+
+#: what a reader sees of a page once every dropdown and toggled cell is open (``tokensel.book.pdf.OPEN_ALL``)
+SHOWN_TEXT = "return document.querySelector('main, article, body').innerText;"
+
+
+@pytest.mark.browser
+def test_a_reader_of_the_student_edition_sees_no_solution_at_desktop_and_phone_width(tmp_path):
+    """In Chromium at 1400 px and at 400 px, every chapter of the student edition with every dropdown opened
+    shows no solution's text, value or check, and the notebook its download menu offers stands alone and holds
+    none either. The control: the full book's first chapter, opened the same way, shows its solutions at both
+    widths (so the opening and the reading see what a solution would look like)."""
+    import urllib.request
+
+    from tokensel.book.notebooks import standalone_problems
+    from tokensel.book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve
+
+    evidence = _solution_evidence()
+    chapters = toc_numbers(ROOT)
+
+    def shown(driver, url: str, width: int) -> tuple[str, list[str]]:
+        driver.set_window_size(width, 1000)
+        driver.get(url)
+        if driver.execute_script("return document.querySelectorAll('span.math, div.math').length"):
+            driver.execute_async_script(WAIT_FOR_MATH)
+        driver.execute_script(OPEN_ALL)
+        links = driver.execute_script("return Array.from(document.querySelectorAll('a[href]')).map((a) => a.href);")
+        return driver.execute_script(SHOWN_TEXT), links
+
+    problems, seen_in_full = [], {}
+    with chromium(tmp_path) as driver:
+        with serve(FULL) as base:
+            for width in (1400, 400):
+                text, _ = shown(driver, f"{base}{chapters[0]}.html", width)
+                seen_in_full[width] = len(find_leaks(text, evidence))
+        with serve(STUDENT) as base:
+            for width in (1400, 400):
+                for page in chapters:
+                    text, links = shown(driver, f"{base}{page}.html", width)
+                    problems += [f"{width} px, {page}: {hit}" for hit in find_leaks(text, evidence)]
+                    nb = [link for link in links if link.endswith(f"_sources/{page}.ipynb")]
+                    if not nb:
+                        problems.append(f"{width} px, {page}: no .ipynb in the download menu")
+                        continue
+                    with urllib.request.urlopen(nb[0], timeout=30) as resp:
+                        notebook = json.loads(resp.read().decode("utf-8"))
+                    problems += [f"{width} px, {page} download: {p}" for p in standalone_problems(notebook)]
+                    problems += [
+                        f"{width} px, {page} download: {hit}"
+                        for hit in find_leaks(_artefact_text_of(notebook), evidence)
+                    ]
+    print(f"solution evidence the control shows in the full book's {chapters[0]}: {seen_in_full}")
+    assert all(seen_in_full.values()), f"the control found no solution in the full book: {seen_in_full}"
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
