@@ -48,7 +48,7 @@ lint: $(STAMP)
 # the tests run in parallel over the machine's cores (pytest-xdist; TEST_WORKERS=1 runs them in one process)
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"

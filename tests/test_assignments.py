@@ -44,6 +44,7 @@ def test_the_assignments_hold_every_self_check_and_no_solution(tmp_path):
     assert tagged["01_model"] == ["ex-model-alpha"]
     assert tagged["02_one_step"] == ["ex-one-step-quadruple", "ex-one-step-width"]
     assert sorted(tagged["03_divergence"]) == ["ex-div-rate", "ex-div-small-eta"]
+    assert tagged["04_selection"] == ["ex-sel-gap"]
     check = next(c for c in chapters["03_divergence"]["cells"] if TAG in c["metadata"].get("tags", []))
     assert check["metadata"][KEY]["self_checks"][0]["given"] == "dict(seed=seed)"
     assert chapters["01_model"]["metadata"][KEY] == {"exercises": ["ex-model-alpha"]}

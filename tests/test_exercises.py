@@ -116,3 +116,10 @@ def test_the_rate_exercise_reference(capsys):
     norm = ts.max_margin_for_selection(mm.E, more.batch, imp[more.batch.ids]).norm
     assert self_check("ex-div-rate", norm_120=norm, rate_120=norm * 1.03, given=dict(seed=0)) is True
     assert self_check("ex-div-rate", norm_120=norm * 1.1, rate_120=norm * 1.2, given=dict(seed=0)) is False
+
+
+def test_the_gap_exercise_says_right_and_not_yet(capsys):
+    right = dict(gap_half=math.log(19), q_repeated=3 * math.e**2 / (3 * math.e**2 + 17))
+    assert self_check("ex-sel-gap", **right) is True
+    assert self_check("ex-sel-gap", gap_half=math.log(20), q_repeated=right["q_repeated"]) is False
+    assert "not yet: Q = m e^a" in capsys.readouterr().out

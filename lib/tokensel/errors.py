@@ -52,6 +52,8 @@ class InfeasibleSVMError(InvalidArgumentError):
     (:func:`tokensel.analysis.dense.att_svm_dense`) found them.
 
     Introduced in chapter 04.
+
+    Introduced in chapter 05.
     """
 
     def __init__(self, message, cycle=None, sequences=None):

@@ -242,6 +242,24 @@ def _div_small_eta(given, answers):
 
 
 @exercise(
+    "ex-sel-gap",
+    Answer(
+        "gap_half",
+        "Q = m e^a / (m e^a + T - m) passes 1/2 where e^a = (T - m) / m: the gap is ln((T - m) / m), here with "
+        "T = 20 and m = 1",
+        rel_tol=1e-3,
+    ),
+    Answer(
+        "q_repeated",
+        "put T = 20, m = 3 and a = 2 into Q = m e^a / (m e^a + T - m)",
+        rel_tol=1e-3,
+    ),
+)
+def _sel_gap(given, answers):
+    return {"gap_half": math.log(19.0), "q_repeated": 3 * math.exp(2.0) / (3 * math.exp(2.0) + 17.0)}
+
+
+@exercise(
     "ex-div-rate",
     Answer(
         "norm_120",
