@@ -51,8 +51,6 @@ class InfeasibleSVMError(InvalidArgumentError):
     holds the indices of sequences whose constraints conflict, when the dense form
     (:func:`tokensel.analysis.dense.att_svm_dense`) found them.
 
-    Introduced in chapter 04.
-
     Introduced in chapter 05.
     """
 

@@ -295,10 +295,15 @@ def names_its_chapter(obj, chapter: str) -> bool:
     return bool(re.search(rf"\bchapters?\s+0?{number}\b", obj.__doc__ or "", flags=re.I))
 
 
+#: the sentence that names the chapter introducing an object, in its docstring
+INTRODUCED = re.compile(r"Introduced in chapter \d\d\.")
+
+
 def name_chapters(root: Path | None = None) -> list[str]:
     """Append ``Introduced in chapter NN.`` to the docstring, in the source, of every object of
-    :func:`introducing_chapters` whose docstring names no chapter it is introduced in; returns the names changed.
-    A docstring closing on its text line gets the sentence as a new last paragraph."""
+    :func:`introducing_chapters` whose docstring does not name the chapter it is introduced in (or correct the
+    chapter a docstring names, when the object's first use has moved); returns the names changed. A docstring
+    closing on its text line gets the sentence as a new last paragraph."""
     changed = []
     edits: dict[str, list[tuple[int, str]]] = {}
     for name, (obj, chapter) in introducing_chapters(root).items():
@@ -313,12 +318,17 @@ def name_chapters(root: Path | None = None) -> list[str]:
         doc = node.body[0] if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else None
         if doc is None or not isinstance(doc, ast.Expr) or not isinstance(doc.value, ast.Constant):
             continue
-        end = start + (doc.end_lineno or doc.lineno) - 1  # the docstring's last line in the file (1-based)
-        edits.setdefault(str(path), []).append((end, f"Introduced in chapter {chapter[:2]}."))
+        first = start + doc.lineno - 1  # the docstring's first and last lines in the file (1-based)
+        end = start + (doc.end_lineno or doc.lineno) - 1
+        edits.setdefault(str(path), []).append((first, end, f"Introduced in chapter {chapter[:2]}."))
         changed.append(name)
     for path, items in edits.items():
         text = Path(path).read_text().split("\n")
-        for end, sentence in sorted(items, reverse=True):
+        for first, end, sentence in sorted(items, reverse=True):
+            stale = [i for i in range(first - 1, end) if INTRODUCED.search(text[i])]
+            if stale:  # the docstring names another chapter (the first use moved): that sentence is replaced
+                text[stale[0]] = INTRODUCED.sub(sentence, text[stale[0]])
+                continue
             line = text[end - 1]
             indent = line[: len(line) - len(line.lstrip())]
             body, quote = line.rstrip()[:-3], line.rstrip()[-3:]
