@@ -351,7 +351,7 @@ def test_a_reader_of_the_student_edition_sees_no_solution_at_desktop_and_phone_w
     from tokensel.book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve
 
     evidence = _solution_evidence()
-    chapters = toc_numbers(ROOT)
+    chapters = list(toc_numbers(ROOT))
 
     def shown(driver, url: str, width: int) -> tuple[str, list[str]]:
         driver.set_window_size(width, 1000)
