@@ -305,7 +305,7 @@ def name_chapters(root: Path | None = None) -> list[str]:
     chapter a docstring names, when the object's first use has moved); returns the names changed. A docstring
     closing on its text line gets the sentence as a new last paragraph."""
     changed = []
-    edits: dict[str, list[tuple[int, str]]] = {}
+    edits: dict[str, list[tuple[int, int, str]]] = {}
     for name, (obj, chapter) in introducing_chapters(root).items():
         if names_its_chapter(obj, chapter) or not obj.__doc__:
             continue
