@@ -134,3 +134,49 @@ def test_a_checkpointed_run_without_what_to_save_is_refused_before_any_step(tmp_
         with pytest.raises(InvalidParameterError, match="saved .* and fingerprint"):
             loop.adam(model, [model.p], step, settings, method="adam", label="q", saved=saved, fingerprint=fingerprint)
         assert calls == [] and not (tmp_path / "run.ckpt").exists()
+
+
+# --- issue 25: E's Adam step from the gradient's factors, never forming the |S| x d gradient -----------------
+
+
+@pytest.mark.parametrize("rank", [2, 5])  # the binary model's A p^T + B v^T; the four-class model's
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-14), (torch.float32, 1e-6)])
+def test_the_low_rank_adam_step_is_torchs_fused_adam_on_the_formed_gradient(dtype, tol, rank):
+    g = torch.Generator().manual_seed(0)
+    E0 = torch.randn(60, 17, generator=g, dtype=dtype)
+    formed, factored = E0.clone(), E0.clone()
+    o1 = torch.optim.Adam([formed], lr=3e-2, fused=True)
+    o2 = torch.optim.Adam([factored], lr=3e-2, fused=True)
+    for _ in range(30):
+        AB, PV = torch.randn(60, rank, generator=g, dtype=dtype), torch.randn(rank, 17, generator=g, dtype=dtype)
+        formed.grad = AB @ PV
+        o1.step()
+        loop.low_rank_adam(o2, factored, AB, PV)
+    scale = float(formed.abs().max())
+    assert float((formed - factored).abs().max()) <= tol * scale
+    s1, s2 = o1.state_dict()["state"][0], o2.state_dict()["state"][0]
+    assert s1.keys() == s2.keys() and s1["step"].dtype == s2["step"].dtype and float(s2["step"]) == 30
+    for k in ("exp_avg", "exp_avg_sq"):
+        assert float((s1[k] - s2[k]).abs().max()) <= tol * float(s1[k].abs().max())
+
+
+def test_train_joint_from_the_factors_equals_the_formed_gradient(monkeypatch):
+    batch = ts.synthetic.assumption1_pairs(40, 3, 20, length=6, seed=0).batch
+    settings = ts.TrainSettings(steps=25, lr=3e-2, eval_every=5, progress=False)
+    runs = {}
+    for factored in (True, False):
+        monkeypatch.setattr(loop, "low_rank_applies", (lambda E: True) if factored else (lambda E: False))
+        model = ts.AttentionModel.init(batch.vocab_size, 16, seed=1)
+        traj = ts.train_joint(model, batch, settings, params=("E", "p", "v"))
+        runs[factored] = (model, traj.to_frame())
+    (m1, h1), (m2, h2) = runs[True], runs[False]
+    assert float((m1.E - m2.E).abs().max()) <= 1e-12 * float(m2.E.abs().max())
+    assert float((m1.p - m2.p).abs().max()) <= 1e-12 * float(m2.p.abs().max())
+    assert (h1.loss - h2.loss).abs().max() <= 1e-12
+
+
+def test_the_low_rank_adam_step_refuses_what_it_does_not_implement():
+    E = torch.zeros(4, 3, dtype=torch.float64)
+    opt = torch.optim.Adam([E], lr=1e-2, weight_decay=0.1)
+    with pytest.raises(InvalidParameterError, match="weight decay"):
+        loop.low_rank_adam(opt, E, torch.ones(4, 2, dtype=torch.float64), torch.ones(2, 3, dtype=torch.float64))

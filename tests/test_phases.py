@@ -115,7 +115,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     traj_whole = ts.train_joint(whole, data.batch, **train_args(**kw))
 
     ckpt = tmp_path / "run.pt"
-    real = ts.training.phases.gradients
+    real = ts.training.phases.gradients_of_checked  # what train_joint calls per step
     calls = {"n": 0}
 
     def dying(*a, **k):  # the process "dies" in the middle of step 17
@@ -124,12 +124,12 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         return real(*a, **k)
 
-    monkeypatch.setattr(ts.training.phases, "gradients", dying)
+    monkeypatch.setattr(ts.training.phases, "gradients_of_checked", dying)
     with pytest.raises(KeyboardInterrupt):
         ts.train_joint(
             ts.AttentionModel.init(30, 16, seed=0), data.batch, **train_args(checkpoint=ckpt, checkpoint_every=10, **kw)
         )
-    monkeypatch.setattr(ts.training.phases, "gradients", real)
+    monkeypatch.setattr(ts.training.phases, "gradients_of_checked", real)
     assert ckpt.exists()
     resumed = ts.AttentionModel.init(30, 16, seed=0)  # a fresh process starts from scratch
     traj = ts.train_joint(resumed, data.batch, **train_args(checkpoint=ckpt, checkpoint_every=10, **kw))

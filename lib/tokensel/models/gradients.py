@@ -51,11 +51,15 @@ class Gradients:
     def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
         """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
         |S| x d allocation on every step); a new tensor when ``out`` is None."""
+        AB, PV = self.factors()
+        return AB @ PV if out is None else torch.mm(AB, PV, out=out)
+
+    def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(AB, PV)`` with ``grad_E L = AB @ PV``: ``AB = [A, B]`` (|S| x (1 + K)) and ``PV = [p, V]^T``
+        ((1 + K) x d; K = 1 for the binary model)."""
         B = self.B if self.B.ndim == 2 else self.B[:, None]
         V = self._model_v if self._model_v.ndim == 2 else self._model_v[:, None]
-        AB = torch.cat([self.A[:, None], B], 1)  # |S| x (1 + K)
-        PV = torch.cat([self._model_p[None, :], V.T], 0)  # (1 + K) x d
-        return AB @ PV if out is None else torch.mm(AB, PV, out=out)
+        return torch.cat([self.A[:, None], B], 1), torch.cat([self._model_p[None, :], V.T], 0)
 
     @declare(E=Tensor("float", ndim=2), lr=Real())
     def apply_to_E(self, E: torch.Tensor, lr: float) -> None:
@@ -80,6 +84,13 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
 
     Introduced in chapter 01."""
     model.check_batch(batch)
+    return gradients_of_checked(model, batch, stable, fused)
+
+
+def gradients_of_checked(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
+    """:func:`gradients` without its checks (the arguments' declarations and ``model.check_batch``, a pass over
+    ``E`` for its finiteness): for a training loop that checked them once, and sees a non-finite ``E`` in the
+    loss it checks at every step."""
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
         raise InvalidParameterError(

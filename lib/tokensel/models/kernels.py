@@ -244,6 +244,87 @@ def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
     return out
 
 
+@numba.njit(inline="always", cache=True)
+def _adam_row(Ei, mi, si, g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+    """Adam on one row for its gradient row ``g``, in the order of torch's fused CPU Adam."""
+    for j in range(Ei.size):
+        gj = g[j]
+        m = mi[j] * beta1 + gj * c1
+        s = si[j] * beta2 + gj * gj * c2
+        mi[j] = m
+        si[j] = s
+        Ei[j] = Ei[j] - step_size * m / (math.sqrt(s) / bc2_sqrt + eps)
+
+
+@numba.njit(parallel=True, cache=True)
+def _adam_rank2(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+    """Adam on ``E`` for the gradient ``A p^T + B v^T`` (``AB`` |S| x 2, ``PV`` 2 x d), each entry formed where
+    it is used (the binary model; one loop over the row, which vectorises)."""
+    p, v = PV[0], PV[1]
+    for i in numba.prange(E.shape[0]):
+        a, b = AB[i, 0], AB[i, 1]
+        Ei, mi, si = E[i], m[i], s[i]
+        for j in range(Ei.size):
+            gj = a * p[j] + b * v[j]
+            mj = mi[j] * beta1 + gj * c1
+            sj = si[j] * beta2 + gj * gj * c2
+            mi[j] = mj
+            si[j] = sj
+            Ei[j] = Ei[j] - step_size * mj / (math.sqrt(sj) / bc2_sqrt + eps)
+
+
+@numba.njit(parallel=True, cache=True)
+def _adam_low_rank(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+    """Adam on ``E`` for the gradient ``AB PV`` of any small rank: each row's gradient formed in a buffer that
+    stays in cache (the K-class model), then :func:`_adam_row`."""
+    S, d = E.shape
+    for blk in numba.prange(BLOCKS):
+        g = np.empty(d, dtype=E.dtype)
+        for i in range(blk * S // BLOCKS, (blk + 1) * S // BLOCKS):
+            a, row = AB[i, 0], PV[0]
+            for j in range(d):
+                g[j] = a * row[j]
+            for k in range(1, AB.shape[1]):
+                a, row = AB[i, k], PV[k]
+                for j in range(d):
+                    g[j] += a * row[j]
+            _adam_row(E[i], m[i], s[i], g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps)
+
+
+def adam_low_rank(
+    E: np.ndarray,
+    exp_avg: np.ndarray,
+    exp_avg_sq: np.ndarray,
+    AB: np.ndarray,
+    PV: np.ndarray,
+    step: int,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> None:
+    """In place: Adam's update of ``E`` (|S| x d, C-contiguous) and its moments for the gradient ``AB @ PV``
+    (``AB`` |S| x r, ``PV`` r x d, r small: the one-layer model's ``grad_E = A p^T + B V^T``), at Adam step
+    ``step`` (1 for the first). One pass over ``E`` and its two moments; the |S| x d gradient is never formed.
+    Element for element the arithmetic of ``torch.optim.Adam(..., fused=True)`` on the CPU (bias corrections
+    in float64, then every scalar in ``E``'s dtype), except that the gradient's entries are summed in a fixed
+    order where torch's product may round differently."""
+    dt = E.dtype.type
+    beta1, beta2 = betas
+    bias1, bias2 = 1.0 - beta1**step, 1.0 - beta2**step
+    with np.errstate(over="ignore"):  # a huge lr overflows to inf in float32, as in torch; the loop's guard sees it
+        scalars = [dt(x) for x in (beta1, 1.0 - beta1, beta2, 1.0 - beta2, lr / bias1, math.sqrt(bias2), eps)]
+    with _LAUNCH:
+        _threads()
+        (_adam_rank2 if AB.shape[1] == 2 else _adam_low_rank)(
+            E,
+            exp_avg,
+            exp_avg_sq,
+            np.ascontiguousarray(AB, dtype=E.dtype),
+            np.ascontiguousarray(PV, dtype=E.dtype),
+            *scalars,
+        )
+
+
 def _threads() -> None:
     # numba.config sets NUMBA_NUM_THREADS at import time (through globals()), which its stubs cannot see
     numba.set_num_threads(min(config.threads(), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ import torch
 from ..data.batch import Batch
 from ..errors import DivergenceError, InvalidParameterError
 from ..loss import mean_logistic
-from ..models import core
+from ..models import core, kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.variants import VariantModel
 from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, declare
@@ -91,6 +91,9 @@ class StepResult:
     train_acc: float
     grad_norm_p: float
     finite: bool
+    #: ``(E, AB, PV)`` when the gradient of the trained tensor ``E`` is the low-rank ``AB @ PV`` and was not
+    #: formed (``E.grad`` is None): :func:`adam` updates ``E`` from the factors (:func:`low_rank_adam`)
+    low_rank: tuple | None = None
 
 
 @declare(
@@ -167,6 +170,38 @@ def _evaluate(model, batch) -> tuple[float, float]:
             return float(loss), float((f.argmax(1) == batch.labels).double().mean())
         y = batch.labels.to(f.dtype)
         return float(mean_logistic(f, y)), float((f * y > 0).double().mean())
+
+
+def low_rank_applies(E: torch.Tensor) -> bool:
+    """Whether :func:`low_rank_adam` can update ``E``: a C-contiguous float32 or float64 tensor on the CPU."""
+    return E.device.type == "cpu" and E.dtype in (torch.float32, torch.float64) and E.is_contiguous()
+
+
+def low_rank_adam(opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: torch.Tensor) -> None:
+    """``opt``'s Adam step on ``E`` (one of its parameters, with no ``.grad``) for the gradient ``AB @ PV``, by
+    :func:`tokensel.models.kernels.adam_low_rank`: one pass over ``E`` and its moments instead of forming the
+    |S| x d gradient and passing over it again. The moments and the step count live in ``opt.state[E]`` as
+    torch's fused Adam keeps them, so a checkpoint (``opt.state_dict()``) is the same either way."""
+    group = next(g for g in opt.param_groups if any(q is E for q in g["params"]))
+    if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
+        raise InvalidParameterError("low_rank_adam implements plain Adam: no weight decay, amsgrad or maximize")
+    state = opt.state[E]
+    if not state:
+        state["step"] = torch.zeros((), dtype=torch.float32)  # as torch's fused Adam keeps it
+        state["exp_avg"] = torch.zeros_like(E, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(E, memory_format=torch.preserve_format)
+    state["step"] += 1
+    kernels.adam_low_rank(
+        E.detach().numpy(),
+        state["exp_avg"].numpy(),
+        state["exp_avg_sq"].numpy(),
+        AB.detach().numpy(),
+        PV.detach().numpy(),
+        int(state["step"].item()),
+        float(group["lr"]),
+        tuple(group["betas"]),
+        float(group["eps"]),
+    )
 
 
 @declare(
@@ -249,6 +284,8 @@ def adam(
                         for b, t in zip(backup, trained, strict=True):
                             b.copy_(t)
                 opt.step()
+                if r.low_rank is not None:
+                    low_rank_adam(opt, *r.low_rank)
                 if guard and not _finite(trained):  # finite gradients, but an update that overflowed
                     with torch.no_grad():
                         for b, t in zip(backup, trained, strict=True):

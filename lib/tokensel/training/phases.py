@@ -25,7 +25,7 @@ from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.core import fused_applies, fused_grads, score_value_grads
-from ..models.gradients import MODEL, gradients, p_gradient
+from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient
 from ..validation import (
     MAX_STEPS,
     Bool,
@@ -374,9 +374,13 @@ def train_joint(
     tensors = {name: getattr(model, name) for name in params}
     multiclass = isinstance(model, MultiClassAttentionModel)
     y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
-    gE_buffer = torch.empty_like(model.E) if "E" in tensors else None
+    # E's update from the gradient's factors, in one pass (loop.low_rank_adam), where the kernel applies; else
+    # the gradient formed in a reused buffer (a fresh |S| x d allocation per step costs page faults)
+    low_rank = "E" in tensors and loop.low_rank_applies(model.E)
+    gE_buffer = torch.empty_like(model.E) if "E" in tensors and not low_rank else None
 
-    grads = unchecked(gradients)  # the arguments are checked above, once
+    # the arguments are checked above, once; a non-finite E makes the loss or grad_p so, which step() checks
+    grads = gradients_of_checked
 
     def step(take_grad: bool) -> StepResult:
         gr = grads(model, batch)
@@ -386,11 +390,17 @@ def train_joint(
             and torch.isfinite(gr.v).all()
             and _finite_product_bound((gr.A, model.p), (gr.B, model.v))
         )
+        factors = None
         if take_grad and finite:
             for name, t in tensors.items():
-                t.grad = gr.E_into(gE_buffer) if name == "E" else getattr(gr, name)
+                if name != "E":
+                    t.grad = getattr(gr, name)
+                elif low_rank:
+                    factors = (t, *gr.factors())
+                else:
+                    t.grad = gr.E_into(gE_buffer)
         correct = (gr.f.argmax(1) == y) if multiclass else (gr.f * y > 0)
-        return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite)
+        return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite, factors)
 
     saved = {"E": model.E, "p": model.p, "v": model.v}
     meta = (
