@@ -679,7 +679,9 @@ def _one_passing_record(d):
         "no digest",
     ],
 )
-def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
+def test_an_edited_record_fails_verify(tmp_path, capsys, edit, reseal, message):
+    from tokensel.__main__ import main
+
     p = _one_passing_record(tmp_path)
     tmp_path = p.parent
     assert ts.book.verification.verify(tmp_path, expected=["t"]) == (2, 1)
@@ -688,8 +690,21 @@ def test_an_edited_record_fails_verify(tmp_path, edit, reseal, message):
     p.write_text(json.dumps(ts.book.records._sealed(rec) if reseal else rec))
     with pytest.raises(ClaimFailedError, match=message):
         ts.book.verification.verify(tmp_path, expected=["t"])
-    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(tmp_path)], capture_output=True, text=True)
+    # the command line says so in one line (the entry point itself runs in a process of its own below)
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert message.split()[0] in err and "Traceback" not in err
+
+
+def test_the_verify_command_fails_an_edited_record_in_a_process_of_its_own(tmp_path):
+    p = _one_passing_record(tmp_path)
+    rec = json.loads(p.read_text())
+    rec["checks"][0].update(measured=5.0)
+    p.write_text(json.dumps(ts.book.records._sealed(rec)))
+    out = subprocess.run([sys.executable, "-m", "tokensel", "verify", str(p.parent)], capture_output=True, text=True)
     assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "passed is True but its recorded values say False" in out.stdout + out.stderr
 
 
 # --- issue 28 (13): a chapter run by hand records in a scratch folder ----------------------------------------
