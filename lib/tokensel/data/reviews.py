@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
-from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, check_int, declare
+from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, check_int, declare, unchecked
 from .batch import RaggedBatch, labels_from_01
 from .loaders import SOURCES, load_reviews
 from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
@@ -178,20 +178,24 @@ def prepare_reviews(
         train, test = _split_sample(test, sample_train_fraction, seed)
         is_sample = True
     source = test.info.description or name
-    tr_words = [tokenize(t) for t in train["text"]]
-    te_words = [tokenize(t) for t in test["text"]]
+    # each split's columns in one read (iterating a column of a Dataset formats it row by row); the texts are
+    # str by the loaders' schema, so tokenize skips its per-call check
+    tr_cols, te_cols = train[:], test[:]
+    words_of = unchecked(tokenize)
+    tr_words = [words_of(t) for t in tr_cols["text"]]
+    te_words = [words_of(t) for t in te_cols["text"]]
     vocab = build_vocabulary(tr_words, min_df=min_df)
-    btr, kept_tr = encode(tr_words, labels_from_01(train["label"]), vocab, max_len=max_len)
-    bte, kept_te = encode(te_words, labels_from_01(test["label"]), vocab, max_len=max_len)
-    ratings = lambda ds, kept: np.asarray(ds["rating"])[kept] if "rating" in ds.column_names else None  # noqa: E731
+    btr, kept_tr = encode(tr_words, labels_from_01(np.asarray(tr_cols["label"])), vocab, max_len=max_len)
+    bte, kept_te = encode(te_words, labels_from_01(np.asarray(te_cols["label"])), vocab, max_len=max_len)
+    ratings = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
     return ReviewData(
         name,
         btr,
         bte,
         vocab,
         [te_words[i] for i in kept_te],
-        ratings(test, kept_te),
-        ratings(train, kept_tr),
+        ratings(te_cols, kept_te),
+        ratings(tr_cols, kept_tr),
         source
         + (f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""),
         is_sample,

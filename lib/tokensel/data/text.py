@@ -25,7 +25,7 @@ import regex
 import torch
 
 from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
-from ..validation import Constraint, Either, Instance, Int, IntArray, Real, Tensor, declare
+from ..validation import Constraint, Either, Instance, Int, IntArray, Real, Tensor, declare, unchecked
 from .batch import RaggedBatch
 
 _TAG = re.compile(r"<[^>]{0,20}>")
@@ -211,8 +211,9 @@ def encode(
         raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
     seqs: list[list[int]] = []
     kept_list: list[int] = []
+    ids_of = unchecked(Vocabulary.ids)  # each document was checked above (Documents)
     for i, doc in enumerate(tokenized):
-        ids = vocab.ids(doc)
+        ids = ids_of(vocab, doc)
         if max_len is not None:
             ids = ids[:max_len]
         if ids:
