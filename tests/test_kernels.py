@@ -64,16 +64,20 @@ def test_p_gradient_fused_equals_reference():
 
 
 @pytest.mark.parametrize("K", [None, 3])
-def test_bitwise_deterministic_across_runs_and_threads(K, monkeypatch):
+def test_bitwise_deterministic_across_runs_threads_and_the_serial_path(K, monkeypatch):
     batch = _batch(3, n=500, vocab=50, max_len=60, K=K)
     model = _model(50, 8, K, torch.float64, 1.0)
+    assert ts.models.core.entry_plan(batch).ids.size < ts.models.kernels.SERIAL_BELOW  # a small batch: one thread
+    serial = ts.gradients(model, batch, fused=True)
+    monkeypatch.setattr(ts.models.kernels, "SERIAL_BELOW", 0)  # the same batch through the thread pool
     monkeypatch.setenv("TOKENSEL_THREADS", "2")
     a, b = ts.gradients(model, batch, fused=True), ts.gradients(model, batch, fused=True)
     monkeypatch.setenv("TOKENSEL_THREADS", "1")
     c = ts.gradients(model, batch, fused=True)
     for name in ("f", "A", "B", "p", "v"):
-        assert torch.equal(getattr(a, name), getattr(b, name)) and torch.equal(getattr(a, name), getattr(c, name))
-    assert a.loss == b.loss == c.loss
+        for other in (b, c, serial):
+            assert torch.equal(getattr(a, name), getattr(other, name))
+    assert a.loss == b.loss == c.loss == serial.loss
 
 
 def test_one_sequence_of_one_token():

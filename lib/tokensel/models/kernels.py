@@ -37,6 +37,10 @@ from .. import config
 
 #: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
 BLOCKS = 16
+#: a batch with fewer distinct entries runs its blocks in one thread: launching the pool costs more than it
+#: saves there (the flows of chapters 3-5 evaluate such a gradient some 100,000 times). The blocks and
+#: every sum are the same either way, so the result is bitwise the same.
+SERIAL_BELOW = 50_000
 
 # numba's own thread pool ("workqueue") unless the user chose one: its OpenMP pool would share the
 # OpenMP runtime that torch has loaded and set that runtime's thread count to numba's default, so torch
@@ -104,38 +108,52 @@ def _softplus(x):
     return x if x > 20.0 else math.log1p(math.exp(x))
 
 
+@numba.njit(cache=True)
+def _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
+    """Block ``b`` of the binary model: ``CW`` is |S| x 2 (``c``, ``w``); writes ``f`` and the per-sequence losses
+    of its sequences and its partial sums ``P[b, s] = sum over the entries t of token s in the block of
+    (h_t (u_t - f), h_t)``."""
+    n = off.size - 1
+    Pb = P[b]
+    Pb[:, :] = 0.0
+    ebuf = np.empty(max_entries)
+    for i in range(blocks[b], blocks[b + 1]):
+        lo, hi = off[i], off[i + 1]
+        amax, k = _top(ids, CW, lo, hi)
+        uk = CW[ids[k], 1]
+        Z = 0.0
+        s = 0.0
+        for t in range(lo, hi):
+            tok = ids[t]
+            e = math.exp(CW[tok, 0] - amax) * counts[t]
+            ebuf[t - lo] = e
+            Z += e
+            s += e * (CW[tok, 1] - uk)
+        m = s / Z
+        fi = uk + m
+        yi = y[i]
+        loss[i] = _softplus(-yi * fi)
+        gz = -1.0 / (1.0 + math.exp(yi * fi)) * yi / n / Z  # dL/df_i / Z_i
+        for t in range(lo, hi):
+            tok = ids[t]
+            h = gz * ebuf[t - lo]
+            Pb[tok, 0] += h * ((CW[tok, 1] - uk) - m)
+            Pb[tok, 1] += h
+        f[i] = fi
+
+
 @numba.njit(parallel=True, cache=True)
 def _entries_binary(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
-    """Binary model: ``CW`` is |S| x 2 (``c``, ``w``); writes ``f``, the per-sequence losses and the
-    blocks' partial sums ``P[b, s] = sum over the entries t of token s in block b of (h_t (u_t - f), h_t)``."""
-    n = off.size - 1
+    """Every block of the binary model (:func:`_block_binary`), in parallel."""
     for b in numba.prange(blocks.size - 1):
-        Pb = P[b]
-        Pb[:, :] = 0.0
-        ebuf = np.empty(max_entries)
-        for i in range(blocks[b], blocks[b + 1]):
-            lo, hi = off[i], off[i + 1]
-            amax, k = _top(ids, CW, lo, hi)
-            uk = CW[ids[k], 1]
-            Z = 0.0
-            s = 0.0
-            for t in range(lo, hi):
-                tok = ids[t]
-                e = math.exp(CW[tok, 0] - amax) * counts[t]
-                ebuf[t - lo] = e
-                Z += e
-                s += e * (CW[tok, 1] - uk)
-            m = s / Z
-            fi = uk + m
-            yi = y[i]
-            loss[i] = _softplus(-yi * fi)
-            gz = -1.0 / (1.0 + math.exp(yi * fi)) * yi / n / Z  # dL/df_i / Z_i
-            for t in range(lo, hi):
-                tok = ids[t]
-                h = gz * ebuf[t - lo]
-                Pb[tok, 0] += h * ((CW[tok, 1] - uk) - m)
-                Pb[tok, 1] += h
-            f[i] = fi
+        _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss)
+
+
+@numba.njit(cache=True)
+def _entries_binary_serial(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
+    """Every block of the binary model, one after the other (a small batch: no thread launch)."""
+    for b in range(blocks.size - 1):
+        _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss)
 
 
 @numba.njit(inline="always", cache=True)
@@ -158,43 +176,56 @@ def _mixture(ids, counts, CW, lo, hi, m, ebuf):  # pragma: no cover - compiled
     return Z, r
 
 
-@numba.njit(parallel=True, cache=True)
-def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
-    """K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F`` (n x K), the
-    per-sequence losses and the blocks' partial sums of ``(sum_k h_tk (u_tk - f_k), h_t1..h_tK)`` per
-    token, with ``h_tk = G_k q_t n_t`` and ``G = dL/dF``."""
+@numba.njit(cache=True)
+def _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
+    """Block ``b`` of the K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F``
+    (n x K) and the per-sequence losses of its sequences and its partial sums of
+    ``(sum_k h_tk (u_tk - f_k), h_t1..h_tK)`` per token, with ``h_tk = G_k q_t n_t`` and ``G = dL/dF``."""
     n = off.size - 1
     K = CW.shape[1] - 1
+    Pb = P[b]
+    Pb[:, :] = 0.0
+    ebuf = np.empty(max_entries)
+    m = np.empty(K)
+    G = np.empty(K)
+    for i in range(blocks[b], blocks[b + 1]):
+        lo, hi = off[i], off[i + 1]
+        Z, r = _mixture(ids, counts, CW, lo, hi, m, ebuf)
+        fmax = -np.inf
+        for c in range(K):
+            m[c] /= Z  # f_c - u_kc
+            F[i, c] = CW[r, 1 + c] + m[c]
+            fmax = max(fmax, F[i, c])
+        se = 0.0
+        for c in range(K):
+            se += math.exp(F[i, c] - fmax)
+        lse = fmax + math.log(se)
+        loss[i] = lse - F[i, y[i]]
+        for c in range(K):
+            G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
+        for t in range(lo, hi):
+            tok = ids[t]
+            q = ebuf[t - lo] / Z
+            acc = 0.0
+            for c in range(K):
+                h = G[c] * q
+                acc += ((CW[tok, 1 + c] - CW[r, 1 + c]) - m[c]) * h
+                Pb[tok, 1 + c] += h
+            Pb[tok, 0] += acc
+
+
+@numba.njit(parallel=True, cache=True)
+def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
+    """Every block of the K-class model (:func:`_block_multiclass`), in parallel."""
     for b in numba.prange(blocks.size - 1):
-        Pb = P[b]
-        Pb[:, :] = 0.0
-        ebuf = np.empty(max_entries)
-        m = np.empty(K)
-        G = np.empty(K)
-        for i in range(blocks[b], blocks[b + 1]):
-            lo, hi = off[i], off[i + 1]
-            Z, r = _mixture(ids, counts, CW, lo, hi, m, ebuf)
-            fmax = -np.inf
-            for c in range(K):
-                m[c] /= Z  # f_c - u_kc
-                F[i, c] = CW[r, 1 + c] + m[c]
-                fmax = max(fmax, F[i, c])
-            se = 0.0
-            for c in range(K):
-                se += math.exp(F[i, c] - fmax)
-            lse = fmax + math.log(se)
-            loss[i] = lse - F[i, y[i]]
-            for c in range(K):
-                G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
-            for t in range(lo, hi):
-                tok = ids[t]
-                q = ebuf[t - lo] / Z
-                acc = 0.0
-                for c in range(K):
-                    h = G[c] * q
-                    acc += ((CW[tok, 1 + c] - CW[r, 1 + c]) - m[c]) * h
-                    Pb[tok, 1 + c] += h
-                Pb[tok, 0] += acc
+        _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss)
+
+
+@numba.njit(cache=True)
+def _entries_multiclass_serial(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover
+    """Every block of the K-class model, one after the other (a small batch: no thread launch)."""
+    for b in range(blocks.size - 1):
+        _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -211,15 +242,28 @@ def _entries_outputs(off, ids, counts, CW, blocks, F):  # pragma: no cover - com
                 F[i, c] = CW[r, 1 + c] + m[c] / Z
 
 
+@numba.njit(cache=True)
+def _sum_token(P, out, s):  # pragma: no cover - compiled
+    """``out[s] = P[0, s] + P[1, s] + ...``, in block order."""
+    for c in range(P.shape[2]):
+        acc = 0.0
+        for b in range(P.shape[0]):
+            acc += P[b, s, c]
+        out[s, c] = acc
+
+
 @numba.njit(parallel=True, cache=True)
 def _sum_blocks(P, out):  # pragma: no cover - compiled
-    """``out[s] = P[0, s] + P[1, s] + ...``, in block order."""
+    """:func:`_sum_token` for every token, in parallel."""
     for s in numba.prange(P.shape[1]):
-        for c in range(P.shape[2]):
-            acc = 0.0
-            for b in range(P.shape[0]):
-                acc += P[b, s, c]
-            out[s, c] = acc
+        _sum_token(P, out, s)
+
+
+@numba.njit(cache=True)
+def _sum_blocks_serial(P, out):  # pragma: no cover - compiled
+    """:func:`_sum_token` for every token, one after the other."""
+    for s in range(P.shape[1]):
+        _sum_token(P, out, s)
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -327,7 +371,9 @@ def adam_low_rank(
 
 def _threads() -> None:
     # numba.config sets NUMBA_NUM_THREADS at import time (through globals()), which its stubs cannot see
-    numba.set_num_threads(min(config.threads(), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+    n = min(config.threads(), numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)
 
 
 def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multiclass: bool):
@@ -344,19 +390,21 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
     per_seq = np.empty(n, dtype=np.float64)
     AB = np.empty((plan.vocab_size, width), dtype=dtype)
     f = np.empty((n, width - 1) if multiclass else n, dtype=dtype)
+    serial = plan.ids.size < SERIAL_BELOW
     with _LAUNCH, plan.lock:
-        _threads()
+        if not serial:
+            _threads()
         P = plan.partials(width)
         args = (plan.offsets, plan.ids, plan.counts(dtype), CW)
         if multiclass:
-            _entries_multiclass(
+            (_entries_multiclass_serial if serial else _entries_multiclass)(
                 *args, np.ascontiguousarray(labels, np.int64), plan.blocks, plan.max_entries, P, f, per_seq
             )
         else:
-            _entries_binary(
+            (_entries_binary_serial if serial else _entries_binary)(
                 *args, np.ascontiguousarray(labels, np.float64), plan.blocks, plan.max_entries, P, f, per_seq
             )
-        _sum_blocks(P, AB)
+        (_sum_blocks_serial if serial else _sum_blocks)(P, AB)
     return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB
 
 
