@@ -128,10 +128,16 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) ->
     return cosine(mid, svm.p), cosine(m.p, svm.p), "solved"
 
 
+def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
+    """A run's model after its first step: the paper's initialisation at ``init_seed``, one step of size ``eta0``
+    on ``E``."""
+    return one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+
+
 def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
-    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    m = _stepped(batch, d, eta0, init_seed)
     lead = statistics.value_lead(batch, m.values(), important)
     predicted = float((lead > 0).double().mean())
     floor = statistics.loss_floor(batch, m.values())
@@ -466,7 +472,7 @@ def trap_trajectory(data_seed: int, d: int, eta0: float, init_seed: int, t_max: 
     important token among the positive / negative sequences). A DataFrame (the flow's trajectory)."""
     data = synthetic.theory_pairs(seed=data_seed)
     batch, occ, positive = data.batch, data.important_occurrences, data.batch.labels > 0
-    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    m = _stepped(batch, d, eta0, init_seed)
 
     def by_class(p):
         mass = statistics.selected_mass(batch, statistics.attention(batch, m.E @ p), occ)
@@ -495,7 +501,7 @@ def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: flo
 
     data = synthetic.theory_pairs(seed=data_seed)
     batch, occ = data.batch, data.important_occurrences
-    m = one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
+    m = _stepped(batch, d, eta0, init_seed)
     gd, flow = m.copy(), m.copy()
     train_p(gd, batch, lr=lr, steps=steps, method="gd")
     gradient_flow(flow, batch, t_max=lr * steps, rtol=1e-7, atol=1e-10)
@@ -541,7 +547,7 @@ def generator_contrast(
     for name, dd in draws.items():
         imp = torch.from_numpy(dd.planted != 0)
         a = alpha(dd.batch)
-        m = one_step(AttentionModel.init(dd.batch.vocab_size, d, seed=seed), dd.batch, eta0)
+        m = _stepped(dd.batch, d, eta0, seed)
         best = optimal_tokens(dd.batch, m.values())
         try:
             verdict = f"feasible, ||p_mm|| = {max_margin_for_selection(m.E, dd.batch, best).norm:.3f}"
@@ -576,7 +582,7 @@ def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
     rows = []
     for k in ks:
         dk = synthetic.assumption1_pairs(**{**synthetic.THEORY_PAIRS, "seed": seed, "per_sequence": k})
-        mk = one_step(AttentionModel.init(dk.batch.vocab_size, d, seed=seed), dk.batch, eta0)
+        mk = _stepped(dk.batch, d, eta0, seed)
         best = optimal_tokens(dk.batch, mk.values())
         gradient_flow(mk, dk.batch, t_max=1e6, records=5, rtol=1e-6, atol=1e-9)
         sel = selection(dk.batch, mk.scores(), tol=1e-6 * float(mk.p.norm()))

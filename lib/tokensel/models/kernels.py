@@ -289,15 +289,12 @@ def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(inline="always", cache=True)
-def _adam_row(Ei, mi, si, g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
-    """Adam on one row for its gradient row ``g``, in the order of torch's fused CPU Adam."""
-    for j in range(Ei.size):
-        gj = g[j]
-        m = mi[j] * beta1 + gj * c1
-        s = si[j] * beta2 + gj * gj * c2
-        mi[j] = m
-        si[j] = s
-        Ei[j] = Ei[j] - step_size * m / (math.sqrt(s) / bc2_sqrt + eps)
+def _adam_entry(e, m, s, g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+    """Adam on one entry ``e`` with moments ``m``, ``s`` and gradient ``g``, in the order of torch's fused CPU
+    Adam: the new ``(e, m, s)``."""
+    m = m * beta1 + g * c1
+    s = s * beta2 + g * g * c2
+    return e - step_size * m / (math.sqrt(s) / bc2_sqrt + eps), m, s
 
 
 @numba.njit(parallel=True, cache=True)
@@ -309,18 +306,15 @@ def _adam_rank2(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps)
         a, b = AB[i, 0], AB[i, 1]
         Ei, mi, si = E[i], m[i], s[i]
         for j in range(Ei.size):
-            gj = a * p[j] + b * v[j]
-            mj = mi[j] * beta1 + gj * c1
-            sj = si[j] * beta2 + gj * gj * c2
-            mi[j] = mj
-            si[j] = sj
-            Ei[j] = Ei[j] - step_size * mj / (math.sqrt(sj) / bc2_sqrt + eps)
+            Ei[j], mi[j], si[j] = _adam_entry(
+                Ei[j], mi[j], si[j], a * p[j] + b * v[j], beta1, c1, beta2, c2, step_size, bc2_sqrt, eps
+            )
 
 
 @numba.njit(parallel=True, cache=True)
 def _adam_low_rank(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
     """Adam on ``E`` for the gradient ``AB PV`` of any small rank: each row's gradient formed in a buffer that
-    stays in cache (the K-class model), then :func:`_adam_row`."""
+    stays in cache (the K-class model), then :func:`_adam_entry` along it."""
     S, d = E.shape
     for blk in numba.prange(BLOCKS):
         g = np.empty(d, dtype=E.dtype)
@@ -332,7 +326,11 @@ def _adam_low_rank(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, e
                 a, row = AB[i, k], PV[k]
                 for j in range(d):
                     g[j] += a * row[j]
-            _adam_row(E[i], m[i], s[i], g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps)
+            Ei, mi, si = E[i], m[i], s[i]
+            for j in range(d):
+                Ei[j], mi[j], si[j] = _adam_entry(
+                    Ei[j], mi[j], si[j], g[j], beta1, c1, beta2, c2, step_size, bc2_sqrt, eps
+                )
 
 
 def adam_low_rank(
