@@ -177,3 +177,16 @@ def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
     ts.data.manifest.write_manifest(tmp_path)
     with pytest.raises(DataUnavailableError, match="UTF-8|corrupted"):
         ts.load_reviews("yelp_polarity", "test", data_dir=tmp_path)
+
+
+def test_a_review_without_a_text_is_named_before_tokenizing(monkeypatch):
+    import datasets
+
+    from tokensel.errors import ArgumentTypeError
+
+    good = datasets.Dataset.from_dict({"text": ["a good film", "a bad film"], "label": [1, 0]})
+    holed = datasets.Dataset.from_dict({"text": ["a good film", None], "label": [1, 0]})
+    splits = {"train": good, "test": holed}
+    monkeypatch.setattr(ts.data.reviews, "load_reviews", lambda name, split, data_dir=None: splits[split])
+    with pytest.raises(ArgumentTypeError, match="imdb/test: review 1 has a text of type NoneType"):
+        ts.reviews.prepare_reviews("imdb", min_df=1)

@@ -179,8 +179,15 @@ def prepare_reviews(
         is_sample = True
     source = test.info.description or name
     # each split's columns in one read (iterating a column of a Dataset formats it row by row); the texts are
-    # str by the loaders' schema, so tokenize skips its per-call check
+    # checked here once, so tokenize skips its per-call check
     tr_cols, te_cols = train[:], test[:]
+    for split, cols in (("train", tr_cols), ("test", te_cols)):
+        bad = next((i for i, x in enumerate(cols["text"]) if not isinstance(x, str)), None)
+        if bad is not None:
+            raise ArgumentTypeError(
+                f"{name}/{split}: review {bad} has a text of type {type(cols['text'][bad]).__name__}, not a str: "
+                "the data files are damaged; fetch them again"
+            )
     words_of = unchecked(tokenize)
     tr_words = [words_of(t) for t in tr_cols["text"]]
     te_words = [words_of(t) for t in te_cols["text"]]
