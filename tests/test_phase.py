@@ -190,13 +190,23 @@ def test_trap_trajectory_and_gd_against_the_flow():
 def test_generator_contrast_and_several_important_tokens():
     phase = ts.experiments.phase
     noise = phase.generator_contrast(0, d=32, eta0=100.0)
-    assert list(noise.index) == ["pairs (Assumption 1)", "i.i.d. irrelevant"]
     # the paired data have alpha = 0 for every irrelevant token, by construction
-    assert noise.loc["pairs (Assumption 1)", "max |alpha| irrelevant"] < 1e-12
-    assert noise.loc["i.i.d. irrelevant", "max |alpha| irrelevant"] > 0
+    assert noise.pairs.max_alpha_irrelevant < 1e-12
+    assert noise.iid.max_alpha_irrelevant > 0
+    for run in (noise.pairs, noise.iid):
+        # feasible exactly when no cycle was found, and the display says the same
+        assert run.svm_feasible == (run.svm_norm is not None)
+        assert run.verdict().startswith("feasible" if run.svm_feasible else "infeasible")
+        assert 0 <= run.selected <= 1 and 0 <= run.value_leads <= 1
+    table = noise.table()
+    assert list(table.index) == ["pairs (Assumption 1)", "i.i.d. irrelevant"]
+    assert table.loc["i.i.d. irrelevant", "max |alpha| irrelevant"] == noise.iid.max_alpha_irrelevant
     several = phase.several_important(0, ks=(2,), d=32)
-    assert list(several.index) == [2]
-    assert 0 < several.loc[2, "important occurrences selected"] <= 1
+    assert 0 < several[2].important_selected <= 1
+    assert list(several.table().index) == [2]
+    assert several.table().loc[2, "important occurrences selected"] == several[2].important_selected
+    with pytest.raises(ts.TokenselError, match="k must be one of"):
+        several[3]
     with pytest.raises(ts.TokenselError, match="ks"):
         phase.several_important(0, ks=[])
 

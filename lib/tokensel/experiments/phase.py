@@ -15,10 +15,12 @@ of data beyond Assumption 1.
 * :func:`trap_anatomy`, :func:`trap_pair`, :func:`trap_trajectory`, :func:`gd_against_flow` -- what the
   trapped runs have in common, and one of them followed along the flow and by plain gradient descent.
 * :func:`generator_contrast`, :func:`several_important` -- irrelevant tokens irrelevant only in expectation;
-  several important tokens per sequence.
+  several important tokens per sequence (records with named fields; ``.table()`` shows them).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -517,6 +519,103 @@ def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: flo
 # other data: irrelevant only in expectation; several important tokens per sequence
 
 
+@dataclass(frozen=True)
+class GeneratorRun:
+    """One generator of :func:`generator_contrast`: the largest ``|alpha|`` of an irrelevant token
+    (``max_alpha_irrelevant``) and the smallest of an important one (``min_alpha_important``), the fraction of
+    sequences whose important token leads in value after the step (``value_leads``) and whose important token is
+    selected at ``t = 1e6`` (``selected``), and the max-margin problem for the best-valued tokens: ``svm_norm``,
+    the norm of its solution, or ``None`` with ``cycle``, the tokens whose preferences contradict each other."""
+
+    max_alpha_irrelevant: float
+    min_alpha_important: float
+    value_leads: float
+    selected: float
+    svm_norm: float | None
+    cycle: tuple | None
+
+    @property
+    def svm_feasible(self) -> bool:
+        """Whether the max-margin problem for the best-valued tokens has a solution."""
+        return self.svm_norm is not None
+
+    def verdict(self) -> str:
+        """The max-margin problem in words, for display."""
+        return (
+            f"feasible, ||p_mm|| = {self.svm_norm:.3f}"
+            if self.svm_feasible
+            else f"infeasible: cycle {list(self.cycle) if self.cycle is not None else None}"
+        )
+
+
+@dataclass(frozen=True)
+class GeneratorContrast:
+    """:func:`generator_contrast`'s two runs: ``pairs`` (Assumption 1) and ``iid`` (irrelevant tokens i.i.d.)."""
+
+    pairs: GeneratorRun
+    iid: GeneratorRun
+
+    def table(self):
+        """The two runs as a table for display, one row per generator."""
+        import pandas as pd
+
+        rows = {"pairs (Assumption 1)": self.pairs, "i.i.d. irrelevant": self.iid}
+        return pd.DataFrame(
+            {
+                name: {
+                    "max |alpha| irrelevant": r.max_alpha_irrelevant,
+                    "min |alpha| important": r.min_alpha_important,
+                    "value leads": r.value_leads,
+                    "selected at t=1e6": r.selected,
+                    "SVM for the best-valued tokens": r.verdict(),
+                }
+                for name, r in rows.items()
+            }
+        ).T.rename_axis("data")
+
+
+@dataclass(frozen=True)
+class SeveralRun:
+    """One ``k`` of :func:`several_important`: whether the selection is exactly each sequence's best-valued
+    tokens (``exactly_best``), the shares of important and of irrelevant occurrences selected, and how many
+    important tokens score below the best irrelevant one."""
+
+    exactly_best: bool
+    important_selected: float
+    irrelevant_selected: float
+    important_below_irrelevant: int
+
+
+@dataclass(frozen=True)
+class SeveralImportant:
+    """:func:`several_important`'s runs by ``k`` (``result[k]``)."""
+
+    runs: dict
+
+    def __getitem__(self, k: int) -> SeveralRun:
+        if k not in self.runs:
+            raise InvalidArgumentError(
+                f"k must be one of {sorted(self.runs)}, the ks this result was run at; got {k!r}"
+            )
+        return self.runs[k]
+
+    def table(self):
+        """The runs as a table for display, one row per ``k``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                k: {
+                    "selection = best-valued tokens": r.exactly_best,
+                    "important occurrences selected": r.important_selected,
+                    "irrelevant occurrences selected": r.irrelevant_selected,
+                    "important tokens scored below the best irrelevant one": r.important_below_irrelevant,
+                }
+                for k, r in self.runs.items()
+            }
+        ).T.rename_axis("important tokens per sequence")
+
+
 @declare(
     seed=Int(min=0),
     n_important=Int(min=1),
@@ -530,56 +629,54 @@ def generator_contrast(
 ):
     """The paired data of Assumption 1 (``assumption1_pairs``, 50 pairs) against data whose irrelevant tokens
     are drawn i.i.d. per sequence (``iid_irrelevant``, 100 sequences), at the same sizes, width and step (data
-    and initialisation drawn with ``seed``). One row per generator: the largest ``|alpha|`` of an irrelevant
-    and the smallest of an important token, the fraction of sequences whose important token leads in value
-    after the step and that are selected at ``t = 1e6``, and the max-margin problem for the best-valued
-    tokens (``feasible, ||p_mm|| = ...`` or ``infeasible: cycle ...``)."""
-    import pandas as pd
-
+    and initialisation drawn with ``seed``). Returns a :class:`GeneratorContrast`: per generator a
+    :class:`GeneratorRun` (the largest ``|alpha|`` of an irrelevant and the smallest of an important token, the
+    fraction of sequences whose important token leads in value after the step and that are selected at
+    ``t = 1e6``, and the max-margin problem for the best-valued tokens: its norm, or the cycle that makes it
+    infeasible); ``.table()`` shows them."""
     from ..analysis.statistics import alpha, contains, optimal_tokens, selection, value_lead
 
-    rows = []
+    runs = {}
     sizes = dict(n_important=n_important, n_irrelevant=n_irrelevant, length=length, seed=seed)
     draws = {
-        "pairs (Assumption 1)": synthetic.assumption1_pairs(n_pairs=50, **sizes),
-        "i.i.d. irrelevant": synthetic.iid_irrelevant(n=100, **sizes),
+        "pairs": synthetic.assumption1_pairs(n_pairs=50, **sizes),
+        "iid": synthetic.iid_irrelevant(n=100, **sizes),
     }
     for name, dd in draws.items():
         imp = torch.from_numpy(dd.planted != 0)
         a = alpha(dd.batch)
         m = _stepped(dd.batch, d, eta0, seed)
         best = optimal_tokens(dd.batch, m.values())
+        norm, cycle = None, None
         try:
-            verdict = f"feasible, ||p_mm|| = {max_margin_for_selection(m.E, dd.batch, best).norm:.3f}"
+            norm = float(max_margin_for_selection(m.E, dd.batch, best).norm)
         except InfeasibleSVMError as err:
-            verdict = f"infeasible: cycle {err.cycle}"
+            cycle = tuple(err.cycle) if err.cycle is not None else None
         leads = float((value_lead(dd.batch, m.values(), imp) > 0).double().mean())
         gradient_flow(m, dd.batch, t_max=1e6, records=5, rtol=1e-6, atol=1e-9)
         sel = selection(dd.batch, m.scores(), tol=1e-9 * float(m.p.norm()))
-        rows.append(
-            {
-                "data": name,
-                "max |alpha| irrelevant": float(a[~imp].abs().max()),
-                "min |alpha| important": float(a[imp].abs().min()),
-                "value leads": leads,
-                "selected at t=1e6": float(contains(dd.batch, sel, imp).double().mean()),
-                "SVM for the best-valued tokens": verdict,
-            }
+        runs[name] = GeneratorRun(
+            max_alpha_irrelevant=float(a[~imp].abs().max()),
+            min_alpha_important=float(a[imp].abs().min()),
+            value_leads=leads,
+            selected=float(contains(dd.batch, sel, imp).double().mean()),
+            svm_norm=norm,
+            cycle=cycle,
         )
-    return pd.DataFrame(rows).set_index("data")
+    return GeneratorContrast(pairs=runs["pairs"], iid=runs["iid"])
 
 
 @declare(seed=Int(min=0), ks=Grid(int), d=Int(min=1), eta0=Real(min=0.0, min_inclusive=False))
 def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
     """Sequences holding ``k`` distinct important tokens of their label's sign (``assumption1_pairs(...,
     per_sequence=k)``, the sizes of ``THEORY_PAIRS``) for each ``k`` of ``ks``: one step, the flow to ``t = 1e6``,
-    then per ``k`` whether the selection is exactly each sequence's best-valued tokens, the shares of important
-    and irrelevant occurrences selected, and how many important tokens score below the best irrelevant one."""
-    import pandas as pd
-
+    then per ``k`` a :class:`SeveralRun` (whether the selection is exactly each sequence's best-valued tokens, the
+    shares of important and irrelevant occurrences selected, and how many important tokens score below the best
+    irrelevant one). Returns a :class:`SeveralImportant`: ``result[k]`` is the run for ``k``, ``.table()`` shows
+    them."""
     from ..analysis.statistics import optimal_tokens, selection
 
-    rows = []
+    runs = {}
     for k in ks:
         dk = synthetic.assumption1_pairs(**{**synthetic.THEORY_PAIRS, "seed": seed, "per_sequence": k})
         mk = _stepped(dk.batch, d, eta0, seed)
@@ -588,15 +685,10 @@ def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
         sel = selection(dk.batch, mk.scores(), tol=1e-6 * float(mk.p.norm()))
         occ = dk.important_occurrences
         scores = mk.scores()
-        rows.append(
-            {
-                "important tokens per sequence": k,
-                "selection = best-valued tokens": bool(torch.equal(sel, best)),
-                "important occurrences selected": float(sel[occ].double().mean()),
-                "irrelevant occurrences selected": float(sel[~occ].double().mean()),
-                "important tokens scored below the best irrelevant one": int(
-                    (scores[dk.important] < scores[~dk.important].max()).sum()
-                ),
-            }
+        runs[int(k)] = SeveralRun(
+            exactly_best=bool(torch.equal(sel, best)),
+            important_selected=float(sel[occ].double().mean()),
+            irrelevant_selected=float(sel[~occ].double().mean()),
+            important_below_irrelevant=int((scores[dk.important] < scores[~dk.important].max()).sum()),
         )
-    return pd.DataFrame(rows).set_index("important tokens per sequence")
+    return SeveralImportant(runs)
