@@ -4,12 +4,14 @@ damaged, is either accepted as valid or refused with one :class:`tokensel.Tokens
 command line, one line and a non-zero exit): never a raw exception, a crash, a hang, or changed parameters.
 """
 
+import csv
 import gzip
 import io
 import json
 import math
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -331,6 +333,10 @@ COMMANDS = [
     ["replicate", "--out", "{p}", "--chapters", "01_model"],
     ["replicate", "--summary", "--out", "{p}"],
     ["replicate", "--compare", "{p}", "--chapters", "01_model"],
+    ["assignments", "{p}"],
+    ["grade", "{p}", "{d}"],
+    ["grade", "{d}", "{p}"],
+    ["grade", "{p}", "{d}", "--out", "{d}/g.csv"],
 ]
 PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
 
@@ -405,6 +411,61 @@ def test_every_command_and_every_bad_path(tmp_path, monkeypatch, capsys, no_clus
     assert "Traceback" not in err + out
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines and (len(lines) == 1 or lines[0].startswith("usage:")), err
+
+
+SUBMISSIONS = ["file", "folder", "fifo", "dangling", "unreadable", "notbook.md"]
+
+
+@pytest.mark.parametrize("teacher", [False, True], ids=["submission", "teachers-copy"])
+@pytest.mark.parametrize("kind", SUBMISSIONS)
+def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
+    tmp_path, monkeypatch, capsys, kind, teacher
+):
+    """``grade`` checks every ``<student>/<chapter>.ipynb`` and every teacher's copy before reading it: a
+    bad submission (a FIFO, which would block the reader, a folder, a dangling link, an unreadable file,
+    bytes that are no notebook) is graded ``missing`` and named, without running a kernel; a bad teacher's
+    copy refuses the whole run in one line. Never a hang (an alarm fails the test) or a traceback."""
+    import signal
+
+    from tokensel.book import assignments
+
+    monkeypatch.chdir(tmp_path)
+    check = {"exercise": "ex-a", "answers": ["x"], "given": None}
+    nb = {"cells": [{"cell_type": "code", "source": "", "metadata": {"tokensel": {"self_checks": [check]}}}]}
+    a, s = tmp_path / "a", tmp_path / "s" / "ann"
+    a.mkdir()
+    s.mkdir(parents=True)
+    bad = Path(_make(a if teacher else s, kind))
+    bad.rename(bad.parent / "ch.ipynb")  # a link is renamed, not followed
+    (s if teacher else a).joinpath("ch.ipynb").write_text(json.dumps(nb))
+
+    def executed(*args, **kwargs):
+        pytest.fail("a notebook was executed although no submission is readable")
+
+    monkeypatch.setattr(assignments, "grade_notebook", executed)
+
+    def hung(*args):
+        raise TimeoutError("grade blocked on a path")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        code = main(["grade", str(a), str(tmp_path / "s"), "--out", str(tmp_path / "g.csv")])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if teacher:
+        assert code == 1 and len(err.strip().splitlines()) == 1 and "the assignment" in err, err
+        assert not (tmp_path / "g.csv").exists()
+        return
+    assert code == 0, err
+    assert out.splitlines()[0] == "ann: 0 of 1 answers right (unreadable, graded missing: ch)", out
+    [row] = list(csv.DictReader((tmp_path / "g.csv").open()))
+    assert row["verdict"] == "missing" and row["error"].startswith("unreadable:"), row
+    if kind == "fifo":
+        assert "FIFO" in row["error"]
 
 
 def test_format_check_outside_a_book_does_not_report_success(tmp_path, monkeypatch, capsys):

@@ -19,6 +19,11 @@
 * ``replicate [--chapters ...] [--seeds N] [--out DIR] [--scheduler ADDRESS] ...``: execute chapters at fresh
   seeds, each (chapter, seed) a Dask task, and summarise in how many seeds each claim held
   (:mod:`tokensel.book.replication`; ``--help`` lists the options).
+* ``assignments [OUT]``: write the chapters as student notebooks with self-checks and no solutions
+  (default ``_build/assignments``; :mod:`tokensel.book.assignments`).
+* ``grade ASSIGNMENTS SUBMISSIONS [--out CSV]``: grade ``SUBMISSIONS/<student>/<chapter>.ipynb`` against the
+  assignments (each executed in a fresh kernel); a submission that is not a readable notebook is graded
+  ``missing`` and named.
 * ``imdb-mirror DATA_DIR ARCHIVE``: write ``DATA_DIR/imdb/{train,test}.parquet`` back into the original
   ``aclImdb_v1.tar.gz`` layout (an offline mirror; also what CI feeds to ``TOKENSEL_IMDB_ARCHIVE``).
 """
@@ -226,8 +231,11 @@ def main(argv=None) -> int:
             )
             right = Counter(r["student"] for r in rows if r["verdict"] == "right")
             total = Counter(r["student"] for r in rows)
+            unreadable = {(r["student"], r["chapter"]) for r in rows if r["error"].startswith("unreadable:")}
             for student in sorted(total):
-                print(f"{student}: {right[student]} of {total[student]} answers right")
+                bad = sorted(chapter for who, chapter in unreadable if who == student)
+                note = f" (unreadable, graded missing: {', '.join(bad)})" if bad else ""
+                print(f"{student}: {right[student]} of {total[student]} answers right{note}")
             print(f"wrote {args.out}")
             return 0
         if args.command == "format":

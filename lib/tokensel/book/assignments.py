@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import DataUnavailableError, InvalidArgumentError
+from ..files import check_regular_file
 
 #: the cell tag of an exercise's self-check
 TAG = "self-check"
@@ -152,11 +153,7 @@ def grade_notebook(assignment: dict, submission: dict, workdir, timeout: int = 1
     import nbformat
     from nbclient import NotebookClient
 
-    checks = [
-        c
-        for cell in assignment.get("cells", [])
-        for c in (cell.get("metadata", {}).get(KEY) or {}).get("self_checks", [])
-    ]
+    checks = _self_checks_of(assignment)
     nb = nbformat.from_dict(submission)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -214,10 +211,60 @@ def grade_notebook(assignment: dict, submission: dict, workdir, timeout: int = 1
     return rows
 
 
+def _self_checks_of(notebook: dict) -> list[dict]:
+    """The self-checks an assignment notebook's tagged cells carry (see :func:`assignment_notebook`)."""
+    return [
+        c
+        for cell in notebook.get("cells", [])
+        if isinstance(cell, dict)
+        for c in ((cell.get("metadata") or {}).get(KEY) or {}).get("self_checks", [])
+    ]
+
+
+def _read_notebook(path: Path, what: str) -> dict:
+    """The notebook at ``path`` as a dict with a list of cells; anything else (a folder, a FIFO, which would
+    block the reader, a dangling link, an unreadable file, invalid UTF-8 or JSON, JSON that is not a notebook)
+    raises :class:`DataUnavailableError` naming ``what`` it is, in one line and without opening a non-file."""
+    check_regular_file(path, what, DataUnavailableError)
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: invalid UTF-8 or JSON
+        raise DataUnavailableError(f"{what} {str(path)!r} cannot be read as a notebook ({exc})") from exc
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise DataUnavailableError(f"{what} {str(path)!r} is not a notebook (no list of cells)")
+    return notebook
+
+
+def _teacher_copy(path: Path) -> tuple[dict, list[dict]]:
+    """The teacher's copy at ``path`` and its self-checks; a copy that cannot be read, or whose self-checks
+    are not those :func:`assignment_notebook` writes, raises :class:`DataUnavailableError`: the assignments
+    must be written again, and no student is graded against a broken copy."""
+    assignment = _read_notebook(path, "the assignment")
+    try:
+        checks = _self_checks_of(assignment)
+        valid = all(
+            isinstance(c["exercise"], str) and all(isinstance(n, str) and n.isidentifier() for n in c["answers"])
+            for c in checks
+        )
+    except (AttributeError, KeyError, TypeError):
+        valid = False
+    if not valid:
+        raise DataUnavailableError(
+            f"the assignment {str(path)!r} has malformed self-check metadata: run `make assignments` again"
+        )
+    return assignment, checks
+
+
 def grade(assignments, submissions, out=None, timeout: int = 1800) -> list[dict]:
     """Grade every ``<submissions>/<student>/<chapter>.ipynb`` against ``<assignments>/<chapter>.ipynb``
     (:func:`grade_notebook`); rows ``student, chapter, exercise, answer, verdict, error``, written to the CSV
-    file ``out`` when given. A submission that is not a notebook is graded ``missing`` with its error."""
+    file ``out`` when given.
+
+    Every path is checked before it is read, and before any notebook is executed: a teacher's copy that is
+    not a readable notebook, or a student folder that cannot be listed, raises :class:`DataUnavailableError`
+    (nothing is graded); a submission that is not a readable notebook (a folder, a FIFO, which is never
+    opened, a dangling link, an unreadable file, invalid JSON) is graded ``missing``, its error
+    ``unreadable: ...`` naming why."""
     assignments, submissions = Path(assignments), Path(submissions)
     if not assignments.is_dir() or not any(assignments.glob("*.ipynb")):
         raise InvalidArgumentError(
@@ -225,25 +272,37 @@ def grade(assignments, submissions, out=None, timeout: int = 1800) -> list[dict]
         )
     if not submissions.is_dir():
         raise InvalidArgumentError(f"submissions={str(submissions)!r} is not a folder of <student>/<chapter>.ipynb")
-    rows = []
-    for student in sorted(p for p in submissions.iterdir() if p.is_dir()):
+    work: list[tuple[str, Path, Path]] = []
+    try:
+        students = sorted(p for p in submissions.iterdir() if p.is_dir())
+    except OSError as exc:
+        raise DataUnavailableError(
+            f"submissions={str(submissions)!r} cannot be listed ({exc.strerror or exc})"
+        ) from exc
+    for student in students:
+        if not os.access(student, os.R_OK | os.X_OK):
+            raise DataUnavailableError(
+                f"the student folder {str(student)!r} cannot be listed (permissions): make it readable"
+            )
         for path in sorted(student.glob("*.ipynb")):
             teacher = assignments / path.name
-            if not teacher.is_file():
-                continue
-            assignment = json.loads(teacher.read_text(encoding="utf-8"))
-            try:
-                submission = json.loads(path.read_text(encoding="utf-8"))
-                with tempfile.TemporaryDirectory(prefix="tokensel-grade-") as work:
-                    graded = grade_notebook(assignment, submission, work, timeout=timeout)
-            except (ValueError, KeyError, TypeError) as exc:
-                graded = [
-                    {"exercise": c["exercise"], "answer": n, "verdict": "missing", "error": f"unreadable: {exc}"[:200]}
-                    for cell in assignment.get("cells", [])
-                    for c in (cell.get("metadata", {}).get(KEY) or {}).get("self_checks", [])
-                    for n in c["answers"]
-                ]
-            rows += [{"student": student.name, "chapter": path.stem, **r} for r in graded]
+            if os.path.lexists(teacher):  # a submission for no assignment is not graded
+                work.append((student.name, path, teacher))
+    teachers = {teacher: _teacher_copy(teacher) for _, _, teacher in work}
+    rows = []
+    for student_name, path, teacher in work:
+        assignment, checks = teachers[teacher]
+        try:
+            submission = _read_notebook(path, "the submission")
+            with tempfile.TemporaryDirectory(prefix="tokensel-grade-") as folder:
+                graded = grade_notebook(assignment, submission, folder, timeout=timeout)
+        except (DataUnavailableError, ValueError, KeyError, TypeError) as exc:
+            graded = [
+                {"exercise": c["exercise"], "answer": n, "verdict": "missing", "error": f"unreadable: {exc}"[:200]}
+                for c in checks
+                for n in c["answers"]
+            ]
+        rows += [{"student": student_name, "chapter": path.stem, **r} for r in graded]
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
