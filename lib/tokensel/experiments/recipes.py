@@ -15,7 +15,7 @@ what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the s
   :func:`~tokensel.experiments.records.write_run` / :func:`~tokensel.experiments.records.read_runs` store and read one
   run per model (the recorded paper-scale runs).
 
-* :func:`fit_texts` -- the paper's setup on a reader's own labelled texts (a CSV file, a pandas frame, a
+* :func:`fit_texts` -- the theory's model (:func:`train_full`: ``v`` fixed) on a reader's own labelled texts (a CSV file, a pandas frame, a
   Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
   (:class:`Fit`). Every recipe above takes such data too (:func:`tokensel.data.reviews.prepare_texts`), except
   the four rating classes, which need IMDB's star ratings.
@@ -91,8 +91,8 @@ def train_full(
     d: int = PAPER_D,
     seed: int = 0,
 ):
-    """The paper's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
-    vector. Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
+    """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
+    vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
     resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
     data set, seed or setting is refused.
 
@@ -541,8 +541,9 @@ def fit_texts(
     label: str = "label",
     **prepare,
 ) -> Fit:
-    """Train the one-layer model on labelled texts as the paper does (:func:`train_full`) and measure the two
-    shapes and the selection; returns a :class:`Fit`.
+    """Train the one-layer model on labelled texts as the theory has it (:func:`train_full`: ``E`` and ``p``
+    trained, ``v`` fixed, the model the selection and max-margin results are stated for; the paper's experiments
+    train ``v`` too, :func:`train_all`) and measure the two shapes and the selection; returns a :class:`Fit`.
 
     ``source`` is one of: a :class:`~tokensel.data.reviews.ReviewData`; a list of texts, with ``labels``; a CSV
     path, a pandas frame or a ``datasets.Dataset`` with columns ``text`` and ``label``

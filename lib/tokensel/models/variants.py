@@ -165,7 +165,8 @@ class VariantModel(_EmbeddingModel):
         same_dtype_and_device(self.E, **self.matrices)
         return self
 
-    #: whether training also updates the read-out ``v`` (fixed, as in the paper, unless a subclass says so)
+    #: whether training also updates the read-out ``v`` (fixed, as in the theory and as the book chooses for the
+    #: variants, unless a subclass says so; the paper's experiments train it)
     trains_v: ClassVar[bool] = False
 
     def read_out(self) -> torch.Tensor:
