@@ -25,7 +25,7 @@ help:
 	@echo "make bench-quick  the same benchmarks at a tenth to a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
 	@echo "make lab        open the chapters as notebooks in JupyterLab (MyST rendered; failed claims reported, not fatal)"
-	@echo "make replicate  every chapter's claims at fresh seeds on Dask (chapters 1-5: 20 seeds, 6-7: 5), into book/recorded/replication"
+	@echo "make replicate  every chapter's claims at fresh seeds on Dask (chapters 1-5 and the pages intro, own_data: 20 seeds, 6-7: 5), into book/recorded/replication"
 	@echo "make replicate-ci  chapters 1-5 at the first 2 fresh seeds (2 workers), compared with the recorded replication"
 	@echo "make clean      remove _build"
 
@@ -132,10 +132,12 @@ clean:
 # every claim at seeds the book never uses, each (chapter, seed) a Dask task (LocalCluster sized to the machine;
 # SCHEDULER=tcp://host:8786 for a running cluster); resumable: finished tasks are skipped
 SYNTHETIC := 01_model 02_one_step 03_divergence 04_selection 05_max_margin
+# the other pages that record claims: the landing page and the own-data page (the Yelp sample), at SEEDS seeds
+PAGES := intro own_data
 SEEDS ?= 20
 REAL_SEEDS ?= 5
 replicate: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) $(PAGES) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 
 # CI's small replication: chapters 1-5 at the first two fresh seeds on a 2-worker LocalCluster, every task
