@@ -236,3 +236,113 @@ def test_valid_arguments_of_the_fuzzed_entry_points_work(name, tmp_path, monkeyp
             fn(**valid())
         return
     fn(**valid())
+
+
+# ------------------------------------------------------------------ the claim API in its keyword form
+#: each form of a claim a chapter writes, with values that hold
+CLAIM_FORMS = {
+    "at_least": dict(measured=2.0, at_least=1.0),
+    "at_most": dict(measured=0.5, at_most=1.0),
+    "close_to, tol": dict(measured=1.02, close_to=1.0, tol=0.05),
+    "close_to, rel_tol": dict(measured=101.0, close_to=100.0, rel_tol=0.02),
+    "a flag": dict(measured=True),
+}
+#: every keyword of check, those of the older form included (a mixed form must be refused, on record)
+CLAIM_KEYWORDS = [
+    "name",
+    "measured",
+    "at_least",
+    "at_most",
+    "close_to",
+    "tol",
+    "rel_tol",
+    "statement",
+    "deviation",
+    "preregistered",
+    "expected",
+    "kind",
+]
+#: values that are plausible somewhere (a label, a kind, a threshold near the baseline's, a huge integer, a
+#: tensor that cannot be read), beside the malformed values of BAD
+PLAUSIBLE = st.sampled_from(
+    [
+        1.0,
+        0.0,
+        -0.0,
+        1e-300,
+        2**53 + 1,
+        10**400,
+        np.float32(1.0),
+        np.int64(3),
+        np.bool_(True),
+        torch.tensor(1.0),
+        torch.tensor(1.0, requires_grad=True),
+        torch.tensor(1.0, device="meta"),
+        "lem-one-step",
+        "Lemma 2.1",
+        "abs",
+        "rel",
+        "le",
+        "ge",
+        "true",
+        " claim",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    form=st.sampled_from(sorted(CLAIM_FORMS)),
+    statement=st.sampled_from([None, "lem-one-step"]),
+    deviation=st.booleans(),
+    preregistered=st.booleans(),
+    changes=st.dictionaries(
+        st.sampled_from(CLAIM_KEYWORDS),
+        st.one_of(BAD, PLAUSIBLE, st.floats(), st.integers(-(2**70), 2**70)),
+        max_size=3,
+    ),
+)
+def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fails_verify(
+    tmp_path, monkeypatch, form, statement, deviation, preregistered, changes
+):
+    """``ts.check`` in the keyword form every chapter writes, with up to three of its keywords replaced by
+    anything: the call is on record (one claim, exactly) whether it returns or raises; it returns only when
+    the recorded claim holds, raises only a TokenselError otherwise, and a failed claim (malformed or false)
+    makes ``end_chapter`` and ``verify`` fail, as a claim that holds lets them pass."""
+    import tempfile
+
+    from tokensel.book.records import load_results, mark_build_start
+    from tokensel.book.verification import verify
+
+    d = Path(tempfile.mkdtemp(dir=tmp_path))
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(d))
+    monkeypatch.delenv("TOKENSEL_CLAIMS", raising=False)
+    mark_build_start(d)
+    ts.start_chapter("fuzz")
+    kwargs = dict(
+        name="claim", **CLAIM_FORMS[form], statement=statement, deviation=deviation, preregistered=preregistered
+    )
+    kwargs.update(changes)
+    raised = None
+    try:
+        returned = ts.check(**kwargs)
+    except TokenselError as exc:
+        raised = exc
+    except Exception as exc:  # noqa: BLE001 - the point of the test
+        pytest.fail(f"check({kwargs!r:.300}) raised {type(exc).__name__}: {exc}")
+    [rec] = load_results(d, chapter="fuzz")
+    assert len(rec["checks"]) == 1, f"check({kwargs!r:.300}) is not on record exactly once"
+    passed = rec["checks"][0]["passed"]
+    assert passed is (raised is None), (kwargs, rec["checks"][0], raised)
+    if raised is None:
+        assert returned is kwargs["measured"]
+    if not changes:
+        assert passed, f"the baseline {form!r} must hold: {rec['checks'][0]}"
+    if passed:
+        ts.end_chapter()
+        assert verify(d, expected={"fuzz": {}}) == (1, 1)
+    else:
+        with pytest.raises(ClaimFailedError):
+            ts.end_chapter()
+        with pytest.raises(ClaimFailedError, match="fuzz: claim failed"):
+            verify(d, expected={"fuzz": {}})
