@@ -409,6 +409,55 @@ def test_a_preregistered_threshold_is_recorded(tmp_path):
         ts.end_chapter()
 
 
+def test_a_threshold_phrase_is_recorded_shown_and_said_when_the_claim_fails(tmp_path, monkeypatch):
+    """``threshold=`` says where a claim's threshold comes from: recorded with the claim, on the status
+    page's table, and in a failed claim's message instead of the generic sentence (kept without it)."""
+    from tokensel.book.wording import THRESHOLD_ORIGIN
+
+    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
+    ts.book.records.mark_build_start()
+    ts.start_chapter("thr")
+    lemma = "the 30 % bound of Lemma 2.1 at eta0 = 30"
+    ts.check("held", 0.5, at_most=0.9, threshold=lemma)
+    ts.check("plain", 0.5, at_most=0.9)
+    ts.end_chapter()
+    claims, _ = ts.book.status.report(["thr"])
+    assert claims["source"].tolist() == [lemma, ""]
+    table = ts.book.status.claims_table(claims)
+    assert table["threshold"].tolist() == [f"with a run in view: {lemma}", "with a run in view"]
+    html = ts.book.status.claims_table(claims.assign(source=["a < b", None]), links=True)
+    assert html["threshold"][0] == "with a run in view: a &lt; b"
+
+    ts.start_chapter("thr-failed")
+    with pytest.raises(ClaimFailedError) as failed:
+        ts.check("broken", 0.95, at_most=0.9, threshold="preregistered before the sweep", preregistered=True)
+    assert "where the threshold comes from: preregistered before the sweep" in str(failed.value)
+    assert THRESHOLD_ORIGIN[True] not in str(failed.value)
+    with pytest.raises(ClaimFailedError) as generic:
+        ts.check("broken without a phrase", 0.95, at_most=0.9)
+    assert f"where the threshold comes from: {THRESHOLD_ORIGIN[False]}" in str(generic.value)
+    recs = ts.book.records.load_results(tmp_path, chapter="thr-failed")[0]["checks"]
+    assert [c.get("threshold") for c in recs] == ["preregistered before the sweep", None]
+    with pytest.raises(ClaimFailedError, match="2 of 2 claims failed"):
+        ts.end_chapter()
+    with pytest.raises(ClaimFailedError, match="thr-failed: claim failed: 'broken'"):
+        ts.book.verification.verify(tmp_path, expected={"thr": {}, "thr-failed": {}})
+
+
+@pytest.mark.parametrize("threshold", ["", "   ", "x" * 201, "two\nlines", 3, b"Lemma 2.1", ["Lemma 2.1"]])
+def test_a_threshold_that_is_not_a_phrase_is_recorded_as_malformed_and_raises(tmp_path, threshold):
+    ts.start_chapter("thr-bad")
+    with pytest.raises(InvalidArgumentError, match="threshold must be"):
+        ts.check("held otherwise", 0.5, at_most=0.9, threshold=threshold)
+    [claim] = ts.book.records.load_results(tmp_path / "checks")[0]["checks"]
+    assert claim["malformed"] and not claim["passed"] and "threshold" in claim["reason"]
+    assert "threshold" not in claim  # a value that is not a phrase is not kept as one
+    with pytest.raises(ClaimFailedError):
+        ts.end_chapter()
+    with pytest.raises(ClaimFailedError, match="claim failed: 'held otherwise'"):
+        ts.book.verification.verify(tmp_path / "checks", expected={"thr-bad": {}})
+
+
 def test_a_deviation_is_recorded_as_such_and_still_a_tripwire(tmp_path, capsys):
     ts.start_chapter("dev")
     ts.check("values NOT monotone here (observed)", 0.5, 0.9, kind="le", deviation=True)

@@ -259,6 +259,7 @@ CLAIM_KEYWORDS = [
     "statement",
     "deviation",
     "preregistered",
+    "threshold",
     "expected",
     "kind",
 ]
@@ -286,6 +287,9 @@ PLAUSIBLE = st.sampled_from(
         "ge",
         "true",
         " claim",
+        "the 30 % bound of Lemma 2.1 at eta0 = 30",
+        "x" * 201,
+        "two\nlines",
     ]
 )
 
@@ -294,6 +298,7 @@ PLAUSIBLE = st.sampled_from(
 @given(
     form=st.sampled_from(sorted(CLAIM_FORMS)),
     statement=st.sampled_from([None, "lem-one-step"]),
+    threshold=st.sampled_from([None, "preregistered before the sweep"]),
     deviation=st.booleans(),
     preregistered=st.booleans(),
     changes=st.dictionaries(
@@ -303,12 +308,12 @@ PLAUSIBLE = st.sampled_from(
     ),
 )
 def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fails_verify(
-    tmp_path, monkeypatch, form, statement, deviation, preregistered, changes
+    tmp_path, monkeypatch, form, statement, threshold, deviation, preregistered, changes
 ):
-    """``ts.check`` in the keyword form every chapter writes, with up to three of its keywords replaced by
-    anything: the call is on record (one claim, exactly) whether it returns or raises; it returns only when
-    the recorded claim holds, raises only a TokenselError otherwise, and a failed claim (malformed or false)
-    makes ``end_chapter`` and ``verify`` fail, as a claim that holds lets them pass."""
+    """``ts.check`` in the keyword form every chapter writes (``threshold=`` too), with up to three of its
+    keywords replaced by anything: the call is on record (one claim, exactly) whether it returns or raises;
+    it returns only when the recorded claim holds, raises only a TokenselError otherwise, and a failed claim
+    (malformed or false) makes ``end_chapter`` and ``verify`` fail, as a claim that holds lets them pass."""
     import tempfile
 
     from tokensel.book.records import load_results, mark_build_start
@@ -320,7 +325,12 @@ def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fail
     mark_build_start(d)
     ts.start_chapter("fuzz")
     kwargs = dict(
-        name="claim", **CLAIM_FORMS[form], statement=statement, deviation=deviation, preregistered=preregistered
+        name="claim",
+        **CLAIM_FORMS[form],
+        statement=statement,
+        threshold=threshold,
+        deviation=deviation,
+        preregistered=preregistered,
     )
     kwargs.update(changes)
     raised = None

@@ -49,7 +49,13 @@ import uuid
 import numpy as np
 
 from .. import config
-from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError, TokenselError
+from ..errors import (
+    ArgumentTypeError,
+    ClaimFailedError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    TokenselError,
+)
 from ..files import write_json_atomic
 from . import replication, wording
 from .records import (
@@ -272,10 +278,35 @@ def _shown_value(x):
     return _safe(x)
 
 
-def _definition_problem(name, expected, tol, kind, deviation, preregistered):
+#: the longest ``threshold`` phrase a claim takes (a phrase, not a paragraph: it is printed on one line)
+MAX_THRESHOLD = 200
+
+
+def _threshold_problem(threshold) -> tuple[type[Exception], str] | None:
+    """``(error class, reason)`` when ``threshold`` is not None and not a phrase: a non-empty string of at most
+    :data:`MAX_THRESHOLD` characters on one line."""
+    if threshold is None:
+        return None
+    if not isinstance(threshold, str):
+        return InvalidArgumentTypeError, (
+            f"threshold must be a short phrase saying where the threshold comes from, got "
+            f"{type(threshold).__name__} {_safe(threshold, 60)}"
+        )
+    if not threshold.strip() or len(threshold) > MAX_THRESHOLD or not threshold.isprintable():
+        return InvalidArgumentError, (
+            f"threshold must be a non-empty phrase of at most {MAX_THRESHOLD} characters on one line (e.g. "
+            f"'the 30 % bound of Lemma 2.1 at eta0 = 30'), got {_safe(threshold, 80)}"
+        )
+    return None
+
+
+def _definition_problem(name, expected, tol, kind, deviation, preregistered, threshold=None):
     """``(error class, reason)`` when the claim is malformed, else ``(None, (expected, tol))`` converted."""
     if not isinstance(name, str) or not name.strip():
         return InvalidArgumentError, f"a claim needs a non-empty name, got {_safe(name, 60)}"
+    problem = _threshold_problem(threshold)
+    if problem is not None:
+        return problem
     if not isinstance(kind, str) or kind not in KINDS:
         return InvalidArgumentError, f"kind must be one of {KINDS}, got {_safe(kind, 60)}"
     if not isinstance(deviation, bool):
@@ -319,9 +350,11 @@ def _scalar_or_none(x):
         return None
 
 
-def _claim(name, measured, expected, tol, kind, deviation, preregistered) -> tuple[dict, Exception | None]:
+def _claim(
+    name, measured, expected, tol, kind, deviation, preregistered, threshold=None
+) -> tuple[dict, Exception | None]:
     """The record of one claim and the error a malformed one raises (after it is recorded)."""
-    error, detail = _definition_problem(name, expected, tol, kind, deviation, preregistered)
+    error, detail = _definition_problem(name, expected, tol, kind, deviation, preregistered, threshold)
     if error is not None:
         rec = dict(
             name=name if isinstance(name, str) and name.strip() else f"<unnamed claim: {_safe(name, 60)}>",
@@ -333,6 +366,8 @@ def _claim(name, measured, expected, tol, kind, deviation, preregistered) -> tup
             malformed=True,
             reason=f"malformed claim: {detail}",
         )
+        if threshold is not None and _threshold_problem(threshold) is None:
+            rec["threshold"] = threshold
         return rec, error(f"claim {rec['name']!r}: {detail}")
     e, t = detail
     reason = None
@@ -358,6 +393,8 @@ def _claim(name, measured, expected, tol, kind, deviation, preregistered) -> tup
         rec["deviation"] = True
     if preregistered:
         rec["preregistered"] = True
+    if threshold is not None:
+        rec["threshold"] = threshold
     if reason:
         rec["reason"] = reason
     rec["passed"] = _verdict(rec)
@@ -394,6 +431,7 @@ def _line(rec: dict) -> str:
             preregistered=bool(rec.get("preregistered")),
             reason=rec.get("reason"),
             label=rec.get("statement"),
+            threshold=rec.get("threshold"),
             statement=None if rec["passed"] or not rec.get("statement") else wording.statement_title(rec["statement"]),
         )
     except TokenselError:
@@ -459,6 +497,7 @@ def check(
     close_to=None,
     rel_tol: float | None = None,
     statement: str | None = None,
+    threshold: str | None = None,
 ):
     """Assert a numerical claim, record it, print one line, and return ``measured``.
 
@@ -482,10 +521,18 @@ def check(
     down before the measured value had ever been seen; the status page lists every other claim as having
     a threshold set with a run in view.
 
+    ``threshold`` is a short phrase saying where the threshold comes from (``threshold="the 30 % bound of
+    Lemma 2.1 at eta0 = 30"``, ``"preregistered before the sweep"``): a non-empty string of at most 200
+    characters on one line, recorded with the claim and shown on the status page. A failed claim prints it
+    as ``where the threshold comes from: ...``; without it, that line gives the generic sentence for a
+    preregistered threshold or for one set with a run in view
+    (:data:`tokensel.book.wording.THRESHOLD_ORIGIN`).
+
     Every call is recorded before anything can raise. A claim whose definition is malformed (no name,
     unknown kind, missing, NaN or negative tolerance, missing or NaN expected value, an expected value given
-    to ``kind="true"``) is recorded as failed and raises :class:`~tokensel.errors.InvalidArgumentError`
-    (:class:`~tokensel.errors.ArgumentTypeError` for a value of the wrong type); one whose measurement is
+    to ``kind="true"``, a ``threshold`` that is not such a phrase) is recorded as failed and raises
+    :class:`~tokensel.errors.InvalidArgumentError` (:class:`~tokensel.errors.ArgumentTypeError` for a value of
+    the wrong type); one whose measurement is
     NaN, inf, non-numeric, unreadable or (for ``kind="true"``) not a boolean is recorded as failed and raises
     :class:`~tokensel.errors.ClaimFailedError`. A claim checked before :func:`start_chapter` is recorded in a
     record of its own, which :func:`~tokensel.book.verification.verify` refuses.
@@ -502,7 +549,7 @@ def check(
             raise InvalidArgumentError(
                 f"statement must be the label of the statement the claim tests, e.g. 'lem-one-step'; got {statement!r}"
             )
-        rec, error = _claim(name, measured, expected, tol, kind, deviation, preregistered)
+        rec, error = _claim(name, measured, expected, tol, kind, deviation, preregistered, threshold)
         if statement is not None:
             rec["statement"] = statement
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the claim is on record as failed

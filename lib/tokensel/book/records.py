@@ -142,6 +142,7 @@ _CHECK_FIELDS = {
     "reason": str,
     "site": (str, type(None)),
     "statement": str,
+    "threshold": str,
     "malformed": bool,
     "measured": (bool, int, float, str, type(None)),
     "expected": (bool, int, float, str, type(None)),

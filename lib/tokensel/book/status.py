@@ -36,11 +36,23 @@ def report(expected: list[str], directory: Path | None = None):
                 **{k: c.get(k) for k in ("name", "measured", "expected", "tol", "kind", "passed")},
                 deviation=bool(c.get("deviation", False)),
                 preregistered=bool(c.get("preregistered", False)),
+                source=c.get("threshold", ""),
             )
             for ch in expected
             for c in latest[ch]["checks"]
         ],
-        columns=["chapter", "name", "measured", "expected", "tol", "kind", "passed", "deviation", "preregistered"],
+        columns=[
+            "chapter",
+            "name",
+            "measured",
+            "expected",
+            "tol",
+            "kind",
+            "passed",
+            "deviation",
+            "preregistered",
+            "source",
+        ],
     )
     chapters = pd.DataFrame(
         [
@@ -156,7 +168,9 @@ def claims_table(claims, deviations: bool | None = None, links: bool = False):
     ``holds``, ``deviation`` (a tripwire that recorded a departure from the paper, see
     :func:`~tokensel.book.checks.check`) or
     ``FAILED``; and when its threshold was set: ``before the first run`` (``preregistered=True`` in
-    :func:`~tokensel.book.checks.check`) or ``with a run in view``. ``deviations=False`` keeps the claims of the
+    :func:`~tokensel.book.checks.check`) or ``with a run in view``, followed by where it comes from when the
+    claim says so (``threshold=`` of :func:`~tokensel.book.checks.check`, the column ``source``: ``with a run
+    in view: the 30 % bound of Lemma 2.1 at eta0 = 30``). ``deviations=False`` keeps the claims of the
     paper's results,
     ``True`` the deviations. ``links=True`` writes each chapter as an HTML link to its page (``<chapter>.html``,
     for a table rendered by the book's status page)."""
@@ -178,7 +192,14 @@ def claims_table(claims, deviations: bool | None = None, links: bool = False):
         tol=claims["tol"].map(_shown),
         claim=claims["kind"].map(RELATIONS),
         status=status,
-        threshold=claims["preregistered"].map({True: "before the first run", False: "with a run in view"}),
+        threshold=[
+            when + (f": {html.escape(source) if links else source}" if isinstance(source, str) and source else "")
+            for when, source in zip(
+                claims["preregistered"].map({True: "before the first run", False: "with a run in view"}),
+                claims["source"] if "source" in claims else [None] * len(claims),
+                strict=True,
+            )
+        ],
     )
     if links:
         table = table.assign(
