@@ -123,3 +123,21 @@ def test_the_gap_exercise_says_right_and_not_yet(capsys):
     assert self_check("ex-sel-gap", **right) is True
     assert self_check("ex-sel-gap", gap_half=math.log(20), q_repeated=right["q_repeated"]) is False
     assert "not yet: Q = m e^a" in capsys.readouterr().out
+
+
+def test_the_max_margin_exercises_agree_with_their_solutions(capsys):
+    # ex-mm-by-hand: p_mm = (e_k - e_j) / 2, norm 1/sqrt(2), scores +-1/2
+    right = dict(coef_k=0.5, coef_j=-0.5, norm_mm=2**-0.5, score_k=0.5, score_j=-0.5)
+    assert self_check("ex-mm-by-hand", **right) is True
+    assert self_check("ex-mm-by-hand", **{**right, "coef_k": 1.0, "coef_j": -1.0, "norm_mm": 2**0.5}) is False
+    assert "coef_k: not yet: the one constraint" in capsys.readouterr().out
+    # ex-mm-naive: exp(-gap) = eps at gap = -ln(eps) ~ 36, reached at ||p|| = gap ||p_mm|| (the solution's 36 too)
+    pairs = ts.synthetic.assumption1_pairs(n_pairs=10, n_important=2, n_irrelevant=6, length=5, seed=0)
+    m1 = ts.one_step(ts.AttentionModel.init(pairs.batch.vocab_size, d=32, seed=0), pairs.batch, 100.0)
+    svm = ts.max_margin_for_selection(m1.E, pairs.batch, pairs.important_occurrences)
+    given = dict(svm=svm)
+    assert self_check("ex-mm-naive", gap_eps=36, norm_fail=36 * svm.norm, given=given) is True
+    gap = -math.log(2.220446049250313e-16)
+    assert self_check("ex-mm-naive", gap_eps=gap, norm_fail=gap * svm.norm, given=given) is True
+    assert self_check("ex-mm-naive", gap_eps=gap, norm_fail=gap / svm.norm, given=given) is False
+    capsys.readouterr()

@@ -290,3 +290,54 @@ def _div_rate(given, answers):
     important = torch.from_numpy(more.planted != 0)
     norm = max_margin_for_selection(m1.E, more.batch, important[more.batch.ids]).norm
     return {"norm_120": norm, "rate_120": norm}
+
+
+@exercise(
+    "ex-mm-by-hand",
+    Answer(
+        "coef_k",
+        "the one constraint is p^T (e_k - e_j) >= 1; the shortest such p lies along e_k - e_j: "
+        "p_mm = (e_k - e_j) / ||e_k - e_j||^2",
+        tol=1e-3,
+    ),
+    Answer("coef_j", "p_mm = (e_k - e_j) / ||e_k - e_j||^2, and ||e_k - e_j||^2 = 2 for orthonormal e's", tol=1e-3),
+    Answer("norm_mm", "the norm of (e_k - e_j) / 2 with orthonormal e_k, e_j", tol=1e-3),
+    Answer("score_k", "p_mm^T e_k is the coefficient of e_k in p_mm, as the e's are orthonormal", tol=1e-3),
+    Answer("score_j", "the two scores differ by the margin 1, split evenly", tol=1e-3),
+)
+def _mm_by_hand(given, answers):
+    import numpy as np
+    import torch
+
+    from ..analysis.maxmargin import max_margin
+
+    keys = torch.eye(2, 4, dtype=torch.float64)  # e_k and e_j, orthonormal in four dimensions
+    svm = max_margin(keys, np.array([[0, 1]]))  # token 0 (e_k) selected against token 1 (e_j)
+    scores = keys @ svm.p
+    return {
+        "coef_k": float(scores[0]),
+        "coef_j": float(scores[1]),
+        "norm_mm": svm.norm,
+        "score_k": float(scores[0]),
+        "score_j": float(scores[1]),
+    }
+
+
+@exercise(
+    "ex-mm-naive",
+    Answer(
+        "gap_eps",
+        "solve exp(-gap) = eps for float64's machine epsilon eps = 2.2e-16 (np.finfo(float).eps): gap = -ln(eps)",
+        rel_tol=0.01,
+    ),
+    Answer(
+        "norm_fail",
+        "the smallest gap of p_mm is its margin 1, so along p_mm / ||p_mm|| the smallest gap is ||p|| / ||p_mm||; "
+        "set it equal to gap_eps (the chapter's ||p_mm|| is svm.norm)",
+        rel_tol=0.01,
+    ),
+    given=("svm",),
+)
+def _mm_naive(given, answers):
+    gap = -math.log(2.0**-52)  # float64's machine epsilon
+    return {"gap_eps": gap, "norm_fail": gap * float(given["svm"].norm)}
