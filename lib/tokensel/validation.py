@@ -97,6 +97,7 @@ __all__ = [
     "Tensor",
     "Either",
     "Pair",
+    "Numbers",
     "Subset",
     "DIMENSIONS",
 ]
@@ -1038,6 +1039,63 @@ class Pair(Constraint):
     def example(self, dims):
         good = self.item.example(dims)
         return (good, good)
+
+
+class Numbers(Constraint):
+    """A non-empty list of numbers (a list, tuple, range, 1-D array or 1-D tensor), each an int (``kind=int``:
+    floats refused, even ``2.0``) or a real number (``kind=float``: NaN and inf refused) within the bounds;
+    with ``length``, exactly that many; with ``distinct``, no two equal. Passed on as a list of Python ints or
+    floats (grid axes, seeds, step sizes)."""
+
+    def __init__(
+        self,
+        kind: type = float,
+        *,
+        min: float | None = None,
+        max: float | None = None,
+        min_inclusive: bool = True,
+        length: int | None = None,
+        distinct: bool = False,
+        allow_none: bool = False,
+    ):
+        super().__init__(allow_none=allow_none)
+        if kind is int:
+            self.item: Constraint = Int(min=None if min is None else int(min), max=None if max is None else int(max))
+        else:
+            self.item = Real(min=min, max=max, min_inclusive=min_inclusive)
+        self.length, self.distinct = length, distinct
+
+    def describe(self) -> str:
+        size = "a non-empty list" if self.length is None else f"a list of {self.length}"
+        return f"{size}{' distinct' if self.distinct else ''} of numbers, each {self.item.describe()}"
+
+    def check(self, value, name, dims):
+        if (
+            isinstance(value, (str, bytes, dict, set, frozenset))
+            or not hasattr(value, "__len__")
+            or not hasattr(value, "__iter__")
+        ):
+            raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__} {_short(value)}")
+        if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim != 1:
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got an array of shape {tuple(value.shape)}")
+        if len(value) == 0 or (self.length is not None and len(value) != self.length):
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {len(value)} of them")
+        out = [self.item.check(v, f"{name}[{i}]", dims) for i, v in enumerate(value)]
+        if self.distinct and len(set(out)) != len(out):
+            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {_short(value)}")
+        return out
+
+    def _invalid(self, dims):
+        good = self.item.example(dims)
+        out = [("empty", []), ("a str", "1"), ("a bare number", good), ("a 2-D array", np.full((1, 1), good))]
+        out += [(f"a list holding {label}", [v]) for label, v in self.item._invalid(dims)]
+        if self.length is not None:
+            out.append(("one too many", [good] * (self.length + 1)))
+        return out + ([("twice the same", [good, good])] if self.distinct else [])
+
+    def example(self, dims):
+        good = self.item.example(dims)
+        return [good + i for i in range(self.length or 1)]
 
 
 class Subset(Constraint):

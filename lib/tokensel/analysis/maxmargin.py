@@ -35,42 +35,52 @@ import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import ArgumentTypeError, InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
+from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
 from ..validation import (
     Bool,
     Choice,
     Constraint,
     Instance,
+    Numbers,
     Real,
     Tensor,
     Text,
     check_int_array,
-    check_real,
     declare,
     unchecked,
 )
 
 
 class Pairs(Constraint):
-    """Token pairs ``(s, s')``: a non-empty ``(k, 2)`` array of token ids, passed on as an int64 array."""
+    """Token pairs ``(s, s')``: a non-empty ``(k, 2)`` array of token ids, passed on as an int64 array. With
+    ``empty`` no pair is fine too: any empty array is passed on as a ``(0, 2)`` one."""
+
+    def __init__(self, *, empty: bool = False, allow_none: bool = False):
+        super().__init__(allow_none=allow_none)
+        self.empty = empty
 
     def describe(self) -> str:
-        return "a non-empty (k, 2) array of token ids"
+        return f"a {'' if self.empty else 'non-empty '}(k, 2) array of token ids"
 
     def check(self, value, name, dims):
         pairs = check_int_array(value, name)
+        if self.empty and pairs.size == 0:
+            return np.zeros((0, 2), dtype=np.int64)
         if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
             raise InvalidArgumentError(f"{name} must be {self.describe()}, got shape {pairs.shape}")
         return pairs
 
     def _invalid(self, dims):
-        return [("no pair", np.zeros((0, 2), dtype=np.int64)), ("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]])]
+        out = [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]]), ("three columns", np.zeros((1, 3), dtype=np.int64))]
+        return out + ([] if self.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))])
 
     def example(self, dims):
         return np.array([[0, 1]])
 
 
 PAIRS = Pairs()
+#: pairs of tied tokens (:func:`selection_ties`): none is fine
+TIES = Pairs(empty=True, allow_none=True)
 #: token embeddings (|S| x d), finite
 EMBEDDINGS = Tensor("float", ndim=2, finite=True)
 SELECTED = Tensor("bool", shape=("tokens",))
@@ -203,24 +213,10 @@ def find_cycle(pairs: np.ndarray):
     return None
 
 
-def _check_pairs(pairs, name: str = "pairs", empty: bool = False) -> np.ndarray:
-    try:
-        pairs = check_int_array(pairs, name, error=InvalidParameterError)
-    except ArgumentTypeError as exc:
-        raise InvalidParameterError(str(exc)) from None
-    if empty and pairs.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
-        raise InvalidParameterError(
-            f"{name} must be a {'' if empty else 'non-empty '}(k, 2) array of token ids, got shape {pairs.shape}"
-        )
-    return pairs
-
-
-def _check_ties(ties, pairs: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ties`` checked, and the pairs mapped to the representatives of the tied groups (:func:`_tie_groups`);
-    raises :class:`InfeasibleSVMError` when a pair orders two tied tokens or the merged graph has a cycle."""
-    ties = _check_pairs(np.zeros((0, 2), dtype=np.int64) if ties is None else ties, "ties", empty=True)
+def _merged_pairs(ties: np.ndarray, pairs: np.ndarray, size: int) -> np.ndarray:
+    """The pairs mapped to the representatives of the tied groups (:func:`_tie_groups`), once the ties (declared
+    :data:`TIES`) are checked against the vocabulary; raises :class:`InfeasibleSVMError` when a pair orders two
+    tied tokens."""
     if len(ties) and (ties.min() < 0 or ties.max() >= size):
         raise InvalidParameterError(f"ties: token ids must lie in 0..{size - 1}")
     root = _tie_groups(ties, size)
@@ -233,7 +229,7 @@ def _check_ties(ties, pairs: np.ndarray, size: int) -> tuple[np.ndarray, np.ndar
             f"pair ({s}, {s2}) asks c_{s} - c_{s2} >= 1 (one selected and the other not in another sequence)",
             cycle=[s, s2, s],
         )
-    return ties, merged
+    return merged
 
 
 @declare(solver=Text())
@@ -295,6 +291,7 @@ def _confirm_infeasible(
     error=InvalidParameterError,
     E=EMBEDDINGS,
     pairs=PAIRS,
+    ties=TIES,
     form=Choice("sparse", "dense"),
     solver=Text(),
     verbose=Bool(),
@@ -328,7 +325,8 @@ def max_margin(
             "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
             cycle=[int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])] * 2,
         )
-    ties, merged = _check_ties(ties, pairs, S)
+    ties = np.zeros((0, 2), dtype=np.int64) if ties is None else ties
+    merged = _merged_pairs(ties, pairs, S)
     cycle = unchecked(find_cycle)(merged)
     if cycle is not None:
         raise InfeasibleSVMError(
@@ -492,6 +490,14 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
     return float(resid / np.linalg.norm(pv)), coef[:k]
 
 
+@declare(
+    error=InvalidParameterError,
+    batch=Batch(),
+    important=Tensor("bool", shape=("S",)),
+    widths=Numbers(int, min=1),
+    seeds=Numbers(int, min=0),
+    eta0=Real(min=0.0, min_inclusive=False),
+)
 def closed_form_by_width(batch: RaggedBatch, important, widths, seeds, eta0: float):
     """How close ``E_s^T p_mm`` comes to the closed form of chapter 05 (one important token per sequence) as
     the width grows: for every width ``d`` in ``widths`` and seed in ``seeds``, one gradient step of size
@@ -504,19 +510,6 @@ def closed_form_by_width(batch: RaggedBatch, important, widths, seeds, eta0: flo
     from ..models.attention import AttentionModel
     from ..training.phases import one_step
 
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
-    if (
-        not isinstance(important, torch.Tensor)
-        or important.dtype != torch.bool
-        or important.shape != (batch.vocab_size,)
-    ):
-        raise InvalidParameterError(f"important must be a boolean mask of shape ({batch.vocab_size},) over the tokens")
-    widths = [int(x) for x in check_int_array(np.asarray(widths), "widths", ndim=1, error=InvalidParameterError)]
-    seeds = [int(x) for x in check_int_array(np.asarray(seeds), "seeds", ndim=1, error=InvalidParameterError)]
-    if not widths or not seeds or min(widths) < 1 or min(seeds) < 0:
-        raise InvalidParameterError("widths must be positive integers and seeds non-negative integers, both non-empty")
-    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False, error=InvalidParameterError)
     m_imp, m_irr = int(important.sum()), int((~important).sum())
     if m_imp == 0 or m_irr == 0:
         raise InvalidParameterError("important must mark some tokens and leave some irrelevant")

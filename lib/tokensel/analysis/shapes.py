@@ -24,11 +24,13 @@ from ..validation import Bool, Choice, Constraint, Int, Pair, Real, RealArray, d
 
 class Table(Constraint):
     """A table (a pandas DataFrame) with the ``columns`` named, passed on as it is; ``what`` says which table
-    (default: one from :func:`binned`)."""
+    (default: one from :func:`binned`); with ``nonempty``, at least one row."""
 
-    def __init__(self, *columns: str, what: str = "a table from binned()", allow_none: bool = False):
+    def __init__(
+        self, *columns: str, what: str = "a table from binned()", nonempty: bool = False, allow_none: bool = False
+    ):
         super().__init__(allow_none=allow_none)
-        self.columns, self.what = columns, what
+        self.columns, self.what, self.nonempty = columns, what, nonempty
 
     def describe(self) -> str:
         return f"{self.what} (columns {', '.join(self.columns)})"
@@ -36,10 +38,13 @@ class Table(Constraint):
     def check(self, value, name, dims):
         if not hasattr(value, "columns") or not set(self.columns) <= set(value.columns):
             raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
+        if self.nonempty and len(value) == 0:
+            raise InvalidArgumentError(f"{name} must be a non-empty {self.describe()}, got no rows")
         return value
 
     def _invalid(self, dims):
-        return [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
+        out = [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
+        return out + ([("no rows", self.example(dims).iloc[:0])] if self.nonempty else [])
 
     def example(self, dims):
         import pandas as pd
@@ -137,6 +142,7 @@ def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: boo
     return float(kept["std"].mean())
 
 
+@declare(gap=PER_TOKEN, scores=PER_TOKEN, values=PER_TOKEN, bins=BINS, min_count=Int(min=2))
 def spreads(gap, scores, values, bins: int = 20, min_count: int = 5) -> dict:
     """The within-bin spread (:func:`within_bin_spread`) of ``values`` (``E_s^T v``) and of ``scores``
     (``E_s^T p``) against ``gap``, in raw units (the paper's quantity) and normalised: a dict with keys

@@ -26,7 +26,7 @@ from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidArgumentError, InvalidBatchError, InvalidParameterError
 from ..loss import logistic
 from ..models.core import scatter_tokens, segment_max, segment_softmax
-from ..validation import Choice, Real, RealArray, Tensor, check_real, declare
+from ..validation import BoolArray, Choice, Real, RealArray, Tensor, declare
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -160,6 +160,13 @@ def attention_share(batch: RaggedBatch, c: torch.Tensor, token_mask: torch.Tenso
     return float(mass.mean()), float(share.mean())
 
 
+@declare(
+    alpha_s=RealArray(shape=("S",), finite=False),
+    gap=RealArray(shape=("S",), finite=False),
+    frequent=BoolArray(shape=("S",)),
+    weak=Real(min=0.0, max=1.0, min_inclusive=False),
+    strong=Real(min=0.0, max=1.0),
+)
 def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float = 0.5) -> dict:
     """Where the average signed frequency and the posterior gap disagree about which word matters more.
 
@@ -173,13 +180,8 @@ def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float
     a = torch.as_tensor(alpha_s, dtype=torch.float64).cpu()
     g = torch.as_tensor(gap, dtype=torch.float64).cpu()
     f = torch.as_tensor(frequent).cpu()
-    if a.ndim != 1 or g.shape != a.shape or f.shape != a.shape or f.dtype != torch.bool:
-        raise InvalidArgumentError(
-            "alpha_s, gap and frequent need one entry per token each (frequent a bool tensor), got shapes "
-            f"{tuple(a.shape)}, {tuple(g.shape)}, {tuple(f.shape)} ({f.dtype})"
-        )
-    weak = check_real(weak, "weak", min=0.0, max=1.0, min_inclusive=False)
-    strong = check_real(strong, "strong", min=weak, max=1.0)
+    if strong < weak:
+        raise InvalidArgumentError(f"strong must be >= weak = {weak}, got {strong}")
     known = torch.isfinite(g) & torch.isfinite(a)
     F = torch.nonzero(known & f & (g.abs() < weak)).flatten()
     R = torch.nonzero(known & ~f & (g.abs() >= strong)).flatten()
@@ -194,6 +196,7 @@ def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float
     return dict(frequent_weak=F, rare_strong=R, reversed=pairs, share_reversed=float(rev.double().mean()))
 
 
+@declare(pairs=Tensor("int", shape=(None, 2)), x=RealArray(ndim=1, finite=False))
 def side_with_gap(pairs: torch.Tensor, x) -> float:
     """For the reversed pairs ``(f, r)`` of :func:`alpha_gap_reversals`, the share in which the token statistic
     ``x`` (one value per token, e.g. the scores ``E p``) ranks the rare, strongly polar word ``r`` above the
@@ -202,7 +205,7 @@ def side_with_gap(pairs: torch.Tensor, x) -> float:
 
     Introduced in chapter 06."""
     x = torch.as_tensor(x, dtype=torch.float64).cpu()
-    if not isinstance(pairs, torch.Tensor) or pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
+    if len(pairs) == 0:
         raise InvalidArgumentError("pairs must be the non-empty (k, 2) 'reversed' pairs of alpha_gap_reversals")
     if x.ndim != 1 or int(pairs.max()) >= len(x) or int(pairs.min()) < 0:
         raise InvalidArgumentError(f"x needs one value per token (at least {int(pairs.max()) + 1}), got {len(x)}")

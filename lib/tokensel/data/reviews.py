@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
-from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, check_int, declare, unchecked
+from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, declare, unchecked
 from .batch import RaggedBatch, labels_from_01
 from .loaders import SOURCES, load_reviews
 from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
@@ -49,13 +49,13 @@ class ReviewData:
     is_sample: bool
     dropped: tuple[int, int]  # reviews dropped for having no in-vocabulary word (train, test)
 
+    @declare(per_class=Int(min=1), min_len=Int(min=0), max_len=Int(min=0))
     def examples(self, per_class: int = 2, min_len: int = 40, max_len: int = 90) -> list[int]:
         """Indices of test reviews to show: the first ``per_class`` positive, then the first ``per_class``
         negative reviews of ``min_len`` to ``max_len`` words (all words, in or out of the vocabulary); fewer
         where the test split has fewer. Chapter 06."""
-        per_class = check_int(per_class, "per_class", min=1)
-        min_len = check_int(min_len, "min_len", min=0)
-        max_len = check_int(max_len, "max_len", min=min_len)
+        if max_len < min_len:
+            raise InvalidArgumentError(f"max_len must be an int >= {min_len} (min_len), got {max_len}")
         lengths = np.array([len(w) for w in self.test_words])
         labels = self.test.labels.cpu().numpy()
         fits = (lengths >= min_len) & (lengths <= max_len)

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..errors import ArgumentTypeError, InvalidBatchError
+from ..errors import InvalidBatchError
 from ..seeding import rng
-from ..validation import Either, Int, Pair, Real, Tensor, check_int, check_real, declare
+from ..validation import Either, Instance, Int, Numbers, Pair, Real, Tensor, declare
 from .batch import RaggedBatch
 
 if TYPE_CHECKING:
@@ -76,12 +76,8 @@ LENGTH = Either(
 FRACTION = Real(min=0.0, max=1.0, max_inclusive=False)
 
 
-def _check_pos_int(name, value, minimum=1):
-    """The inline check of the generators that take sizes inside lists or dicts (pools, seeds)."""
-    try:
-        return check_int(value, name, min=minimum, max=MAX_SIZE, error=InvalidBatchError)
-    except ArgumentTypeError as exc:
-        raise InvalidBatchError(str(exc)) from None
+#: seeds of several draws: a non-empty list of ints >= 0
+SEEDS = Numbers(int, min=0, max=MAX_SIZE)
 
 
 def _lengths(length, count, gen):
@@ -382,6 +378,17 @@ def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tenso
     return p0 + D.T @ torch.linalg.solve(G, target)
 
 
+@declare(
+    error=InvalidBatchError,
+    n=Int(min=2, max=MAX_SIZE),
+    n_polar=COUNT,
+    n_irrelevant=COUNT,
+    length=Either(
+        Int(min=1, max=MAX_SIZE), Pair(Int(min=1, max=MAX_SIZE)), what="an int >= 1 or a (lo, hi) pair of ints >= 1"
+    ),
+    delta_tilde=Real(min=0.0, max=1.0, allow_none=True),
+    seed=Int(min=0),
+)
 def eq15_tokens(
     n: int, n_polar: int, n_irrelevant: int, length=8, delta_tilde: float | None = None, seed: int = 0
 ) -> SyntheticData:
@@ -397,15 +404,12 @@ def eq15_tokens(
     balanced (``n`` even); token ids are laid out as ``[positive | negative | irrelevant]``, ``planted`` is
     +1, -1 or 0. :func:`assumption1_report` says whether a draw satisfies Assumption 1.
     """
-    n = _check_pos_int("n", n, 2)
     if n % 2:
         raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
-    P = _check_pos_int("n_polar", n_polar)
-    n_irrelevant = _check_pos_int("n_irrelevant", n_irrelevant)
+    P = n_polar
     vocab = 2 * P + n_irrelevant
     if delta_tilde is None:
         delta_tilde = (vocab - 1) / vocab
-    delta_tilde = check_real(delta_tilde, "delta_tilde", min=0.0, max=1.0, error=InvalidBatchError)
     g = rng(seed)
     T = _lengths(length, n, g)
     labels = np.array([1, -1] * (n // 2))
@@ -423,6 +427,7 @@ def eq15_tokens(
     )
 
 
+@declare(error=InvalidBatchError, data=Instance(SyntheticData))
 def assumption1_report(data: SyntheticData) -> dict:
     """Whether a data set with planted roles (+1, -1, 0) satisfies Assumption 1 *in the sample*.
 
@@ -432,8 +437,6 @@ def assumption1_report(data: SyntheticData) -> dict:
     ``|alpha_s|`` (average signed frequency, ``(1/n) sum_i y_i n_s(X_i) / T_i``) over the irrelevant tokens;
     ``holds``: every sequence has exactly one, every important token is complete and every irrelevant token
     has ``alpha_s = 0`` (to 1e-12)."""
-    if not isinstance(data, SyntheticData):
-        raise InvalidBatchError(f"data must be a SyntheticData, got {type(data).__name__}")
     role = np.asarray(data.planted)
     if not np.isin(role, (POSITIVE, NEGATIVE, IRRELEVANT)).all():
         raise InvalidBatchError(
@@ -458,16 +461,12 @@ def assumption1_report(data: SyntheticData) -> dict:
     )
 
 
+@declare(error=InvalidBatchError, seeds=SEEDS)
 def assumption1_frequency(seeds, **eq15) -> pd.DataFrame:
     """:func:`assumption1_report` of :func:`eq15_tokens` drawn at each seed of ``seeds`` (the other arguments of
     ``eq15_tokens`` as keywords): one row per seed."""
     import pandas as pd
 
-    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
-        raise InvalidBatchError(f"seeds must be a list of seeds, got {seeds!r}")
-    seeds = [_check_pos_int("seeds", s, 0) for s in seeds]
-    if not seeds:
-        raise InvalidBatchError("seeds must not be empty")
     if "seed" in eq15:
         raise InvalidBatchError("pass the seeds as seeds=[...], not seed=")
     return pd.DataFrame([dict(seed=s, **assumption1_report(eq15_tokens(seed=s, **eq15))) for s in seeds])
@@ -477,6 +476,13 @@ def assumption1_frequency(seeds, **eq15) -> pd.DataFrame:
 CO_SELECTED_TOKENS = {"a": 0, "b": 1, "e": 2, "c": 3}
 
 
+@declare(
+    error=InvalidBatchError,
+    n_pairs=Int(min=4, max=MAX_SIZE),
+    pools=Numbers(int, min=1, max=MAX_SIZE, length=3),
+    length=Int(min=3, max=MAX_SIZE),
+    seed=Int(min=0),
+)
 def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) -> SyntheticData:
     """Data on which the gradient flow selects two distinct tokens of one sequence together.
 
@@ -497,11 +503,7 @@ def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) 
     their scores tie. With ``m_A != m_B`` the max-margin problem without the tie ranks them apart (chapter 05).
     ``planted`` is +1 for ``a, e``, -1 for ``b, c``, 0 for the irrelevant tokens.
     """
-    n_pairs = _check_pos_int("n_pairs", n_pairs, 4)
-    if isinstance(pools, (str, bytes)) or not hasattr(pools, "__len__") or len(pools) != 3:
-        raise InvalidBatchError(f"pools must be three pool sizes (m_A, m_B, m_C), got {pools!r}")
-    sizes = [_check_pos_int("pools", m) for m in pools]
-    T = _check_pos_int("length", length, 3)
+    sizes, T = list(pools), length
     a, b, e, c = (CO_SELECTED_TOKENS[k] for k in "abec")
     start = np.cumsum([4, *sizes])  # pool A starts at 4, B after A, C after B
     kinds = [(a, c, 0, 1), (e, b, 1, 1), (a, b, 2, 1), (None, None, 2, 2)]  # positive, negative, pool, polar count
@@ -526,6 +528,15 @@ def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) 
     )
 
 
+@declare(
+    error=InvalidBatchError,
+    delta_tildes=Instance(dict, what="a dict label -> delta_tilde"),
+    seeds=SEEDS,
+    n=Int(min=2, max=MAX_SIZE),
+    n_polar=COUNT,
+    n_irrelevant=COUNT,
+    length=Int(min=2, max=MAX_SIZE),
+)
 def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: int, length: int) -> pd.DataFrame:
     """:func:`assumption1_frequency` of :func:`eq15_tokens` for each ``delta_tilde`` of ``delta_tildes`` (a dict
     label -> value), summarised: one row per label with ``delta_tilde``, ``holds`` (the share of the draws that
@@ -536,9 +547,9 @@ def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: 
     Introduced in chapter 05."""
     import pandas as pd
 
-    if not isinstance(delta_tildes, dict) or not delta_tildes:
-        raise InvalidBatchError(f"delta_tildes must be a non-empty dict label -> delta_tilde, got {delta_tildes!r}")
-    T = _check_pos_int("length", length, 2)
+    if not delta_tildes:
+        raise InvalidBatchError("delta_tildes must be a non-empty dict label -> delta_tilde, got {}")
+    T = length
     rows = {}
     for label, dt in delta_tildes.items():
         draws = assumption1_frequency(seeds, n=n, n_polar=n_polar, n_irrelevant=n_irrelevant, length=T, delta_tilde=dt)

@@ -16,23 +16,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.batch import RaggedBatch
-from ..data.reviews import ReviewData
+from ..data.batch import Batch, RaggedBatch
+from ..data.reviews import REVIEW_DATA, ReviewData
 from ..errors import InvalidParameterError
-from ..validation import check_choice, check_int, check_real
+from ..validation import Choice, Int, Numbers, Real, declare
 
 #: the regularisation strengths tried (scikit-learn's ``C``: the loss summed over reviews plus ``|w|^2 / (2C)``)
 C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 
+FEATURES = Choice("binary", "count")
+
+
+@declare(error=InvalidParameterError, batch=Batch(), kind=FEATURES)
 def bow_features(batch: RaggedBatch, kind: str = "binary"):
     """The reviews of ``batch`` as a ``scipy.sparse`` CSR matrix (reviews x vocabulary): 1 where a word occurs
     (``kind="binary"``) or its number of occurrences (``kind="count"``)."""
     from scipy import sparse
 
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidParameterError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
-    check_choice(kind, "kind", ("binary", "count"), error=InvalidParameterError)
     rows = batch.seg.cpu().numpy()
     cols = batch.ids.cpu().numpy()
     X = sparse.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(batch.n, batch.vocab_size))
@@ -99,6 +100,15 @@ class Baseline:
         )
 
 
+@declare(
+    error=InvalidParameterError,
+    data=REVIEW_DATA,
+    features=FEATURES,
+    C_grid=Numbers(float, min=0.0, min_inclusive=False),
+    holdout=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
+    seed=Int(min=0),
+    max_iter=Int(min=1),
+)
 def logistic_baseline(
     data: ReviewData,
     features: str = "binary",
@@ -113,22 +123,7 @@ def logistic_baseline(
     the test reviews. Returns a :class:`Baseline`.
 
     Introduced in chapter 06."""
-    if not isinstance(data, ReviewData):
-        raise InvalidParameterError(
-            f"data must be a ReviewData (from tokensel.data.reviews.prepare_reviews), got {type(data).__name__}"
-        )
-    check_choice(features, "features", ("binary", "count"), error=InvalidParameterError)
-    if isinstance(C_grid, (str, bytes)) or not hasattr(C_grid, "__len__") or len(C_grid) == 0:
-        raise InvalidParameterError(f"C_grid must be a non-empty list of positive numbers, got {C_grid!r}")
-    grid = sorted(
-        check_real(c, f"C_grid[{i}]", min=0.0, min_inclusive=False, error=InvalidParameterError)
-        for i, c in enumerate(C_grid)
-    )
-    holdout = check_real(
-        holdout, "holdout", min=0.0, max=1.0, min_inclusive=False, max_inclusive=False, error=InvalidParameterError
-    )
-    seed = check_int(seed, "seed", min=0, error=InvalidParameterError)
-    max_iter = check_int(max_iter, "max_iter", min=1, error=InvalidParameterError)
+    grid = sorted(C_grid)
     Xtr, ytr = bow_features(data.train, features), _labels(data.train)
     Xte, yte = bow_features(data.test, features), _labels(data.test)
     perm = np.random.default_rng(seed).permutation(len(ytr))

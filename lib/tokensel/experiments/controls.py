@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..analysis import shapes, statistics
-from ..data.batch import RaggedBatch
-from ..data.reviews import ReviewData, shuffled_labels
+from ..analysis.shapes import BINS
+from ..data.batch import Batch, RaggedBatch
+from ..data.reviews import REVIEW_DATA, ReviewData, shuffled_labels
 from ..errors import InvalidParameterError
 from ..models import variants
 from ..models.attention import MultiClassAttentionModel
 from ..training.settings import TrainSettings
 from ..training.variants import train_variant
-from ..validation import check_choice, check_int, check_real_array
-from .recipes import Run, Scale, compare_variants, scale, variant_batches
+from ..validation import Choice, Instance, Int, RealArray, declare
+from .recipes import COMPARISON, SCALE, Run, compare_variants, scale, variant_batches
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,11 +45,17 @@ class ClassShapes:
     rho: list
 
 
+MULTICLASS_MODEL = Instance(MultiClassAttentionModel)
+N_BOOT = Int(min=10, max=10**6)
+STRATA = Int(min=1, max=10**6)
+#: the words' occurrence counts
+COUNTS = RealArray(ndim=1)
+
+
+@declare(error=InvalidParameterError, model=MULTICLASS_MODEL, batch=Batch("classes"), bins=BINS)
 def class_shapes(model: MultiClassAttentionModel, batch: RaggedBatch, bins: int = 20) -> ClassShapes:
     """Bin every word's class-``k`` value ``E_s^T v_k`` by its one-vs-rest gap ``Delta_{s,k}`` on ``batch``
     (:func:`tokensel.analysis.statistics.class_gap`) into ``bins`` bins, class by class. Chapter 07."""
-    if not isinstance(model, MultiClassAttentionModel):
-        raise InvalidParameterError(f"model must be a MultiClassAttentionModel, got {type(model).__name__}")
     gap = statistics.class_gap(batch)
     with torch.no_grad():
         values = model.values().detach().cpu().double()
@@ -60,6 +67,16 @@ def class_shapes(model: MultiClassAttentionModel, batch: RaggedBatch, bins: int 
     return ClassShapes(gap, tables, [shapes.bin_rank_correlation(t) for t in tables])
 
 
+@declare(
+    error=InvalidParameterError,
+    model=MULTICLASS_MODEL,
+    cs=Instance(ClassShapes, what="a ClassShapes (from class_shapes)"),
+    counts=COUNTS,
+    n_boot=N_BOOT,
+    strata=STRATA,
+    bins=BINS,
+    seed=Int(min=0),
+)
 def class_controls(
     model: MultiClassAttentionModel,
     cs: ClassShapes,
@@ -76,12 +93,7 @@ def class_controls(
     occurrence counts, seed ``seed + k``). ``bins``: as in :func:`class_shapes`. Chapter 07."""
     import pandas as pd
 
-    if not isinstance(model, MultiClassAttentionModel):
-        raise InvalidParameterError(f"model must be a MultiClassAttentionModel, got {type(model).__name__}")
-    if not isinstance(cs, ClassShapes):
-        raise InvalidParameterError(f"cs must come from class_shapes, got {type(cs).__name__}")
-    counts = _counts(counts, cs.gap.shape[0])
-    n_boot = check_int(n_boot, "n_boot", min=10, error=InvalidParameterError)
+    _one_per_word(counts, cs.gap.shape[0])
     with torch.no_grad():
         scores = model.scores().detach().cpu().double().numpy()
         values = model.values().detach().cpu().double().numpy()
@@ -105,11 +117,9 @@ def class_controls(
     return pd.DataFrame(rows)
 
 
-def _counts(counts, n: int):
-    out = check_real_array(counts, "counts", ndim=1, error=InvalidParameterError)
-    if len(out) != n:
-        raise InvalidParameterError(f"counts needs one entry per word ({n}), got {len(out)}")
-    return out
+def _one_per_word(counts, n: int) -> None:
+    if len(counts) != n:
+        raise InvalidParameterError(f"counts needs one entry per word ({n}), got {len(counts)}")
 
 
 READINGS = ("values", "token_values")
@@ -124,6 +134,16 @@ def _reading(model: Any, reading: str) -> torch.Tensor:
         return model.values().detach().cpu().double()
 
 
+@declare(
+    error=InvalidParameterError,
+    gap=RealArray(ndim=1, finite=False),
+    runs=Instance(dict, what="a dict of display name -> Run (compare_variants)"),
+    counts=COUNTS,
+    n_boot=N_BOOT,
+    strata=STRATA,
+    seed=Int(min=0),
+    reading=Choice(*READINGS),
+)
 def shape_controls(
     gap, runs: dict, counts, n_boot: int = 200, strata: int = 20, seed: int = 0, reading: str = "values"
 ) -> pd.DataFrame:
@@ -135,11 +155,9 @@ def shape_controls(
     (``"values"``) or of the token values as the model reads them (``"token_values"``). Chapter 07."""
     import pandas as pd
 
-    g = check_real_array(gap, "gap", ndim=1, finite=False, error=InvalidParameterError)
-    counts = _counts(counts, len(g))
-    check_choice(reading, "reading", READINGS, error=InvalidParameterError)
-    n_boot = check_int(n_boot, "n_boot", min=10, error=InvalidParameterError)
-    if not isinstance(runs, dict) or not runs:
+    g = gap
+    _one_per_word(counts, len(g))
+    if not runs:
         raise InvalidParameterError("runs must be a non-empty dict of display name -> Run (compare_variants)")
     for name, run in runs.items():
         if not isinstance(run, Run):
@@ -166,6 +184,7 @@ def shape_controls(
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+@declare(error=InvalidParameterError, **COMPARISON)
 def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame:
     """The models ``kinds`` trained as in :func:`~tokensel.experiments.recipes.compare_variants`, on the same
     reviews with the training labels permuted (:func:`tokensel.data.reviews.shuffled_labels`, seed ``seed``),
@@ -195,6 +214,15 @@ def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+@declare(
+    error=InvalidParameterError,
+    data=REVIEW_DATA,
+    sc=SCALE,
+    kind=Choice("mlp", "mlp_trained_v"),
+    seed=Int(min=0),
+    n_train=Int(min=2),
+    steps=Int(min=1),
+)
 def mirror_twin(data: ReviewData, sc, kind: str = "mlp", seed: int = 0, n_train: int = 400, steps: int = 20) -> dict:
     """Train the MLP head ``kind`` (``"mlp"`` or ``"mlp_trained_v"``: ``v`` after ``W2``) and its mirror image,
     the same model with ``v`` and ``W2`` negated at initialisation, on ``n_train`` reviews of ``data`` for
@@ -203,12 +231,7 @@ def mirror_twin(data: ReviewData, sc, kind: str = "mlp", seed: int = 0, n_train:
     differences: ``E`` (``E_diff``), the outputs on the training reviews (``f_diff``), and the largest
     ``|E_s^T v + E'_s^T v'|`` (``values_sum``); all three are 0 in exact arithmetic and, because negation
     commutes with rounding, in floating point too. Chapter 07."""
-    check_choice(kind, "kind", ("mlp", "mlp_trained_v"), error=InvalidParameterError)
-    n_train = check_int(n_train, "n_train", min=2, error=InvalidParameterError)
-    steps = check_int(steps, "steps", min=1, error=InvalidParameterError)
-    small = scale(sc, n_train=n_train, n_test=n_train) if isinstance(sc, (str, Scale)) else None
-    if small is None:
-        raise InvalidParameterError(f"sc must be a Scale or a scale name, got {type(sc).__name__}")
+    small = scale(sc, n_train=n_train, n_test=n_train)
     train, _ = variant_batches(data, small, seed=seed)
     one, two = (variants.make(kind, train.vocab_size, small.d, seed=seed) for _ in range(2))
     assert isinstance(two, variants.MLPHead)  # "mlp" and "mlp_trained_v" are MLPHead classes

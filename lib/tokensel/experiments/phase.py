@@ -33,7 +33,7 @@ from ..errors import InfeasibleSVMError, InvalidArgumentError
 from ..models.attention import AttentionModel
 from ..training.phases import cosine, gradient_flow, one_step
 from ..training.progress import bar
-from ..validation import Bool, Constraint, FilePath, Int, Real, check_int_array, check_real, declare
+from ..validation import Bool, Choice, Constraint, FilePath, Int, Real, check_int_array, check_real, declare
 
 #: the grid of chapter 04's phase diagram
 WIDTHS = (32, 64, 128, 256, 512, 1024)
@@ -336,12 +336,8 @@ THREE_SIGMA = 0.0027
 QUANTITIES = ("full", "trapped")
 
 
-def _runs_frame(runs, name: str):
-    import pandas as pd
-
-    if not isinstance(runs, pd.DataFrame) or not set(COLUMNS) <= set(runs.columns) or runs.empty:
-        raise InvalidArgumentError(f"{name} must be a non-empty DataFrame of phase_runs (columns {', '.join(COLUMNS)})")
-    return runs
+#: the rows of :func:`phase_runs` (or of a recorded sweep, :func:`read_runs`), at least one
+RUNS = Table(*COLUMNS, what="the DataFrame of phase_runs", nonempty=True)
 
 
 def _counts(runs, quantity: str):
@@ -349,12 +345,12 @@ def _counts(runs, quantity: str):
     return g.sum().astype(int), g.size()
 
 
-def _quantity(quantity) -> str:
-    if quantity not in QUANTITIES:
-        raise InvalidArgumentError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
-    return quantity
-
-
+@declare(
+    executed=RUNS,
+    recorded=RUNS,
+    quantity=Choice(*QUANTITIES),
+    eta0=Real(min=0.0, min_inclusive=False, allow_none=True),
+)
 def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> dict:
     """How far the executed grid's count of ``quantity`` (``"full"`` or ``"trapped"``) runs lies from what the
     recorded sweep predicts for it, over the whole grid (or the cells of one ``eta0``). The two are independent
@@ -363,11 +359,7 @@ def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> d
     ``p_c = (k_r + 1) / (N + 2)`` (the variance of the executed count plus that of the recorded estimate; the
     ``+1/+2`` keeps a cell seen 0 or N times from claiming certainty). Returns ``count`` (the executed
     ``K_e``), ``expected``, ``sigma``, ``z = (K_e - expected) / sigma`` and ``cells``."""
-    executed = _runs_frame(executed, "executed")
-    recorded = _runs_frame(recorded, "recorded")
-    quantity = _quantity(quantity)
     if eta0 is not None:
-        eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
         executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
         if executed.empty or recorded.empty:
             raise InvalidArgumentError(f"eta0 = {eta0} is not a step of both grids")
@@ -382,6 +374,7 @@ def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> d
     return dict(count=count, expected=expected, sigma=sigma, z=(count - expected) / sigma, cells=len(k_e))
 
 
+@declare(executed=RUNS, recorded=RUNS)
 def cell_agreement(executed, recorded):
     """Per cell ``(d, eta0)``: the executed and recorded counts of ``full`` and ``trapped`` runs and the
     two-sided Fisher exact p-value of each comparison (``p_full``, ``p_trapped``; the smallest as ``p_min``).
@@ -389,8 +382,6 @@ def cell_agreement(executed, recorded):
     import pandas as pd
     from scipy.stats import fisher_exact
 
-    executed = _runs_frame(executed, "executed")
-    recorded = _runs_frame(recorded, "recorded")
     out = {}
     for q in QUANTITIES:
         k_e, n_e = _counts(executed, q)
@@ -415,6 +406,12 @@ def cell_agreement(executed, recorded):
 # the trap: what a trapped run looks like
 
 
+@declare(
+    runs=RUNS,
+    buried=Real(min=0.0, max=1.0),
+    selected=Real(min=0.0, max=1.0),
+    match=Real(min=-1.0, max=1.0),
+)
 def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: float = 0.99) -> dict:
     """What the trapped runs of ``runs`` have in common: ``trapped`` (their number); ``one_buried`` (those in
     which one class is buried, its smallest mass on the important token ``<= buried``, and the other selected,
@@ -423,10 +420,6 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
     ``t = 1e80``); ``min_cos_own`` (the smallest cosine with the own max-margin direction at ``1e80``, NaN without
     a solved run), ``matched`` (solved runs whose cosine at ``1e80`` is at least ``match``) and ``rising`` (solved
     runs whose cosine at ``1e80`` exceeds the one at ``1e20``)."""
-    runs = _runs_frame(runs, "runs")
-    buried = check_real(buried, "buried", min=0.0, max=1.0)
-    selected = check_real(selected, "selected", min=0.0, max=1.0)
-    match = check_real(match, "match", min=-1.0, max=1.0)
     t = runs[runs.trapped]
     pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
     neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
@@ -444,13 +437,12 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
     )
 
 
-@declare(eta0=Real(min=0.0, min_inclusive=False))
+@declare(runs=RUNS, eta0=Real(min=0.0, min_inclusive=False))
 def trap_pair(runs, eta0: float):
     """Two runs of ``runs`` at first step ``eta0`` to show the trap: the trapped run of the smallest width
     (first data and initialisation seed among equals) and, with its data and initialisation seeds, the
     selecting run (``full``) of the smallest width above it (None when there is none). Raises
     :class:`~tokensel.errors.InvalidArgumentError` when no run at ``eta0`` is trapped."""
-    runs = _runs_frame(runs, "runs")
     at = runs[runs.eta0 == eta0].sort_values(["d", "data_seed", "init_seed"])
     trapped = at[at.trapped]
     if trapped.empty:

@@ -15,8 +15,8 @@ what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the s
   :func:`~tokensel.experiments.records.write_run` / :func:`~tokensel.experiments.records.read_runs` store and read one
   run per model (the recorded paper-scale runs).
 
-* :func:`fit_texts` -- the theory's model (:func:`train_full`: ``v`` fixed) on a reader's own labelled texts (a CSV file, a pandas frame, a
-  Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
+* :func:`fit_texts` -- the theory's model (:func:`train_full`: ``v`` fixed) on a reader's own labelled texts (a
+  CSV file, a pandas frame, a Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
   (:class:`Fit`). Every recipe above takes such data too (:func:`tokensel.data.reviews.prepare_texts`), except
   the four rating classes, which need IMDB's star ratings.
 
@@ -44,6 +44,7 @@ from ..training.phases import cosine, one_step, train_joint, train_p_v
 from ..training.settings import SETTINGS, TrainSettings
 from ..training.variants import train_variant
 from ..validation import (
+    MAX_STEPS,
     Bool,
     Choice,
     Device,
@@ -51,12 +52,11 @@ from ..validation import (
     FilePath,
     Instance,
     Int,
+    Numbers,
     Real,
     Subset,
     Text,
-    check_int,
     check_int_array,
-    check_real,
     declare,
 )
 
@@ -92,9 +92,9 @@ def train_full(
     seed: int = 0,
 ):
     """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
-    vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With ``checkpoint`` (a file path) a killed run
-    resumes where it stopped (see :func:`tokensel.train_joint`); a checkpoint of another recipe,
-    data set, seed or setting is refused.
+    vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With
+    ``checkpoint`` (a file path) a killed run resumes where it stopped (see :func:`tokensel.train_joint`); a
+    checkpoint of another recipe, data set, seed or setting is refused.
 
     Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("E", "p"), "full")
@@ -165,16 +165,11 @@ def train_one_step_then_freeze(
 ETA_MULTIPLES = (1.0, 4.0, 16.0, 64.0, 256.0)
 
 
-def _check_multiples(multiples) -> tuple[float, ...]:
-    if isinstance(multiples, (str, bytes)) or not hasattr(multiples, "__len__") or len(multiples) == 0:
-        raise InvalidParameterError(f"multiples must be a non-empty list of positive numbers, got {multiples!r}")
-    return tuple(
-        check_real(m, f"multiples[{i}]", min=0.0, min_inclusive=False, error=InvalidParameterError)
-        for i, m in enumerate(multiples)
-    )
+#: multiples of the one-step size: a non-empty list of positive numbers
+MULTIPLES = Numbers(float, min=0.0, min_inclusive=False)
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, d=Int(min=1), seed=Int(min=0))
+@declare(error=InvalidParameterError, data=REVIEW_DATA, multiples=MULTIPLES, d=Int(min=1), seed=Int(min=0))
 def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D, seed: int = 0):
     """What one gradient step on ``E`` does before anything else is trained: from the initialisation of
     ``seed`` (Gaussian ``p``), steps of size ``eta0 = m * one_step_eta(data)`` for every multiple ``m`` (the
@@ -189,7 +184,7 @@ def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D,
     Introduced in chapter 06."""
     import pandas as pd
 
-    multiples = _check_multiples(multiples)
+    multiples = tuple(multiples)
     base = one_step_eta(data)
     m0 = AttentionModel.init(len(data.vocab), d, seed=seed)
     gap = statistics.posterior_gap(data.train)
@@ -230,7 +225,7 @@ def _spread_row(gap, model: AttentionModel, history) -> dict:
     return dict(**sp, **_final_scores(history), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, d=Int(min=1), seed=Int(min=0))
+@declare(error=InvalidParameterError, data=REVIEW_DATA, multiples=MULTIPLES, d=Int(min=1), seed=Int(min=0))
 def one_step_sweep(
     data: ReviewData,
     multiples=ETA_MULTIPLES,
@@ -251,7 +246,7 @@ def one_step_sweep(
     one by one). Several full trainings: chapter 06 shows it recorded (``scripts/one_step_sweep.py``)."""
     import pandas as pd
 
-    multiples = _check_multiples(multiples)
+    multiples = tuple(multiples)
     if progress is not None and not callable(progress):
         raise InvalidParameterError(f"progress must be a function of one row (a dict), or None; got {progress!r}")
     gap = statistics.posterior_gap(data.train)
@@ -301,6 +296,21 @@ def _compact(batch: RaggedBatch) -> RaggedBatch:
     return RaggedBatch(local, batch.offsets, batch.labels, int(local.max()) + 1)
 
 
+@declare(
+    error=InvalidParameterError,
+    data=Either(
+        Batch("binary"),
+        REVIEW_DATA,
+        what="a ReviewData (tokensel.data.reviews.prepare_reviews) or a RaggedBatch with ±1 labels",
+    ),
+    n=Int(min=2),
+    max_len=Int(min=2),
+    d=Int(min=1),
+    shift=Real(min=0.0, min_inclusive=False),
+    lr=Real(min=0.0, min_inclusive=False),
+    steps=Int(min=1, max=MAX_STEPS),
+    seed=Int(min=0),
+)
 def implicit_bias_with_v(
     data: ReviewData | RaggedBatch,
     n: int = 400,
@@ -325,19 +335,11 @@ def implicit_bias_with_v(
 
     from ..analysis.maxmargin import max_margin_for_selection
 
-    shift = check_real(shift, "shift", min=0.0, min_inclusive=False, error=InvalidParameterError)
     if isinstance(data, RaggedBatch):
-        if data.num_classes is not None:
-            raise InvalidParameterError("data must have ±1 labels, got a multi-class batch")
         batch: RaggedBatch = data
     else:
-        if not isinstance(data, ReviewData):
-            raise InvalidParameterError(
-                "data must be a ReviewData (tokensel.data.reviews.prepare_reviews) or a RaggedBatch, "
-                f"got {type(data).__name__}"
-            )
-        n = check_int(n, "n", min=2, max=data.train.n, error=InvalidParameterError)
-        max_len = check_int(max_len, "max_len", min=2, error=InvalidParameterError)
+        if n > data.train.n:
+            raise InvalidParameterError(f"n must be an int <= {data.train.n} (the training reviews), got {n}")
         rng = np.random.default_rng(seed)
         batch = _compact(data.train.subset(np.sort(rng.choice(data.train.n, n, replace=False))).truncate(max_len))
     eta0 = 2.0 * shift / float(statistics.alpha(batch).abs().max())
@@ -766,13 +768,11 @@ def run_model(
 KINDS = Subset(*MODEL_NAMES)
 
 
-@declare(
-    error=InvalidParameterError,
-    data=REVIEW_DATA,
-    sc=SCALE,
-    kinds=Subset(*MODEL_NAMES, allow_none=True),
-    seed=Int(min=0),
-)
+#: the arguments of a comparison of models (:func:`compare_variants` and the controls that retrain one)
+COMPARISON = dict(data=REVIEW_DATA, sc=SCALE, kinds=Subset(*MODEL_NAMES, allow_none=True), seed=Int(min=0))
+
+
+@declare(error=InvalidParameterError, **COMPARISON)
 def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
     """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
     model and :data:`tokensel.models.variants.COMPARED`) on the

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..analysis.shapes import Table
 from ..errors import DataUnavailableError
 from ..files import write_json_atomic
-from ..validation import FilePath, Instance, declare
+from ..validation import Either, FilePath, Instance, declare
 from .recipes import MODEL_NAMES, Run
 
 
@@ -78,18 +79,22 @@ SWEEP_COLUMNS = (
 )
 
 
+@declare(
+    rows=Either(Table(what="a DataFrame"), Instance(list, tuple), what="a DataFrame or a list of row dicts"),
+    folder=FilePath(),
+)
 def write_sweep(rows, folder, **provenance) -> None:
     """Store the rows of a one-step sweep (a frame, or a list of row dicts as they come) in ``folder``:
     ``sweep.csv`` and ``provenance.json`` (settings, device, commit, command, times)."""
     import pandas as pd
 
-    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     table.to_csv(folder / "sweep.csv", index=False)
     write_json_atomic(folder / "provenance.json", provenance)
 
 
+@declare(folder=FilePath())
 def read_sweep(folder):
     """Read what :func:`write_sweep` stored: ``(table, provenance)``, the table with the ratios to the full model
     (its first row, ``multiple`` NaN) added as ``ratio_<spread>``. Raises
@@ -98,7 +103,6 @@ def read_sweep(folder):
     Introduced in chapter 06."""
     import pandas as pd
 
-    folder = Path(folder)
     table_file, prov_file = folder / "sweep.csv", folder / "provenance.json"
     if not (table_file.is_file() and prov_file.is_file()):
         raise DataUnavailableError(

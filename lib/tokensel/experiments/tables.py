@@ -7,8 +7,10 @@ chosen words (:func:`word_table`).
 from __future__ import annotations
 
 from ..analysis import shapes
+from ..analysis.shapes import PER_TOKEN
+from ..data.text import Words
 from ..errors import InvalidParameterError
-from ..validation import Instance, Real, declare
+from ..validation import Instance, Numbers, Real, Text, declare
 from .recipes import Run
 
 RUNS = Instance(dict, what="a dict of Runs by model name (compare_variants)")
@@ -65,6 +67,12 @@ def value_noise(runs: dict, z: float = 2.0):
     return pd.DataFrame(rows).set_index("model")
 
 
+@declare(
+    error=InvalidParameterError,
+    gap=PER_TOKEN,
+    runs=Instance(dict, what="a dict: display name -> (model, history)"),
+    reference=Text(),
+)
 def ablation_table(gap, runs: dict, reference: str):
     """One row per trained one-layer model (``runs``: display name -> ``(model, history)``): training and test
     accuracy, test loss, ``||p||``, ``||v||``, the within-bin spreads of ``E_s^T v`` and ``E_s^T p`` against
@@ -74,7 +82,7 @@ def ablation_table(gap, runs: dict, reference: str):
 
     from .recipes import _spread_row
 
-    if not isinstance(runs, dict) or not runs:
+    if not runs:
         raise InvalidParameterError("runs must be a non-empty dict: display name -> (model, history)")
     if reference not in runs:
         raise InvalidParameterError(f"reference must name one of the runs {list(runs)}, got {reference!r}")
@@ -89,14 +97,19 @@ def ablation_table(gap, runs: dict, reference: str):
     return table
 
 
+@declare(
+    error=InvalidParameterError,
+    words=Words(),
+    ids=Numbers(int, min=0),
+    columns=Instance(dict, what="a dict: column name -> one value per word"),
+)
 def word_table(words, ids, columns: dict):
     """A table of chosen words: one row per id of ``ids`` (indexed by the word, ``words[id]``), one column per
     entry of ``columns`` (name -> one value per vocabulary word, e.g. a gap or a rank). Chapter 06."""
     import pandas as pd
     import torch
 
-    ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
-    if not ids or min(ids) < 0 or max(ids) >= len(words):
+    if max(ids) >= len(words):
         raise InvalidParameterError(f"ids must be a non-empty list of word ids in 0..{len(words) - 1}")
     out = {}
     for name, x in columns.items():

@@ -18,35 +18,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..data.batch import RaggedBatch
+from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidArgumentError
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..training.phases import one_step
-from ..validation import check_int, check_real
-
-
-def _batch(batch) -> RaggedBatch:
-    if not isinstance(batch, RaggedBatch):
-        raise InvalidArgumentError(f"batch must be a RaggedBatch, got {type(batch).__name__}")
-    return batch
-
-
-def _ints(values, name: str, min: int = 1) -> list[int]:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise InvalidArgumentError(f"{name} must be a list of integers, e.g. [256, 1024], got {values!r}")
-    out = [check_int(v, f"{name}[{k}]", min=min) for k, v in enumerate(values)]
-    if not out:
-        raise InvalidArgumentError(f"{name} must hold at least one integer")
-    return out
-
-
-def _reals(values, name: str) -> list[float]:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise InvalidArgumentError(f"{name} must be a list of positive numbers, e.g. [20.0, 200.0], got {values!r}")
-    out = [check_real(v, f"{name}[{k}]", min=0.0, min_inclusive=False) for k, v in enumerate(values)]
-    if not out:
-        raise InvalidArgumentError(f"{name} must hold at least one number")
-    return out
+from ..validation import Either, Int, Numbers, Real, RealArray, Tensor, declare
 
 
 def _alpha(alpha, vocab_size: int) -> torch.Tensor:
@@ -58,19 +34,21 @@ def _alpha(alpha, vocab_size: int) -> torch.Tensor:
     return alpha.double()
 
 
+#: a step size or a width of the theory's runs
+STEP = Real(min=0.0, min_inclusive=False)
+WIDTHS = Numbers(int, min=1)
+SEED = Int(min=0)
+
+
+@declare(
+    batch=Batch(),
+    selected=Tensor("bool", shape=("tokens",)),
+    planted=RealArray(shape=("S",), finite=False),
+)
 def selection_table(batch: RaggedBatch, selected: torch.Tensor, planted) -> pd.DataFrame:
     """One row per sequence: its label ``y``, its tokens with the selected ones in brackets, and its important
     token (the first with a non-zero ``planted`` role). ``selected`` is a flat boolean mask over the batch's
     occurrences (:func:`tokensel.analysis.statistics.selection`). Chapter 1."""
-    batch = _batch(batch)
-    if not isinstance(selected, torch.Tensor) or selected.dtype != torch.bool or selected.shape != batch.ids.shape:
-        raise InvalidArgumentError(
-            f"selected must be a boolean tensor with one entry per occurrence ({batch.num_tokens}), as "
-            "ts.statistics.selection returns"
-        )
-    planted = np.asarray(planted)
-    if planted.shape != (batch.vocab_size,):
-        raise InvalidArgumentError(f"planted must hold one role per token ({batch.vocab_size}), got {planted.shape}")
     rows, pos = [], 0
     for i, seq in enumerate(batch.to_lists()):
         marks = [f"[{s}]" if selected[pos + t] else str(s) for t, s in enumerate(seq)]
@@ -86,13 +64,17 @@ def selection_table(batch: RaggedBatch, selected: torch.Tensor, planted) -> pd.D
     return pd.DataFrame(rows)
 
 
+@declare(
+    alpha=Tensor("real", ndim=1),
+    eta0=STEP,
+    d=Either(Real(min=1.0), RealArray(nonempty=True), what="a width >= 1 or an array of them"),
+)
 def gram_bound(alpha: torch.Tensor, eta0: float, d) -> np.ndarray | float:
     """``b(eta0, d) = 1.5 (2 + sqrt(2) eta0 max|alpha|) sqrt(log|S| / d)``, the bound on the Gram remainder
     ``max |R|`` after one step (chapter 2, eq-gram-bound; the factor 1.5 allows for the fluctuation of a
     maximum of Gaussians and for the lower-order terms). ``d`` may be an array of widths."""
-    if not isinstance(alpha, torch.Tensor) or alpha.ndim != 1 or alpha.numel() < 2:
+    if alpha.numel() < 2:
         raise InvalidArgumentError("alpha must be a 1-d tensor of the tokens' signed frequencies (two or more)")
-    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
     widths = np.asarray(d, dtype=float)
     if widths.size == 0 or not np.all(widths >= 1):
         raise InvalidArgumentError(f"d must be a width >= 1 or an array of them, got {d!r}")
@@ -106,19 +88,18 @@ def _gram_deviation(model: AttentionModel, alpha: torch.Tensor, eta0: float) -> 
     return float(R.abs().max())
 
 
+@declare(batch=Batch(), eta0=STEP, d=Int(min=1), seed=SEED)
 def one_step_error(batch: RaggedBatch, eta0: float, d: int, seed: int) -> float:
     """The relative error ``||E1 - E0 - (eta0/2) alpha v^T||_F / ||(eta0/2) alpha v^T||_F`` of one step from the
     Gaussian initialisation of width ``d`` and seed ``seed`` (chapter 2, eq-one-step-err)."""
     return float(one_step_errors(batch, eta0, [d], [seed]).err.iloc[0])
 
 
+@declare(batch=Batch(), eta0=STEP, dims=WIDTHS, seeds=Numbers(int, min=0))
 def one_step_errors(batch: RaggedBatch, eta0: float, dims, seeds) -> pd.DataFrame:
     """One step of size ``eta0`` from the Gaussian initialisation at every width of ``dims`` and seed of
     ``seeds``: one row per run with ``d``, ``seed``, ``err`` (the relative error of eq-one-step-err) and
     ``gram_dev`` (``max |R|`` of the Gram structure). Chapter 2."""
-    batch = _batch(batch)
-    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
-    dims, seeds = _ints(dims, "dims"), _ints(seeds, "seeds", min=0)
     from ..analysis.statistics import alpha as signed_frequency
 
     alpha = signed_frequency(batch)
@@ -133,15 +114,13 @@ def one_step_errors(batch: RaggedBatch, eta0: float, dims, seeds) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+@declare(batch=Batch(), steps=Numbers(float, min=0.0, min_inclusive=False), dims=WIDTHS, seed=SEED)
 def one_step_ranking(batch: RaggedBatch, steps, dims, seed: int) -> pd.DataFrame:
     """One step of every size of ``steps`` at every width of ``dims`` (initialisation ``seed``): one row per
     run with ``eta0``, ``d``, ``gram_dev``, ``correlation`` (of the values ``E1 v`` with ``alpha``),
     ``strong_tokens`` (tokens whose signal ``eta0/2 |alpha_s|`` exceeds three times the noise maximum
     ``sqrt(2 log|S| / d)``) and ``right_sign`` (the fraction of them whose value has the sign of ``alpha_s``;
     NaN when there are none). Chapter 2."""
-    batch = _batch(batch)
-    steps, dims = _reals(steps, "steps"), _ints(dims, "dims")
-    seed = check_int(seed, "seed", min=0)
     from ..analysis.statistics import alpha as signed_frequency
 
     alpha = signed_frequency(batch)
@@ -174,13 +153,11 @@ class MulticlassStep:
     changes: torch.Tensor
 
 
+@declare(batch=Batch("classes"), eta0=STEP, dims=WIDTHS, seed=SEED)
 def multiclass_step(batch: RaggedBatch, eta0: float, dims, seed: int) -> MulticlassStep:
     """One step of size ``eta0`` of the ``K``-class model from ``p = 0`` at every width of ``dims``, compared with
     ``eta0 * alpha_k`` (:func:`tokensel.analysis.statistics.alpha_multiclass`): the relative error and the
     smallest correlation over the classes, per width. Chapter 2, Lemma "One step, K classes"."""
-    batch = _batch(batch)
-    eta0 = check_real(eta0, "eta0", min=0.0, min_inclusive=False)
-    dims, seed = _ints(dims, "dims"), check_int(seed, "seed", min=0)
     from ..analysis.statistics import alpha_multiclass
 
     alpha_k = alpha_multiclass(batch)
