@@ -2,7 +2,8 @@
 
 :func:`tokensel.train_joint`, :func:`tokensel.train_variant` and the recipes of
 :mod:`tokensel.experiments` take a :class:`TrainSettings`; :class:`tokensel.experiments.Scale` holds one.
-Introduced with the real-data training of chapter 6."""
+Introduced in chapter 05 (joint training on synthetic data); the real-data recipes of chapters 06 and 07 use it
+too."""
 
 from __future__ import annotations
 
