@@ -22,7 +22,11 @@ its digest, a verdict its own numbers contradict) and on any claim the chapter's
 record lacks: every finished run of a chapter must have recorded every ``check(...)`` call site of its page's
 code cells (found in the ``.md`` source of each page of ``_toc.yml`` by
 :func:`~tokensel.book.verification.expected_claims`, which skips no page), so a cell that failed before its check,
-or a ``check`` replaced by the chapter, fails the build. Each recorded claim carries its call site (``site``:
+or a ``check`` replaced by the chapter, fails the build; so do a claim made elsewhere than at a call site of its
+page (an alias or wrapper of ``check``, another module), a claiming cell that stopped with an error
+(:func:`start_chapter` notes it in IPython), and a claim written in a form whose every execution the build
+cannot count (:func:`~tokensel.book.verification.claim_form_problems`; the limit of what is counted is in
+:mod:`tokensel.book.verification`). Each recorded claim carries its call site (``site``:
 a digest of the code cell it is in, as the kernel compiles it, and the call's place among the cell's
 ``check`` calls), the same whether the chapter ran from its ``.md``, from an ``.ipynb`` or under papermill,
 and whatever the order of its cells.
@@ -83,7 +87,7 @@ _state: dict = {"chapter": None, "checks": []}
 
 
 def _record() -> dict:
-    keys = ("chapter", "run", "pid", "host", "started", "finished", "seconds", "orphan", "checks")
+    keys = ("chapter", "run", "pid", "host", "started", "finished", "seconds", "orphan", "checks", "interrupted")
     return _sealed({"schema": SCHEMA, **{k: _state[k] for k in keys if k in _state}})
 
 
@@ -149,6 +153,44 @@ def start_chapter(chapter: str) -> None:
                 (d / old["_file"]).unlink(missing_ok=True)
         _new_state(chapter)
         _write()
+    _watch_cells()
+
+
+def _watch_cells() -> None:
+    """In IPython (a kernel executing the chapter), have every cell that makes claims and stops with an error
+    noted in the run's record (``interrupted``): the claims after the error were never made, and
+    :func:`~tokensel.book.verification.verify` refuses the run, also where execution went on (a cell tagged
+    ``raises-exception``, cells run by hand). Registered once per shell; outside IPython, nothing."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None or getattr(shell, "_tokensel_watches_cells", False):
+            return
+        shell.events.register("post_run_cell", _after_cell)
+        shell._tokensel_watches_cells = True
+    except Exception:  # noqa: BLE001 - a shell we cannot watch is not watched; never an error
+        return
+
+
+def _after_cell(result) -> None:
+    """IPython's ``post_run_cell``: note a cell of this run that makes claims and stopped with an error."""
+    try:
+        error = result.error_before_exec or result.error_in_exec
+        if error is None or _state.get("chapter") in (None, NO_CHAPTER) or "finished" in _state:
+            return
+        raw = getattr(result.info, "raw_cell", None) or ""
+        try:
+            from IPython.core.inputtransformer2 import TransformerManager
+
+            makes_claims = bool(_calls(ast.parse(TransformerManager().transform_cell(raw)), "check"))
+        except Exception:  # noqa: BLE001 - a cell that does not parse may still name check
+            makes_claims = "check" in raw
+        if makes_claims:
+            _state.setdefault("interrupted", []).append(f"{type(error).__name__}: {_safe(str(error), 160)}")
+            _write()
+    except Exception:  # noqa: BLE001 - a callback of the kernel never raises
+        return
 
 
 def end_chapter() -> float:

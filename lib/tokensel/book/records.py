@@ -161,6 +161,7 @@ _RECORD_FIELDS = {
     "seconds": (int, float),
     "orphan": bool,
     "checks": list,
+    "interrupted": list,
     "digest": str,
 }
 
@@ -182,7 +183,7 @@ def record_problems(rec) -> list[str]:
     for k, t in _RECORD_FIELDS.items():
         if k in rec and not _typed(rec[k], t):
             out.append(f"{k} must be {getattr(t, '__name__', t)}, got {type(rec[k]).__name__} {rec[k]!r:.60}")
-        elif k not in rec and k not in ("finished", "seconds", "orphan"):
+        elif k not in rec and k not in ("finished", "seconds", "orphan", "interrupted"):
             out.append(f"{k} is missing")
     if out:
         return out
@@ -191,6 +192,8 @@ def record_problems(rec) -> list[str]:
         for k in ("started", "finished", "seconds")
         if k in rec and not _finite(rec[k])
     ]
+    if not all(isinstance(x, str) for x in rec.get("interrupted", [])):
+        out.append("interrupted must be a list of strings (the errors of cells that make claims)")
     if rec["schema"] != SCHEMA:
         out.append(f"schema {rec['schema']} is not {SCHEMA} (a record of another version of tokensel)")
     if rec["digest"] != _digest(rec):

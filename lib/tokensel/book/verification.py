@@ -1,6 +1,25 @@
 """Verification of a build's claims: what each chapter must record (every ``check(...)`` call site of its
 source, :func:`expected_claims`) against what it recorded (:func:`problems`, :func:`verify`); the command
 ``python -m tokensel verify``.
+
+What the build knows, and its limit. The build counts call sites, not claims: a ``check(...)`` in a loop
+makes one claim per iteration, and how many iterations there are is the chapter's data, which no source
+reading can know. So that no claim of a loop can vanish unseen, a chapter's source may make claims only in
+the forms whose every execution is on record (:func:`claim_form_problems`, refused otherwise):
+
+* ``check`` is only ever called, directly (``ts.check(...)``, ``check(...)``): never named otherwise (an
+  alias, ``map(ts.check, ...)``, a ``partial``) or imported under another name;
+* a call of ``check`` is a statement of the cell's top level or of the body of a ``for`` or ``while`` loop
+  there, unconditionally: not in a function, a class, an ``if``, a ``try``, a ``with``, a ``match``, a
+  loop's ``else``, an ``assert``, a comprehension, a conditional expression or ``and``/``or``, not in a cell
+  tagged ``raises-exception``; and no loop holding a claim has a ``break`` or ``continue``.
+
+Then, in a cell that runs to its end, every iteration of a loop makes its claim (an exception in the middle of
+an iteration stops the cell, and an executed build stops at a cell that fails: ``allow_errors: false``), and
+every finished run must hold each call site at least once and no claim from anywhere else (a claim made
+through a wrapper or alias of ``check``, or by another module, carries a site that is not its page's).
+What remains unchecked is the *number* of iterations: a loop over fewer items (its iterable changed) makes
+fewer claims and passes; that is a visible change of the chapter's code, not a claim lost to an error.
 """
 
 from __future__ import annotations
@@ -31,13 +50,120 @@ def _compiled(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
+#: statements a claim may be a statement of (an ``assert`` is skipped under ``python -O``)
+_SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)
+#: expressions that evaluate a part of themselves only sometimes (or never, or later)
+_CONDITIONAL = (
+    ast.Lambda,
+    ast.IfExp,
+    ast.BoolOp,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _named_check(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "check") or (
+        isinstance(node, ast.Attribute) and node.attr == "check"
+    )
+
+
+def claim_form_problems(tree: ast.AST, tags=()) -> list[tuple[int, str]]:
+    """``(line, why)`` for each way the code cell ``tree`` (tagged ``tags``) could make a claim that the build
+    cannot count (see the module): a reference to ``check`` that is not a call of it, an import of ``check``
+    under another name, a call that is not an unconditional statement of the cell's top level or of a loop's
+    body, a ``break``/``continue`` in a loop holding a claim, a claim in a cell tagged ``raises-exception``."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    out: list[tuple[int, str]] = []
+    claiming_loops: set[int] = set()
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name.rsplit(".", 1)[-1] == "check" and alias.asname not in (None, "check"):
+                    out.append((line, f"imports check as {alias.asname!r}: call it as check(...) or ts.check(...)"))
+        if not _named_check(node):
+            continue
+        if id(node) not in callees:
+            out.append(
+                (
+                    line,
+                    "names check without calling it (an alias, a wrapper, a function passed on): call "
+                    "ts.check(...) itself, so that the build can count the claim",
+                )
+            )
+            continue
+        if "raises-exception" in tags:
+            out.append((line, "makes a claim in a cell tagged raises-exception (its claims could be skipped)"))
+        child: ast.AST = parents[node]  # the call
+        parent = parents.get(child)
+        while parent is not None and not isinstance(parent, ast.stmt):  # the expression around the call
+            if isinstance(parent, _CONDITIONAL) or isinstance(parent, ast.comprehension):
+                out.append(
+                    (
+                        line,
+                        f"calls check inside {type(parent).__name__} (evaluated only sometimes): make the claim "
+                        "a statement of its own",
+                    )
+                )
+                break
+            child, parent = parent, parents.get(parent)
+        else:
+            statement = parent
+            if not isinstance(statement, _SIMPLE):
+                out.append(
+                    (
+                        line,
+                        f"calls check in {type(statement).__name__ if statement else 'nothing'}: make "
+                        "the claim a statement of its own",
+                    )
+                )
+                continue
+            child, parent = statement, parents.get(statement)
+            while parent is not None and not isinstance(parent, ast.Module):
+                if isinstance(parent, _LOOPS) and any(child is s for s in parent.body):
+                    claiming_loops.add(id(parent))
+                else:
+                    where = "a loop's else" if isinstance(parent, _LOOPS) else f"{type(parent).__name__}"
+                    out.append(
+                        (
+                            line,
+                            f"makes a claim inside {where} (only the cell's top level and loop bodies are "
+                            "sure to run it): move the claim out",
+                        )
+                    )
+                    break
+                child, parent = parent, parents.get(parent)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Break, ast.Continue)):
+            loop = parents.get(node)
+            while loop is not None and not isinstance(loop, _LOOPS + _SCOPES):
+                loop = parents.get(loop)
+            if loop is not None and id(loop) in claiming_loops:
+                out.append(
+                    (
+                        line,
+                        f"has a {type(node).__name__.lower()} in a loop that makes claims (an iteration's claim "
+                        "could be skipped): make every iteration claim, or loop over what should be claimed",
+                    )
+                )
+    return sorted(set(out))
+
+
 def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
     """What a chapter's ``.md`` source says it records: ``(chapter names started, {site: where}, problems)``.
 
     Every code cell (as jupytext reads it; cells tagged ``skip-execution`` are never run and are left out)
     is parsed; each ``check(...)`` call (``ts.check``, ``check``, ``tokensel.check``, ...) is a call site
     that the chapter's record must contain (see ``_site_of``), each ``start_chapter(...)`` names the
-    chapter. A name that is not a string literal, or a cell that does not parse, is a problem."""
+    chapter. A name that is not a string literal, a cell that does not parse, and a claim in a form the
+    build cannot count (:func:`claim_form_problems`) are problems."""
     path = Path(path)
     st = path.stat()
     key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
@@ -69,6 +195,8 @@ def page_claims(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
                     f"{path.name}: code cell {k}, line {call.lineno}: start_chapter needs the chapter's "
                     f"name as a string literal (the build must know which chapter the page records)"
                 )
+        for line, why in claim_form_problems(tree, cell.get("metadata", {}).get("tags") or ()):
+            issues.append(f"{path.name}: code cell {k}, line {line}: {why}")
         cell_key, calls = _cell_sites(code)
         lines = code.splitlines()
         for i, (line, *_rest) in enumerate(calls):
@@ -154,10 +282,14 @@ def problems(expected, directory: Path | None = None) -> list[str]:
     ``expected`` without a record from this build, claims checked before ``start_chapter``, records that
     started but did not finish, every failed claim (by name), and every claim of a chapter's source that a
     finished run of the chapter in this build lacks (a cell failed before it, or ``check`` was replaced): each
-    run is checked on its own, so a complete run cannot cover for an incomplete one.
+    run is checked on its own, so a complete run cannot cover for an incomplete one. Where a chapter's call
+    sites are known, a run must also hold no claim made elsewhere (site None or not one of them: an alias or
+    wrapper of ``check``, another module) and no cell that makes claims may have stopped with an error
+    (``interrupted``, see :func:`~tokensel.book.checks.start_chapter`).
 
-    ``expected``: chapter names (call sites from the book's pages), ``{chapter: {site: where}}``, or None for
-    every chapter of the book."""
+    ``expected``: chapter names (call sites from the book's pages), ``{chapter: {site: where}}`` (``{}``: a
+    chapter whose page makes no claim; None instead of the sites: records only, claims from anywhere), or None
+    for every chapter of the book."""
     d = Path(directory or book_results_dir())
     want, out = _expectations(expected)
     recs, bad = _this_build(d)
@@ -193,6 +325,20 @@ def problems(expected, directory: Path | None = None) -> list[str]:
                         f"{ch}: the claim at {where} was never recorded{in_run} (a cell failed before it, it "
                         f"never ran, or check was replaced)"
                     )
+            if sites is None:
+                continue
+            elsewhere = [c["name"] for c in r["checks"] if c.get("site") not in sites]
+            if elsewhere:
+                out.append(
+                    f"{ch}: {len(elsewhere)} claim(s) made elsewhere than at a check(...) call of its page{in_run}: "
+                    f"{elsewhere[:5]!r:.300} (through an alias or wrapper of check, or by other code: the build "
+                    "cannot count them)"
+                )
+            if r.get("interrupted"):
+                out.append(
+                    f"{ch}: a cell that makes claims stopped with an error{in_run} ({r['interrupted'][0]:.200}): "
+                    "the claims after the error were never made"
+                )
     return out
 
 
