@@ -141,3 +141,13 @@ def test_the_max_margin_exercises_agree_with_their_solutions(capsys):
     assert self_check("ex-mm-naive", gap_eps=gap, norm_fail=gap * svm.norm, given=given) is True
     assert self_check("ex-mm-naive", gap_eps=gap, norm_fail=gap / svm.norm, given=given) is False
     capsys.readouterr()
+
+
+def test_the_real_data_exercises_say_right_and_not_yet(capsys):
+    # ex-real-gap: 30 positive and 10 negative occurrences give 0.5; a word seen once in a negative review -1
+    assert self_check("ex-real-gap", gap_30_10=0.5, gap_once=-1) is True
+    assert self_check("ex-real-gap", gap_30_10=0.75, gap_once=-1) is False
+    # ex-real-ends: m = 4 occurrences, P(|Delta| = 1) = 2^(1-m) and the standard deviation 1/sqrt(m)
+    assert self_check("ex-real-ends", p_ends=1 / 8, sd_gap=1 / 2) is True
+    assert self_check("ex-real-ends", p_ends=1 / 16, sd_gap=1 / 2) is False
+    assert "not yet: |Delta_s| = 1 when all m" in capsys.readouterr().out

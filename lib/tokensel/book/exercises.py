@@ -341,3 +341,51 @@ def _mm_by_hand(given, answers):
 def _mm_naive(given, answers):
     gap = -math.log(2.0**-52)  # float64's machine epsilon
     return {"gap_eps": gap, "norm_fail": gap * float(given["svm"].norm)}
+
+
+@exercise(
+    "ex-real-gap",
+    Answer(
+        "gap_30_10",
+        "Delta_s counts occurrences: the share of the word's 40 occurrences in positive reviews minus the share "
+        "in negative ones",
+        tol=1e-9,
+    ),
+    Answer(
+        "gap_once",
+        "a word seen once has all of its occurrences in the class of that one review",
+        tol=1e-9,
+    ),
+)
+def _real_gap(given, answers):
+    from ..analysis.statistics import posterior_gap
+    from ..data.batch import RaggedBatch
+
+    word, once = 0, 1  # 30 positive and 30 negative reviews; `word` in 30 of the positive, 10 of the negative
+    reviews = [[word, 2]] * 30 + [[word, 3]] * 10 + [[3, 4]] * 19 + [[once, 4]]
+    labels = [1] * 30 + [-1] * 30
+    gap = posterior_gap(RaggedBatch.from_sequences(reviews, labels, vocab_size=5))
+    return {"gap_30_10": float(gap[word]), "gap_once": float(gap[once])}
+
+
+@exercise(
+    "ex-real-ends",
+    Answer(
+        "p_ends",
+        "|Delta_s| = 1 when all m occurrences fall in one class: K = 0 or K = m, each with probability 2^-m",
+        rel_tol=1e-6,
+    ),
+    Answer(
+        "sd_gap",
+        "Delta_s = (2K - m) / m with K ~ Binomial(m, 1/2): its variance is 4 Var(K) / m^2 = 1/m",
+        rel_tol=1e-6,
+    ),
+)
+def _real_ends(given, answers):
+    m = 4  # the occurrences of the exercise's word
+    law = {k: math.comb(m, k) / 2**m for k in range(m + 1)}  # K, its positive occurrences
+    gaps = {k: (2 * k - m) / m for k in law}
+    p_ends = sum(p for k, p in law.items() if abs(gaps[k]) == 1)
+    mean = sum(p * gaps[k] for k, p in law.items())
+    sd = math.sqrt(sum(p * (gaps[k] - mean) ** 2 for k, p in law.items()))
+    return {"p_ends": p_ends, "sd_gap": sd}
