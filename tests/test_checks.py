@@ -878,6 +878,18 @@ def test_an_edited_record_fails_verify(tmp_path, capsys, edit, reseal, message):
     assert message.split()[0] in err and "Traceback" not in err
 
 
+def test_a_record_rewritten_consistently_and_resealed_is_accepted_as_the_readme_says(tmp_path):
+    """The stated limit of the records (README, ``records._digest``): the digest is not keyed, so a record
+    whose numbers are rewritten to other numbers that satisfy the claim, and resealed, is accepted; what the
+    records detect is an edit left unsealed, a wrong type, or a verdict the numbers contradict (above)."""
+    p = _one_passing_record(tmp_path)
+    rec = json.loads(p.read_text())
+    rec["checks"][0]["measured"] = rec["checks"][0]["expected"] = 7.0
+    p.write_text(json.dumps(ts.book.records._sealed(rec)))
+    assert ts.book.records.record_problems(json.loads(p.read_text())) == []
+    assert ts.book.verification.verify(tmp_path / "checks", expected={"t": None}) == (2, 1)
+
+
 def test_the_verify_command_fails_an_edited_record_in_a_process_of_its_own(tmp_path):
     p = _one_passing_record(tmp_path)
     rec = json.loads(p.read_text())

@@ -1,9 +1,11 @@
 """Claim records: one JSON file per execution of a chapter, its schema and digest, read back strictly.
 
 :func:`load_results` reads a folder of records; :func:`record_problems` says what is wrong with one (strict
-types, its digest, a verdict its own numbers contradict); :func:`mark_build_start`, :func:`carry_over` and
-:func:`this_build` tell this build's records from older ones (the execution cache carries a reused chapter's
-records over). Written by :mod:`tokensel.book.checks`, verified by :mod:`tokensel.book.verification`.
+types, its digest, a verdict its own numbers contradict: tamper-evident against accidental and hand edits,
+not against an author who recomputes the unkeyed digest, see :func:`_digest`); :func:`mark_build_start`,
+:func:`carry_over` and :func:`this_build` tell this build's records from older ones (the execution cache
+carries a reused chapter's records over). Written by :mod:`tokensel.book.checks`, verified by
+:mod:`tokensel.book.verification`.
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ def _canonical(rec: dict) -> str:
 
 
 def _digest(rec: dict) -> str:
+    """The SHA-256 of a record's canonical content. Not keyed, on purpose: it makes a record tamper-evident
+    against accidental and hand edits (with the strict types and the verdict recomputed from the recorded
+    numbers, :func:`record_problems`), not against a hostile author, who could recompute it, as they could
+    hard-code a chapter's numbers; a key readable by the chapters' code (in the repository or the build
+    folder) would not stop them, and one kept elsewhere would not survive a fresh clone."""
     return hashlib.sha256(_canonical(rec).encode()).hexdigest()
 
 
