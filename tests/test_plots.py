@@ -125,3 +125,41 @@ def test_a_figure_of_several_panels_records_them_in_its_png(tmp_path):
     fig.savefig(tmp_path / "plain.png")
     assert plots.png_panels(tmp_path / "plain.png") == []
     plt.close("all")
+
+
+def _tick_label_overlaps(ax, renderer) -> list[tuple[str, str]]:
+    """The pairs of drawn x tick labels of ``ax`` whose boxes on the canvas overlap."""
+    lo, hi = sorted(ax.get_xlim())
+    boxes = [
+        (t.get_text(), t.get_window_extent(renderer))
+        for tick, t in zip(ax.xaxis.get_major_ticks(), ax.get_xticklabels(), strict=True)
+        if t.get_visible() and t.get_text() and tick.get_loc() is not None and lo <= tick.get_loc() <= hi
+    ]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :] if ba.overlaps(bb)]
+
+
+def test_panel_grid_tick_labels_do_not_overlap_on_small_values():
+    import numpy as np
+
+    ts.plots.theme()
+    # the ranges of chapter 7's four-class panels (alpha_{s,k} of IMDB's rating classes): about 1e-3
+    ranges = [(-0.0002, 0.00195), (-0.0025, 0.00005), (-0.0013, 0.0002), (-0.0003, 0.0018)]
+    fig, axes = ts.plots.panel_grid(4, sharey=True, ylabel="y")
+    for ax, (lo, hi) in zip(axes, ranges, strict=True):
+        x = np.linspace(lo, hi, 200)
+        ax.scatter(x, 800 * x, s=6)
+        ax.set(xlabel=r"$\alpha_{s,k}$")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        shown = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert 2 <= len(ax.get_xticks()) <= ts.plots.MAX_X_TICKS
+        assert _tick_label_overlaps(ax, renderer) == [], [t.get_text() for t in shown]
+    # the measurement sees overlapping labels where they exist: eight four-decimal labels on a narrow panel
+    fig2, ax2 = ts.plots.subplots(1, width=3.4, height=2.8)
+    ax2.scatter(np.linspace(-0.0030, 0.0005, 50), np.zeros(50))
+    ax2.set_xticks(np.linspace(-0.0030, 0.0005, 8))
+    ax2.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.4f"))
+    fig2.canvas.draw()
+    assert _tick_label_overlaps(ax2, fig2.canvas.get_renderer())
+    matplotlib.pyplot.close("all")

@@ -235,10 +235,28 @@ def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
     return fig, axd
 
 
+#: the most x ticks a panel of :func:`panel_grid` shows
+MAX_X_TICKS = 5
+
+
+def _compact_x_ticks(ax, max_ticks: int = MAX_X_TICKS):
+    """At most ``max_ticks`` x ticks on ``ax`` at round values, their labels short: values below 0.01 or from
+    1000 up in magnitude are written as multiples of a power of ten, shown once at the end of the axis
+    (``×10⁻³``). A later ``set_xscale`` or ``set_xticks`` replaces these ticks."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=max_ticks - 1, steps=[1, 2, 2.5, 5, 10]))
+    formatter = ScalarFormatter(useMathText=True)
+    formatter.set_powerlimits((-2, 3))
+    ax.xaxis.set_major_formatter(formatter)
+
+
 def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, ylabel: str | None = None, **kw):
     """``n`` panels in rows of ``ncols`` (two by default, so a figure stays legible on a narrow screen): the
     figure and a flat array of its first ``n`` axes (unused cells of the last row are hidden); ``ylabel`` goes
-    on the first column.
+    on the first column. Each panel's x axis has at most :data:`MAX_X_TICKS` ticks, and values far from 1 are
+    written as multiples of a power of ten shown once at the axis' end, so the tick
+    labels of a narrow panel never run into each other.
 
     Introduced in chapter 02."""
     from ..validation import check_int
@@ -250,6 +268,8 @@ def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, 
     fig, axes = subplots(ncols, nrows, width=width, height=height, squeeze=False, **kw)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
+    for ax in axes.flat[:n]:
+        _compact_x_ticks(ax)
     if ylabel is not None:
         for ax in axes[:, 0]:
             ax.set_ylabel(ylabel)
@@ -310,7 +330,9 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
 def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
     """Label points ``(x[i], y[i])`` for ``(i, text)`` in ``labels`` without overprinting: each label goes
     to the side of its point away from the nearer edge, and the labels of a side are spread vertically to
-    one line apart, each joined to its point by a thin line. Returns the text artists."""
+    one line apart, each joined to its point by a thin line. Returns the text artists.
+
+    Introduced in chapter 07."""
     labels = list(labels)
     if not labels:
         return []
