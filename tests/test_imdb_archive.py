@@ -79,6 +79,43 @@ def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
     assert ts.load_reviews("imdb", "train").num_rows == 5
 
 
+def test_a_full_disk_while_the_cache_key_is_written_leaves_no_key_and_the_next_run_works(
+    archive, tmp_path, monkeypatch
+):
+    """Writing ``.seal-key`` fails (a full disk): one StorageError, no key and no temporary file left, so the
+    next run, with space again, makes the key and the cache (an empty key used to refuse every later run)."""
+    import errno
+    import io
+
+    from tokensel.errors import StorageError
+
+    cache = tmp_path / "cache" / "imdb"
+    real_open = io.open
+
+    def full(*args, **kwargs):
+        mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
+        handle = real_open(*args, **kwargs)
+        if "b" in mode and any(c in mode for c in "wax+"):
+            handle.close()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return handle
+
+    def no_sync(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(io, "open", full)
+        m.setattr(os, "fsync", no_sync)
+        with pytest.raises(StorageError, match=r"seal-key.*No space left on device"):
+            imdb_archive.prepare(str(archive), sha256=sha256_file(archive), cache=cache)
+    assert not [p.name for p in cache.iterdir() if p.name.startswith(".seal-key")]
+    folder = imdb_archive.prepare(str(archive), sha256=sha256_file(archive), cache=cache)
+    key = cache / ".seal-key"
+    assert len(key.read_bytes()) == 32 and key.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith(".seal-key")) == [".seal-key"]
+    assert pq.read_table(folder / "imdb" / "test.parquet").num_rows == 4
+
+
 def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypatch):
     first = imdb_archive.prepare()
     other = dict(SMALL, test={**SMALL["test"], "text": ["changed"] + SMALL["test"]["text"][1:]})

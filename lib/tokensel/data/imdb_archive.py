@@ -183,25 +183,43 @@ def parse_archive(path: str | Path) -> dict:
 
 
 def _seal_key(root: Path) -> bytes:
-    """The cache's secret key (32 random bytes in ``root/.seal-key``, readable by its owner only), made once."""
+    """The cache's secret key (32 random bytes in ``root/.seal-key``, readable by its owner only), made once
+    (the caller holds the cache's lock). It is written whole or not at all: to a uniquely named temporary file
+    (mode 0600), flushed to disk, then renamed into place, so a full disk or a read-only cache raises
+    :class:`StorageError` and leaves no key behind (never an empty key that would refuse every later run)."""
     path = Path(root) / ".seal-key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = check_regular_file(path, "the cache's key", DataUnavailableError).read_bytes()
+    if os.path.lexists(path):
+        check_regular_file(path, "the cache's key", DataUnavailableError)
+        try:
+            key = path.read_bytes()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot read the IMDB cache's key {str(path)!r} ({describe_os_error(exc)}): make it readable, "
+                "or remove it (the cache is then parsed again)."
+            ) from exc
         if len(key) != 32:
-            raise DataUnavailableError(
-                f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again)."
-            ) from None
+            raise DataUnavailableError(f"{str(path)!r} is not a cache key: remove it (the cache is then parsed again).")
         return key
-    except OSError as exc:
-        raise StorageError(
-            f"cannot write in the IMDB cache {str(root)!r} ({describe_os_error(exc)}): make it "
-            f"writable or point {config.CACHE_DIR} at a writable folder."
-        ) from exc
     key = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".seal-key.", suffix=".tmp", dir=root)  # mode 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(key)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise StorageError(
+            f"cannot write the IMDB cache's key {str(path)!r} ({describe_os_error(exc)}); nothing was written: "
+            f"free space, make the cache writable, or point {config.CACHE_DIR} at a writable folder."
+        ) from exc
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
     return key
 
 
