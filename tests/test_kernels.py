@@ -257,3 +257,43 @@ def test_evaluation_pass_of_the_variants_and_of_other_models():
             return 0.75
 
     assert _evaluate(Other(), data.batch) == (0.25, 0.75)
+
+
+# ---------------------------------------------------------------- the passes over E
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
+@pytest.mark.parametrize("S,r", [(3, 2), (37, 2), (103, 5)])  # fewer rows than blocks; rows not a multiple of 4
+def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatch):
+    g = np.random.default_rng(S)
+    E, AB, PVt = (g.standard_normal(shape).astype(dtype) for shape in ((S, 19), (S, r), (r, 19)))
+    k = ts.models.kernels
+    ref = AB.astype(np.float64).T @ E.astype(np.float64)
+    out = np.full((S, 19), np.nan, dtype)
+    monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    both, alone = k.transposed_product(E, AB, PVt, out), k.transposed_product(E, AB)
+    assert both.dtype == alone.dtype == dtype and both.shape == (r, 19)
+    assert np.abs(both - ref).max() <= tol * np.abs(ref).max()
+    grad_E = AB.astype(np.float64) @ PVt.astype(np.float64)
+    assert np.abs(out - grad_E).max() <= tol * np.abs(grad_E).max()
+    assert np.array_equal(k.low_rank_product(AB, PVt, np.empty_like(out)), out)  # the same rows, written alone
+    monkeypatch.setenv("TOKENSEL_THREADS", "1")
+    assert np.array_equal(both, alone) and np.array_equal(alone, k.transposed_product(E, AB))  # bitwise, any threads
+
+
+@pytest.mark.parametrize("K,dtype,tol", CASES)
+def test_fused_grad_E_written_by_the_kernel_equals_the_reference(K, dtype, tol):
+    batch = _batch(8, n=60, vocab=17, max_len=30, K=K)
+    model = _model(17, 8, K, dtype, 2.0)
+    fast, ref = ts.gradients(model, batch, fused=True), ts.gradients(model, batch, fused=False)
+    buf = torch.full_like(model.E, float("nan"))
+    assert fast.E_into(buf) is buf and _rel(buf, ref.E) <= tol and torch.equal(fast.E, buf)
+    strided = torch.empty(8, 17, dtype=dtype).T  # not C-contiguous: torch's product writes it
+    assert _rel(fast.E_into(strided), ref.E) <= tol
+
+
+def test_a_nan_score_reaches_the_loss():
+    batch = _batch(9, n=20, vocab=11, max_len=9)
+    model = _model(11, 4, None, torch.float64, 1.0)
+    model.E[3, 0] = float("nan")  # token 3 occurs in the batch
+    assert 3 in set(batch.ids.tolist())
+    g = ts.models.gradients.gradients_of_checked(model, batch, fused=True)  # unchecked: the loop relies on the loss
+    assert np.isnan(g.loss) and torch.isnan(g.p).any()

@@ -14,7 +14,7 @@ import torch
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
 from ..validation import Bool, Instance, Real, Tensor, declare, unchecked
-from . import core
+from . import core, kernels
 from .attention import AttentionModel, MultiClassAttentionModel
 
 # the attention pass, called per training step with arguments the functions below have checked
@@ -41,6 +41,7 @@ class Gradients:
     v: torch.Tensor  # grad_v L = E^T B (d,), or grad_V L (d x K)
     _model_p: torch.Tensor
     _model_v: torch.Tensor
+    _fused: bool = False  # computed by the fused kernels: E_into forms grad_E with one too
 
     @property
     def E(self) -> torch.Tensor:
@@ -52,6 +53,12 @@ class Gradients:
         """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
         |S| x d allocation on every step); a new tensor when ``out`` is None."""
         AB, PV = self.factors()
+        if self._fused and (
+            out is None or (out.device.type == "cpu" and out.dtype == AB.dtype and out.is_contiguous())
+        ):
+            out = torch.empty(AB.shape[0], PV.shape[1], dtype=AB.dtype) if out is None else out
+            kernels.low_rank_product(AB.detach().numpy(), PV.detach().numpy(), out.detach().numpy())  # written once
+            return out
         return AB @ PV if out is None else torch.mm(AB, PV, out=out)
 
     def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,11 +106,12 @@ def gradients_of_checked(model, batch: RaggedBatch, stable: bool = True, fused: 
         )
     multiclass = isinstance(model, MultiClassAttentionModel)
     PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
-    if fused is not False and fused_applies(batch, E, stable):
+    fused = fused is not False and fused_applies(batch, E, stable)
+    if fused:
         CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
         loss, f, AB = fused_grads(batch, CW)
         A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()
-        gpv = AB.T @ E  # one pass over E for E^T A and E^T B
+        gpv = torch.from_numpy(kernels.transposed_product(E.detach().numpy(), AB.numpy()))  # one pass over E
     else:
         CW = E @ PV  # one pass over E for c = E p and W = E V
         if multiclass:
@@ -112,7 +120,7 @@ def gradients_of_checked(model, batch: RaggedBatch, stable: bool = True, fused: 
             r = score_value_grads(batch, CW[:, 0], CW[:, 1], stable=stable)
         loss, f, A, B = float(r.loss), r.f, r.A, r.B
         gpv = torch.cat([A[None, :], B.T if multiclass else B[None, :]], 0) @ E  # one pass over E
-    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v)
+    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v, fused)
 
 
 @declare(

@@ -30,7 +30,7 @@ import threading
 
 import numba
 import numpy as np
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .. import config
@@ -89,17 +89,18 @@ class EntryPlan:
         return self._scratch[width]
 
 
-@numba.njit(cache=True, inline="always")
-def _top(ids, CW, lo, hi):
-    """The largest score of entries ``lo..hi-1`` and the last entry that reaches it."""
-    amax = -np.inf
-    k = lo
-    for t in range(lo, hi):
-        a = CW[ids[t], 0]
-        if a >= amax:
-            amax = a
-            k = t
-    return amax, k
+@intrinsic
+def _fetch_add(typingctx, counter, i):  # pragma: no cover - compiled
+    """Atomically ``counter[i] += 1`` (an int64 array); the value before."""
+    sig = types.int64(counter, i)
+
+    def codegen(context, builder, signature, args):
+        aty = signature.args[0]
+        ary = context.make_array(aty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [args[1]])
+        return builder.atomic_rmw("add", ptr, context.get_constant(types.int64, 1), "monotonic")
+
+    return sig, codegen
 
 
 @numba.njit(cache=True, inline="always")
@@ -108,138 +109,173 @@ def _softplus(x):
     return x if x > 20.0 else math.log1p(math.exp(x))
 
 
+@numba.njit(cache=True, inline="always")
+def _lanes(x, w, ref, L):  # pragma: no cover - compiled
+    """``sum_j x_j (w_j - ref)`` over ``j < L`` in four interleaved partial sums (``j`` mod 4) added as
+    ``(s0 + s1) + (s2 + s3)``: a fixed order, with four additions in flight instead of one chain."""
+    s0 = s1 = s2 = s3 = 0.0
+    j = 0
+    while j + 4 <= L:
+        s0 += x[j] * (w[j] - ref)
+        s1 += x[j + 1] * (w[j + 1] - ref)
+        s2 += x[j + 2] * (w[j + 2] - ref)
+        s3 += x[j + 3] * (w[j + 3] - ref)
+        j += 4
+    for jj in range(j, L):
+        s0 += x[jj] * (w[jj] - ref)
+    return (s0 + s1) + (s2 + s3)
+
+
+@numba.njit(cache=True, inline="always")
+def _attend(ids, counts, CW, lo, hi, a, e, m):  # pragma: no cover - compiled
+    """One sequence's attention sums, shared by every one-layer kernel (so that their outputs agree bit for bit).
+    Its entries ``t = lo + j`` are gathered once, ``a[:, j] = CW[ids[t]]`` (in float64: the score, then the K
+    values); then ``e[j] = exp(c_t - c_max) n_t`` (vectorised, :func:`_exp_shifted`), ``Z = sum_j e_j``, and with
+    ``r`` the token of the last top-scored entry (the stable reference of :mod:`tokensel.models.core`)
+    ``m[0, c] = sum_j e_j (u_tc - u_rc) / Z`` and ``m[1, c] = u_rc``, the sums in the fixed order of
+    :func:`_lanes`. Returns ``(Z, r)``."""
+    L = hi - lo
+    W = CW.shape[1]
+    amax = -np.inf
+    k = 0
+    for j in range(L):
+        t = ids[lo + j]
+        x = np.float64(CW[t, 0])
+        a[0, j] = x
+        for c in range(1, W):
+            a[c, j] = CW[t, c]
+        if x >= amax:
+            amax = x
+            k = j
+    _exp_shifted(a, 0, amax, L, e)
+    for c in range(W - 1):
+        m[1, c] = a[1 + c, k]
+    # Z and the first value's sum in one loop, both as in _lanes
+    z0 = z1 = z2 = z3 = s0 = s1 = s2 = s3 = 0.0
+    u, ur = a[1], m[1, 0]
+    j = 0
+    while j + 4 <= L:
+        e0, e1, e2, e3 = (
+            e[j] * counts[lo + j],
+            e[j + 1] * counts[lo + j + 1],
+            e[j + 2] * counts[lo + j + 2],
+            e[j + 3] * counts[lo + j + 3],
+        )
+        e[j], e[j + 1], e[j + 2], e[j + 3] = e0, e1, e2, e3
+        z0, z1, z2, z3 = z0 + e0, z1 + e1, z2 + e2, z3 + e3
+        s0, s1, s2, s3 = (
+            s0 + e0 * (u[j] - ur),
+            s1 + e1 * (u[j + 1] - ur),
+            s2 + e2 * (u[j + 2] - ur),
+            s3 + e3 * (u[j + 3] - ur),
+        )
+        j += 4
+    for jj in range(j, L):
+        e[jj] *= counts[lo + jj]
+        z0 += e[jj]
+        s0 += e[jj] * (u[jj] - ur)
+    Z = (z0 + z1) + (z2 + z3)
+    m[0, 0] = ((s0 + s1) + (s2 + s3)) / Z
+    for c in range(1, W - 1):
+        m[0, c] = _lanes(e, a[1 + c], m[1, c], L) / Z
+    return Z, ids[lo + k]
+
+
 @numba.njit(cache=True)
-def _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
-    """Block ``b`` of the binary model: ``CW`` is |S| x 2 (``c``, ``w``); writes ``f`` and the per-sequence losses
-    of its sequences and its partial sums ``P[b, s] = sum over the entries t of token s in the block of
-    (h_t (u_t - f), h_t)``."""
-    n = off.size - 1
-    Pb = P[b]
-    Pb[:, :] = 0.0
-    ebuf = np.empty(max_entries)
-    for i in range(blocks[b], blocks[b + 1]):
-        lo, hi = off[i], off[i + 1]
-        amax, k = _top(ids, CW, lo, hi)
-        uk = CW[ids[k], 1]
-        Z = 0.0
-        s = 0.0
-        for t in range(lo, hi):
-            tok = ids[t]
-            e = math.exp(CW[tok, 0] - amax) * counts[t]
-            ebuf[t - lo] = e
-            Z += e
-            s += e * (CW[tok, 1] - uk)
-        m = s / Z
-        fi = uk + m
-        yi = y[i]
-        loss[i] = _softplus(-yi * fi)
-        gz = -1.0 / (1.0 + math.exp(yi * fi)) * yi / n / Z  # dL/df_i / Z_i
-        for t in range(lo, hi):
-            tok = ids[t]
-            h = gz * ebuf[t - lo]
-            Pb[tok, 0] += h * ((CW[tok, 1] - uk) - m)
-            Pb[tok, 1] += h
-        f[i] = fi
-
-
-@numba.njit(parallel=True, cache=True)
-def _entries_binary(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
-    """Every block of the binary model (:func:`_block_binary`), in parallel."""
-    for b in numba.prange(blocks.size - 1):
-        _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss)
-
-
-@numba.njit(cache=True)
-def _entries_binary_serial(off, ids, counts, CW, y, blocks, max_entries, P, f, loss):  # pragma: no cover - compiled
-    """Every block of the binary model, one after the other (a small batch: no thread launch)."""
-    for b in range(blocks.size - 1):
-        _block_binary(b, off, ids, counts, CW, y, blocks, max_entries, P, f, loss)
-
-
-@numba.njit(inline="always", cache=True)
-def _mixture(ids, counts, CW, lo, hi, m, ebuf):  # pragma: no cover - compiled
-    """One sequence's attention sums for the K-class kernels: ``m[c] = sum_t e_t (u_tc - u_kc)`` and
-    ``Z = sum_t e_t`` with ``e_t = exp(c_t - c_max) n_t`` (stored in ``ebuf`` unless it is empty), summed in
-    token order; returns ``(Z, r)``, ``r`` the top-scored token."""
-    amax, k = _top(ids, CW, lo, hi)
-    r = ids[k]
-    Z = 0.0
-    m[:] = 0.0
-    for t in range(lo, hi):
-        tok = ids[t]
-        e = math.exp(CW[tok, 0] - amax) * counts[t]
-        if ebuf.size:
-            ebuf[t - lo] = e
-        Z += e
-        for c in range(m.size):
-            m[c] += e * (CW[tok, 1 + c] - CW[r, 1 + c])
-    return Z, r
-
-
-@numba.njit(cache=True)
-def _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
-    """Block ``b`` of the K-class model: ``CW`` is |S| x (1 + K) (``c``, then ``W``); writes the logits ``F``
-    (n x K) and the per-sequence losses of its sequences and its partial sums of
-    ``(sum_k h_tk (u_tk - f_k), h_t1..h_tK)`` per token, with ``h_tk = G_k q_t n_t`` and ``G = dL/dF``."""
+def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G):  # pragma: no cover - compiled
+    """Block ``b`` of sequences: for each, the logits ``F[i] = u_r + m`` (n x K; K = 1 for the binary model), its
+    loss (``binary``: ``y`` holds ±1 labels and the loss is the logistic loss of ``F[i, 0]``; else ``y`` holds
+    class indices and the loss is the cross-entropy), and the block's partial sums ``P[b, s] = sum over the
+    entries t of token s of (sum_c h_tc ((u_tc - u_rc) - m_c), h_t1..h_tK)`` with ``h_tc = (G_c / Z) e_t`` and
+    ``G = dL/dF_i``; ``a``, ``e``, ``m``, ``G`` are scratch buffers (:func:`_scratch`)."""
     n = off.size - 1
     K = CW.shape[1] - 1
     Pb = P[b]
     Pb[:, :] = 0.0
-    ebuf = np.empty(max_entries)
-    m = np.empty(K)
-    G = np.empty(K)
     for i in range(blocks[b], blocks[b + 1]):
         lo, hi = off[i], off[i + 1]
-        Z, r = _mixture(ids, counts, CW, lo, hi, m, ebuf)
+        Z, _ = _attend(ids, counts, CW, lo, hi, a, e, m)
+        if binary:  # the logistic loss of f = F[i, 0]; its gradient's terms in one loop
+            fi = m[1, 0] + m[0, 0]
+            F[i, 0] = fi
+            loss[i] = _softplus(-y[i] * fi)
+            gz = -1.0 / (1.0 + math.exp(y[i] * fi)) * y[i] / n / Z
+            ur, mi, u = m[1, 0], m[0, 0], a[1]
+            for j in range(hi - lo):
+                tok = ids[lo + j]
+                h = gz * e[j]
+                Pb[tok, 0] += h * ((u[j] - ur) - mi)
+                Pb[tok, 1] += h
+            continue
         fmax = -np.inf
         for c in range(K):
-            m[c] /= Z  # f_c - u_kc
-            F[i, c] = CW[r, 1 + c] + m[c]
+            F[i, c] = m[1, c] + m[0, c]
             fmax = max(fmax, F[i, c])
         se = 0.0
         for c in range(K):
             se += math.exp(F[i, c] - fmax)
         lse = fmax + math.log(se)
-        loss[i] = lse - F[i, y[i]]
+        yi = int(y[i])
+        loss[i] = lse - F[i, yi]
         for c in range(K):
-            G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == y[i] else 0.0)) / n
-        for t in range(lo, hi):
-            tok = ids[t]
-            q = ebuf[t - lo] / Z
-            acc = 0.0
+            G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == yi else 0.0)) / n / Z
+        # in two stages, each loop with its constants in registers: per class, the terms h_tc (written over the
+        # values a[1 + c], each read just before) and the score terms' sums over the classes (over the scores,
+        # a[0], no longer needed); then per entry, its token's row of partial sums
+        acc = a[0]
+        acc[: hi - lo] = 0.0
+        for c in range(K):
+            g, ur, mc, u = G[c], m[1, c], m[0, c], a[1 + c]
+            for j in range(hi - lo):
+                h = g * e[j]
+                acc[j] += ((u[j] - ur) - mc) * h
+                u[j] = h
+        for j in range(hi - lo):
+            row = Pb[ids[lo + j]]
+            row[0] += acc[j]
             for c in range(K):
-                h = G[c] * q
-                acc += ((CW[tok, 1 + c] - CW[r, 1 + c]) - m[c]) * h
-                Pb[tok, 1 + c] += h
-            Pb[tok, 0] += acc
+                row[1 + c] += a[1 + c, j]
+
+
+@numba.njit(cache=True, inline="always")
+def _scratch(max_entries, K):  # pragma: no cover - compiled
+    """One worker's buffers for :func:`_block`."""
+    L = max(max_entries, 1)
+    return np.empty((1 + K, L)), np.empty(L), np.empty((2, K)), np.empty(K)
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries_multiclass(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
-    """Every block of the K-class model (:func:`_block_multiclass`), in parallel."""
-    for b in numba.prange(blocks.size - 1):
-        _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss)
+def _entries(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss, workers, taken):  # pragma: no cover
+    """Every block (:func:`_block`), on ``workers`` threads that each take the next block not yet taken
+    (``taken[0]``, zero on entry, counts them): a thread slowed by other work on the machine takes fewer blocks,
+    and which thread runs a block changes nothing in its sums."""
+    for _ in numba.prange(workers):
+        a, e, m, G = _scratch(max_entries, CW.shape[1] - 1)
+        b = _fetch_add(taken, 0)
+        while b < blocks.size - 1:
+            _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G)
+            b = _fetch_add(taken, 0)
 
 
 @numba.njit(cache=True)
-def _entries_multiclass_serial(off, ids, counts, CW, y, blocks, max_entries, P, F, loss):  # pragma: no cover
-    """Every block of the K-class model, one after the other (a small batch: no thread launch)."""
+def _entries_serial(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
+    """Every block, one after the other (a small batch: no thread launch)."""
+    a, e, m, G = _scratch(max_entries, CW.shape[1] - 1)
     for b in range(blocks.size - 1):
-        _block_multiclass(b, off, ids, counts, CW, y, blocks, max_entries, P, F, loss)
+        _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G)
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries_outputs(off, ids, counts, CW, blocks, F):  # pragma: no cover - compiled
-    """Outputs only (no loss, no gradient): ``F[i] = u_k + sum_t e_t (u_t - u_k) / Z`` per sequence, the
-    same sums in the same order as the gradient kernels above (``CW`` is |S| x (1 + K), ``F`` n x K)."""
+def _entries_outputs(off, ids, counts, CW, blocks, max_entries, F):  # pragma: no cover - compiled
+    """Outputs only (no loss, no gradient): ``F[i] = u_r + m`` per sequence, the same sums in the same order as
+    the gradient kernel (``CW`` is |S| x (1 + K), ``F`` n x K)."""
     K = CW.shape[1] - 1
     for b in numba.prange(blocks.size - 1):
-        m = np.empty(K)
-        nobuf = np.empty(0)
+        a, e, m, _ = _scratch(max_entries, K)
         for i in range(blocks[b], blocks[b + 1]):
-            Z, r = _mixture(ids, counts, CW, off[i], off[i + 1], m, nobuf)
+            _attend(ids, counts, CW, off[i], off[i + 1], a, e, m)
             for c in range(K):
-                F[i, c] = CW[r, 1 + c] + m[c] / Z
+                F[i, c] = m[1, c] + m[0, c]
 
 
 @numba.njit(cache=True)
@@ -285,6 +321,95 @@ def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
     with _LAUNCH:
         _threads()
         _rowdot(np.ascontiguousarray(E), np.ascontiguousarray(PV.T), out)
+    return out
+
+
+#: fixed blocks of E's rows for ``E^T [A, B]``: each block adds its rows' terms into its own partial sums, and
+#: the blocks' sums are added in block order, so the result does not depend on the thread count
+ROW_BLOCKS = 16
+
+
+@numba.njit(cache=True, inline="always")
+def _form_row(AB, PVt, s, o):  # pragma: no cover - compiled
+    """``o = sum_c AB[s, c] PVt[c]`` (row ``s`` of ``grad_E = AB PVt``), the terms added in order of ``c``, as
+    :func:`_adam_low_rank` forms them."""
+    a, pv = AB[s, 0], PVt[0]
+    for j in range(o.size):
+        o[j] = a * pv[j]
+    for c in range(1, AB.shape[1]):
+        a, pv = AB[s, c], PVt[c]
+        for j in range(o.size):
+            o[j] += a * pv[j]
+
+
+@numba.njit(parallel=True, cache=True)
+def _rows_product(E, AB, PVt, out, write, R, workers, taken):  # pragma: no cover - compiled
+    """One pass over ``E`` (|S| x d): ``R[b, c] = sum over the rows s of block b of AB[s, c] E[s]`` (float64), the
+    :data:`ROW_BLOCKS` blocks taken by ``workers`` threads as in :func:`_entries`; with ``write`` also row ``s``
+    of ``grad_E = AB PVt`` into ``out[s]`` (:func:`_form_row`) while ``E[s]`` is in cache."""
+    S = E.shape[0]
+    nb = R.shape[0]
+    for _ in numba.prange(workers):
+        b = _fetch_add(taken, 0)
+        while b < nb:
+            Rb = R[b]
+            Rb[:, :] = 0.0
+            s, hi = b * S // nb, (b + 1) * S // nb
+            while s < hi:  # four rows at a time (each partial sum loaded and stored once for four terms), then one
+                q = 4 if s + 4 <= hi else 1
+                for c in range(AB.shape[1]):
+                    Rc, x0, r0 = Rb[c], np.float64(AB[s, c]), E[s]
+                    if q == 4:
+                        x1, x2, x3 = np.float64(AB[s + 1, c]), np.float64(AB[s + 2, c]), np.float64(AB[s + 3, c])
+                        r1, r2, r3 = E[s + 1], E[s + 2], E[s + 3]
+                        for j in range(Rc.size):
+                            Rc[j] += (x0 * r0[j] + x1 * r1[j]) + (x2 * r2[j] + x3 * r3[j])
+                    else:
+                        for j in range(Rc.size):
+                            Rc[j] += x0 * r0[j]
+                if write:
+                    for t in range(s, s + q):
+                        _form_row(AB, PVt, t, out[t])
+                s += q
+            b = _fetch_add(taken, 0)
+
+
+@numba.njit(parallel=True, cache=True)
+def _low_rank_rows(AB, PVt, out):  # pragma: no cover - compiled
+    """``out = AB PVt`` row by row (:func:`_form_row`): ``grad_E`` written once, nothing of size |S| x d read."""
+    for s in numba.prange(out.shape[0]):
+        _form_row(AB, PVt, s, out[s])
+
+
+def transposed_product(E: np.ndarray, AB: np.ndarray, PVt: np.ndarray | None = None, out: np.ndarray | None = None):
+    """``AB^T E`` ((1 + K) x d, ``E``'s dtype: ``grad_p`` and ``grad_V^T`` for ``AB = [A, B]``) in one pass over ``E``,
+    summed in fixed blocks of rows in float64 (the same bits for any thread count); with ``out`` (|S| x d) also
+    ``out = AB PVt`` (``grad_E = A p^T + B V^T`` for ``PVt = [p, V]^T``) in the same pass."""
+    E, AB = np.ascontiguousarray(E), np.ascontiguousarray(AB, dtype=E.dtype)
+    write = out is not None
+    PVt = np.ascontiguousarray(PVt, dtype=E.dtype) if write else np.empty((AB.shape[1], 1), E.dtype)
+    R = np.empty((min(ROW_BLOCKS, max(E.shape[0], 1)), AB.shape[1], E.shape[1]))
+    with _LAUNCH:
+        _threads()
+        _rows_product(
+            E,
+            AB,
+            PVt,
+            out if write else np.empty((1, 1), E.dtype),
+            write,
+            R,
+            numba.get_num_threads(),
+            np.zeros(1, np.int64),
+        )
+    return R.sum(axis=0).astype(E.dtype)  # in block order
+
+
+def low_rank_product(AB: np.ndarray, PVt: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = AB PVt`` (|S| x d, C-contiguous, ``AB`` |S| x r and ``PVt`` r x d of its dtype, r small): each row formed
+    in one loop per term, written once (a BLAS product with so few columns runs far below the memory bandwidth)."""
+    with _LAUNCH:
+        _threads()
+        _low_rank_rows(np.ascontiguousarray(AB, dtype=out.dtype), np.ascontiguousarray(PVt, dtype=out.dtype), out)
     return out
 
 
@@ -387,23 +512,23 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
     n, width = plan.n, CW.shape[1]
     per_seq = np.empty(n, dtype=np.float64)
     AB = np.empty((plan.vocab_size, width), dtype=dtype)
-    f = np.empty((n, width - 1) if multiclass else n, dtype=dtype)
+    F = np.empty((n, width - 1), dtype=dtype)
     serial = plan.ids.size < SERIAL_BELOW
     with _LAUNCH, plan.lock:
         if not serial:
             _threads()
         P = plan.partials(width)
-        args = (plan.offsets, plan.ids, plan.counts(dtype), CW)
-        if multiclass:
-            (_entries_multiclass_serial if serial else _entries_multiclass)(
-                *args, np.ascontiguousarray(labels, np.int64), plan.blocks, plan.max_entries, P, f, per_seq
-            )
+        y = np.ascontiguousarray(labels, np.float64)
+        args: tuple = (plan.offsets, plan.ids, plan.counts(dtype), CW, y, not multiclass, plan.blocks, plan.max_entries)
+        args += (P, F, per_seq)
+        if serial:
+            _entries_serial(*args)
+            _sum_blocks_serial(P, AB)
         else:
-            (_entries_binary_serial if serial else _entries_binary)(
-                *args, np.ascontiguousarray(labels, np.float64), plan.blocks, plan.max_entries, P, f, per_seq
-            )
-        (_sum_blocks_serial if serial else _sum_blocks)(P, AB)
-    return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), f, AB
+            pool: tuple = (numba.get_num_threads(), np.zeros(1, np.int64))  # workers, the count of blocks taken
+            _entries(*(args + pool))
+            _sum_blocks(P, AB)
+    return float(per_seq.astype(dtype).sum(dtype=dtype) / dtype.type(n)), F if multiclass else F[:, 0], AB
 
 
 def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
@@ -413,7 +538,7 @@ def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
     F = np.empty((plan.n, CW.shape[1] - 1), dtype=CW.dtype)
     with _LAUNCH:
         _threads()
-        _entries_outputs(plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, F)
+        _entries_outputs(plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, plan.max_entries, F)
     return F
 
 
@@ -525,7 +650,7 @@ def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
         q2 = (c[8] + c[9] * r) + (c[10] + c[11] * r) * r2
         p = (q0 + q1 * r4) + (q2 + (c[12] + c[13] * r) * r4) * (r4 * r4)
         v = _from_bits(_bits(p) + (_bits(kd) << 52))  # times 2^round(y / ln 2)
-        e[j] = v if x > _EXP_MIN else 0.0
+        e[j] = v if x > _EXP_MIN else (0.0 if x <= _EXP_MIN else x)  # a NaN stays NaN
 
 
 @numba.njit(cache=True, fastmath=_FAST, inline="always")
