@@ -5,17 +5,24 @@
 trip through memory over all entries. Here one kernel per sequence does all of it while the
 sequence's entries sit in cache:
 
-1. its top score and the last entry that reaches it (the stable reference ``k`` of :mod:`tokensel.models.core`);
-2. ``e_t = exp(a_t - max) n_t``, ``Z = sum e_t``, ``m = sum e_t (u_t - u_k) / Z`` and ``f = u_k + m``;
+1. its entries' rows of ``[c, W]`` gathered once, its top score and the last entry that reaches it (the
+   stable reference ``k`` of :mod:`tokensel.models.core`);
+2. ``e_t = exp(a_t - max) n_t`` (a vectorised exponential), ``Z = sum e_t``, ``m = sum e_t (u_t - u_k) / Z`` (each
+   sum in four interleaved partial sums, a fixed order) and ``f = u_k + m``;
 3. the sequence's loss, ``g = dL/df``, and the per-entry terms ``h_t = g q_t n_t`` (for ``B``) and
    ``h_t (u_t - u_k - m)`` (for ``A``), added into its block's per-token partial sums.
 
-The sequences are cut into a fixed number of blocks of about equal numbers of entries, processed in
-parallel (``prange``); each block owns an |S| x (1 + K) table of partial sums (small enough to stay in
-a core's cache), and a second kernel adds the blocks' tables per token, in block order. Every sum has
-one owner and a fixed order, and the blocks do not depend on the number of threads: the result is the
-same bit for bit on every run and for any thread count. Exponentials and sums are in float64 for
-either input dtype (float32 inputs give float32 results).
+The sequences are cut into a fixed number of blocks of about equal numbers of entries, which the threads
+take one at a time (an atomic counter: a thread slowed by other work takes fewer); each block owns an
+|S| x (1 + K) table of partial sums (small enough to stay in a core's cache), and a second kernel adds the
+blocks' tables per token, in block order. Every sum has one owner and a fixed order, and the blocks do not
+depend on the number of threads: the result is the same bit for bit on every run and for any thread count.
+Exponentials and sums are in float64 for either input dtype (float32 inputs give float32 results).
+
+The products with ``E`` are numba passes too: ``E [p, V]`` (:func:`scores_values`), ``[A, B]^T E``
+(:func:`transposed_product`, fixed blocks of rows with float64 partial sums, optionally writing ``grad_E`` in
+the same pass) and ``grad_E = [A, B] [p, V]^T`` written once (:func:`low_rank_product`): a BLAS product with
+two to five columns runs far below the memory bandwidth.
 
 The thread count is :func:`tokensel.config.threads` (``TOKENSEL_THREADS``), capped by numba's own
 maximum. Compiled code is cached on disk (``cache=True``): next to this file when it is writable, else
@@ -634,7 +641,7 @@ def _from_bits(typingctx, x):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, fastmath={"contract"})
 def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
-    """``e[j] = exp(S[t, j] - m)`` in float64 for ``j < L`` (``S[t, j] <= m``). Compiled without
+    """``e[j] = exp(S[t, j] - m)`` in float64 for ``j < L`` (``S[t, j] <= m``; a NaN stays NaN). Compiled without
     reassociation, which would undo the rounding by ``_SHIFT``."""
     c = _EXP_C
     for j in range(L):
