@@ -33,16 +33,17 @@ def test_shape_controls_see_a_shape_the_words_carry_and_one_their_frequency_carr
     rng = np.random.default_rng(1)
     unrelated = rng.integers(1, 100, len(gap)).astype(float)  # frequency unrelated to the gap
     table = controls.shape_controls(gap, runs, unrelated, n_boot=30, seed=0)
-    row = table.loc["set by hand"]
+    assert list(table.index) == ["one_layer"]  # keyed by the model kind, not by the display name
+    row = table.loc["one_layer"]
     assert row.u_low > 1 and row.rho_low > 0.95 and row.u_low <= row.u_gap <= row.u_high
     assert abs(row.rho_freq_matched) < 0.6 and row.u_freq_matched < 0.5  # the permutation destroys both
     # a frequency that determines the gap: the matched control keeps the shapes (what it exists to detect)
     tied = gap.numpy().copy()
     table = controls.shape_controls(gap, runs, tied, n_boot=30, seed=0)
-    assert table.loc["set by hand", "rho_freq_matched"] > 0.9
+    assert table.rho_freq_matched["one_layer"] > 0.9
     # the token values read the same tables here (one-layer model)
     same = controls.shape_controls(gap, runs, unrelated, n_boot=30, seed=0, reading="token_values")
-    assert same.loc["set by hand", "rho"] == pytest.approx(row.rho)
+    assert same.rho["one_layer"] == pytest.approx(row.rho)
 
 
 def test_shape_controls_refuse_what_they_cannot_measure():
@@ -53,6 +54,8 @@ def test_shape_controls_refuse_what_they_cannot_measure():
         controls.shape_controls(gap, {"x": _run_with(gap)}, np.ones(50), n_boot=10, reading="outputs")
     with pytest.raises(InvalidParameterError, match="counts"):
         controls.shape_controls(gap, {"x": _run_with(gap)}, np.ones(49), n_boot=10)
+    with pytest.raises(InvalidParameterError, match="kind"):
+        controls.shape_controls(gap, {"x": _run_with(gap), "y": _run_with(gap)}, np.ones(50), n_boot=10)
 
 
 def _four_classes(n=600, vocab=40, seed=0):
@@ -88,11 +91,11 @@ def test_shuffled_control_measures_against_the_true_gaps(data_dir):
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     sc = ex.scale("reduced", d=8, steps=4, eval_every=2, n_train=None, n_test=None)
     table = controls.shuffled_control(d, sc, ["one_layer", "mlp_output"], seed=1)
-    assert list(table.index) == ["one layer", "MLP head, v as output layer"]
+    assert list(table.index) == ["one_layer", "mlp_output"]
     assert list(table.columns) == ["test_acc", "u_gap", "rho", "rho_token_values"]
     assert table.notna().all().all()
     # the one-layer model reads E_s v itself
-    assert table.loc["one layer", "rho"] == table.loc["one layer", "rho_token_values"]
+    assert table.rho["one_layer"] == table.rho_token_values["one_layer"]
 
 
 def test_mirror_twin_trains_the_same_embeddings_with_opposite_values(data_dir):

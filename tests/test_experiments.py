@@ -71,6 +71,11 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
     for name, run in runs.items():
         assert summary.loc[name, "u_gap"] == pytest.approx(run.u_gap, nan_ok=True)
         pd.testing.assert_series_equal(bins[name][1]["mean"], run.bins_v["mean"], check_names=False)
+    fields = ex.summaries(runs)  # what claims read: plain fields keyed by the model kind
+    assert list(fields.index) == ["one_layer", "mlp"]
+    for kind, name in (("one_layer", "one layer"), ("mlp", "MLP head")):
+        assert fields.u_gap[kind] == pytest.approx(runs[name].u_gap, nan_ok=True)
+        assert table.loc[name, "Spearman of E_s v bins"] == pytest.approx(fields.spearman_v[kind], nan_ok=True)
     noise = ex.value_noise(runs)
     assert list(noise.index) == ["one layer", "MLP head"]
     # the one-layer model reads E_s v itself; the MLP head reads head(E_s)
@@ -82,6 +87,32 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
         ex.compare_variants(d, sc, kinds=["transformer"])
     with pytest.raises(InvalidParameterError, match="kinds"):
         ex.compare_variants(d, sc, kinds="mlp")
+
+
+def test_bin_noise_is_keyed_by_kind_and_value_noise_shows_it():
+    gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
+    wiggle = 0.05 * torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
+    rising = ts.shapes.binned(gap, gap + wiggle)
+    falling = ts.shapes.binned(gap, -gap + wiggle)
+    runs = {
+        "first": ex.Run("one_layer", None, None, rising, rising, 0.0, 1.0, 0.0, 400, bins_h=rising),
+        "second": ex.Run("mlp", None, None, rising, falling, 0.0, -1.0, 0.0, 400, bins_h=rising),
+    }
+    fields = ex.bin_noise(runs)
+    assert list(fields.index) == ["one_layer", "mlp"]
+    assert fields.values_rho["one_layer"] == 1.0 and fields.values_rho["mlp"] == -1.0
+    assert fields.values_rise["one_layer"] > 2 > -2 > fields.values_rise["mlp"]
+    assert fields.values_rise["mlp"] == ts.shapes.positive_side_rise(falling)
+    assert fields.token_values_rise["mlp"] == fields.values_rise["one_layer"]
+    assert fields.values_reversals["mlp"] > 0 == fields.values_reversals["one_layer"]
+    shown = ex.value_noise(runs)
+    assert list(shown.index) == ["one layer", "MLP head"]  # display names, for reading only
+    assert shown.loc["MLP head", "E_s v: rise for Delta > 0 (SE)"] == fields.values_rise["mlp"]
+    assert shown.loc["one layer", "E_s v: reversals > 2 SE"] == "0 of 19"
+    with pytest.raises(InvalidParameterError, match="kind"):
+        ex.bin_noise({"a": runs["first"], "b": runs["first"]})
+    with pytest.raises(InvalidParameterError, match="non-empty"):
+        ex.bin_noise({})
 
 
 def test_read_runs_errors(tmp_path):

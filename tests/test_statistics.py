@@ -193,6 +193,29 @@ def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
         ts.shapes.standard_errors([1.0])
 
 
+def test_positive_side_rise_is_the_slope_over_the_positive_bins_in_standard_errors():
+    from scipy.stats import linregress
+
+    rng = np.random.default_rng(0)
+    gap = rng.uniform(-1, 1, 4000)
+    noise = rng.normal(0, 1, 4000)
+    rising = ts.shapes.binned(gap, np.maximum(gap, 0) + noise)  # flat below 0, rising above
+    # the same number from the tokens, each placed at its bin's centre
+    edges = np.linspace(gap.min(), gap.max(), 21)
+    centre = ((edges[:-1] + edges[1:]) / 2)[np.clip(np.searchsorted(edges, gap, side="right") - 1, 0, 19)]
+    keep = centre > 0
+    fit = linregress(centre[keep], (np.maximum(gap, 0) + noise)[keep])
+    assert ts.shapes.positive_side_rise(rising) == pytest.approx(fit.slope / fit.stderr, rel=1e-9)
+    assert ts.shapes.positive_side_rise(rising) > 10
+    # only the positive side counts: a fall below 0 with a flat positive side is no rise, a fall above 0 is negative
+    assert abs(ts.shapes.positive_side_rise(ts.shapes.binned(gap, np.minimum(gap, 0) + noise))) < 3
+    assert ts.shapes.positive_side_rise(ts.shapes.binned(gap, -np.maximum(gap, 0) + noise)) < -10
+    with pytest.raises(ValueError, match="positive side"):
+        ts.shapes.positive_side_rise(ts.shapes.binned(np.linspace(-1, 0, 50), np.zeros(50)))
+    with pytest.raises(ValueError, match="exactly on a line"):
+        ts.shapes.positive_side_rise(ts.shapes.binned(np.linspace(0.1, 1, 50), np.zeros(50), bins=5))
+
+
 def test_class_gap_is_one_vs_rest_per_occurrence():
     b = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2, 2]], [0, 1, 2], vocab_size=4, num_classes=3)
     g = ts.statistics.class_gap(b)

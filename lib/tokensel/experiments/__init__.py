@@ -42,7 +42,7 @@ from .recipes import (
     variant_batches,
 )
 from .records import read_runs, read_sweep, write_run, write_sweep
-from .tables import ablation_table, value_noise, verdicts, word_table
+from .tables import ablation_table, bin_noise, summaries, value_noise, verdicts, word_table
 
 __all__ = [
     "phase",
@@ -86,7 +86,9 @@ __all__ = [
     "check_kinds",
     "Fit",
     "fit_texts",
+    "summaries",
     "verdicts",
+    "bin_noise",
     "value_noise",
     "write_run",
     "read_runs",

@@ -148,7 +148,9 @@ def shape_controls(
     gap, runs: dict, counts, n_boot: int = 200, strata: int = 20, seed: int = 0, reading: str = "values"
 ) -> pd.DataFrame:
     """Per model of a comparison (``runs``: display name -> :class:`~tokensel.experiments.recipes.Run`, measured
-    against ``gap``): the U-gap and rank correlation with their bootstrap intervals over words (``u_low``,
+    against ``gap``), one row indexed by its model kind (a key of
+    :data:`~tokensel.experiments.recipes.MODEL_NAMES`, e.g. ``"one_layer"``; ``.rename(index=MODEL_NAMES)``
+    shows the display names): the U-gap and rank correlation with their bootstrap intervals over words (``u_low``,
     ``u_high``, ``rho_low``, ``rho_high``; seed ``seed``), and both after the gaps are permuted among words of
     similar frequency (``u_freq_matched``, ``rho_freq_matched``; ``counts`` the words' occurrence counts, one
     permutation with seed ``seed`` for every model). ``reading``: the rank correlation of ``E_s^T v``
@@ -162,16 +164,18 @@ def shape_controls(
     for name, run in runs.items():
         if not isinstance(run, Run):
             raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
+    if len({run.kind for run in runs.values()}) < len(runs):
+        raise InvalidParameterError("runs holds two runs of one model kind: the rows are keyed by kind")
     matched = shapes.frequency_matched(g, counts, strata=strata, seed=seed)
     rows = {}
-    for name, run in runs.items():
+    for run in runs.values():
         model: Any = run.model  # an AttentionModel or a VariantModel: both have scores() and values()
         with torch.no_grad():
             s = model.scores().detach().cpu().double().numpy()
         v = _reading(model, reading).numpy()
         ci = shapes.shape_bootstrap(g, s, v, n_boot=n_boot, seed=seed)
         fm = shapes.shape_summary(matched, s, v)
-        rows[name] = dict(
+        rows[run.kind] = dict(
             u_gap=float(ci.loc["u_gap", "estimate"]),
             u_low=float(ci.loc["u_gap", "low"]),
             u_high=float(ci.loc["u_gap", "high"]),
@@ -188,8 +192,9 @@ def shape_controls(
 def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame:
     """The models ``kinds`` trained as in :func:`~tokensel.experiments.recipes.compare_variants`, on the same
     reviews with the training labels permuted (:func:`tokensel.data.reviews.shuffled_labels`, seed ``seed``),
-    and measured against the *true* posterior gaps of those reviews: one row per model with its test
-    accuracy, ``u_gap`` and ``rho``. A model that learns nothing from the labels leaves both shapes near 0.
+    and measured against the *true* posterior gaps of those reviews: one row per model, indexed by its kind,
+    with its test accuracy, ``u_gap``, ``rho`` (of ``E_s^T v``) and ``rho_token_values`` (of the token values
+    as the model reads them). A model that learns nothing from the labels leaves both shapes near 0.
 
     Introduced in chapter 07."""
     import pandas as pd
@@ -199,13 +204,13 @@ def shuffled_control(data: ReviewData, sc, kinds, seed: int = 0) -> pd.DataFrame
     gap = statistics.posterior_gap(true_train)
     runs = compare_variants(shuffled_labels(data, seed=seed), sc, kinds=kinds, seed=seed)
     rows = {}
-    for name, run in runs.items():
+    for run in runs.values():
         model: Any = run.model
         with torch.no_grad():
             s = model.scores().detach().cpu().double()
         summary = shapes.shape_summary(gap, s, _reading(model, "values"))
         read = shapes.shape_summary(gap, s, _reading(model, "token_values"))
-        rows[name] = dict(
+        rows[run.kind] = dict(
             test_acc=run.summary()["test_acc"],
             u_gap=float(summary.u_gap),
             rho=float(summary.rho),

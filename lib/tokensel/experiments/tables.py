@@ -1,5 +1,6 @@
-"""Display tables of a comparison of models (chapter 7): one row per model, its accuracies and the two
-shapes' statistics (:func:`verdicts`), and how its value bins compare with their noise (:func:`value_noise`);
+"""Tables of a comparison of models (chapter 7), one row per model: the fields that claims read, keyed by model
+kind (:func:`summaries`: accuracies and the two shapes' statistics; :func:`bin_noise`: how the value bins compare
+with their noise), and the same numbers for display, by display name (:func:`verdicts`, :func:`value_noise`);
 chapter 6's ablations side by side with their within-bin spreads (:func:`ablation_table`) and tables of
 chosen words (:func:`word_table`).
 """
@@ -11,60 +12,131 @@ from ..analysis.shapes import PER_TOKEN
 from ..data.text import Words
 from ..errors import InvalidParameterError
 from ..validation import Instance, Numbers, Real, Text, declare
-from .recipes import Run
+from .recipes import MODEL_NAMES, Run
 
 RUNS = Instance(dict, what="a dict of Runs by model name (compare_variants)")
 
 
+def _by_kind(runs: dict, token_values: bool = False) -> dict:
+    """``runs`` (any name -> :class:`Run`) keyed by each run's model kind, in order; a run without the token
+    values' bins is refused when ``token_values``, and so are two runs of one kind."""
+    if not runs:
+        raise InvalidParameterError("runs must be a non-empty dict of Runs (compare_variants)")
+    out: dict = {}
+    for name, run in runs.items():
+        if not isinstance(run, Run) or (token_values and run.bins_h is None):
+            raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
+        if run.kind in out:
+            raise InvalidParameterError(f"runs holds two runs of the model kind {run.kind!r}: one of each, please")
+        out[run.kind] = run
+    return out
+
+
+def _display(table, columns: dict):
+    """``table`` (indexed by model kind) for display: the index as the models' display names, ``columns``
+    renamed (field -> display label) and in that order."""
+    shown = table[list(columns)].rename(columns=columns)
+    shown.index = [MODEL_NAMES[k] for k in table.index]
+    shown.index.name = "model"
+    return shown
+
+
 @declare(error=InvalidParameterError, runs=RUNS)
-def verdicts(runs: dict):
-    """One row per model: accuracies, the two shape statistics and whether each criterion holds
-    (U-gap at least 1; rank correlation at least 0.9).
+def summaries(runs: dict):
+    """One row per model of a comparison, indexed by its model kind (a key of
+    :data:`~tokensel.experiments.recipes.MODEL_NAMES`: ``"one_layer"``, ``"mlp"``, ...), with the fields of
+    :meth:`Run.summary` as columns: ``train_acc``, ``test_acc``, ``test_loss``, ``u_gap``, ``spearman_v``,
+    ``spread_v`` and ``seconds``. A claim reads these fields (``summaries(runs).u_gap[kind]``);
+    :func:`verdicts` shows them for reading.
 
     Introduced in chapter 07."""
     import pandas as pd
 
-    rows = []
-    for name, run in runs.items():
-        s = run.summary()
-        rows.append(
-            {
-                "model": name,
-                "train acc": s["train_acc"],
-                "test acc": s["test_acc"],
-                "test loss": s["test_loss"],
-                "U-gap of E_s p (std)": s["u_gap"],
-                "Spearman of E_s v bins": s["spearman_v"],
-                "spread of E_s v bins (std)": s["spread_v"],
-                "U-shape holds (>= 1)": s["u_gap"] >= 1,
-                "values monotone (>= 0.9)": s["spearman_v"] >= 0.9,
-            }
-        )
-    return pd.DataFrame(rows).set_index("model")
+    table = pd.DataFrame.from_dict({kind: run.summary() for kind, run in _by_kind(runs).items()}, orient="index")
+    table.index.name = "kind"
+    return table
+
+
+@declare(error=InvalidParameterError, runs=RUNS)
+def verdicts(runs: dict):
+    """For display: one row per model (by display name) with the accuracies, the two shape statistics of
+    :func:`summaries` and whether each criterion holds (U-gap at least 1; rank correlation at least 0.9).
+
+    Introduced in chapter 07."""
+    fields = summaries(runs)
+    fields = fields.assign(u_shape=fields.u_gap >= 1, monotone=fields.spearman_v >= 0.9)
+    return _display(
+        fields,
+        {
+            "train_acc": "train acc",
+            "test_acc": "test acc",
+            "test_loss": "test loss",
+            "u_gap": "U-gap of E_s p (std)",
+            "spearman_v": "Spearman of E_s v bins",
+            "spread_v": "spread of E_s v bins (std)",
+            "u_shape": "U-shape holds (>= 1)",
+            "monotone": "values monotone (>= 0.9)",
+        },
+    )
+
+
+#: the two readings of a model's values that :func:`bin_noise` measures: ``E_s^T v`` (``bins_v``) and the
+#: token values as the model reads them (``bins_h``)
+READINGS = {"values": "bins_v", "token_values": "bins_h"}
+
+
+@declare(error=InvalidParameterError, runs=RUNS, z=Real(min=0.0, min_inclusive=False))
+def bin_noise(runs: dict, z: float = 2.0):
+    """One row per model, indexed by its model kind: how its value bins compare with the noise of a bin mean,
+    for ``E_s^T v`` (columns ``values_*``) and for the token values as the model reads them
+    (``token_values_*``): ``*_rho``, the rank correlation of the bin means with the gap
+    (:func:`~tokensel.analysis.shapes.bin_rank_correlation`); ``*_range_se``, ``*_reversals`` and
+    ``*_steps``, their range in standard errors of a bin mean and the adjacent bins whose mean falls by more
+    than ``z`` standard errors of the difference, of how many (:func:`~tokensel.analysis.shapes.bin_noise_summary`);
+    ``*_rise``, the slope on the positive side of the gap in standard errors
+    (:func:`~tokensel.analysis.shapes.positive_side_rise`). A claim reads these fields
+    (``bin_noise(runs).values_rise[kind]``); :func:`value_noise` shows them for reading.
+
+    Introduced in chapter 07."""
+    import pandas as pd
+
+    rows = {}
+    for kind, run in _by_kind(runs, token_values=True).items():
+        row = {}
+        for reading, attribute in READINGS.items():
+            table = getattr(run, attribute)
+            noise = shapes.bin_noise_summary(table, z=z)
+            row[f"{reading}_rho"] = shapes.bin_rank_correlation(table)
+            row[f"{reading}_range_se"] = noise["range_se"]
+            row[f"{reading}_reversals"] = noise["reversals"]
+            row[f"{reading}_steps"] = noise["steps"]
+            row[f"{reading}_rise"] = shapes.positive_side_rise(table)
+        rows[kind] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "kind"
+    return table
 
 
 @declare(error=InvalidParameterError, runs=RUNS, z=Real(min=0.0, min_inclusive=False))
 def value_noise(runs: dict, z: float = 2.0):
-    """One row per model: how its value bins compare with the noise of a bin mean
-    (:func:`tokensel.analysis.shapes.bin_noise_summary`), for ``E_s^T v`` and for the token values as the model
-    reads them (``bins_h``): rank correlation with the gap, range in standard errors of a bin mean, and the
-    number of reversals larger than ``z`` standard errors.
+    """For display: the fields of :func:`bin_noise`, one row per model by display name, for ``E_s^T v`` and the
+    token values: rank correlation with the gap, range in standard errors of a bin mean, reversals larger
+    than ``z`` standard errors (``"k of n"``), and the rise on the positive side in standard errors.
 
     Introduced in chapter 07."""
-    import pandas as pd
-
-    rows = []
-    for name, run in runs.items():
-        if not isinstance(run, Run) or run.bins_h is None:
-            raise InvalidParameterError(f"runs[{name!r}] must be a Run from run_model")
-        row = {"model": name}
-        for label, table in (("E_s v", run.bins_v), ("token value", run.bins_h)):
-            noise = shapes.bin_noise_summary(table, z=z)
-            row[f"{label}: Spearman"] = shapes.bin_rank_correlation(table)
-            row[f"{label}: range (SE)"] = noise["range_se"]
-            row[f"{label}: reversals > {z:g} SE"] = f"{noise['reversals']} of {noise['steps']}"
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("model")
+    fields = bin_noise(runs, z=z)
+    columns: dict[str, str] = {}
+    for reading, label in (("values", "E_s v"), ("token_values", "token value")):
+        fields[f"{reading}_reversals_of"] = [
+            f"{r} of {n}" for r, n in zip(fields[f"{reading}_reversals"], fields[f"{reading}_steps"], strict=True)
+        ]
+        columns |= {
+            f"{reading}_rho": f"{label}: Spearman",
+            f"{reading}_range_se": f"{label}: range (SE)",
+            f"{reading}_reversals_of": f"{label}: reversals > {z:g} SE",
+            f"{reading}_rise": f"{label}: rise for Delta > 0 (SE)",
+        }
+    return _display(fields, columns)
 
 
 @declare(
