@@ -151,3 +151,18 @@ def test_the_real_data_exercises_say_right_and_not_yet(capsys):
     assert self_check("ex-real-ends", p_ends=1 / 8, sd_gap=1 / 2) is True
     assert self_check("ex-real-ends", p_ends=1 / 16, sd_gap=1 / 2) is False
     assert "not yet: |Delta_s| = 1 when all m" in capsys.readouterr().out
+
+
+def test_the_one_word_exercise_reads_the_models_own_output(capsys):
+    import numpy as np
+
+    from tokensel.data.text import Vocabulary
+    from tokensel.models import variants
+
+    vocab = Vocabulary(("the", "great", "bad", "a", "film"), np.ones(5), 1, None)
+    model = variants.make("two_layer", len(vocab), 8, seed=0)
+    f = 2 * float(model.E[1] @ model.v)  # H = 2 X for a one-word review: f = 2 E_s^T v
+    given = dict(model=model, vocab=vocab)
+    assert self_check("ex-beyond-one-word", f_great=f, given=given) is True
+    assert self_check("ex-beyond-one-word", f_great=f / 2, given=given) is False  # E_s^T v alone
+    assert "not yet: a review of one word" in capsys.readouterr().out

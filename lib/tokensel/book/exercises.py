@@ -389,3 +389,24 @@ def _real_ends(given, answers):
     mean = sum(p * gaps[k] for k, p in law.items())
     sd = math.sqrt(sum(p * (gaps[k] - mean) ** 2 for k, p in law.items()))
     return {"p_ends": p_ends, "sd_gap": sd}
+
+
+@exercise(
+    "ex-beyond-one-word",
+    Answer(
+        "f_great",
+        "a review of one word: both softmaxes run over a single position, so H = X + X and f = 2 E_s^T v; take "
+        "s = vocab.id('great') and compute 2 * float(model.E[s] @ model.v)",
+        rel_tol=1e-4,  # the models train in float32
+    ),
+    given=("model", "vocab"),
+)
+def _beyond_one_word(given, answers):
+    import torch
+
+    from ..data.batch import RaggedBatch
+
+    model, word = given["model"], given["vocab"].id("great")
+    review = RaggedBatch.from_sequences([[word]], [1], vocab_size=int(model.E.shape[0]))
+    with torch.no_grad():  # the model's own output on the one-word review, not the formula
+        return {"f_great": float(model.forward(review)[0])}
