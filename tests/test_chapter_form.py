@@ -93,3 +93,75 @@ def test_the_seed_scan_sees_a_seed_in_a_name():
     assert seed_in_claim_names(cell) == ["f'mass at seed {seed}'"]
     cell = '```{code-cell} ipython3\nts.check(f"mass at eta0 = {eta0}", x, at_least=0.5)\n```'
     assert seed_in_claim_names(cell) == []
+
+
+# ---- every claim links its statement, says where its threshold comes from, and reads no display label ------
+
+#: every page that records claims: the numbered chapters, the landing page and the own-data page
+CLAIM_PAGES = sorted(p.stem for p in (ROOT / "book").glob("*.md") if "ts.start_chapter(" in p.read_text())
+
+
+def _cell_source(cell: str) -> str:
+    """A code cell's Python: its YAML header (``---`` ... ``---``) and ``:tags:`` lines left out."""
+    if cell.startswith("---\n"):
+        cell = cell.split("\n---\n", 1)[1] if "\n---\n" in cell else ""
+    return "\n".join(line for line in cell.split("\n") if not line.startswith(":"))
+
+
+def _display_label(node) -> bool:
+    """A subscript by a string that is not a field name (``t["U-gap of E_s p (std)"]``, ``t.loc["one layer", c]``)."""
+    import ast
+
+    keys = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return any(isinstance(k, ast.Constant) and isinstance(k.value, str) and not k.value.isidentifier() for k in keys)
+
+
+def claim_problems(text: str) -> list[str]:
+    """The claims of MyST notebook ``text`` that link no statement (``statement=``), do not say where their
+    threshold comes from (``threshold=``), or take a value by a display label (a table's row or column label
+    with spaces or symbols, or a test on a display string's ``startswith``/``endswith``): a claim reads named
+    fields, so a relabelled table cannot change what it checks."""
+    import ast
+
+    problems = []
+    for cell in CELL.findall(text):
+        try:
+            tree = ast.parse(_cell_source(cell))
+        except SyntaxError as err:
+            problems.append(f"a code cell does not parse: {err}")
+            continue
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check"
+            ):
+                continue
+            name = ast.unparse(node.args[0])[:70] if node.args else "?"
+            keywords = {k.arg for k in node.keywords}
+            for needed in ("statement", "threshold"):
+                if needed not in keywords:
+                    problems.append(f"{name}: no {needed}=")
+            for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
+                for sub in ast.walk(arg):
+                    if isinstance(sub, ast.Subscript) and _display_label(sub):
+                        problems.append(f"{name}: reads a display label ({ast.unparse(sub)[:60]})")
+                    if isinstance(sub, ast.Attribute) and sub.attr in ("startswith", "endswith"):
+                        problems.append(f"{name}: tests a display string ({ast.unparse(sub)[:60]})")
+    return problems
+
+
+@pytest.mark.parametrize("page", CLAIM_PAGES)
+def test_every_claim_links_its_statement_and_threshold_and_reads_named_fields(page):
+    assert claim_problems((ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")) == []
+
+
+def test_the_claim_scan_sees_a_missing_link_and_a_display_label():
+    cell = "```{code-cell} ipython3\n%s\n```"
+    good = 'ts.check("a", t.gap["mlp"], at_least=0, statement="lem-x", threshold="the lemma")'
+    assert claim_problems(cell % good) == []
+    assert claim_problems(cell % ("---\nmystnb:\n  figure:\n    name: f\n---\n" + good)) == []
+    assert claim_problems(cell % good.replace(', statement="lem-x"', "")) == ["'a': no statement="]
+    assert claim_problems(cell % good.replace(', threshold="the lemma"', "")) == ["'a': no threshold="]
+    label = good.replace('t.gap["mlp"]', 't.loc["one layer", "U-gap (std)"]')
+    assert claim_problems(cell % label) == ["'a': reads a display label (t.loc['one layer', 'U-gap (std)'])"]
+    prefix = good.replace('t.gap["mlp"]', 't.at[0, "svm"].startswith("infeasible")')
+    assert any("display string" in p for p in claim_problems(cell % prefix))
