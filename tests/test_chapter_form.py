@@ -165,3 +165,49 @@ def test_the_claim_scan_sees_a_missing_link_and_a_display_label():
     assert claim_problems(cell % label) == ["'a': reads a display label (t.loc['one layer', 'U-gap (std)'])"]
     prefix = good.replace('t.gap["mlp"]', 't.at[0, "svm"].startswith("infeasible")')
     assert any("display string" in p for p in claim_problems(cell % prefix))
+
+
+# ---- numbers in captions that depend on a parameter are computed (glued), not typed in -----------------------
+
+#: a number in a caption that equals a parameter's value by coincidence: (page, number) -> what it is
+CAPTION_COINCIDENCES = {
+    ("07_beyond", 20.0): "the bin count of ts.shapes.binned (a library default), not the parameter strata = 20",
+}
+
+
+def typed_parameters(text: str) -> list[tuple[str, float]]:
+    """The numbers typed into the figure captions of MyST notebook ``text`` that equal the value of one of its
+    scalar parameters (other than 0 and 1), as (parameter, number): a reader who changes that parameter would
+    read a stale caption."""
+    import ast
+
+    params: dict[str, float] = {}
+    for cell in CELL.findall(text):
+        if re.search(r"^:tags: \[[^\]]*\bparameters\b", cell, re.M):
+            for node in ast.parse(_cell_source(cell)).body:
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                    value = node.value.value
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1):
+                        params[ast.unparse(node.targets[0])] = float(value)
+    found = []
+    for caption in re.findall(r"caption: \|\n((?:      .*\n)+)", text):
+        for number in re.findall(r"(?<![\w.{`])(\d[\d,]*(?:\.\d+)?)(?![\w}`])", " ".join(caption.split())):
+            x = float(number.replace(",", ""))
+            found += [(name, x) for name, value in params.items() if x == value]
+    return found
+
+
+@pytest.mark.parametrize("page", CLAIM_PAGES)
+def test_captions_glue_the_parameters_they_quote(page):
+    found = typed_parameters((ROOT / "book" / f"{page}.md").read_text(encoding="utf-8"))
+    assert [(name, x) for name, x in found if (page, x) not in CAPTION_COINCIDENCES] == []
+
+
+def test_the_caption_scan_sees_a_typed_in_parameter():
+    page = (
+        "```{code-cell} ipython3\n:tags: [parameters]\nd = 512  # width\nsteps = 300  # steps\n```\n"
+        "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Trained at $d = 512$ for "
+        "{glue:text}`steps` steps, 20 bins.\n    name: f\n---\nx = 1\n```\n"
+    )
+    assert typed_parameters(page) == [("d", 512.0)]
+    assert typed_parameters(page.replace("$d = 512$", "$d$ = {glue:text}`d`")) == []

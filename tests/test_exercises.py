@@ -107,6 +107,16 @@ def test_every_self_check_of_the_chapters_is_declared_and_called_as_declared():
         assert all(a.hint and (a.tol is not None or a.rel_tol is not None) for a in ex.answers)
 
 
+def test_every_chapter_has_a_self_checked_exercise():
+    """Each numbered chapter asks for at least one number that the reader checks by running a cell (#28 item 2);
+    the other exercises ask for a proof, a derivation or an explanation."""
+    from tokensel.book.toc import toc_numbers
+
+    checked = {Path(page).stem for page, _, _ in _chapter_calls()}
+    chapters = {Path(page).name for page in toc_numbers(ROOT)}
+    assert chapters and chapters - checked == set(), "chapters without a self-checked exercise"
+
+
 @pytest.mark.slow
 def test_the_rate_exercise_reference(capsys):
     assert self_check("ex-div-rate", norm_120=None, rate_120=None, given=dict(seed=0)) is None
