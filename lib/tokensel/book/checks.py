@@ -568,7 +568,7 @@ def check(
     characters on one line, recorded with the claim and shown on the status page. A failed claim prints it
     as ``where the threshold comes from: ...``; without it, that line gives the generic sentence for a
     preregistered threshold or for one set with a run in view
-    (:data:`tokensel.book.wording.THRESHOLD_ORIGIN`).
+    (``tokensel.book.wording.THRESHOLD_ORIGIN``).
 
     Every call is recorded before anything can raise. A claim whose definition is malformed (no name,
     unknown kind, missing, NaN or negative tolerance, missing or NaN expected value, an expected value given

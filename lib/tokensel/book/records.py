@@ -2,7 +2,7 @@
 
 :func:`load_results` reads a folder of records; :func:`record_problems` says what is wrong with one (strict
 types, its digest, a verdict its own numbers contradict: tamper-evident against accidental and hand edits,
-not against an author who recomputes the unkeyed digest, see :func:`_digest`); :func:`mark_build_start`,
+not against an author who recomputes the unkeyed digest, see ``_digest``); :func:`mark_build_start`,
 :func:`carry_over` and :func:`this_build` tell this build's records from older ones (the execution cache
 carries a reused chapter's records over). Written by :mod:`tokensel.book.checks`, verified by
 :mod:`tokensel.book.verification`.
