@@ -36,6 +36,19 @@ def _hub_layout(root, n_train, n_test, seed=0):
     return root
 
 
+def test_yelp_from_the_hub_layout_with_bad_columns_is_a_data_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    root = _hub_layout(tmp_path / "yelp", 6, 4)
+    pq.write_table(
+        pa.table({"text": ["a", "b", "c", "d"], "label": np.array([0, 1, 2, 1], dtype=np.int64)}),
+        root / "plain_text" / "test-00000-of-00001.parquet",
+    )
+    monkeypatch.setenv("TOKENSEL_YELP_SOURCE", str(root))
+    with pytest.raises(DataUnavailableError, match="label"):
+        ts.load_reviews("yelp_polarity", "test")
+    assert ts.load_reviews("yelp_polarity", "train").num_rows == 6  # the good split still loads
+
+
 def test_local_parquet_through_datasets(tmp_path):
     _write(tmp_path, "imdb/train.parquet", ["good film", "bad film"], [1, 0])
     ts.data.manifest.write_manifest(tmp_path)

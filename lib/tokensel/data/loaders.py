@@ -191,6 +191,8 @@ def _load_hub(name: str, split: str):
         raise DataUnavailableError(
             f"could not load {source!r} split {split!r} ({type(exc).__name__}: {exc}). " + _fix_hint(name, split)
         ) from exc
+    # the hub's copy is read like a local file: its columns checked before anything is sampled or binned
+    _check_columns(ds.data.table, f"{source} {split}")
     size, total = config.yelp_size(), ds.num_rows
     if size is None or size >= total:
         return ds, f"{name}/{split} from {source}: all {total:,} reviews"
