@@ -14,9 +14,9 @@ help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make book-student  the student edition: the executed book without solutions (after make book, or runs it)"
 	@echo "make assignments  the chapters as student notebooks with self-checks, no solutions (_build/assignments; grade with python -m tokensel grade)"
-	@echo "make format     format the chapters' code cells with ruff (make test checks that they are)"
+	@echo "make format     fix and format the chapters' code cells with ruff, the project's rules (make lint checks them)"
 	@echo "make test       run the test suite (what CI runs)"
-	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks and scripts; mypy over the library"
+	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks, scripts and the chapters; mypy over the library"
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
@@ -37,12 +37,13 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # one style, checked (the configuration is in pyproject.toml; CI runs it before the tests): ruff's formatter and
-# linter over the library, the tests, the benchmarks and the scripts, mypy over the library; the chapters' code
-# cells are formatted by `make format` and checked by the tests
+# linter over the library, the tests, the benchmarks, the scripts and the chapters' code cells (the formatter at
+# the book's 88-character text column there; `make format` fixes them), mypy over the library
 LINTED := lib tests benchmarks scripts
 lint: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/python -m tokensel format --check
 	$(BIN)/mypy
 
 # the tests run in parallel over the machine's cores (pytest-xdist; TEST_WORKERS=1 runs them in one process)
@@ -85,8 +86,8 @@ book-student: $(STAMP)
 assignments: $(STAMP)
 	$(BIN)/python -m tokensel assignments _build/assignments
 
-# the chapters' code cells formatted by ruff's formatter (the rest of each page untouched); a test fails
-# on a chapter that is not
+# the chapters' code cells fixed and formatted by ruff under the project's configuration (the rest of each page
+# untouched); `make lint` and a test fail on a chapter that is not, or that has a finding ruff cannot fix
 format: $(STAMP)
 	$(BIN)/python -m tokensel format
 

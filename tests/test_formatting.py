@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book.formatting import code_cells, format_page, unformatted
+from tokensel.book.formatting import (
+    code_cells,
+    format_page,
+    lint_findings,
+    lint_sources,
+    project_config,
+    unformatted,
+)
 from tokensel.errors import InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,9 +68,34 @@ def test_format_page_formats_cells_only_and_keeps_a_trailing_semicolon():
     assert out == expected
 
 
-def test_every_chapter_is_formatted():
+def test_every_chapter_is_formatted_and_lint_free_under_the_projects_configuration():
     pages = sorted((ROOT / "book").glob("*.md"))
+    assert all(project_config(p) == ROOT / "pyproject.toml" for p in pages)
     assert unformatted(pages) == [], "run `make format` (python -m tokensel format)"
+    assert lint_findings(pages) == []
+
+
+def test_the_projects_rules_fix_import_order_and_report_what_they_cannot_fix(tmp_path):
+    config = ROOT / "pyproject.toml"
+    page = PAGE.replace("import numpy as np\n", "import tokensel as ts\nimport numpy as np\nimport os\n").replace(
+        "y = np.array([1,2,3])", "y = ts.lift(np.array([1,2,3]))"
+    )
+    out = format_page(page, config)
+    # isort with tokensel first-party, the unused import removed (rules I and F of the project's configuration)
+    assert "import numpy as np\n\nimport tokensel as ts\n\ny = ts.lift(np.array([1, 2, 3]))" in out
+    assert "import os" not in out
+    assert format_page(out, config) == out
+    # what cannot be fixed is reported with the page's own line number: `f` is never defined
+    (tmp_path / "page.md").write_text(out, encoding="utf-8")
+    found = lint_findings([tmp_path / "page.md"])
+    codes = {line.split(": ")[1].split()[0] for line in found}
+    assert "F821" in codes  # f( ... ) is not defined
+    lines = out.split("\n")
+    undefined = next(line for line in found if "F821" in line)
+    assert lines[int(undefined.split(": ")[0].rsplit(":", 1)[1]) - 1].startswith("z = f(")
+    assert lint_sources(["import os\n"], config)[0][:3] == (0, 1, "F401")
+    with pytest.raises(InvalidArgumentError, match="config"):
+        lint_sources(["x = 1"], tmp_path / "missing.toml")
 
 
 def test_no_check_is_hidden():

@@ -278,3 +278,24 @@ def test_compare_finds_every_kind_of_difference_and_ignores_round_off(tmp_path):
     assert any("crashed" in d for d in diffs) and any("'b' recorded, missing here" in d for d in diffs)
     _fake(tmp_path / "other", root, "01_a", 1100, [a, b])
     assert "no task of this run" in rep.compare(tmp_path / "other", tmp_path / "ref", root)[-1]
+
+
+def test_the_sweeps_commit_is_marked_changed_by_code_not_by_its_own_records(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "book" / "recorded").mkdir(parents=True)
+    (tmp_path / "chapter.md").write_text("x = 1\n")
+    (tmp_path / "book" / "recorded" / "old.json").write_text("{}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    out = tmp_path / "book" / "recorded"
+    assert "+" not in rep._git_commit(tmp_path, out)
+    (out / "old.json").write_text('{"a": 1}\n')  # the sweep's own output
+    assert "+" not in rep._git_commit(tmp_path, out)
+    assert rep._git_commit(tmp_path).endswith("+uncommitted changes")  # without the folder named, it counts
+    (tmp_path / "chapter.md").write_text("x = 2\n")  # a change to the code the sweep runs
+    assert rep._git_commit(tmp_path, out).endswith("+uncommitted changes")

@@ -13,9 +13,9 @@
 * ``student [BUILD_DIR] [OUT]``: write the student edition's sources (the executed notebooks of ``BUILD_DIR``,
   default ``_build``, without solutions; :mod:`tokensel.book.student`) to ``OUT`` (default
   ``_build/student``), for ``jupyter-book build OUT``; ``make book-student`` runs both.
-* ``format [--check] [PAGE ...]``: format the code cells of the chapters (default ``book/*.md``) with ruff's
-  formatter (:mod:`tokensel.book.formatting`); ``--check`` changes nothing and exits 1 naming the pages
-  that are not formatted.
+* ``format [--check] [PAGE ...]``: fix and format the code cells of the chapters (default ``book/*.md``) with
+  ruff under the project's configuration (:mod:`tokensel.book.formatting`), and print what ruff cannot fix;
+  ``--check`` changes nothing and exits 1 naming the pages that are not formatted and every lint finding.
 * ``replicate [--chapters ...] [--seeds N] [--out DIR] [--scheduler ADDRESS] ...``: execute chapters at fresh
   seeds, each (chapter, seed) a Dask task, and summarise in how many seeds each claim held
   (:mod:`tokensel.book.replication`; ``--help`` lists the options).
@@ -141,7 +141,9 @@ def main(argv=None) -> int:
     gr.add_argument("submissions")
     gr.add_argument("--out", default="grades.csv", help="the CSV file of verdicts (default grades.csv)")
     gr.add_argument("--timeout", type=int, default=1800, help="seconds a cell may run (default 1800)")
-    fm = sub.add_parser("format", help="format the code cells of the chapters with ruff's formatter")
+    fm = sub.add_parser(
+        "format", help="fix and format the code cells of the chapters with ruff (the project's configuration)"
+    )
     fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming unformatted pages")
     fm.add_argument("pages", nargs="*")
     im = sub.add_parser("imdb-mirror", help="write local IMDB parquet files in the original archive layout")
@@ -239,7 +241,7 @@ def main(argv=None) -> int:
             print(f"wrote {args.out}")
             return 0
         if args.command == "format":
-            from .book.formatting import format_pages, unformatted
+            from .book.formatting import format_pages, lint_findings, unformatted
 
             if args.pages:
                 pages = [str(_existing(page, "file", "the page")) for page in args.pages]
@@ -251,9 +253,14 @@ def main(argv=None) -> int:
                 bad = unformatted(pages)
                 for page in bad:
                     print(f"not formatted: {page} (run `python -m tokensel format`)")
-                return 1 if bad else 0
+                findings = lint_findings(pages)
+                for line in findings:
+                    print(f"lint: {line}")
+                return 1 if bad or findings else 0
             for page in format_pages(pages):
                 print(f"formatted {page}")
+            for line in lint_findings(pages):
+                print(f"{line} (ruff cannot fix this one: change the code)")
             return 0
         if args.command == "manifest":
             from .data.manifest import write_manifest

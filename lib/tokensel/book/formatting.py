@@ -1,10 +1,13 @@
-"""The chapters' code cells formatted to the page by ruff's formatter (Black's style, 88 characters).
+"""The chapters' code cells linted and formatted by ruff, under the project's one configuration.
 
 The MyST sources stay byte for byte what they were outside the code of the ``{code-cell}`` blocks: the
-code of every cell is put into a throw-away notebook, ``ruff format`` formats it as notebook cells (so a
-trailing ``;`` that hides a cell's value is kept), and each cell's code is written back in its place.
-``python -m tokensel format`` rewrites the chapters, ``python -m tokensel format --check`` (and a test)
-fails on a chapter that is not formatted.
+code of every cell is put into a throw-away notebook, ``ruff check --fix`` and ``ruff format`` treat it as
+notebook cells (so a trailing ``;`` that hides a cell's value is kept, and imports may open any cell), and
+each cell's code is written back in its place. The rules are those of the project's ``pyproject.toml``
+(the library's, the tests' and the scripts'), found above the pages; only the formatter's line length is
+the book's text column, 88 characters. ``python -m tokensel format`` fixes and formats the chapters,
+``python -m tokensel format --check`` (``make lint`` and a test) fails on a chapter that is not formatted
+or has a lint finding that ruff cannot fix.
 """
 
 from __future__ import annotations
@@ -20,6 +23,56 @@ from ..errors import InvalidArgumentError
 
 #: the formatter's line length: what a code cell shows without scrolling in the book's text column
 LINE_LENGTH = 88
+
+
+def project_config(start: Path) -> Path | None:
+    """The ``pyproject.toml`` with a ``[tool.ruff]`` table nearest above ``start`` (a page or a folder), or
+    None: a page copied out of the project is then treated with ruff's defaults."""
+    here = Path(start).resolve()
+    for folder in [here, *here.parents] if here.is_dir() else list(here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and "[tool.ruff" in candidate.read_text(encoding="utf-8"):
+            return candidate
+    return None
+
+
+def _ruff(command: list[str], path: Path, config: Path | None) -> subprocess.CompletedProcess:
+    where = ["--config", str(config)] if config is not None else ["--isolated"]
+    # the formatter wraps code at the text column; the linter's E501 keeps the project's limit, since a long
+    # string (a caption, a statement) is not the formatter's to break
+    width = ["--line-length", str(LINE_LENGTH)] if command[0] == "format" else []
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "--no-cache", *where, *width, str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def _notebook(sources: list[str]) -> dict:
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+            for i, s in enumerate(sources)
+        ],
+    }
+
+
+def _check_sources(sources) -> None:
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise InvalidArgumentError("sources must be a list of str, the code of each cell")
+
+
+def _check_config(config) -> None:
+    if config is not None and not (isinstance(config, Path) and config.is_file()):
+        raise InvalidArgumentError(f"config must be the path of a pyproject.toml or None, got {config!r}")
+
+
 _OPEN = re.compile(r"^(`{3,})\{code-cell\}")
 
 
@@ -54,47 +107,24 @@ def code_cells(text: str) -> list[tuple[int, int]]:
     return cells
 
 
-def format_sources(sources: list[str]) -> list[str]:
-    """The code of notebook cells formatted by ``ruff format`` (as cells of one notebook)."""
-    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        raise InvalidArgumentError("sources must be a list of str, the code of each cell")
+def format_sources(sources: list[str], config: Path | None = None) -> list[str]:
+    """The code of notebook cells (as cells of one notebook) with ruff's fixable lint findings fixed
+    (``ruff check --fix``: import order, unused imports, ...) and then formatted (``ruff format``), under
+    the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+    _check_sources(sources)
+    _check_config(config)
     if not sources:
         return []
-    nb = {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
-            for i, s in enumerate(sources)
-        ],
-    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cells.ipynb"
-        path.write_text(json.dumps(nb), encoding="utf-8")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ruff",
-                "format",
-                "--no-cache",
-                "--isolated",
-                "--line-length",
-                str(LINE_LENGTH),
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise InvalidArgumentError(
-                f"ruff could not format the cells: {done.stderr.strip() or done.stdout.strip()}"
-                " (is ruff installed? `pip install ruff`)"
-            )
+        path.write_text(json.dumps(_notebook(sources)), encoding="utf-8")
+        for command in (["check", "--fix-only", "--exit-zero", "--quiet"], ["format"]):
+            done = _ruff(command, path, config)
+            if done.returncode != 0:
+                raise InvalidArgumentError(
+                    f"ruff could not {command[0]} the cells: {done.stderr.strip() or done.stdout.strip()}"
+                    " (is ruff installed? `pip install ruff`)"
+                )
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     out = []
     for cell in cells:
@@ -103,11 +133,36 @@ def format_sources(sources: list[str]) -> list[str]:
     return [s.rstrip("\n") for s in out]
 
 
-def format_page(text: str) -> str:
-    """A MyST page with the code of every code cell formatted; everything else unchanged."""
+def lint_sources(sources: list[str], config: Path | None = None) -> list[tuple[int, int, str, str]]:
+    """What ``ruff check`` finds in the code of notebook cells, as ``(cell index, line in the cell, code,
+    message)``, under the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+    _check_sources(sources)
+    _check_config(config)
+    if not sources:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cells.ipynb"
+        path.write_text(json.dumps(_notebook(sources)), encoding="utf-8")
+        done = _ruff(["check", "--output-format", "json", "--exit-zero"], path, config)
+        if done.returncode != 0:
+            raise InvalidArgumentError(
+                f"ruff could not check the cells: {done.stderr.strip() or done.stdout.strip()}"
+                " (is ruff installed? `pip install ruff`)"
+            )
+    found = []
+    for item in json.loads(done.stdout or "[]"):
+        cell = item.get("cell")
+        index = int(cell) - 1 if cell is not None else 0  # ruff numbers a notebook's cells from 1
+        found.append((index, int(item["location"]["row"]), str(item["code"]), str(item["message"])))
+    return sorted(found)
+
+
+def format_page(text: str, config: Path | None = None) -> str:
+    """A MyST page with the code of every code cell fixed and formatted by ruff under the configuration
+    ``config`` (a ``pyproject.toml``; None: ruff's defaults); everything else unchanged."""
     lines = text.split("\n")
     cells = code_cells(text)
-    formatted = format_sources(["\n".join(lines[a:b]) for a, b in cells])
+    formatted = format_sources(["\n".join(lines[a:b]) for a, b in cells], config)
     for (a, b), code in reversed(list(zip(cells, formatted, strict=True))):
         lines[a:b] = code.split("\n") if code else []
     return "\n".join(lines)
@@ -122,18 +177,34 @@ def _pages(paths) -> list[Path]:
 
 
 def unformatted(paths) -> list[str]:
-    """The pages among ``paths`` whose code cells ``ruff format`` would change."""
+    """The pages among ``paths`` whose code cells ``ruff check --fix`` or ``ruff format`` would change, each
+    under the project configuration above it (:func:`project_config`)."""
     return [
-        str(p) for p in _pages(paths) if format_page(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")
+        str(p)
+        for p in _pages(paths)
+        if format_page(p.read_text(encoding="utf-8"), project_config(p)) != p.read_text(encoding="utf-8")
     ]
 
 
+def lint_findings(paths) -> list[str]:
+    """What ``ruff check`` finds in the code cells of the pages ``paths`` (under the project configuration
+    above each), one line per finding: ``page:line: CODE message`` with the page's own line number."""
+    found = []
+    for p in _pages(paths):
+        text = p.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        cells = code_cells(text)
+        for index, row, code, message in lint_sources(["\n".join(lines[a:b]) for a, b in cells], project_config(p)):
+            found.append(f"{p}:{cells[index][0] + row}: {code} {message}")
+    return found
+
+
 def format_pages(paths) -> list[str]:
-    """Format the code cells of the pages ``paths`` in place; the pages that changed."""
+    """Fix and format the code cells of the pages ``paths`` in place; the pages that changed."""
     changed = []
     for p in _pages(paths):
         text = p.read_text(encoding="utf-8")
-        new = format_page(text)
+        new = format_page(text, project_config(p))
         if new != text:
             p.write_text(new, encoding="utf-8")
             changed.append(str(p))

@@ -285,17 +285,25 @@ def _last_error(text: str) -> str:
     return (errs[-1] if errs else (lines[-1] if lines else "no output"))[:500]
 
 
-def _git_commit(root: Path) -> str:
+def _git_commit(root: Path, out: Path | None = None) -> str:
+    """The commit the sweep runs, marked "+uncommitted changes" when a tracked file outside the sweep's own
+    output folder ``out`` differs from it (the sweep's records are its output, not a change to its code)."""
+    exclude = []
+    if out is not None:
+        try:
+            exclude = [f":(exclude){Path(out).resolve().relative_to(Path(root).resolve()).as_posix()}"]
+        except ValueError:  # the output folder is outside the repository
+            exclude = []
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        out_ = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
             cwd=root,
             capture_output=True,
             text=True,
             timeout=10,
         ).stdout.strip()
-        return out.stdout.strip() + ("+uncommitted changes" if dirty else "") if out.returncode == 0 else "unknown"
+        return out_.stdout.strip() + ("+uncommitted changes" if dirty else "") if out_.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -384,6 +392,7 @@ def run_sweep(
         f"{len(done)} already finished in {out}, {len(todo)} to run"
     )
     started, wall, where, workers = time.time(), 0.0, "nothing to run", 0
+    commit = _git_commit(root, out)  # before the sweep writes anything
     if todo:
         from dask.distributed import as_completed
 
@@ -434,7 +443,7 @@ def run_sweep(
         out,
         dict(
             command=command or "python -m tokensel replicate",
-            commit=_git_commit(root),
+            commit=commit,
             versions=_versions(),
             chapters=chapters,
             seeds=seeds,
