@@ -1,0 +1,71 @@
+"""Compile the library's numba kernels into numba's on-disk cache, so that no later process pays for it.
+
+A fresh install compiles each kernel the first time a process calls it (several seconds to a minute per kernel
+and type, about two minutes of one core in all), and in a parallel test run two processes may compile the same
+kernel at once. This script calls every kernel once, through the library's public functions, in float64 and
+float32, with batches below and above ``tokensel.models.kernels.SERIAL_BELOW`` entries (the serial and the
+threaded paths), and reports what numba's cache holds. CI runs it on the core that the lint leaves idle.
+
+    python scripts/compile_kernels.py
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import tokensel as ts
+from tokensel.models import kernels
+
+VOCAB, D, K = 40, 8, 4
+#: sequences in the small batch (serial path) and the large one (more than SERIAL_BELOW distinct entries)
+SIZES = (60, 6000)
+
+
+def _batch(n: int, num_classes: int | None) -> ts.RaggedBatch:
+    g = np.random.default_rng(n)
+    seqs = [g.integers(0, VOCAB, size=g.integers(1, 31)) for _ in range(n)]
+    y = g.choice([-1, 1], size=n) if num_classes is None else g.integers(0, num_classes, size=n)
+    return ts.RaggedBatch.from_sequences(seqs, y, vocab_size=VOCAB, num_classes=num_classes)
+
+
+def compile_all() -> list[str]:
+    """Call every kernel once per dtype and path; the (function, dtype, size) calls made, in order."""
+    done = []
+    settings = ts.TrainSettings(steps=2, eval_every=1, progress=False)
+    for n in SIZES:
+        binary, multiclass = _batch(n, None), _batch(n, K)
+        for dtype in (torch.float64, torch.float32):
+            name = f"{str(dtype).split('.')[-1]}, n={n}"
+            model = ts.AttentionModel.init(VOCAB, D, seed=0, dtype=dtype)
+            ts.gradients(model, binary).E  # noqa: B018 (grad_E formed: the low-rank product)
+            with torch.no_grad():
+                model.forward(binary)
+            ts.train_joint(model, binary, settings, test_batch=binary)  # Adam's kernel, the evaluation pass
+            done.append(f"binary model ({name})")
+            model = ts.MultiClassAttentionModel.init(VOCAB, D, K, seed=0, dtype=dtype)
+            ts.gradients(model, multiclass).E  # noqa: B018
+            with torch.no_grad():
+                model.forward(multiclass)
+            ts.train_joint(model, multiclass, settings, test_batch=multiclass)
+            done.append(f"K-class model ({name})")
+            for kind in ("two_layer", "two_layer_wkq"):
+                variant = ts.models.variants.make(kind, VOCAB, D, seed=0, dtype=dtype)
+                ts.train_variant(variant, binary, settings, test_batch=binary)
+                done.append(f"{kind} ({name})")
+    return done
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    done = compile_all()
+    cache = os.environ.get("NUMBA_CACHE_DIR") or Path(kernels.__file__).parent / "__pycache__"
+    print(f"compiled kernels: {len(done)} calls in {time.perf_counter() - t0:.0f} s; numba's cache: {cache}")
+
+
+if __name__ == "__main__":
+    main()
