@@ -28,7 +28,7 @@ DATA_SEEDS = (5000, 5001, 5002)
 INIT_SEEDS = tuple(range(6000, 6020))
 
 
-def run_one(data_seed: int, init_seed: int, out: str) -> str:
+def run_one(data_seed: int, init_seed: int, out: str, follow_evaluations: int | None = None) -> str:
     """One task: the whole grid at one (data seed, initialisation seed), written to its part file."""
     os.environ.setdefault("TOKENSEL_PROGRESS", "0")
     import torch
@@ -36,7 +36,7 @@ def run_one(data_seed: int, init_seed: int, out: str) -> str:
     torch.set_num_threads(1)
     from tokensel.experiments import phase
 
-    runs = phase.phase_runs([data_seed], [init_seed], progress=False)
+    runs = phase.phase_runs([data_seed], [init_seed], progress=False, follow_evaluations=follow_evaluations)
     path = Path(out) / "parts" / f"data-{data_seed}-init-{init_seed}.csv"
     tmp = path.with_suffix(".tmp")
     runs.to_csv(tmp, index=False, float_format="%.17g")
@@ -51,6 +51,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="LocalCluster workers (default: cores)")
     ap.add_argument("--scheduler", default=None, help="the address of an existing Dask cluster")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--follow-evaluations",
+        type=int,
+        default=None,
+        help="gradient evaluations after which a trapped run's follow-on goes on by implicit steps (a stiff flow "
+        "never ends without; default: no limit, as the recorded sweep's first 59 parts ran)",
+    )
     args = ap.parse_args(argv)
     import pandas as pd
     from dask.distributed import Client, LocalCluster, as_completed
@@ -66,7 +73,7 @@ def main(argv=None) -> int:
         f"{len(tasks) - len(todo)} already done in {args.out}, {len(todo)} to run"
     )
     start = time.time()
-    commit = _git_commit(ROOT)  # the code the tasks run: taken when they start
+    commit = _git_commit(ROOT, args.out)  # the code the tasks run, taken when they start (its own output aside)
     if todo:
         if args.scheduler:
             client, cluster = Client(args.scheduler), None
@@ -74,7 +81,9 @@ def main(argv=None) -> int:
             cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
             client = Client(cluster)
         try:
-            futures = [client.submit(run_one, d, i, str(args.out), pure=False) for d, i in todo]
+            futures = [
+                client.submit(run_one, d, i, str(args.out), args.follow_evaluations, pure=False) for d, i in todo
+            ]
             with bar(len(futures), "phase tasks") as pbar:
                 for k, fut in enumerate(as_completed(futures), 1):
                     name = fut.result()
@@ -84,7 +93,8 @@ def main(argv=None) -> int:
             client.close()
             if cluster is not None:
                 cluster.close()
-    parts = [pd.read_csv(args.out / "parts" / f"data-{d}-init-{i}.csv") for d, i in tasks]
+    # every finished part, also those of earlier sweeps over other seeds
+    parts = [pd.read_csv(path) for path in sorted((args.out / "parts").glob("data-*-init-*.csv"))]
     runs = pd.concat(parts, ignore_index=True).sort_values(["data_seed", "d", "eta0", "init_seed"])
     runs.to_csv(args.out / "runs.csv", index=False, float_format="%.17g")
     prov_path = args.out / "provenance.json"
@@ -97,6 +107,7 @@ def main(argv=None) -> int:
             "data_seeds": args.data_seeds,
             "init_seeds": args.init_seeds,
             "ran": len(todo),
+            "follow_evaluations": args.follow_evaluations,
             "workers": args.workers,
             "scheduler": args.scheduler,
             "wall_seconds": round(time.time() - start, 1),

@@ -39,6 +39,25 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
     )
 
 
+def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_steps(runs, tmp_path):
+    """A stiff follow-on (the explicit integrator's budget spent) is finished by implicit_flow and marked so; the
+    runs that stay within the budget are the fixture's, unchanged."""
+    phase = ts.experiments.phase
+    kw = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
+    within = phase.phase_runs([0], [1, 2], follow_evaluations=10**6, **kw)
+    assert within.equals(runs)  # a budget that no follow-on reaches changes nothing
+    again = phase.phase_runs([0], [1, 2], follow_evaluations=20, **kw)
+    stiff = again.trapped & (again.own_status != "infeasible")
+    assert stiff.any() and (again[stiff].own_status == "solved (implicit)").all()
+    assert ((again[stiff].cos_own.abs() <= 1) & (again[stiff].cos_own_mid.abs() <= 1)).all()
+    same = ["predicted", "selected", "loss_gap", "trapped", "mass_pos", "mass_neg", "p_dot_v"]
+    assert again[same].equals(runs[same])  # the follow-on changes nothing before it
+    anatomy = phase.trap_anatomy(again)
+    assert anatomy["solved"] == int(stiff.sum())  # counted as solved, with its own cosines
+    again.to_csv(tmp_path / "runs.csv", index=False, float_format="%.17g")  # and a recorded sweep may hold it
+    assert phase.read_runs(tmp_path / "runs.csv").own_status.tolist() == again.own_status.tolist()
+
+
 def test_probabilities_per_cell(runs):
     prob = ts.experiments.phase.phase_probabilities(runs)
     assert list(prob.d) == [64, 64] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()

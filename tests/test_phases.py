@@ -211,3 +211,19 @@ def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
     assert float(model.p.norm()) == pytest.approx(frame.norm_p.iloc[-1], rel=1e-12)
     with pytest.raises(InvalidParameterError, match="on_failure"):
         ts.gradient_flow(model, batch, t_max=1e6, on_failure="ignore")
+
+
+def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
+    """A stiff flow can crawl on without failing; ``max_evaluations`` turns that into a SolverError that says so,
+    with ``p`` left where it was, and a budget the integration stays within changes nothing."""
+    data, model = _phase1()
+    p0 = model.p.clone()
+    with pytest.raises(ts.errors.SolverError, match="in 30 gradient evaluations: the flow is probably stiff"):
+        ts.gradient_flow(model, data.batch, t_max=1e6, records=20, max_evaluations=30)
+    assert torch.equal(model.p, p0)
+    free = ts.gradient_flow(model.copy(), data.batch, t_max=1e6, records=20)
+    within = model.copy()
+    bounded = ts.gradient_flow(within, data.batch, t_max=1e6, records=20, max_evaluations=10**6)
+    assert free.to_frame().equals(bounded.to_frame())
+    with pytest.raises(InvalidParameterError, match="max_evaluations"):
+        ts.gradient_flow(model, data.batch, t_max=1e6, max_evaluations=0)

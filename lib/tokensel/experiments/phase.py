@@ -29,9 +29,9 @@ from ..analysis import statistics
 from ..analysis.maxmargin import max_margin_for_selection
 from ..analysis.shapes import Table
 from ..data import synthetic
-from ..errors import InfeasibleSVMError, InvalidArgumentError
+from ..errors import InfeasibleSVMError, InvalidArgumentError, SolverError
 from ..models.attention import AttentionModel
-from ..training.phases import cosine, gradient_flow, one_step
+from ..training.phases import cosine, gradient_flow, implicit_flow, one_step
 from ..training.progress import bar
 from ..validation import Bool, Choice, Constraint, FilePath, Int, Real, check_int_array, check_real, declare
 
@@ -42,6 +42,9 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
+#: ``own_status`` of a trapped run whose own max-margin problem was solved: the follow-on by the explicit integrator,
+#: or by implicit Euler steps after the explicit one spent its budget
+SOLVED = ("solved", "solved (implicit)")
 
 COLUMNS = (
     "data_seed",
@@ -108,10 +111,14 @@ class Grid(Constraint):
         return [1]
 
 
-def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) -> tuple[float, float, str]:
+def _own_direction(
+    m: AttentionModel, batch, tol_scale: float, trap_t: float, budget: int | None
+) -> tuple[float, float, str]:
     """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
     the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
-    that selection has none)."""
+    that selection has none). With a ``budget`` of gradient evaluations, a stiff flow that the explicit integrator
+    cannot take to ``trap_t`` within it is followed by :func:`implicit_flow` from where the run stood
+    (``'solved (implicit)'``)."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -119,7 +126,22 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) ->
         kept.append(p.clone())
         return {}
 
-    traj = gradient_flow(m, batch, t_max=trap_t, records=records, rtol=1e-8, atol=1e-12, monitor=keep)
+    solved = "solved"
+    try:
+        traj = gradient_flow(
+            m,
+            batch,
+            t_max=trap_t,
+            records=records,
+            rtol=1e-8,
+            atol=1e-12,
+            monitor=keep,
+            max_evaluations=budget,
+        )
+    except SolverError:  # stiff: model.p is still where the flow to t_max left it
+        kept.clear()
+        traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep)
+        solved = "solved (implicit)"
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
@@ -127,7 +149,7 @@ def _own_direction(m: AttentionModel, batch, tol_scale: float, trap_t: float) ->
         svm = max_margin_for_selection(m.E, batch, sel)
     except InfeasibleSVMError:
         return float("nan"), float("nan"), "infeasible"
-    return cosine(mid, svm.p), cosine(m.p, svm.p), "solved"
+    return cosine(mid, svm.p), cosine(m.p, svm.p), solved
 
 
 def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
@@ -136,7 +158,9 @@ def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
     return one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
 
 
-def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float) -> dict:
+def _run(
+    data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float, budget: int | None = None
+) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
     m = _stepped(batch, d, eta0, init_seed)
@@ -164,7 +188,7 @@ def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool,
         own_status="",
     )
     if trapped and own_svm:
-        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9, trap_t)
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9, trap_t, budget)
     return row
 
 
@@ -177,6 +201,7 @@ def _run(data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool,
     own_svm=Bool(),
     progress=Bool(allow_none=True),
     trap_t=Real(min=1.0),
+    follow_evaluations=Int(min=1, allow_none=True),
 )
 def phase_runs(
     data_seeds,
@@ -187,6 +212,7 @@ def phase_runs(
     own_svm: bool = True,
     progress: bool | None = None,
     trap_t: float = TRAP_T,
+    follow_evaluations: int | None = None,
 ):
     """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
@@ -202,7 +228,11 @@ def phase_runs(
     ``TRAP_T``, ``1e80``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
     selection, ``cos_own_mid`` the same at ``trap_t ** 0.25`` (``1e20``; ``own_status`` ``'solved'``, or
     ``'infeasible'`` when that selection has no max-margin direction); other runs have both cosines NaN and
-    ``own_status`` ``''``.
+    ``own_status`` ``''``. The follow-on is integrated by :func:`gradient_flow`, which never ends on a stiff flow
+    (part of the scores settled at a finite optimum: its steps stay at that optimum's time scale); with
+    ``follow_evaluations`` a follow-on that has not reached ``trap_t`` after that many gradient evaluations goes on
+    by :func:`implicit_flow` from where the run stood, ``own_status`` ``'solved (implicit)'``. A run that stays
+    within the budget gives the same row either way.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
@@ -215,7 +245,7 @@ def phase_runs(
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t)
+                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t, follow_evaluations)
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         pbar.update()
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -308,14 +338,14 @@ def _problem(runs) -> str | None:
             return f"column {col} is not finite"
     for col in ("cos_own_mid", "cos_own"):
         x = runs[col].to_numpy(float)
-        if (np.abs(x[np.isfinite(x)]) > 1 + 1e-9).any() or (np.isfinite(x) != (runs["own_status"] == "solved")).any():
+        if (np.abs(x[np.isfinite(x)]) > 1 + 1e-9).any() or (np.isfinite(x) != runs["own_status"].isin(SOLVED)).any():
             return f"column {col} is not a cosine exactly where own_status is solved"
     if (runs["full"] != (runs["selected"] == 1.0)).any():
         return "full disagrees with selected"
     trapped = (runs["predicted"] == 1.0) & (runs["loss_gap"] >= FLOOR_GAP)
     if (runs["trapped"] != trapped).any():
         return "trapped disagrees with predicted and loss_gap"
-    if not set(runs["own_status"].astype(str)) <= {"", "solved", "infeasible"}:
+    if not set(runs["own_status"].astype(str)) <= {"", "infeasible", *SOLVED}:
         return "own_status has an unknown value"
     keys = ["data_seed", "d", "eta0", "init_seed"]
     if runs.duplicated(keys).any():
@@ -424,7 +454,7 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
     pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
     neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
     away = (pos_buried & (t.p_dot_v < 0)) | (neg_buried & (t.p_dot_v > 0))
-    solved = t[t.own_status == "solved"]
+    solved = t[t.own_status.isin(SOLVED)]
     return dict(
         trapped=len(t),
         one_buried=int((pos_buried | neg_buried).sum()),

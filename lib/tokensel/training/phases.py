@@ -239,6 +239,10 @@ def train_p_v(
     return traj
 
 
+class _Budget(Exception):
+    """Raised inside the integrator's right-hand side when :func:`gradient_flow`'s evaluation budget is spent."""
+
+
 @declare(
     error=InvalidParameterError,
     model=BINARY_MODEL,
@@ -251,6 +255,7 @@ def train_p_v(
     stable=Bool(),
     monitor=MONITOR,
     on_failure=Choice("raise", "stop"),
+    max_evaluations=Int(min=1, allow_none=True),
 )
 def gradient_flow(
     model: AttentionModel,
@@ -263,6 +268,7 @@ def gradient_flow(
     stable: bool = True,
     monitor=None,
     on_failure: str = "raise",
+    max_evaluations: int | None = None,
 ) -> Trajectory:
     """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
 
@@ -274,7 +280,10 @@ def gradient_flow(
     A flow the integrator cannot follow (a stiff one, where part of the scores settles at a finite optimum
     while the rest diverges: :func:`implicit_flow`) raises :class:`~tokensel.errors.SolverError`; with
     ``on_failure="stop"`` it ends instead at the last recorded time the integrator reached, with ``model.p``
-    set there and ``stopped`` saying where and why (``t_max`` when it got there).
+    set there and ``stopped`` saying where and why (``t_max`` when it got there). A stiff flow may also crawl
+    on without failing (its steps held at the settled scores' time scale while ``t`` is far from ``t_max``):
+    with ``max_evaluations`` the integration stops after that many gradient evaluations with a
+    :class:`~tokensel.errors.SolverError` (whatever ``on_failure`` says), ``model.p`` unchanged.
 
     Introduced in chapter 03.
     """
@@ -286,21 +295,34 @@ def gradient_flow(
     dtype, device = model.p.dtype, model.p.device
     grad_p = unchecked(p_gradient)  # the arguments are checked above, once
 
-    def rhs(_t, y):
+    evaluations = [0, 0.0]  # gradient evaluations, and the time of the last
+
+    def rhs(t, y):
+        evaluations[0] += 1
+        evaluations[1] = t
+        if max_evaluations is not None and evaluations[0] > max_evaluations:
+            raise _Budget
         p = torch.from_numpy(y).to(device=device, dtype=dtype)
         return -grad_p(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
-    sol = solve_ivp(
-        rhs,
-        (0.0, float(t_max)),
-        model.p.detach().cpu().numpy().astype(np.float64),
-        method="RK45",
-        t_eval=t_eval,
-        rtol=rtol,
-        atol=atol,
-    )
+    try:
+        sol = solve_ivp(
+            rhs,
+            (0.0, float(t_max)),
+            model.p.detach().cpu().numpy().astype(np.float64),
+            method="RK45",
+            t_eval=t_eval,
+            rtol=rtol,
+            atol=atol,
+        )
+    except _Budget:
+        raise SolverError(
+            f"gradient-flow integration reached only t = {evaluations[1]:.3g} of {t_max:.3g} in {max_evaluations} "
+            "gradient evaluations: the flow is probably stiff (part of the scores settled at a finite optimum); "
+            "use implicit_flow, or a larger max_evaluations"
+        ) from None
     if sol.status < 0 and (on_failure == "raise" or sol.t.size == 0):
         raise SolverError(f"gradient-flow integration failed: {sol.message}: try a smaller rtol/atol or t_max")
     traj = Trajectory(method="flow")
