@@ -107,18 +107,17 @@ def code_cells(text: str) -> list[tuple[int, int]]:
     return cells
 
 
-def format_sources(sources: list[str], config: Path | None = None) -> list[str]:
-    """The code of notebook cells (as cells of one notebook) with ruff's fixable lint findings fixed
-    (``ruff check --fix``: import order, unused imports, ...) and then formatted (``ruff format``), under
-    the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+def _ruff_cells(sources: list[str], config: Path | None, commands: list[list[str]]) -> tuple[list[str], str]:
+    """Run the ruff ``commands`` in turn on the code of notebook cells (as cells of one notebook) under the
+    configuration ``config``: the cells' code afterwards and the last command's output."""
     _check_sources(sources)
     _check_config(config)
     if not sources:
-        return []
+        return [], ""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cells.ipynb"
         path.write_text(json.dumps(_notebook(sources)), encoding="utf-8")
-        for command in (["check", "--fix-only", "--exit-zero", "--quiet"], ["format"]):
+        for command in commands:
             done = _ruff(command, path, config)
             if done.returncode != 0:
                 raise InvalidArgumentError(
@@ -126,31 +125,23 @@ def format_sources(sources: list[str], config: Path | None = None) -> list[str]:
                     " (is ruff installed? `pip install ruff`)"
                 )
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    out = []
-    for cell in cells:
-        src = cell["source"]
-        out.append("".join(src) if isinstance(src, list) else src)
-    return [s.rstrip("\n") for s in out]
+    out = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+    return [s.rstrip("\n") for s in out], done.stdout
+
+
+def format_sources(sources: list[str], config: Path | None = None) -> list[str]:
+    """The code of notebook cells (as cells of one notebook) with ruff's fixable lint findings fixed
+    (``ruff check --fix``: import order, unused imports, ...) and then formatted (``ruff format``), under
+    the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+    return _ruff_cells(sources, config, [["check", "--fix-only", "--exit-zero", "--quiet"], ["format"]])[0]
 
 
 def lint_sources(sources: list[str], config: Path | None = None) -> list[tuple[int, int, str, str]]:
     """What ``ruff check`` finds in the code of notebook cells, as ``(cell index, line in the cell, code,
     message)``, under the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
-    _check_sources(sources)
-    _check_config(config)
-    if not sources:
-        return []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cells.ipynb"
-        path.write_text(json.dumps(_notebook(sources)), encoding="utf-8")
-        done = _ruff(["check", "--output-format", "json", "--exit-zero"], path, config)
-        if done.returncode != 0:
-            raise InvalidArgumentError(
-                f"ruff could not check the cells: {done.stderr.strip() or done.stdout.strip()}"
-                " (is ruff installed? `pip install ruff`)"
-            )
+    report = _ruff_cells(sources, config, [["check", "--output-format", "json", "--exit-zero"]])[1]
     found = []
-    for item in json.loads(done.stdout or "[]"):
+    for item in json.loads(report or "[]"):
         cell = item.get("cell")
         index = int(cell) - 1 if cell is not None else 0  # ruff numbers a notebook's cells from 1
         found.append((index, int(item["location"]["row"]), str(item["code"]), str(item["message"])))
