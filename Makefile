@@ -55,7 +55,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -rP --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py
+	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py
 
 # EXECUTE=force executes every page (CI does); by default a page is executed again only when its code, the
 # library, the data, the settings or the installed software changed (the execution cache in _build/.jupyter_cache)
