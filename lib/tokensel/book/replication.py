@@ -295,7 +295,7 @@ def _git_commit(root: Path, out: Path | None = None) -> str:
         except ValueError:  # the output folder is outside the repository
             exclude = []
     try:
-        out_ = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
             cwd=root,
@@ -303,7 +303,7 @@ def _git_commit(root: Path, out: Path | None = None) -> str:
             text=True,
             timeout=10,
         ).stdout.strip()
-        return out_.stdout.strip() + ("+uncommitted changes" if dirty else "") if out_.returncode == 0 else "unknown"
+        return head.stdout.strip() + ("+uncommitted changes" if dirty else "") if head.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
