@@ -31,9 +31,19 @@ help:
 
 venv: $(STAMP)
 
+# pip by default; UV=uv (a uv executable) installs the same pinned packages with uv, several times faster, and
+# UV_ARGS passes it index settings (CI passes pip's configured indexes and find-links, which uv does not read)
+UV ?=
+UV_ARGS ?=
+EXTRAS := .[book,test,lab,replicate]
 $(STAMP): pyproject.toml constraints.txt
+ifeq ($(UV),)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,test,lab,replicate]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e "$(EXTRAS)"
+else
+	$(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
+	$(UV) pip install --quiet --python $(BIN)/python $(UV_ARGS) -c constraints.txt -e "$(EXTRAS)"
+endif
 	touch $(STAMP)
 
 # one style, checked (the configuration is in pyproject.toml; CI runs it before the tests): ruff's formatter and
