@@ -42,7 +42,7 @@ ifeq ($(UV),)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e "$(EXTRAS)"
 else
 	$(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
-	$(UV) pip install --quiet --python $(BIN)/python $(UV_ARGS) -c constraints.txt -e "$(EXTRAS)"
+	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python $(UV_ARGS) -c constraints.txt -e "$(EXTRAS)"
 endif
 	touch $(STAMP)
 

@@ -192,3 +192,36 @@ def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
         assert torch.all(torch.isfinite(q)) and torch.allclose(
             ts.models.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64)
         )
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+@pytest.mark.parametrize("fused", [None, False])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_nan_or_inf_written_into_E_is_refused_on_either_path(multiclass, fused, bad):
+    """The fused path reads E's finiteness from the scores E p it computes (no pass over E of its own); the
+    reference path checks E first. Both raise the same error, whatever row and column hold the bad value."""
+    if multiclass:
+        m = ts.MultiClassAttentionModel.init(6, 5, 3, seed=0)
+        b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3, 4, 5, 5]], [0, 2], vocab_size=6, num_classes=3)
+    else:
+        m = ts.AttentionModel.init(6, 5, seed=0)
+        b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3, 4, 5, 5]], [1, -1], vocab_size=6)
+    m.p.zero_()  # p = 0, as at the start of phase 2: a product that skipped zero terms would hide the bad value
+    for row, col in [(0, 0), (5, 4), (2, 3)]:
+        E = m.E.clone()
+        E[row, col] = bad
+        m.E.copy_(E)
+        with pytest.raises(InvalidParameterError, match="E contains NaN or inf"):
+            ts.gradients(m, b, fused=fused)
+        m.E.copy_(torch.nan_to_num(E, nan=0.5, posinf=0.5, neginf=0.5))
+        ts.gradients(m, b, fused=fused)  # finite again: accepted
+
+
+def test_a_finite_E_whose_scores_overflow_is_not_refused():
+    """Scores that overflow a finite E are not a bad parameter: the gradient is computed, as before."""
+    m = ts.AttentionModel.init(3, 2, seed=0)
+    b = ts.RaggedBatch.from_sequences([[0, 1], [2]], [1, -1], vocab_size=3)
+    m.E.copy_(torch.tensor([[1e300, 1e300], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64))
+    m.p.copy_(torch.tensor([1e10, 1e10], dtype=torch.float64))
+    for fused in (None, False):
+        ts.gradients(m, b, fused=fused)

@@ -73,7 +73,10 @@ class _EmbeddingModel:
     def check_finite(self) -> None:
         """Raise InvalidParameterError when a parameter holds NaN or inf (one read of each tensor, no copy):
         a value written into a parameter in place after construction is caught before it poisons a result."""
-        for name in ("E", "p", "v"):
+        self._check_finite(("E", "p", "v"))
+
+    def _check_finite(self, names: tuple[str, ...]) -> None:
+        for name in names:
             t = getattr(self, name)
             if t.numel():
                 lo, hi = torch.aminmax(t.detach())  # NaN propagates through both
@@ -83,8 +86,17 @@ class _EmbeddingModel:
                         "built?): rebuild the model or restore finite values"
                     )
 
-    def _check_vocab(self, batch: RaggedBatch) -> None:
-        self.check_finite()
+    def _check_classes(self, batch: RaggedBatch) -> None:
+        raise NotImplementedError
+
+    def _check_batch_but_E(self, batch: RaggedBatch) -> None:
+        """``check_batch`` without the pass over ``E`` for its finiteness: for :func:`tokensel.gradients`' fused
+        path, which reads a NaN or inf of ``E`` from the scores ``E p`` it computes anyway."""
+        self._check_vocab(batch, finite=("p", "v"))
+        self._check_classes(batch)
+
+    def _check_vocab(self, batch: RaggedBatch, finite: tuple[str, ...] = ("E", "p", "v")) -> None:
+        self._check_finite(finite)
         if batch.vocab_size != self.vocab_size:
             raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
@@ -145,6 +157,9 @@ class AttentionModel(_EmbeddingModel):
     @declare(error=InvalidBatchError, batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         self._check_vocab(batch)
+        self._check_classes(batch)
+
+    def _check_classes(self, batch: RaggedBatch) -> None:
         if batch.num_classes is not None:
             raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
 
@@ -243,6 +258,9 @@ class MultiClassAttentionModel(_EmbeddingModel):
     def check_batch(self, batch: RaggedBatch) -> None:
         """Raise a clear error unless ``batch`` is a ``K``-class batch over this model's vocabulary."""
         self._check_vocab(batch)
+        self._check_classes(batch)
+
+    def _check_classes(self, batch: RaggedBatch) -> None:
         if batch.num_classes != self.num_classes:
             raise InvalidBatchError(
                 f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}"

@@ -90,11 +90,18 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
     in the reference implementation; ``fused=True`` insists on the kernel.
 
     Introduced in chapter 01."""
+    if fused is not False and fused_applies(batch, model.E, stable):
+        # the kernel's scores E p are finite unless E (or an overflow) is not: a NaN or inf of E is found there,
+        # without a pass over E of its own
+        model._check_batch_but_E(batch)
+        return gradients_of_checked(model, batch, stable, fused, _E_checked=False)
     model.check_batch(batch)
     return gradients_of_checked(model, batch, stable, fused)
 
 
-def gradients_of_checked(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
+def gradients_of_checked(
+    model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None, _E_checked: bool = True
+) -> Gradients:
     """:func:`gradients` without its checks (the arguments' declarations and ``model.check_batch``, a pass over
     ``E`` for its finiteness): for a training loop that checked them once, and sees a non-finite ``E`` in the
     loss it checks at every step."""
@@ -109,6 +116,8 @@ def gradients_of_checked(model, batch: RaggedBatch, stable: bool = True, fused: 
     fused = fused is not False and fused_applies(batch, E, stable)
     if fused:
         CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
+        if not _E_checked and not bool(torch.isfinite(CW).all()):
+            model.check_finite()  # a NaN or inf of E raises; a finite E whose scores overflow goes on, as before
         loss, f, AB = fused_grads(batch, CW)
         A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()
         gpv = torch.from_numpy(kernels.transposed_product(E.detach().numpy(), AB.numpy()))  # one pass over E

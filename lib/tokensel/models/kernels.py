@@ -309,10 +309,17 @@ def _sum_blocks_serial(P, out):  # pragma: no cover - compiled
         _sum_token(P, out, s)
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True)
+#: fastmath flags of the kernels with d-long dot products: reassociation lets them vectorise; no
+#: assumption that values are finite (a NaN must reach the loss, where the training loop sees it, and a NaN or
+#: inf of ``E`` must reach ``E p``, where :func:`tokensel.gradients` looks for it)
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@numba.njit(parallel=True, fastmath=_FAST, cache=True)
 def _rowdot(E, PVt, out):  # pragma: no cover - compiled
     """``out = E PVt^T``: each row of ``E`` read once for all columns (fastmath lets the dot products
-    vectorise; the order of each sum is fixed by the compiled code, so runs repeat bitwise)."""
+    vectorise; the order of each sum is fixed by the compiled code, so runs repeat bitwise). A NaN or inf in a
+    row of ``E`` makes that row of ``out`` NaN or inf (no flag lets the compiler assume finite values)."""
     for s in numba.prange(E.shape[0]):
         for c in range(PVt.shape[0]):
             acc = 0.0
@@ -556,10 +563,6 @@ def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
 # and ``K`` (T x d) and its T x T attention stay in cache; nothing of size n x T x d is formed except the
 # per-occurrence gradient rows, which a third kernel adds per token in a fixed order (the occurrences
 # sorted by token, then by position): bitwise the same result for any thread count.
-
-#: fastmath flags of the kernels with d-long dot products: reassociation lets them vectorise; no
-#: assumption that values are finite (a NaN must reach the loss, where the training loop sees it)
-_FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
 def sequence_blocks(lengths: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
