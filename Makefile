@@ -8,7 +8,7 @@ export TOKENSEL_THREADS ?= 2
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check pdf pdf-student bench bench-quick notebooks lab venv clean help
+.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check browser-check-book browser-check-student pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
@@ -18,7 +18,8 @@ help:
 	@echo "make test       run the test suite (what CI runs)"
 	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks, scripts and the chapters; mypy over the library"
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
-	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book)"
+	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book and make book-student)"
+	@echo "make browser-check-book / browser-check-student  the same for the full book only / the student edition only"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
 	@echo "make pdf-student    print the student edition to _build/pdf/tokensel-student.pdf (after make book-student)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
@@ -64,8 +65,18 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
+# the built book's (after make book) and the student edition's (after make book-student) browser tests: both
+# targets, or one (CI runs them side by side, the book's as soon as the book is built)
+BROWSER_BOOK := tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_layout.py
+BROWSER_STUDENT := tests/test_student.py
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_student.py tests/test_layout.py
+	$(BIN)/python -m pytest -q -s --browser $(BROWSER_BOOK) $(BROWSER_STUDENT)
+
+browser-check-book: $(STAMP)
+	$(BIN)/python -m pytest -q -s --browser $(BROWSER_BOOK)
+
+browser-check-student: $(STAMP)
+	$(BIN)/python -m pytest -q -s --browser $(BROWSER_STUDENT)
 
 # EXECUTE=force executes every page (CI does); by default a page is executed again only when its code, the
 # library, the data, the settings or the installed software changed (the execution cache in _build/.jupyter_cache)

@@ -96,6 +96,14 @@ def pytest_collection_modifyitems(config, items):
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[it for it in items if it not in keep])
         items[:] = keep
+    # the longest first (`@pytest.mark.slow(seconds=...)`, else the slow ones, in their order): in a parallel run
+    # the short tests then fill in around them, and no worker is left alone with a long test at the end
+    items.sort(key=_expected_seconds, reverse=True)
+
+
+def _expected_seconds(item) -> float:
+    slow = item.get_closest_marker("slow")
+    return 0.0 if slow is None else float(slow.kwargs.get("seconds", 10.0))
 
 
 def train_args(**kw) -> dict:

@@ -77,7 +77,7 @@ def _assignment():
     return assignment_notebook(nb)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_the_grader_runs_each_notebook_and_the_teachers_checks(tmp_path):
     assignment = _assignment()
     assert "It is zero" not in json.dumps(assignment)

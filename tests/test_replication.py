@@ -103,7 +103,7 @@ def _tiny_book(tmp_path, chapters):
     return root
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=90)
 def test_a_sweep_records_every_outcome_resumes_and_reruns_changed_chapters(tmp_path, monkeypatch):
     monkeypatch.delenv("TOKENSEL_RESULTS_DIR", raising=False)
     root = _tiny_book(

@@ -291,7 +291,7 @@ def _status_line(book: Path) -> str:
     return "".join("".join(t) if isinstance(t, list) else t for t in text).strip()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=120)
 def test_a_rebuild_executes_only_what_changed(tmp_path):
     book = _tiny_book(tmp_path)
     lib = tmp_path / "lib"
