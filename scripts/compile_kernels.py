@@ -6,12 +6,16 @@ kernel at once. This script calls every kernel once, through the library's publi
 float32, with batches below and above ``tokensel.models.kernels.SERIAL_BELOW`` entries (the serial and the
 threaded paths), and reports what numba's cache holds. CI runs it on the core that the lint leaves idle.
 
-    python scripts/compile_kernels.py
+    python scripts/compile_kernels.py [one-layer | two-layer]
+
+With a part named, only that part's kernels: the one-layer models' or the two-layer variants'. CI compiles the two
+parts in two processes, beside the data step and the lint.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -33,14 +37,24 @@ def _batch(n: int, num_classes: int | None) -> ts.RaggedBatch:
     return ts.RaggedBatch.from_sequences(seqs, y, vocab_size=VOCAB, num_classes=num_classes)
 
 
-def compile_all() -> list[str]:
-    """Call every kernel once per dtype and path; the (function, dtype, size) calls made, in order."""
+PARTS = ("one-layer", "two-layer")
+
+
+def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
+    """Call every kernel of ``parts`` once per dtype and path; the (function, dtype, size) calls made, in order."""
     done = []
     settings = ts.TrainSettings(steps=2, eval_every=1, progress=False)
     for n in SIZES:
         binary, multiclass = _batch(n, None), _batch(n, K)
         for dtype in (torch.float64, torch.float32):
             name = f"{str(dtype).split('.')[-1]}, n={n}"
+            if "two-layer" in parts:
+                for kind in ("two_layer", "two_layer_wkq"):
+                    variant = ts.models.variants.make(kind, VOCAB, D, seed=0, dtype=dtype)
+                    ts.train_variant(variant, binary, settings, test_batch=binary)
+                    done.append(f"{kind} ({name})")
+            if "one-layer" not in parts:
+                continue
             model = ts.AttentionModel.init(VOCAB, D, seed=0, dtype=dtype)
             ts.gradients(model, binary).E  # noqa: B018 (grad_E formed: the low-rank product)
             with torch.no_grad():
@@ -53,18 +67,18 @@ def compile_all() -> list[str]:
                 model.forward(multiclass)
             ts.train_joint(model, multiclass, settings, test_batch=multiclass)
             done.append(f"K-class model ({name})")
-            for kind in ("two_layer", "two_layer_wkq"):
-                variant = ts.models.variants.make(kind, VOCAB, D, seed=0, dtype=dtype)
-                ts.train_variant(variant, binary, settings, test_batch=binary)
-                done.append(f"{kind} ({name})")
     return done
 
 
 def main() -> None:
+    parts = tuple(sys.argv[1:]) or PARTS
+    if not set(parts) <= set(PARTS):
+        raise SystemExit(f"compile_kernels.py: parts are {', '.join(PARTS)}; got {' '.join(parts)}")
     t0 = time.perf_counter()
-    done = compile_all()
+    done = compile_all(parts)
     cache = os.environ.get("NUMBA_CACHE_DIR") or Path(kernels.__file__).parent / "__pycache__"
-    print(f"compiled kernels: {len(done)} calls in {time.perf_counter() - t0:.0f} s; numba's cache: {cache}")
+    took = time.perf_counter() - t0
+    print(f"compiled kernels ({', '.join(parts)}): {len(done)} calls in {took:.0f} s; numba's cache: {cache}")
 
 
 if __name__ == "__main__":
