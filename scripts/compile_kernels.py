@@ -4,7 +4,7 @@ A fresh install compiles each kernel the first time a process calls it (several 
 and type, about two minutes of one core in all), and in a parallel test run two processes may compile the same
 kernel at once. This script calls every kernel once, through the library's public functions, in float64 and
 float32, with batches below and above ``tokensel.models.kernels.SERIAL_BELOW`` entries (the serial and the
-threaded paths), and reports what numba's cache holds. CI runs it on the core that the lint leaves idle.
+threaded paths), and reports what numba's cache holds. CI runs it beside the data step and the lint.
 
     python scripts/compile_kernels.py [one-layer | two-layer]
 
