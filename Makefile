@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export TOKENSEL_THREADS ?= 2
+# OpenMP's threads (torch's) sleep when idle instead of spinning: where processes share the cores (the tests' two
+# workers, the book beside the tests, the replication's workers) spinning threads take the cores from the ones
+# that have work; a chapter took 70 s instead of 40 s beside two busy processes, and alone takes the same either way
+export OMP_WAIT_POLICY ?= PASSIVE
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
