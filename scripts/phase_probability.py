@@ -28,7 +28,13 @@ DATA_SEEDS = (5000, 5001, 5002)
 INIT_SEEDS = tuple(range(6000, 6020))
 
 
-def run_one(data_seed: int, init_seed: int, out: str, follow_evaluations: int | None = None) -> str:
+def run_one(
+    data_seed: int,
+    init_seed: int,
+    out: str,
+    follow_evaluations: int | None = None,
+    implicit_evaluations: int | None = None,
+) -> str:
     """One task: the whole grid at one (data seed, initialisation seed), written to its part file."""
     os.environ.setdefault("TOKENSEL_PROGRESS", "0")
     import torch
@@ -36,7 +42,13 @@ def run_one(data_seed: int, init_seed: int, out: str, follow_evaluations: int | 
     torch.set_num_threads(1)
     from tokensel.experiments import phase
 
-    runs = phase.phase_runs([data_seed], [init_seed], progress=False, follow_evaluations=follow_evaluations)
+    runs = phase.phase_runs(
+        [data_seed],
+        [init_seed],
+        progress=False,
+        follow_evaluations=follow_evaluations,
+        implicit_evaluations=implicit_evaluations,
+    )
     path = Path(out) / "parts" / f"data-{data_seed}-init-{init_seed}.csv"
     tmp = path.with_suffix(".tmp")
     runs.to_csv(tmp, index=False, float_format="%.17g")
@@ -57,6 +69,13 @@ def main(argv=None) -> int:
         default=None,
         help="gradient evaluations after which a trapped run's follow-on goes on by implicit steps (a stiff flow "
         "never ends without; default: no limit, as the recorded sweep's first 59 parts ran)",
+    )
+    ap.add_argument(
+        "--implicit-evaluations",
+        type=int,
+        default=None,
+        help="gradient evaluations (the Hessians' included) after which those implicit steps stop too, and the run "
+        "is recorded as stiff, its own max-margin direction not compared (default: no limit)",
     )
     args = ap.parse_args(argv)
     import pandas as pd
@@ -82,7 +101,10 @@ def main(argv=None) -> int:
             client = Client(cluster)
         try:
             futures = [
-                client.submit(run_one, d, i, str(args.out), args.follow_evaluations, pure=False) for d, i in todo
+                client.submit(
+                    run_one, d, i, str(args.out), args.follow_evaluations, args.implicit_evaluations, pure=False
+                )
+                for d, i in todo
             ]
             with bar(len(futures), "phase tasks") as pbar:
                 for k, fut in enumerate(as_completed(futures), 1):
@@ -108,6 +130,7 @@ def main(argv=None) -> int:
             "init_seeds": args.init_seeds,
             "ran": len(todo),
             "follow_evaluations": args.follow_evaluations,
+            "implicit_evaluations": args.implicit_evaluations,
             "workers": args.workers,
             "scheduler": args.scheduler,
             "wall_seconds": round(time.time() - start, 1),

@@ -58,6 +58,31 @@ def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_st
     assert phase.read_runs(tmp_path / "runs.csv").own_status.tolist() == again.own_status.tolist()
 
 
+def test_a_trapped_run_neither_integrator_can_follow_is_recorded_as_stiff(runs, tmp_path):
+    """Both integrators' budgets spent: the run keeps its row, its own max-margin direction is not compared (NaN
+    cosines, own_status STIFF), the sweep reads back, and the anatomy counts it apart from the solved runs."""
+    phase = ts.experiments.phase
+    kw = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
+    spent = phase.phase_runs([0], [1, 2], follow_evaluations=1, implicit_evaluations=1, **kw)
+    stiff = spent.trapped & (spent.own_status != "infeasible")
+    assert stiff.any() and (spent[stiff].own_status == phase.STIFF).all()
+    assert spent[stiff].cos_own.isna().all() and spent[stiff].cos_own_mid.isna().all()
+    same = ["predicted", "selected", "loss_gap", "full", "trapped", "mass_pos", "mass_neg", "p_dot_v"]
+    assert spent[same].equals(runs[same])
+    anatomy = phase.trap_anatomy(spent)
+    assert anatomy["stiff"] == int(stiff.sum()) and anatomy["solved"] == 0
+    spent.to_csv(tmp_path / "runs.csv", index=False, float_format="%.17g")
+    assert phase.read_runs(tmp_path / "runs.csv").own_status.tolist() == spent.own_status.tolist()
+    # a stiff run with a cosine, or a status on a run that is not trapped, is not a sweep's
+    for edit in (
+        lambda r: r.assign(cos_own=np.where(stiff, 0.5, r.cos_own)),
+        lambda r: r.assign(own_status=np.where(~r.trapped, phase.STIFF, r.own_status)),
+    ):
+        edit(spent).to_csv(tmp_path / "runs.csv", index=False, float_format="%.17g")
+        with pytest.raises(DataUnavailableError, match="not a sweep of phase_runs"):
+            phase.read_runs(tmp_path / "runs.csv")
+
+
 def test_probabilities_per_cell(runs):
     prob = ts.experiments.phase.phase_probabilities(runs)
     assert list(prob.d) == [64, 64] and list(prob.eta0) == [0.3, 300.0] and (prob.runs == 2).all()
@@ -184,7 +209,7 @@ def test_trap_anatomy_and_the_pair_shown():
     runs.loc[2, "own_status"] = "infeasible"
     a = phase.trap_anatomy(runs)
     assert a == dict(
-        trapped=3, one_buried=2, drift_away=1, solved=2, infeasible=1, min_cos_own=0.95, matched=1, rising=1
+        trapped=3, one_buried=2, drift_away=1, solved=2, infeasible=1, stiff=0, min_cos_own=0.95, matched=1, rising=1
     )
     trap, escape = phase.trap_pair(runs, 300.0)
     assert (trap.d, trap.init_seed) == (32, 0) and (escape.d, escape.init_seed) == (64, 0)

@@ -184,6 +184,13 @@ def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
     assert float(m.p.norm()) > 5
     with pytest.raises(ts.InvalidParameterError, match="growth"):
         implicit_flow(m, co.batch, 1.0, growth=1.0)
+    # a budget of gradient evaluations: spent, it raises, naming how far the flow came, and p is left as it was
+    p0 = m.p.clone()
+    with pytest.raises(ts.errors.SolverError, match=r"reached only t = .* in 50 gradient evaluations"):
+        implicit_flow(m, co.batch, 1e6, max_evaluations=50)
+    assert torch.equal(m.p, p0)
+    with pytest.raises(ts.InvalidParameterError, match="max_evaluations"):
+        implicit_flow(m, co.batch, 1e6, max_evaluations=0)
 
 
 def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):

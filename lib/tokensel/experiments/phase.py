@@ -45,6 +45,9 @@ TRAP_T = 1e80
 #: ``own_status`` of a trapped run whose own max-margin problem was solved: the follow-on by the explicit integrator,
 #: or by implicit Euler steps after the explicit one spent its budget
 SOLVED = ("solved", "solved (implicit)")
+#: ``own_status`` of a trapped run that neither integrator could take to ``trap_t`` within its budget of gradient
+#: evaluations: its own max-margin direction is not compared (cosines NaN)
+STIFF = "stiff (not followed)"
 
 COLUMNS = (
     "data_seed",
@@ -112,13 +115,14 @@ class Grid(Constraint):
 
 
 def _own_direction(
-    m: AttentionModel, batch, tol_scale: float, trap_t: float, budget: int | None
+    m: AttentionModel, batch, tol_scale: float, trap_t: float, budget: int | None, implicit_budget: int | None = None
 ) -> tuple[float, float, str]:
     """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
     the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
     that selection has none). With a ``budget`` of gradient evaluations, a stiff flow that the explicit integrator
     cannot take to ``trap_t`` within it is followed by :func:`implicit_flow` from where the run stood
-    (``'solved (implicit)'``)."""
+    (``'solved (implicit)'``); with an ``implicit_budget`` too (its evaluations count the Hessians'), a run that
+    this one also cannot take to ``trap_t`` within it has NaN cosines and the status ``STIFF``."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -140,7 +144,10 @@ def _own_direction(
         )
     except SolverError:  # stiff: model.p is still where the flow to t_max left it
         kept.clear()
-        traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep)
+        try:
+            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, max_evaluations=implicit_budget)
+        except SolverError:
+            return float("nan"), float("nan"), STIFF
         solved = "solved (implicit)"
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
@@ -159,7 +166,15 @@ def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
 
 
 def _run(
-    data, d: int, eta0: float, init_seed: int, t_max: float, own_svm: bool, trap_t: float, budget: int | None = None
+    data,
+    d: int,
+    eta0: float,
+    init_seed: int,
+    t_max: float,
+    own_svm: bool,
+    trap_t: float,
+    budget: int | None = None,
+    implicit_budget: int | None = None,
 ) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
@@ -188,7 +203,9 @@ def _run(
         own_status="",
     )
     if trapped and own_svm:
-        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, 1e-9, trap_t, budget)
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(
+            m, batch, 1e-9, trap_t, budget, implicit_budget
+        )
     return row
 
 
@@ -202,6 +219,7 @@ def _run(
     progress=Bool(allow_none=True),
     trap_t=Real(min=1.0),
     follow_evaluations=Int(min=1, allow_none=True),
+    implicit_evaluations=Int(min=1, allow_none=True),
 )
 def phase_runs(
     data_seeds,
@@ -213,6 +231,7 @@ def phase_runs(
     progress: bool | None = None,
     trap_t: float = TRAP_T,
     follow_evaluations: int | None = None,
+    implicit_evaluations: int | None = None,
 ):
     """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
@@ -231,8 +250,10 @@ def phase_runs(
     ``own_status`` ``''``. The follow-on is integrated by :func:`gradient_flow`, which never ends on a stiff flow
     (part of the scores settled at a finite optimum: its steps stay at that optimum's time scale); with
     ``follow_evaluations`` a follow-on that has not reached ``trap_t`` after that many gradient evaluations goes on
-    by :func:`implicit_flow` from where the run stood, ``own_status`` ``'solved (implicit)'``. A run that stays
-    within the budget gives the same row either way.
+    by :func:`implicit_flow` from where the run stood, ``own_status`` ``'solved (implicit)'``; with
+    ``implicit_evaluations`` too (the implicit steps' gradient evaluations, their Hessians' included), a run that
+    neither integrator takes to ``trap_t`` within its budget has ``own_status`` ``STIFF`` and NaN cosines. A run
+    that stays within the budgets gives the same row either way.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
@@ -245,7 +266,7 @@ def phase_runs(
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t, follow_evaluations)
+                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t, follow_evaluations, implicit_evaluations)
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         pbar.update()
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -345,7 +366,9 @@ def _problem(runs) -> str | None:
     trapped = (runs["predicted"] == 1.0) & (runs["loss_gap"] >= FLOOR_GAP)
     if (runs["trapped"] != trapped).any():
         return "trapped disagrees with predicted and loss_gap"
-    if not set(runs["own_status"].astype(str)) <= {"", "infeasible", *SOLVED}:
+    if ((runs["own_status"] != "") & ~runs["trapped"]).any():
+        return "a run that is not trapped has an own_status"
+    if not set(runs["own_status"].astype(str)) <= {"", "infeasible", STIFF, *SOLVED}:
         return "own_status has an unknown value"
     keys = ["data_seed", "d", "eta0", "init_seed"]
     if runs.duplicated(keys).any():
@@ -447,9 +470,10 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
     which one class is buried, its smallest mass on the important token ``<= buried``, and the other selected,
     ``>= selected``); ``drift_away`` (of those, the runs whose buried class has the label ``-sign(p . v)``: ``p``
     drifted away from it along the read-out); ``solved`` and ``infeasible`` (the own max-margin problem at
-    ``t = 1e80``); ``min_cos_own`` (the smallest cosine with the own max-margin direction at ``1e80``, NaN without
-    a solved run), ``matched`` (solved runs whose cosine at ``1e80`` is at least ``match``) and ``rising`` (solved
-    runs whose cosine at ``1e80`` exceeds the one at ``1e20``)."""
+    ``t = 1e80``); ``stiff`` (runs neither integrator could follow to ``1e80``: not compared); ``min_cos_own``
+    (the smallest cosine with the own max-margin direction at ``1e80``, NaN without a solved run), ``matched``
+    (solved runs whose cosine at ``1e80`` is at least ``match``) and ``rising`` (solved runs whose cosine at
+    ``1e80`` exceeds the one at ``1e20``)."""
     t = runs[runs.trapped]
     pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
     neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
@@ -461,6 +485,7 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
         drift_away=int(away.sum()),
         solved=len(solved),
         infeasible=int((t.own_status == "infeasible").sum()),
+        stiff=int((t.own_status == STIFF).sum()),
         min_cos_own=float(solved.cos_own.min()) if len(solved) else float("nan"),
         matched=int((solved.cos_own >= match).sum()),
         rising=int((solved.cos_own > solved.cos_own_mid).sum()),

@@ -466,6 +466,7 @@ def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> tor
     first_step=POSITIVE,
     growth=Real(min=1.0, min_inclusive=False, max=16.0),
     monitor=MONITOR,
+    max_evaluations=Int(min=1, allow_none=True),
 )
 def implicit_flow(
     model: AttentionModel,
@@ -476,6 +477,7 @@ def implicit_flow(
     first_step: float = 1e-2,
     growth: float = 2.0,
     monitor=None,
+    max_evaluations: int | None = None,
 ) -> Trajectory:
     """Phase 2's gradient flow ``dp/dt = -grad_p L`` by backward (implicit) Euler steps, for flows that are
     *stiff*: when part of the scores settles at a finite optimum (two tokens selected together, their score
@@ -490,6 +492,9 @@ def implicit_flow(
     moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
     direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
     each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
+    With ``max_evaluations``, a flow whose steps do not grow (the solves keep failing at a step size far below
+    ``t``) stops after that many gradient evaluations (the Hessians' included) with a
+    :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged.
 
     Introduced in chapter 05.
     """
@@ -569,6 +574,11 @@ def implicit_flow(
     record(0, 0.0)
     t, h, step = 0.0, first_step, 0
     while t < t_max:
+        if max_evaluations is not None and nfev > max_evaluations:
+            raise SolverError(
+                f"implicit_flow reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
+                f"with steps of {h:.3g}: its solves failed at larger steps"
+            )
         h = min(h, t_max - t)
         c = E @ p
         x = solve(c, h)
