@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="gradient evaluations after which a trapped run's follow-on goes on by implicit steps (a stiff flow "
-        "never ends without; default: no limit, as the recorded sweep's first 59 parts ran)",
+        "never ends without; default: no limit, as 59 of the recorded sweep's 60 parts ran)",
     )
     ap.add_argument(
         "--implicit-evaluations",
