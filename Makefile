@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check browser-check-book browser-check-student pdf pdf-student bench bench-quick notebooks lab venv clean help
+.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check browser-check-book browser-check-book-pages browser-check-book-print browser-check-student pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
@@ -24,6 +24,7 @@ help:
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book and make book-student)"
 	@echo "make browser-check-book / browser-check-student  the same for the full book only / the student edition only"
+	@echo "make browser-check-book-pages / browser-check-book-print  the full book's check in two halves: its pages; its PDF and the lab"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
 	@echo "make pdf-student    print the student edition to _build/pdf/tokensel-student.pdf (after make book-student)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
@@ -71,16 +72,25 @@ test-fast: $(STAMP)
 
 # the built book's (after make book) and the student edition's (after make book-student) browser tests: both
 # targets, or one (CI runs them side by side, the book's as soon as the book is built)
-BROWSER_BOOK := tests/test_browser.py tests/test_lab.py tests/test_reader_words.py tests/test_pdf.py tests/test_layout.py
+# (the book's in two halves of about equal time, which CI runs side by side: the pages, and the print and the lab)
+BROWSER_BOOK_PAGES := tests/test_browser.py tests/test_reader_words.py tests/test_layout.py
+BROWSER_BOOK_PRINT := tests/test_pdf.py tests/test_lab.py
+BROWSER_BOOK := $(BROWSER_BOOK_PAGES) $(BROWSER_BOOK_PRINT)
 BROWSER_STUDENT := tests/test_student.py
 browser-check: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser $(BROWSER_BOOK) $(BROWSER_STUDENT)
+	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_BOOK) $(BROWSER_STUDENT)
 
 browser-check-book: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser $(BROWSER_BOOK)
+	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_BOOK)
+
+browser-check-book-pages: $(STAMP)
+	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_BOOK_PAGES)
+
+browser-check-book-print: $(STAMP)
+	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_BOOK_PRINT)
 
 browser-check-student: $(STAMP)
-	$(BIN)/python -m pytest -q -s --browser $(BROWSER_STUDENT)
+	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_STUDENT)
 
 # EXECUTE=force executes every page (CI does); by default a page is executed again only when its code, the
 # library, the data, the settings or the installed software changed (the execution cache in _build/.jupyter_cache)

@@ -492,9 +492,9 @@ def implicit_flow(
     moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
     direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
     each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
-    With ``max_evaluations``, a flow whose steps do not grow (the solves keep failing at a step size far below
-    ``t``) stops after that many gradient evaluations (the Hessians' included) with a
-    :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged.
+    With ``max_evaluations``, the integration stops after that many gradient evaluations (the Hessians' included)
+    with a :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged: a
+    bound for flows whose steps stop growing (the solves keep failing at steps far below ``t``).
 
     Introduced in chapter 05.
     """
