@@ -231,7 +231,9 @@ def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_the
     (book / "book").mkdir(parents=True)
     shutil.copytree(STATIC, book / "_static")
     (book / "_config.yml").write_text(
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n"
+        # the book's own cell time limit: a cell that imports the library and draws a figure took more than the
+        # default 30 s on a busy machine (the book's other checks beside this one)
+        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
         "sphinx:\n  extra_extensions: [tokensel.book.sphinx_figures]\n"
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")

@@ -121,7 +121,7 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     book = tmp_path / "tiny"
     (book / "book").mkdir(parents=True)
     (book / "_config.yml").write_text(
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n"
+        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
         "parse:\n  myst_enable_extensions: [amsmath, dollarmath, colon_fence]\n"
         "sphinx:\n  extra_extensions: [sphinx_proof, tokensel.book.sphinx_statements]\n"
         "  config:\n    nb_merge_streams: true\n"
