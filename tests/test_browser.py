@@ -82,22 +82,20 @@ def page_problems(driver, url: str) -> tuple[list[str], dict]:
 
 def link_problems(links: set[str], base: str) -> list[str]:
     """Internal links (same origin) that do not resolve: missing page or missing ``#anchor``."""
-    problems, pages = [], {}
+    problems, ids = [], {}  # each target's element ids (None: it did not load), read once
     for link in sorted(links):
         if not link.startswith(base):
             continue
         target, _, anchor = link.partition("#")
-        if target not in pages:
+        if target not in ids:
             try:
                 with urllib.request.urlopen(target, timeout=30) as resp:
-                    pages[target] = resp.read().decode("utf-8", "replace")
+                    ids[target] = set(re.findall(r'\bid="([^"]+)"', resp.read().decode("utf-8", "replace")))
             except Exception as exc:  # noqa: BLE001 - any failure is a broken link
-                pages[target] = None
+                ids[target] = None
                 problems.append(f"{link}: {exc}")
-        if anchor and pages[target] is not None:
-            ids = set(re.findall(r'\bid="([^"]+)"', pages[target]))
-            if urllib.parse.unquote(anchor) not in ids:
-                problems.append(f"{link}: no element with id {anchor!r}")
+        if anchor and ids[target] is not None and urllib.parse.unquote(anchor) not in ids[target]:
+            problems.append(f"{link}: no element with id {anchor!r}")
     return problems
 
 
