@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 import tomllib
 
 import tokensel as ts
@@ -131,6 +132,33 @@ def test_no_block_of_six_lines_written_twice_in_lib():
             seen[block].append(f"{mod}:{lines[k][0]}")
     repeated = {b: where for b, where in seen.items() if len(where) > 1}
     assert not repeated, "\n\n".join(f"{', '.join(w)}:\n" + "\n".join(b) for b, w in repeated.items())
+
+
+def test_the_namespace_imports_each_name_on_first_use_and_the_books_tooling_needs_no_torch():
+    """``import tokensel`` imports the map's names when first used, every name of ``__all__`` resolves to what
+    its import in ``__init__.py`` names, and a process of the book's tooling (the Sphinx extensions, the
+    ``verify`` command) imports neither torch nor pandas nor numba."""
+    import subprocess
+    import sys
+
+    import tokensel
+
+    assert set(tokensel.__all__) <= set(dir(tokensel))
+    for name in tokensel.__all__:
+        assert getattr(tokensel, name) is not None, name
+    assert tokensel.train_p is tokensel.training.phases.train_p
+    assert tokensel.statistics is tokensel.analysis.statistics
+    with pytest.raises(AttributeError, match="no attribute 'trian_p'"):
+        tokensel.trian_p  # noqa: B018
+    code = (
+        "import sys\n"
+        "import tokensel.book.sphinx_execution, tokensel.book.sphinx_statements, tokensel.book.sphinx_figures\n"
+        "import tokensel.book.sphinx_notebooks, tokensel.book.sphinx_roadmap, tokensel.book.sphinx_equations\n"
+        "import tokensel.book.sphinx_mathjax, tokensel.book.verification, tokensel.__main__\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'numba', 'scipy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_version_is_the_projects():

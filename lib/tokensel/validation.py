@@ -43,12 +43,12 @@ import inspect
 import math
 import numbers
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import torch
 
 from .errors import (
     ArgumentTypeError,
@@ -60,6 +60,28 @@ from .errors import (
     ParameterTypeError,
     TokenselError,
 )
+
+if TYPE_CHECKING:
+    import torch
+else:
+
+    class _Torch:
+        """torch for this module, imported where first needed: the book's tooling (its Sphinx extensions, the
+        ``verify`` command) checks arguments without ever meeting a tensor, and importing torch costs seconds. A
+        value cannot be a tensor before torch is imported, so ``isinstance(value, torch.Tensor)`` imports
+        nothing."""
+
+        class _NoTensor:  # what ``torch.Tensor`` is for an isinstance check while torch is not imported
+            pass
+
+        def __getattr__(self, name: str):
+            if name == "Tensor" and "torch" not in sys.modules:
+                return self._NoTensor
+            import torch as module
+
+            return getattr(module, name)
+
+    torch = _Torch()
 
 MAX_ELEMENTS = 2**34  # the largest tensor a function will allocate on request (128 GiB in float64)
 MAX_STEPS = 10**12  # more steps than any run can take: larger counts are typing errors
@@ -819,7 +841,9 @@ class Device(Constraint):
         return "cpu"
 
 
-_HALF = (torch.float16, torch.bfloat16)
+def _half() -> tuple:
+    """The half-precision dtypes (a function: torch is imported where first needed)."""
+    return (torch.float16, torch.bfloat16)
 
 
 class Dtype(Constraint):
@@ -835,7 +859,7 @@ class Dtype(Constraint):
     def check(self, value, name, dims):
         if value in self.allowed and isinstance(value, torch.dtype):
             return value
-        half = isinstance(value, torch.dtype) and value in _HALF
+        half = isinstance(value, torch.dtype) and value in _half()
         message = f"{name} must be {self.describe()}{' (or None)' if self.allow_none else ''}, got {_short(value)}" + (
             ": half precision is not supported for parameters" if half else ""
         )
@@ -903,7 +927,7 @@ class Tensor(Constraint):
             return f"{name} must be {'floating point' if kind == 'float' else 'numbers'}, got dtype {dtype}"
         if kind == "float" and not dtype.is_floating_point:
             return f"{name} must be floating point, got {dtype}"
-        if kind == "float" and dtype in _HALF and not self.half:
+        if kind == "float" and dtype in _half() and not self.half:
             return f"{name} has dtype {dtype}: use float32 or float64 (half precision is not supported for parameters)"
         return None
 
