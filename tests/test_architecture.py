@@ -159,6 +159,17 @@ def test_the_namespace_imports_each_name_on_first_use_and_the_books_tooling_need
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+    # every module of every folder is an attribute of its folder, however the folder was first imported
+    # (here by importing one of its modules: the import system then sets the folder on the namespace itself)
+    code = (
+        "import pkgutil\nimport tokensel.data.batch, tokensel.models.core, tokensel.book.records\n"
+        "import tokensel\n"
+        f"folders = {sorted(set(FOLDERS) - {'plumbing', 'namespace'})}\n"
+        "print([f'{f}.{m.name}' for f in folders for m in pkgutil.iter_modules(getattr(tokensel, f).__path__)"
+        " if not hasattr(getattr(tokensel, f), m.name)])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_version_is_the_projects():

@@ -18,7 +18,7 @@ The names below are what the chapters call; each module the chapters name (``ts.
 Each name is imported when first used (``ts.train_p``, ``from tokensel import train_p``): the imports below are
 the map, read by the type checker and, at run time, by the module's ``__getattr__``. So a process that needs only the
 book's tooling (a Sphinx build with the book's extensions, ``python -m tokensel verify``) does not import torch,
-pandas and numba, about three seconds."""
+pandas and numba, about three seconds. Each folder imports its modules the same way (``ts.models.variants``)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,18 @@
   ``sphinx_statements``, ``sphinx_figures``), the exercises' self-checks (``exercises``) and a class's assignments
   (``assignments``)."""
 
+import importlib.util
+from typing import TYPE_CHECKING
+
 from . import checks, display, plots, records, replication, status, toc, verification
 
 __all__ = ["checks", "display", "plots", "records", "replication", "status", "toc", "verification"]
+
+
+if not TYPE_CHECKING:  # the type checker sees the folder's modules themselves
+
+    def __getattr__(name: str):
+        """A module of this folder, imported when first used (``ts.models.variants``)."""
+        if importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")
