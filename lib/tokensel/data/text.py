@@ -129,8 +129,7 @@ class Vocabulary:
     @declare(words=_WORDS)
     def ids(self, words: Iterable[str]) -> list[int]:
         """Ids of the in-vocabulary words, in order (out-of-vocabulary words dropped)."""
-        index = self._index
-        return [index[w] for w in words if w in index]
+        return [i for i in map(self._index.get, words) if i is not None]  # one lookup per word
 
     @declare(x=Tensor("real", ndim=1), among=Tensor("int", ndim=1, convert=True, allow_none=True), k=Int(min=1))
     def extremes(self, x: torch.Tensor, among: torch.Tensor | None = None, k: int = 15) -> tuple[list, list]:
