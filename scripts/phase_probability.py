@@ -34,8 +34,10 @@ def run_one(
     out: str,
     follow_evaluations: int | None = None,
     implicit_evaluations: int | None = None,
+    digits: int | None = None,
 ) -> str:
-    """One task: the whole grid at one (data seed, initialisation seed), written to its part file."""
+    """One task: the whole grid at one (data seed, initialisation seed), written to its part file; a run followed
+    in many digits also writes its follow-on, ``followed/data-<D>-init-<I>-d-<d>-eta0-<eta0>.csv`` (t and p)."""
     os.environ.setdefault("TOKENSEL_PROGRESS", "0")
     import torch
 
@@ -48,7 +50,10 @@ def run_one(
         progress=False,
         follow_evaluations=follow_evaluations,
         implicit_evaluations=implicit_evaluations,
+        digits=digits,
     )
+    for key, path_tp in runs.attrs.get("followed", {}).items():
+        phase.write_followed(Path(out), key, path_tp)
     path = Path(out) / "parts" / f"data-{data_seed}-init-{init_seed}.csv"
     tmp = path.with_suffix(".tmp")
     runs.to_csv(tmp, index=False, float_format="%.17g")
@@ -77,6 +82,13 @@ def main(argv=None) -> int:
         help="gradient evaluations (the Hessians' included) after which those implicit steps stop too, and the run "
         "is recorded as stiff, its own max-margin direction not compared (default: no limit)",
     )
+    ap.add_argument(
+        "--digits",
+        type=int,
+        default=None,
+        help="with --implicit-evaluations: a run whose float64 implicit steps spent their budget is followed again "
+        "by implicit steps in this many digits (mpmath), and its follow-on is written to followed/ (default: none)",
+    )
     args = ap.parse_args(argv)
     import pandas as pd
     from dask.distributed import Client, LocalCluster, as_completed
@@ -102,7 +114,14 @@ def main(argv=None) -> int:
         try:
             futures = [
                 client.submit(
-                    run_one, d, i, str(args.out), args.follow_evaluations, args.implicit_evaluations, pure=False
+                    run_one,
+                    d,
+                    i,
+                    str(args.out),
+                    args.follow_evaluations,
+                    args.implicit_evaluations,
+                    args.digits,
+                    pure=False,
                 )
                 for d, i in todo
             ]
@@ -131,6 +150,7 @@ def main(argv=None) -> int:
             "ran": len(todo),
             "follow_evaluations": args.follow_evaluations,
             "implicit_evaluations": args.implicit_evaluations,
+            "digits": args.digits,
             "workers": args.workers,
             "scheduler": args.scheduler,
             "wall_seconds": round(time.time() - start, 1),

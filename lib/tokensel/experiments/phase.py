@@ -42,10 +42,14 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
+#: ``own_status`` of a trapped run followed by implicit Euler steps in many-digit arithmetic, after the explicit
+#: integrator and the float64 implicit steps spent their budgets
+PRECISE = "solved (implicit, many digits)"
 #: ``own_status`` of a trapped run whose own max-margin problem was solved: the follow-on by the explicit integrator,
-#: or by implicit Euler steps after the explicit one spent its budget
-SOLVED = ("solved", "solved (implicit)")
-#: ``own_status`` of a trapped run that neither integrator could take to ``trap_t`` within its budget of gradient
+#: or by implicit Euler steps after the explicit one spent its budget (in float64, or in many digits after those
+#: spent theirs)
+SOLVED = ("solved", "solved (implicit)", PRECISE)
+#: ``own_status`` of a trapped run that no integrator could take to ``trap_t`` within its budget of gradient
 #: evaluations: its own max-margin direction is not compared (cosines NaN)
 STIFF = "stiff (not followed)"
 
@@ -115,14 +119,23 @@ class Grid(Constraint):
 
 
 def _own_direction(
-    m: AttentionModel, batch, tol_scale: float, trap_t: float, budget: int | None, implicit_budget: int | None = None
+    m: AttentionModel,
+    batch,
+    tol_scale: float,
+    trap_t: float,
+    budget: int | None,
+    implicit_budget: int | None = None,
+    digits: int | None = None,
+    followed: list | None = None,
 ) -> tuple[float, float, str]:
     """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
     the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
     that selection has none). With a ``budget`` of gradient evaluations, a stiff flow that the explicit integrator
     cannot take to ``trap_t`` within it is followed by :func:`implicit_flow` from where the run stood
     (``'solved (implicit)'``); with an ``implicit_budget`` too (its evaluations count the Hessians'), a run that
-    this one also cannot take to ``trap_t`` within it has NaN cosines and the status ``STIFF``."""
+    this one also cannot take to ``trap_t`` within it has NaN cosines and the status ``STIFF``, unless ``digits``
+    is given: then the implicit steps start again from where the run stood, in ``digits``-digit arithmetic
+    (``PRECISE``), and ``followed`` (a list) receives that follow-on as ``(t, p)`` pairs, ``p`` in float64."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -146,9 +159,15 @@ def _own_direction(
         kept.clear()
         try:
             traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, max_evaluations=implicit_budget)
-        except SolverError:
-            return float("nan"), float("nan"), STIFF
-        solved = "solved (implicit)"
+            solved = "solved (implicit)"
+        except SolverError:  # model.p is still where the run stood
+            if digits is None:
+                return float("nan"), float("nan"), STIFF
+            kept.clear()
+            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, digits=digits)
+            solved = PRECISE
+            if followed is not None:
+                followed.extend((float(t), p.detach().cpu().numpy().copy()) for t, p in zip(traj.t, kept, strict=True))
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
@@ -175,6 +194,8 @@ def _run(
     trap_t: float,
     budget: int | None = None,
     implicit_budget: int | None = None,
+    digits: int | None = None,
+    followed: list | None = None,
 ) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
@@ -204,7 +225,7 @@ def _run(
     )
     if trapped and own_svm:
         row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(
-            m, batch, 1e-9, trap_t, budget, implicit_budget
+            m, batch, 1e-9, trap_t, budget, implicit_budget, digits, followed
         )
     return row
 
@@ -220,6 +241,7 @@ def _run(
     trap_t=Real(min=1.0),
     follow_evaluations=Int(min=1, allow_none=True),
     implicit_evaluations=Int(min=1, allow_none=True),
+    digits=Int(min=30, max=2000, allow_none=True),
 )
 def phase_runs(
     data_seeds,
@@ -232,6 +254,7 @@ def phase_runs(
     trap_t: float = TRAP_T,
     follow_evaluations: int | None = None,
     implicit_evaluations: int | None = None,
+    digits: int | None = None,
 ):
     """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
     in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
@@ -252,13 +275,17 @@ def phase_runs(
     ``follow_evaluations`` a follow-on that has not reached ``trap_t`` after that many gradient evaluations goes on
     by :func:`implicit_flow` from where the run stood, ``own_status`` ``'solved (implicit)'``; with
     ``implicit_evaluations`` too (the implicit steps' gradient evaluations, their Hessians' included), a run that
-    neither integrator takes to ``trap_t`` within its budget has ``own_status`` ``STIFF`` and NaN cosines. A run
-    that stays within the budgets gives the same row either way.
+    neither integrator takes to ``trap_t`` within its budget has ``own_status`` ``STIFF`` and NaN cosines, unless
+    ``digits`` is given: then its implicit steps start again in ``digits``-digit arithmetic, which follows such a
+    flow far beyond float64's reach (``own_status`` ``PRECISE``), and ``runs.attrs["followed"]`` maps the run's
+    ``(data_seed, d, eta0, init_seed)`` to that follow-on's ``(t, p)`` pairs (:func:`read_followed` reads them
+    back once recorded). A run that stays within the budgets gives the same row either way.
     Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
     """
     import pandas as pd
 
     rows = []
+    followed: dict = {}
     total = len(data_seeds) * len(widths) * len(steps) * len(init_seeds)
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
         for ds in data_seeds:
@@ -266,10 +293,27 @@ def phase_runs(
             for d in widths:
                 for eta0 in steps:
                     for s in init_seeds:
-                        row = _run(data, d, eta0, s, t_max, own_svm, trap_t, follow_evaluations, implicit_evaluations)
+                        path: list = []
+                        row = _run(
+                            data,
+                            d,
+                            eta0,
+                            s,
+                            t_max,
+                            own_svm,
+                            trap_t,
+                            follow_evaluations,
+                            implicit_evaluations,
+                            digits,
+                            path,
+                        )
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
+                        if path:
+                            followed[(ds, d, float(eta0), s)] = path
                         pbar.update()
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    runs = pd.DataFrame(rows, columns=list(COLUMNS))
+    runs.attrs["followed"] = followed
+    return runs
 
 
 @declare(runs=Table(*COLUMNS, what="the DataFrame of phase_runs"))
@@ -340,6 +384,139 @@ def read_runs(path=None):
             "(python scripts/phase_probability.py)"
         )
     return runs
+
+
+def _followed_name(key) -> str:
+    data_seed, d, eta0, init_seed = key
+    return f"data-{int(data_seed)}-init-{int(init_seed)}-d-{int(d)}-eta0-{float(eta0):g}.csv"
+
+
+def write_followed(out, key, path_tp) -> None:
+    """Write one run's follow-on (``(t, p)`` pairs, as :func:`phase_runs` keeps them in
+    ``runs.attrs["followed"]``) to ``out/followed/`` under its run's name, atomically."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    folder = Path(out) / "followed"
+    folder.mkdir(parents=True, exist_ok=True)
+    t = np.array([a for a, _ in path_tp], dtype=np.float64)
+    P = np.stack([np.asarray(p, dtype=np.float64) for _, p in path_tp])
+    table = pd.DataFrame(P, columns=[f"p_{k}" for k in range(P.shape[1])])
+    table.insert(0, "t", t)
+    target = folder / _followed_name(key)
+    tmp = target.with_suffix(".tmp")
+    table.to_csv(tmp, index=False, float_format="%.17g")
+    tmp.replace(target)
+
+
+@declare(
+    data_seed=Int(min=0),
+    d=Int(min=1),
+    eta0=Real(min=0.0, min_inclusive=False),
+    init_seed=Int(min=0),
+    path=FilePath(allow_none=True),
+)
+def read_followed(data_seed: int, d: int, eta0: float, init_seed: int, path=None):
+    """The recorded follow-on of one run followed in many digits (``own_status`` ``PRECISE``): ``(t, P)``,
+    the flow times (from 0, increasing) and ``p`` at each of them (one row per time, ``d`` columns), from
+    ``followed/`` beside the book's ``runs.csv`` (or ``path``). Checked before use: its columns, finite values,
+    increasing times. Raises :class:`~tokensel.errors.DataUnavailableError` naming the problem."""
+    import pandas as pd
+
+    from ..errors import DataUnavailableError
+    from ..files import check_regular_file
+
+    key = (data_seed, d, eta0, init_seed)
+    if path is None:
+        path = recorded_path().parent / "followed" / _followed_name(key)
+    path = check_regular_file(path, "path", DataUnavailableError)
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise DataUnavailableError(f"{str(path)!r} cannot be read as a follow-on: {err}") from None
+    expected = ["t", *(f"p_{k}" for k in range(d))]
+    values = table.to_numpy(dtype=np.float64) if list(table.columns) == expected else None
+    if values is None:
+        problem = f"its columns are {list(table.columns)[:4]}..., expected t, p_0, ..., p_{d - 1}"
+    elif len(values) < 2 or not np.isfinite(values).all():
+        problem = "it holds fewer than two times, or values that are not finite"
+    elif values[0, 0] != 0.0 or (np.diff(values[:, 0]) <= 0).any():
+        problem = "its times do not start at 0 and increase"
+    else:
+        return values[:, 0], values[:, 1:]
+    raise DataUnavailableError(
+        f"{str(path)!r} is not the follow-on of the run {key}: {problem}; record it again "
+        "(python scripts/phase_probability.py --digits ...)"
+    )
+
+
+@declare(
+    runs=Table(*COLUMNS, what="the DataFrame of phase_runs", nonempty=True),
+    data_seed=Int(min=0),
+    d=Int(min=1),
+    eta0=Real(min=0.0, min_inclusive=False),
+    init_seed=Int(min=0),
+    tie=Real(min=0.0, max=1.0, min_inclusive=False),
+    path=FilePath(allow_none=True),
+)
+def followed_directions(runs, data_seed: int, d: int, eta0: float, init_seed: int, tie: float = 1e-3, path=None):
+    """A run followed in many digits, against two max-margin directions: that of the selection the sweep reads
+    at the end (tokens within ``1e-9 ||p||`` of their sequence's top score, as :func:`phase_runs` does), and that
+    of the selection in direction, with ties (within ``tie ||p||``: a score gap that stays finite while ``||p||``
+    grows is a tie of the limit direction, chapter 05's co-selected tokens).
+
+    Returns a DataFrame, one row per recorded time: ``t``, ``norm`` (``||p||``), ``cos`` and ``cos_tied`` (with
+    the two directions), ``gap`` (the smallest gap between a sequence's top score and another of its scores,
+    over the sequences). ``.attrs`` holds ``ties`` (occurrences the tie adds to the selection) and ``recorded``
+    (the row's ``cos_own`` in ``runs``). The follow-on must reproduce the recorded row: its last ``cos`` equal to
+    ``cos_own`` within 1e-9, else :class:`~tokensel.errors.DataUnavailableError`."""
+    import pandas as pd
+
+    from ..errors import DataUnavailableError
+    from ..models.core import segment_max
+
+    row = runs[(runs.data_seed == data_seed) & (runs.d == d) & (runs.eta0 == eta0) & (runs.init_seed == init_seed)]
+    if len(row) != 1 or row.own_status.iloc[0] != PRECISE:
+        raise InvalidArgumentError(
+            f"runs holds no run ({data_seed}, {d}, {eta0}, {init_seed}) followed in many digits (own_status "
+            f"{PRECISE!r}); those it holds: {runs[runs.own_status == PRECISE][list(COLUMNS[:4])].values.tolist()}"
+        )
+    t, P = read_followed(data_seed, d, eta0, init_seed, path)
+    batch = synthetic.theory_pairs(seed=data_seed).batch
+    m = _stepped(batch, d, eta0, init_seed)
+    E = m.E
+    last = torch.from_numpy(P[-1]).to(E.dtype)
+    c = E @ last
+    norm = float(last.norm())
+    own = statistics.selection(batch, c, tol=1e-9 * norm)
+    tied = statistics.selection(batch, c, tol=tie * norm)
+    p_own = max_margin_for_selection(E, batch, own).p
+    p_tied = max_margin_for_selection(E, batch, tied).p
+    rows = []
+    for tk, pk in zip(t, P, strict=True):
+        p = torch.from_numpy(pk).to(E.dtype)
+        a = (E @ p)[batch.ids]
+        gaps = segment_max(a, batch)[batch.seg] - a
+        rows.append(
+            dict(
+                t=float(tk),
+                norm=float(p.norm()),
+                cos=cosine(p, p_own),
+                cos_tied=cosine(p, p_tied),
+                gap=float(gaps[gaps > 1e-12 * max(1.0, float(p.norm()))].min()),
+            )
+        )
+    out = pd.DataFrame(rows)
+    recorded = float(row.cos_own.iloc[0])
+    if abs(out.cos.iloc[-1] - recorded) > 1e-9:
+        raise DataUnavailableError(
+            f"the recorded follow-on of ({data_seed}, {d}, {eta0}, {init_seed}) ends at cos {out.cos.iloc[-1]:.12f} "
+            f"with its own max-margin direction, but runs.csv records {recorded:.12f}: the two were not recorded "
+            "together; record the run again"
+        )
+    out.attrs.update(ties=int((tied & ~own).sum()), recorded=recorded)
+    return out
 
 
 def _problem(runs) -> str | None:

@@ -467,6 +467,7 @@ def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> tor
     growth=Real(min=1.0, min_inclusive=False, max=16.0),
     monitor=MONITOR,
     max_evaluations=Int(min=1, allow_none=True),
+    digits=Int(min=30, max=2000, allow_none=True),
 )
 def implicit_flow(
     model: AttentionModel,
@@ -478,6 +479,7 @@ def implicit_flow(
     growth: float = 2.0,
     monitor=None,
     max_evaluations: int | None = None,
+    digits: int | None = None,
 ) -> Trajectory:
     """Phase 2's gradient flow ``dp/dt = -grad_p L`` by backward (implicit) Euler steps, for flows that are
     *stiff*: when part of the scores settles at a finite optimum (two tokens selected together, their score
@@ -496,12 +498,22 @@ def implicit_flow(
     with a :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged: a
     bound for flows whose steps stop growing (the solves keep failing at steps far below ``t``).
 
+    In float64 the solves fail from ``t`` of about ``1e16`` on a stiff flow: the settled scores' loss terms cancel
+    there below float64's 16 digits, and the diverging direction's gradient (of order ``1/t``) drowns in their
+    rounding. With ``digits``, every step is solved in ``digits``-digit arithmetic instead, in ``p`` with the
+    Hessian in closed form (:mod:`tokensel.training.precise`; each gradient and each Hessian counts as one
+    evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (digits - 30)``.
+
     Introduced in chapter 05.
     """
     reference = _prepare(model, batch, reference)
     if model.vocab_size > 4000:
         raise InvalidParameterError(
             f"implicit_flow forms the |S| x |S| Gram matrix: |S| = {model.vocab_size} > 4000; use gradient_flow"
+        )
+    if digits is not None:
+        return _implicit_flow_precise(
+            model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
         )
     dtype, device = model.p.dtype, model.p.device
     E = model.E.detach().to(torch.float64).cpu()
@@ -601,5 +613,44 @@ def implicit_flow(
     traj.extra["nfev"] = [float(nfev)] * len(traj)
     traj.stopped = "t_max"
     model.p.copy_(p.to(device=device, dtype=dtype))
+    model.validate()
+    return traj
+
+
+def _implicit_flow_precise(
+    model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
+) -> Trajectory:
+    """:func:`implicit_flow`'s steps in ``digits``-digit arithmetic (its arguments checked there)."""
+    from .precise import PreciseLoss, backward_euler
+
+    dtype, device = model.p.dtype, model.p.device
+    E = model.E.detach().to(torch.float64).cpu()
+    cpu = batch.to("cpu")
+    w = E @ model.v.detach().to(torch.float64).cpu()
+    loss = PreciseLoss(E, model.v, cpu, digits)
+    grid = np.logspace(-3, np.log10(t_max), records)
+    marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
+    traj = Trajectory(method=f"implicit flow ({digits} digits)")
+    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
+
+    def record(step, t, p_np):
+        p = torch.from_numpy(p_np)
+        lval, grad = p_gradient(E, p, w, cpu, True)
+        traj.append(
+            step,
+            t,
+            lval,
+            p.norm(),
+            grad.norm(),
+            cosine(p, ref) if ref is not None else float("nan"),
+            **(monitor(p.to(device=device, dtype=dtype)) if monitor else {}),
+        )
+
+    p0 = model.p.detach().to(torch.float64).cpu().numpy()
+    record(0, 0.0, p0.copy())
+    final = backward_euler(loss, p0, t_max, marks, record, first_step, growth, max_evaluations)
+    traj.extra["nfev"] = [float(loss.evaluations)] * len(traj)
+    traj.stopped = "t_max"
+    model.p.copy_(torch.tensor([float(a) for a in final], dtype=dtype, device=device))
     model.validate()
     return traj
