@@ -60,8 +60,8 @@ class PreciseLoss:
         return [fsum(e * x for e, x in zip(row, p, strict=True)) for row in self.E]
 
     def __call__(self, p: list, hessian: bool = False):
-        """``(loss, grad, H)``: the loss, its gradient in ``p`` (a list) and, with ``hessian``, its Hessian (an
-        mpmath matrix; else None)."""
+        """``(loss, grad, H)``: the loss, its gradient in ``p`` (a list) and, with ``hessian``, its Hessian (a list
+        of rows; else None)."""
         self.evaluations += 1
         ctx, S, d = self.ctx, self.S, self.d
         fsum, exp = ctx.fsum, ctx.exp
@@ -98,11 +98,36 @@ class PreciseLoss:
         if not hessian:
             return fsum(losses) * self.inv_n, grad, None
         HE = [[fsum(Hs[r] * self.E[r][k] for r in range(S) if Hs[r]) for k in range(d)] for Hs in H]
-        Hp = ctx.matrix(d, d)
+        Hp = [[ctx.zero] * d for _ in range(d)]
         for a in range(d):
             for b in range(a, d):
-                Hp[a, b] = Hp[b, a] = fsum(self.E[s][a] * HE[s][b] for s in range(S))
+                Hp[a][b] = Hp[b][a] = fsum(self.E[s][a] * HE[s][b] for s in range(S))
         return fsum(losses) * self.inv_n, grad, Hp
+
+
+def _solve_linear(M: list, r: list) -> list | None:
+    """``x`` with ``M x = r`` by Gaussian elimination with partial pivoting (``M`` and ``r`` are overwritten);
+    None when ``M`` is singular."""
+    n = len(r)
+    for k in range(n):
+        piv = max(range(k, n), key=lambda i: abs(M[i][k]))
+        if not M[piv][k]:
+            return None
+        if piv != k:
+            M[k], M[piv] = M[piv], M[k]
+            r[k], r[piv] = r[piv], r[k]
+        Mk, inv = M[k], 1 / M[k][k]
+        for i in range(k + 1, n):
+            Mi = M[i]
+            f = Mi[k] * inv
+            if f:
+                for j in range(k + 1, n):
+                    Mi[j] -= f * Mk[j]
+                r[i] -= f * r[k]
+    x = [r[0]] * n
+    for k in range(n - 1, -1, -1):
+        x[k] = (r[k] - sum((M[k][j] * x[j] for j in range(k + 1, n)), r[k] * 0)) / M[k][k]
+    return x
 
 
 def backward_euler(
@@ -122,7 +147,6 @@ def backward_euler(
     ctx = loss.ctx
     mpf = ctx.mpf
     d = loss.d
-    eye = ctx.eye(d)
     tol = mpf(10) ** (-min(30, ctx.dps // 4))  # Newton's residual, relative to the gradient
 
     def solve(p, h):
@@ -130,13 +154,15 @@ def backward_euler(
         for _ in range(12):
             _, g, H = loss(x, hessian=True)
             R = [(a - b) / h + gi for a, b, gi in zip(x, p, g, strict=True)]
-            if ctx.norm(ctx.matrix(R)) <= tol * ctx.norm(ctx.matrix(g)):
+            if ctx.fsum(r * r for r in R) <= tol**2 * ctx.fsum(gi * gi for gi in g):
                 return x
-            try:
-                dx = ctx.lu_solve(H + eye / h, ctx.matrix([-r for r in R]))
-            except ZeroDivisionError:
+            inv_h = 1 / h
+            for k in range(d):
+                H[k][k] += inv_h
+            dx = _solve_linear(H, [-r for r in R])
+            if dx is None:
                 return None
-            x = [a + dx[i] for i, a in enumerate(x)]
+            x = [a + b for a, b in zip(x, dx, strict=True)]
         return None
 
     p = loss.vector(p0)
