@@ -72,6 +72,7 @@ UNDECLARED_MODULES = {
     "tokensel.models.kernels": "numba kernels on arrays that their declared callers have checked and laid out",
     "tokensel.validation": "the declaration machinery itself: the check_* functions are what the constraints call",
     "tokensel.__main__": "the command line: argparse parses its arguments, each command calls declared functions",
+    "tokensel.training.precise": "the many-digit steps of implicit_flow(digits=...), on arguments it has checked",
 }
 #: ... and single callables: the building blocks of a training step, called once per step (or per evaluation)
 #: by a declared model or loop on arguments already checked, where a declaration would check them again per step
@@ -86,6 +87,7 @@ UNDECLARED = {
     "tokensel.models.variants.MLPOutput.head": "the per-step head of a declared variant",
     "tokensel.models.variants.MLPOutput.forward_prepared": "the per-step forward of a declared variant",
     "tokensel.training.loop.Trajectory.append": "the loop's per-evaluation record",
+    "tokensel.experiments.phase.write_followed": "writes the follow-ons that a declared phase_runs kept (runs.attrs)",
     "tokensel.training.loop.low_rank_applies": "the Adam loop's per-run test of its own parameter",
     "tokensel.training.loop.low_rank_adam": "the Adam loop's per-step update of its own optimiser's parameter",
 }

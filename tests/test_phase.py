@@ -265,3 +265,40 @@ def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
     assert ts.experiments.phase.recorded_path() == target.resolve()
     with pytest.raises(DataUnavailableError, match="not a CSV|not a sweep"):
         ts.experiments.phase.read_runs()
+
+
+def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_path):
+    """The sweep's one run followed in many digits: its follow-on reads back, reproduces the recorded cosine, and
+    shows the tie that the sweep's selection rule misses; a follow-on that is not this run's is refused."""
+    phase = ts.experiments.phase
+    runs = phase.read_runs()
+    precise = runs[runs.own_status == phase.PRECISE]
+    assert len(precise) == 1 and not runs.own_status.eq(phase.STIFF).any()
+    r = precise.iloc[0]
+    key = (int(r.data_seed), int(r.d), float(r.eta0), int(r.init_seed))
+    follow = phase.followed_directions(runs, *key)
+    assert follow.t.iloc[0] == 0.0 and follow.t.iloc[-1] == phase.TRAP_T
+    assert abs(follow.cos.iloc[-1] - r.cos_own) <= 1e-9 and follow.attrs["ties"] > 0
+    assert follow.cos_tied.iloc[-1] > follow.cos.iloc[-1]
+    t, P = phase.read_followed(*key)
+    assert P.shape == (len(t), key[1])
+    # another p at the end: not recorded together with runs.csv
+    moved = P.copy()
+    moved[-1, 0] += 1.0
+    phase.write_followed(tmp_path, key, list(zip(t, moved, strict=True)))
+    (written,) = (tmp_path / "followed").iterdir()
+    with pytest.raises(DataUnavailableError, match="not recorded together"):
+        phase.followed_directions(runs, *key, path=written)
+    # a column missing, or times out of order
+    table = written.read_text().splitlines()
+    header = table[0].rsplit(",", 1)[0]
+    written.write_text("\n".join([header, *(line.rsplit(",", 1)[0] for line in table[1:])]) + "\n")
+    with pytest.raises(DataUnavailableError, match="columns"):
+        phase.read_followed(*key, path=written)
+    written.write_text("\n".join([table[0], table[2], table[1], *table[3:]]) + "\n")
+    with pytest.raises(DataUnavailableError, match="increase"):
+        phase.read_followed(*key, path=written)
+    # a run that was not followed in many digits
+    other = runs[runs.own_status == "solved"].iloc[0]
+    with pytest.raises(InvalidArgumentError, match="followed in many digits"):
+        phase.followed_directions(runs, int(other.data_seed), int(other.d), float(other.eta0), int(other.init_seed))

@@ -501,7 +501,7 @@ def implicit_flow(
     In float64 the solves fail from ``t`` of about ``1e16`` on a stiff flow: the settled scores' loss terms cancel
     there below float64's 16 digits, and the diverging direction's gradient (of order ``1/t``) drowns in their
     rounding. With ``digits``, every step is solved in ``digits``-digit arithmetic instead, in ``p`` with the
-    Hessian in closed form (:mod:`tokensel.training.precise`; each gradient and each Hessian counts as one
+    Hessian in closed form (``tokensel.training.precise``; each gradient and each Hessian counts as one
     evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (digits - 30)``.
 
     Introduced in chapter 05.
