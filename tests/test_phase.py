@@ -302,3 +302,21 @@ def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_pa
     other = runs[runs.own_status == "solved"].iloc[0]
     with pytest.raises(InvalidArgumentError, match="followed in many digits"):
         phase.followed_directions(runs, int(other.data_seed), int(other.d), float(other.eta0), int(other.init_seed))
+
+
+@pytest.mark.slow(seconds=10)
+def test_a_follow_on_in_many_digits_is_kept_and_written(tmp_path):
+    """Both float64 budgets spent, a run goes on in many digits: its status says so, its cosines are those of
+    its p, and its follow-on is kept (t from 0, p as plain floats) and written where read_followed finds it."""
+    phase = ts.experiments.phase
+    co = ts.synthetic.co_selected(16, pools=(4, 2, 2), length=5, seed=0)
+    m = ts.one_step(ts.AttentionModel.init(co.batch.vocab_size, 16, seed=0), co.batch, 100.0)
+    followed: list = []
+    cos_mid, cos_end, status = phase._own_direction(m, co.batch, 1e-9, 1e8, 1, 1, 40, followed)
+    assert status == phase.PRECISE and abs(cos_mid) <= 1 and abs(cos_end) <= 1
+    assert followed[0][0] == 0.0 and followed[-1][0] == 1e8 and all(type(x) is float for x in followed[-1][1])
+    assert followed[-1][1] == m.p.tolist()  # the model is left at the follow-on's end
+    key = (0, 16, 100.0, 0)
+    phase.write_followed(tmp_path, key, followed)
+    t, P = phase.read_followed(*key, path=tmp_path / "followed" / "data-0-init-0-d-16-eta0-100.csv")
+    assert t.tolist() == [x for x, _ in followed] and P.tolist() == [p for _, p in followed]

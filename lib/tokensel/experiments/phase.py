@@ -135,7 +135,8 @@ def _own_direction(
     (``'solved (implicit)'``); with an ``implicit_budget`` too (its evaluations count the Hessians'), a run that
     this one also cannot take to ``trap_t`` within it has NaN cosines and the status ``STIFF``, unless ``digits``
     is given: then the implicit steps start again from where the run stood, in ``digits``-digit arithmetic
-    (``PRECISE``), and ``followed`` (a list) receives that follow-on as ``(t, p)`` pairs, ``p`` in float64."""
+    (``PRECISE``), and ``followed`` (a list) receives that follow-on as ``(t, p)`` pairs, ``p`` a list of floats
+    (plain lists, so that two sweeps' ``attrs`` compare)."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -167,7 +168,7 @@ def _own_direction(
             traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, digits=digits)
             solved = PRECISE
             if followed is not None:
-                followed.extend((float(t), p.detach().cpu().numpy().copy()) for t, p in zip(traj.t, kept, strict=True))
+                followed.extend((float(t), p.detach().cpu().tolist()) for t, p in zip(traj.t, kept, strict=True))
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
     sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
