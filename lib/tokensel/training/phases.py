@@ -502,7 +502,7 @@ def implicit_flow(
     there below float64's 16 digits, and the diverging direction's gradient (of order ``1/t``) drowns in their
     rounding. With ``digits``, every step is solved in ``digits``-digit arithmetic instead, in ``p`` with the
     Hessian in closed form (``tokensel.training.precise``; each gradient and each Hessian counts as one
-    evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (digits - 30)``.
+    evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (3 * digits / 4)``.
 
     Introduced in chapter 05.
     """

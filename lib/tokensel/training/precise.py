@@ -5,7 +5,8 @@ sequences keep loss terms of order 1 whose gradients cancel, while the gradient 
 falls like ``1/t``. In float64 that direction's gradient drowns in the rounding of the cancelling terms once
 ``t`` passes about ``1e16``: Newton's method for an implicit step can no longer reduce its residual, at any step
 size. With ``digits`` significant digits the cancellation is exact to that many digits, and the flow can be
-followed to ``t`` of about ``10 ** (digits - 30)``.
+followed to ``t`` of about ``10 ** (3 * digits / 4)`` (``1e90`` with 120 digits): Newton's residual is asked to be
+``10 ** -(digits / 4)`` of the gradient (at most ``1e-30``).
 
 Each backward Euler step solves ``(p' - p) / h + grad L(p') = 0`` for ``p'`` by Newton's method, with the
 Hessian of the loss in ``p`` in closed form (``E^T H_c E``, ``H_c`` the Hessian in the scores, sequence by
@@ -68,7 +69,7 @@ class PreciseLoss:
         c = self.scores(p)
         w = self.w
         A = [ctx.zero] * S
-        H = [[ctx.zero] * S for _ in range(S)]
+        H: list = [[ctx.zero] * S for _ in range(S)] if hessian else []
         losses = []
         for tok, cnt, y in self.seqs:
             cs = [c[s] for s in tok]
