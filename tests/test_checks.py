@@ -318,6 +318,30 @@ def test_a_record_cleared_while_it_is_read_was_not_there(tmp_path, monkeypatch):
         ts.book.verification.verify(p.parent, expected={"t": None})
 
 
+def test_a_record_cleared_and_written_again_while_it_is_read_is_read_again(tmp_path, monkeypatch):
+    """The other window of the race above: a record found missing (a build start cleared it) and there again
+    a moment later (its run wrote it again) is read again, not refused."""
+    p = _one_passing_record(tmp_path)
+    data = p.read_bytes()
+    real = ts.book.records.check_regular_file
+    looks = []
+
+    def cleared_and_rewritten(path, what):
+        if Path(path) != p:  # the build stamp
+            return real(path, what)
+        looks.append(path)
+        if len(looks) == 1:
+            Path(path).unlink()
+            try:
+                return real(path, what)
+            finally:
+                Path(path).write_bytes(data)
+        return real(path, what)
+
+    monkeypatch.setattr(ts.book.records, "check_regular_file", cleared_and_rewritten)
+    assert [r["_file"] for r in ts.book.records.this_build(p.parent)] == [p.name] and len(looks) == 2
+
+
 def test_a_crashed_run_is_replaced_by_the_next(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path))
     dead = {

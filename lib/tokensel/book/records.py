@@ -247,18 +247,23 @@ class _Vanished(Exception):
 
 def _read_bytes(p: Path) -> tuple[dict | None, str | None, bytes]:
     """``_read`` and the bytes it read (what :func:`carry_over` fingerprints). Raises :class:`_Vanished`
-    when there is no file at ``p`` any more."""
-    try:
-        check_regular_file(p, "the claim record")
-        data = p.read_bytes()
-    except StorageError as exc:
-        if not os.path.lexists(p):
+    when there is no file at ``p`` any more. A file found missing and then there again (another process cleared
+    the folder and a run wrote its record again in between) is read again, once."""
+    for look in (1, 2):
+        try:
+            check_regular_file(p, "the claim record")
+            data = p.read_bytes()
+            break
+        except StorageError as exc:
+            if not os.path.lexists(p):
+                raise _Vanished(str(p)) from None
+            if look == 1:  # cleared and written again between the check and the second look: look again
+                continue
+            return None, f"{exc} Rebuild the book.", b""
+        except FileNotFoundError:
             raise _Vanished(str(p)) from None
-        return None, f"{exc} Rebuild the book.", b""
-    except FileNotFoundError:
-        raise _Vanished(str(p)) from None
-    except OSError as exc:
-        return None, f"the claim record {str(p)!r} cannot be read ({describe_os_error(exc)}): rebuild the book", b""
+        except OSError as exc:
+            return None, f"the claim record {str(p)!r} cannot be read ({describe_os_error(exc)}): rebuild the book", b""
     try:
         rec = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
