@@ -57,18 +57,18 @@ def test_implicit_flow_in_many_digits_agrees_and_follows_a_stiff_flow_past_float
     u = m.values()
     a, b = m.copy(), m.copy()
     fa = implicit_flow(a, co.batch, 10.0, records=3).to_frame()
-    fb = implicit_flow(b, co.batch, 10.0, records=3, digits=40).to_frame()
+    fb = implicit_flow(b, co.batch, 10.0, records=3, digits=30).to_frame()
     assert fa.t.tolist() == fb.t.tolist()
     assert float((a.p - b.p).norm()) < 1e-10 * float(a.p.norm())
-    # float64: the shared sequences' loss terms (of order 1) cancel below its 16 digits, the solves stall at t << 1e20
+    # float64: the shared sequences' loss terms (of order 1) cancel below its 16 digits, the solves stall at t << 1e16
     f64 = m.copy()
     with pytest.raises(ts.errors.SolverError, match="reached only t =") as stalled:
-        implicit_flow(f64, co.batch, 1e20, max_evaluations=3000)
+        implicit_flow(f64, co.batch, 1e16, max_evaluations=3000)
     reached = float(re.search(r"reached only t = (\S+) ", str(stalled.value)).group(1))
     assert reached < 1e12  # 3000 evaluations, and its steps stay far below t
     many = m.copy()
-    traj = implicit_flow(many, co.batch, 1e20, records=3, digits=40)
-    assert traj.t[-1] == 1e20 and traj.method == "implicit flow (40 digits)"
+    traj = implicit_flow(many, co.batch, 1e16, records=3, digits=30)
+    assert traj.t[-1] == 1e16 and traj.method == "implicit flow (30 digits)"
     assert traj.extra["nfev"][-1] < 3000  # in fewer evaluations (the Hessians' included)
     gap = float(many.scores()[0] - many.scores()[1])
     assert abs(gap - float(torch.log(-u[1] / u[0]))) < 1e-9  # the settled gap, to many more digits than before
