@@ -121,3 +121,115 @@ def test_encode_and_shape_summary_return_named_results():
     s = ts.shapes.shape_summary(x, 5 * x**2, x)
     bins_p, bins_v, u_gap, rho = s
     assert s.u_gap == u_gap > 1 and s.rho == rho > 0.9 and s.bins_p is bins_p
+
+
+# ---------------------------------------------------------------- prepared data kept on disk
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from tokensel.data import reviews as reviews_module  # noqa: E402
+
+
+def _same(a, b):
+    """Two ReviewData hold the same batches, vocabulary, words, ratings and description."""
+    assert (a.name, a.source, a.is_sample, a.dropped) == (b.name, b.source, b.is_sample, b.dropped)
+    for split in ("train", "test"):
+        x, y = getattr(a, split), getattr(b, split)
+        for f in ("ids", "offsets", "labels"):
+            assert getattr(x, f).dtype == getattr(y, f).dtype and torch.equal(getattr(x, f), getattr(y, f)), (split, f)
+        assert (x.vocab_size, x.num_classes) == (y.vocab_size, y.num_classes)
+    assert a.vocab.words == b.vocab.words and np.array_equal(a.vocab.doc_freq, b.vocab.doc_freq)
+    assert (a.vocab.min_df, a.vocab.max_df) == (b.vocab.min_df, b.vocab.max_df)
+    assert a.test_words == b.test_words
+    for r, s in ((a.test_ratings, b.test_ratings), (a.train_ratings, b.train_ratings)):
+        assert (r is None and s is None) or np.array_equal(r, s)
+
+
+def _kept(tmp_path) -> list[Path]:
+    return sorted((tmp_path / "prepared").glob("*.npz"))
+
+
+@pytest.mark.parametrize("name", ["imdb", "yelp_polarity"])
+def test_prepared_data_are_kept_and_read_back_the_same(data_dir, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path))
+    fresh = ts.reviews.prepare_reviews(name, min_df=2, data_dir=data_dir, cache=False)
+    assert _kept(tmp_path) == []  # cache=False writes nothing
+    first = ts.reviews.prepare_reviews(name, min_df=2, data_dir=data_dir)
+    (path,) = _kept(tmp_path)
+    tokenized = []
+    monkeypatch.setattr(reviews_module, "tokenize", lambda *a, **k: tokenized.append(1))  # a read tokenizes nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = ts.reviews.prepare_reviews(name, min_df=2, data_dir=data_dir)
+    assert tokenized == [] and _kept(tmp_path) == [path]
+    _same(fresh, first)
+    _same(fresh, again)
+    # other arguments are another preparation (and another file)
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path))
+    other = ts.reviews.prepare_reviews(name, min_df=1, data_dir=data_dir)
+    assert len(_kept(tmp_path)) == 2 and other.vocab.min_df == 1 and fresh.vocab.min_df == 2
+
+
+def test_prepared_data_of_other_texts_are_not_read(data_dir, tmp_path_factory, monkeypatch):
+    """The key is the content: the same file names holding other texts miss the kept preparation."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(cache))
+    ts.reviews.prepare_reviews("imdb", min_df=1, data_dir=data_dir)
+    frame = pd.read_parquet(data_dir / "imdb" / "train.parquet")
+    frame.loc[0, "text"] = frame.loc[0, "text"] + " brilliant"
+    frame.to_parquet(data_dir / "imdb" / "train.parquet")
+    ts.data.manifest.write_manifest(data_dir)
+    changed = ts.reviews.prepare_reviews("imdb", min_df=1, data_dir=data_dir)
+    assert "brilliant" in changed.vocab and len(_kept(cache)) == 2
+    _same(changed, ts.reviews.prepare_reviews("imdb", min_df=1, data_dir=data_dir, cache=False))
+
+
+def _damage(path: Path, how: str) -> None:
+    raw = bytearray(path.read_bytes())
+    if how == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif how == "not a zip":
+        path.write_bytes(b"not an npz file")
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:  # an array's bytes changed, the file otherwise well formed: rewritten with one id moved
+        with np.load(path, allow_pickle=False) as z:
+            files = {k: z[k] for k in z.files}
+        if how == "an id changed":
+            files["test_ids"] = files["test_ids"].copy()
+            files["test_ids"][0] = (files["test_ids"][0] + 1) % int(files["doc_freq"].size)
+        elif how == "another key":
+            meta = json.loads(files["meta"].tobytes())
+            meta["key"] = "0" * 64
+            files["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        elif how == "an array missing":
+            del files["test_words"]
+        with open(path, "wb") as fh:
+            np.savez(fh, **files)
+
+
+import json  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["truncated", "not a zip", "empty", "an id changed", "another key", "an array missing"])
+def test_a_damaged_prepared_file_is_refused_and_replaced(data_dir, tmp_path, monkeypatch, how):
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path))
+    first = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    (path,) = _kept(tmp_path)
+    _damage(path, how)
+    with pytest.warns(UserWarning, match="refused the prepared-data file"):
+        again = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    _same(first, again)
+    with warnings.catch_warnings():  # prepared again and kept: the next read is clean
+        warnings.simplefilter("error")
+        _same(first, ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir))
+
+
+def test_an_unwritable_cache_folder_costs_only_the_next_preparation(data_dir, tmp_path, monkeypatch):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(blocker))
+    with pytest.warns(UserWarning, match="could not be kept"):
+        d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
+    _same(d, ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir, cache=False))

@@ -8,7 +8,7 @@ variable                   meaning
 =========================  ==========================================================================
 ``TOKENSEL_DATA_DIR``      a local data folder (``imdb/{train,test}.parquet``,
                            ``yelp_polarity_sample/test.parquet``), checked against the manifest
-``TOKENSEL_CACHE_DIR``     where downloaded and parsed data are kept (default ``~/.cache/tokensel``)
+``TOKENSEL_CACHE_DIR``     where downloaded, parsed and prepared data are kept (default ``~/.cache/tokensel``)
 ``TOKENSEL_IMDB_ARCHIVE``  the IMDB archive ``aclImdb_v1.tar.gz``: a URL or a local path (default the
                            Stanford release); when set, it is used even if ``TOKENSEL_DATA_DIR`` is set
 ``TOKENSEL_IMDB_SHA256``   the SHA-256 such an archive must have (the canonical archive's is built in)
@@ -111,7 +111,7 @@ def data_dir() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """Where downloaded and parsed data are kept: ``TOKENSEL_CACHE_DIR``, else ``~/.cache/tokensel``
+    """Where downloaded, parsed and prepared data are kept: ``TOKENSEL_CACHE_DIR``, else ``~/.cache/tokensel``
     (``$XDG_CACHE_HOME/tokensel`` when that is set)."""
     value = _get(CACHE_DIR)
     if value is not None:

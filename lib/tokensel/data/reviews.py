@@ -13,20 +13,34 @@ A reader's own labelled texts become the same :class:`ReviewData`: :func:`prepar
 texts and their labels (0/1, ±1 or two strings), :func:`from_frame` a CSV file, a pandas frame or a Hugging
 Face ``datasets.Dataset`` with a text and a label column; both check their inputs first.
 
+Tokenizing and encoding IMDB takes about ten seconds, so :func:`prepare_reviews` keeps what it prepared under
+``TOKENSEL_CACHE_DIR`` (``prepared/``), keyed by the SHA-256 of the loaded texts, labels and ratings, the
+arguments and the source of the code that prepares them; a file read back is checked against its key and
+its arrays' checksums, and one that fails is prepared again and replaced (``cache=False`` neither reads nor
+writes it).
+
 Data preparation only: the experiments run on these data sets are in :mod:`tokensel.experiments`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import math
 import os
+import tempfile
+import warnings
+import zipfile
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
-from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, declare, unchecked
+from .. import config
+from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError, TokenselError
+from ..validation import Bool, Choice, Constraint, FilePath, Instance, Int, Real, Text, declare, unchecked
 from .batch import RaggedBatch, labels_from_01
 from .loaders import SOURCES, load_reviews
 from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
@@ -156,6 +170,7 @@ SEED = Int(min=0)
     data_dir=FilePath(allow_none=True),
     sample_train_fraction=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
     seed=SEED,
+    cache=Bool(),
 )
 def prepare_reviews(
     name: str,
@@ -164,8 +179,13 @@ def prepare_reviews(
     data_dir=None,
     sample_train_fraction: float = 0.8,
     seed: int = 0,
+    cache: bool = True,
 ) -> ReviewData:
     """Load, tokenize, build the vocabulary on the training split and encode both splits.
+
+    With ``cache`` (the default) the prepared data are read from ``TOKENSEL_CACHE_DIR`` when the same texts,
+    labels and ratings were prepared with the same arguments and code before (checked as they are read), and
+    kept there otherwise: the result is the same either way.
 
     Introduced in chapter 06."""
     is_sample = False
@@ -188,6 +208,11 @@ def prepare_reviews(
                 f"{name}/{split}: review {bad} has a text of type {type(cols['text'][bad]).__name__}, not a str: "
                 "the data files are damaged; fetch them again"
             )
+    args = dict(name=name, min_df=min_df, max_len=max_len, fraction=sample_train_fraction, seed=seed, sample=is_sample)
+    key = _prepared_key(args, tr_cols, te_cols) if cache else None
+    kept = _read_prepared(key) if key is not None else None
+    if kept is not None:
+        return kept
     words_of = unchecked(tokenize)
     tr_words = [words_of(t) for t in tr_cols["text"]]
     te_words = [words_of(t) for t in te_cols["text"]]
@@ -195,7 +220,7 @@ def prepare_reviews(
     btr, kept_tr = encode(tr_words, labels_from_01(np.asarray(tr_cols["label"])), vocab, max_len=max_len)
     bte, kept_te = encode(te_words, labels_from_01(np.asarray(te_cols["label"])), vocab, max_len=max_len)
     ratings = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
-    return ReviewData(
+    data = ReviewData(
         name,
         btr,
         bte,
@@ -207,6 +232,184 @@ def prepare_reviews(
         + (f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""),
         is_sample,
         (len(tr_words) - btr.n, len(te_words) - bte.n),
+    )
+    if key is not None:
+        _write_prepared(key, data)
+    return data
+
+
+# ---------------------------------------------------------------- prepared data kept on disk
+
+#: the layout of a prepared-data file; a change makes every older file a miss
+_PREPARED_FORMAT = 1
+
+
+def _prepared_key(args: dict, tr_cols: dict, te_cols: dict) -> str:
+    """The key of a preparation: the SHA-256 of the texts, labels and ratings of both splits (in order), the
+    arguments, and the source of the modules that tokenize, count and encode."""
+    from . import batch, text
+
+    h = hashlib.sha256(json.dumps({"format": _PREPARED_FORMAT, **args}, sort_keys=True).encode())
+    for module in (text, batch):
+        h.update(Path(module.__file__).read_bytes())  # type: ignore[arg-type]
+    h.update(_prepare_source())
+    for cols in (tr_cols, te_cols):
+        h.update(b"\x00split")
+        for t in cols["text"]:
+            h.update(len(t).to_bytes(8, "little"))
+            h.update(t.encode("utf-8", "surrogatepass"))
+        for column in ("label", "rating"):
+            values = np.asarray(cols[column]).astype(np.int64) if column in cols else np.zeros(0, np.int64)
+            h.update(column.encode() + len(values).to_bytes(8, "little") + values.tobytes())
+    return h.hexdigest()
+
+
+def _prepare_source() -> bytes:
+    """This module's source up to the prepared-data helpers (what decides a prepared data set's content)."""
+    source = Path(__file__).read_bytes()
+    return source[: source.find(b"# ---------------------------------------------------------------- prepared data")]
+
+
+def _prepared_path(key: str) -> Path:
+    return config.cache_dir() / "prepared" / f"{key}.npz"
+
+
+def _arrays(data: ReviewData) -> dict:
+    """The arrays of a prepared data set: the token ids as int32, the test reviews' words as one text (words
+    joined by spaces, reviews by newlines; the tokenizer's words hold neither)."""
+    out = {}
+    for split, b in (("train", data.train), ("test", data.test)):
+        out[f"{split}_ids"] = b.ids.numpy().astype(np.int32)  # half the bytes: a vocabulary has < 2**31 words
+        out[f"{split}_offsets"] = b.offsets.numpy()
+        out[f"{split}_labels"] = b.labels.numpy()
+    out["words"] = np.frombuffer("\n".join(data.vocab.words).encode(), np.uint8)
+    out["doc_freq"] = np.asarray(data.vocab.doc_freq)
+    out["test_words"] = np.frombuffer("\n".join(" ".join(doc) for doc in data.test_words).encode(), np.uint8)
+    for split, r in (("train", data.train_ratings), ("test", data.test_ratings)):
+        if r is not None:
+            out[f"{split}_ratings"] = np.asarray(r)
+    return out
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(
+        str(a.dtype).encode() + repr(a.shape).encode() + np.ascontiguousarray(a).tobytes()
+    ).hexdigest()
+
+
+def _write_prepared(key: str, data: ReviewData) -> None:
+    """Keep ``data`` under its key: one ``.npz`` with a JSON header (the key, the scalars, each array's SHA-256),
+    written to a unique temporary name and renamed, so a reader sees the old file, the new one or none. A cache
+    folder that cannot be written only costs the next run its preparation (a warning says why)."""
+    path = _prepared_path(key)
+    arrays = _arrays(data)
+    meta = {
+        "format": _PREPARED_FORMAT,
+        "key": key,
+        "name": data.name,
+        "vocab_size": len(data.vocab),
+        "min_df": data.vocab.min_df,
+        "max_df": data.vocab.max_df,
+        "source": data.source,
+        "is_sample": data.is_sample,
+        "dropped": list(data.dropped),
+        "num_classes": data.train.num_classes,
+        "sha256": {k: _digest(v) for k, v in arrays.items()},
+    }
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        warnings.warn(
+            f"the prepared {data.name} data could not be kept in {str(path.parent)!r} ({type(exc).__name__}: "
+            f"{exc}); the next run prepares them again (set TOKENSEL_CACHE_DIR to a writable folder)",
+            stacklevel=3,
+        )
+
+
+class _Refused(Exception):
+    """A prepared-data file that does not hold what its key promises."""
+
+
+def _read_prepared(key: str) -> ReviewData | None:
+    """The prepared data kept under ``key``, or None when there are none. A file that cannot be read, or whose
+    header, arrays or checksums are not what its key promises, is refused with a warning (and replaced when the
+    data are prepared again): it is never used."""
+    path = _prepared_path(key)
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            files = {k: z[k] for k in z.files}
+        return _from_arrays(key, files)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, _Refused, TokenselError) as exc:
+        warnings.warn(
+            f"refused the prepared-data file {str(path)!r} ({type(exc).__name__}: {str(exc)[:200]}); preparing the "
+            "data again",
+            stacklevel=3,
+        )
+        return None
+
+
+def _from_arrays(key: str, files: dict) -> ReviewData:
+    if "meta" not in files or files["meta"].dtype != np.uint8 or files["meta"].ndim != 1:
+        raise _Refused("no header")
+    meta = json.loads(files.pop("meta").tobytes().decode())
+    if not isinstance(meta, dict) or meta.get("format") != _PREPARED_FORMAT or meta.get("key") != key:
+        raise _Refused("its header names another key or format")
+    sums = meta.get("sha256")
+    if not isinstance(sums, dict) or set(sums) != set(files):
+        raise _Refused(
+            f"arrays {sorted(files)} against the header's {sorted(sums) if isinstance(sums, dict) else sums}"
+        )
+    for k, a in files.items():
+        if _digest(a) != sums[k]:
+            raise _Refused(f"array {k!r} does not match its checksum")
+    words = tuple(files["words"].tobytes().decode().split("\n")) if files["words"].size else ()
+    if len(words) != meta["vocab_size"] or files["doc_freq"].shape != (len(words),):
+        raise _Refused("the vocabulary's words and counts disagree")
+    vocab = Vocabulary(words, files["doc_freq"], meta["min_df"], meta["max_df"])
+    batches = {}
+    for split in ("train", "test"):
+        if files[f"{split}_ids"].dtype != np.int32:
+            raise _Refused(f"{split} token ids of type {files[f'{split}_ids'].dtype}, not int32")
+        batches[split] = RaggedBatch(  # checks every invariant (ids within the vocabulary, offsets, labels)
+            torch.from_numpy(files[f"{split}_ids"].astype(np.int64)),
+            torch.from_numpy(files[f"{split}_offsets"]),
+            torch.from_numpy(files[f"{split}_labels"]),
+            len(words),
+            num_classes=meta["num_classes"],
+        )
+    text = files["test_words"].tobytes().decode()
+    test_words = [doc.split(" ") for doc in text.split("\n")] if text else []
+    if len(test_words) != batches["test"].n:
+        raise _Refused(f"{len(test_words)} test reviews' words for {batches['test'].n} test reviews")
+    ratings = {s: files.get(f"{s}_ratings") for s in ("train", "test")}
+    for s, r in ratings.items():
+        if r is not None and r.shape != (batches[s].n,):
+            raise _Refused(f"{s} ratings of shape {r.shape} for {batches[s].n} reviews")
+    dropped = meta["dropped"]
+    if not (isinstance(dropped, list) and len(dropped) == 2 and all(isinstance(x, int) and x >= 0 for x in dropped)):
+        raise _Refused("the dropped counts are not two counts")
+    return ReviewData(
+        meta["name"],
+        batches["train"],
+        batches["test"],
+        vocab,
+        test_words,
+        ratings["test"],
+        ratings["train"],
+        meta["source"],
+        bool(meta["is_sample"]),
+        (dropped[0], dropped[1]),
     )
 
 
