@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -173,6 +174,73 @@ def test_train_joint_from_the_factors_equals_the_formed_gradient(monkeypatch):
     assert float((m1.E - m2.E).abs().max()) <= 1e-12 * float(m2.E.abs().max())
     assert float((m1.p - m2.p).abs().max()) <= 1e-12 * float(m2.p.abs().max())
     assert (h1.loss - h2.loss).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("rank", [2, 5])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_adam_pass_leaves_the_next_scores_bit_for_bit(dtype, rank):
+    """With a ScoresAfter the same pass updates E exactly as without one and leaves E_new [p, V], bitwise what
+    scores_values gives on the updated E (one compiled dot product for both)."""
+    g = torch.Generator().manual_seed(3)
+    E0 = torch.randn(70, 19, generator=g, dtype=dtype)
+    plain, fused = E0.clone(), E0.clone()
+    o1, o2 = (torch.optim.Adam([t], lr=3e-2, fused=True) for t in (plain, fused))
+    for _ in range(4):
+        AB, PV = torch.randn(70, rank, generator=g, dtype=dtype), torch.randn(rank, 19, generator=g, dtype=dtype)
+        nxt = torch.randn(19, rank, generator=g, dtype=dtype)
+        after = loop.ScoresAfter(lambda nxt=nxt: nxt)
+        loop.low_rank_adam(o1, plain, AB, PV)
+        loop.low_rank_adam(o2, fused, AB, PV, after)
+        assert torch.equal(plain, fused)
+        expected = ts.models.kernels.scores_values(fused.numpy(), nxt.numpy())
+        got = after.take()
+        assert got is not None and got.dtype == dtype and np.array_equal(got.numpy(), expected)
+        assert after.take() is None  # used once
+    for k in ("exp_avg", "exp_avg_sq"):
+        assert torch.equal(o1.state[plain][k], o2.state[fused][k])
+
+
+@pytest.mark.parametrize("classes", [None, 4])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkeypatch, dtype, classes):
+    """The scores formed by E's Adam pass replace the next step's pass over E without changing a bit of the run;
+    they are used at every step after the first."""
+    data = ts.synthetic.assumption1_pairs(60, 3, 20, length=6, seed=0).batch
+    batch = (
+        data
+        if classes is None
+        else ts.RaggedBatch(
+            data.ids, data.offsets, torch.arange(data.n) % classes, data.vocab_size, num_classes=classes
+        )
+    )
+    settings = ts.TrainSettings(steps=12, lr=3e-2, eval_every=4, progress=False)
+    runs, used = {}, []
+
+    class Unused(loop.ScoresAfter):
+        def take(self):
+            super().take()
+            return None
+
+    class Counted(loop.ScoresAfter):
+        def take(self):
+            value = super().take()
+            used.append(value is not None)
+            return value
+
+    for kind in (Counted, Unused):
+        monkeypatch.setattr(loop, "ScoresAfter", kind)
+        model = (
+            ts.AttentionModel.init(batch.vocab_size, 16, seed=1, dtype=dtype)
+            if classes is None
+            else ts.MultiClassAttentionModel.init(batch.vocab_size, 16, classes, seed=1, dtype=dtype)
+        )
+        traj = ts.train_joint(model, batch, settings, params=("E", "p", "v"), test_batch=batch)
+        runs[kind] = (model, traj.to_frame())
+    (m1, h1), (m2, h2) = runs[Counted], runs[Unused]
+    assert used == [False] + [True] * settings.steps  # every step after the first read the Adam pass's scores
+    for name in ("E", "p", "v"):
+        assert torch.equal(getattr(m1, name), getattr(m2, name)), name
+    assert h1.equals(h2)
 
 
 def test_the_low_rank_adam_step_refuses_what_it_does_not_implement():

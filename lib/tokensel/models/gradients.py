@@ -100,11 +100,18 @@ def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None
 
 
 def gradients_of_checked(
-    model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None, _E_checked: bool = True
+    model,
+    batch: RaggedBatch,
+    stable: bool = True,
+    fused: bool | None = None,
+    _E_checked: bool = True,
+    scores: torch.Tensor | None = None,
 ) -> Gradients:
     """:func:`gradients` without its checks (the arguments' declarations and ``model.check_batch``, a pass over
     ``E`` for its finiteness): for a training loop that checked them once, and sees a non-finite ``E`` in the
-    loss it checks at every step."""
+    loss it checks at every step. ``scores``: ``E [p, V]`` at the model's current parameters, already formed
+    (by the Adam pass of the update that made them, :class:`tokensel.training.loop.ScoresAfter`), which the
+    fused path uses instead of reading ``E`` for them; ignored elsewhere."""
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
         raise InvalidParameterError(
@@ -115,7 +122,13 @@ def gradients_of_checked(
     PV = torch.cat([p[:, None], v if multiclass else v[:, None]], 1)
     fused = fused is not False and fused_applies(batch, E, stable)
     if fused:
-        CW = fused_scores_values(E, PV)  # one pass over E for c = E p and W = E V (w = E v)
+        if scores is not None and (scores.shape != (E.shape[0], PV.shape[1]) or scores.dtype != E.dtype):
+            raise InvalidParameterError(
+                f"scores must be E [p, V] of shape {(E.shape[0], PV.shape[1])} and dtype {E.dtype}, got "
+                f"{tuple(scores.shape)} {scores.dtype}"
+            )
+        # one pass over E for c = E p and W = E V (w = E v), unless the last update formed them
+        CW = fused_scores_values(E, PV) if scores is None else scores
         if not _E_checked and not bool(torch.isfinite(CW).all()):
             model.check_finite()  # a NaN or inf of E raises; a finite E whose scores overflow goes on, as before
         loss, f, AB = fused_grads(batch, CW)

@@ -315,17 +315,25 @@ def _sum_blocks_serial(P, out):  # pragma: no cover - compiled
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@numba.njit(parallel=True, fastmath=_FAST, cache=True)
+@numba.njit(fastmath=_FAST, cache=True)
+def _row_scores(r, PVt, out):  # pragma: no cover - compiled
+    """``out[c] = r . PVt[c]`` for one row ``r`` of ``E`` (fastmath lets the dot products vectorise). One compiled
+    function for :func:`_rowdot` and for the Adam pass that leaves the next step's scores
+    (:func:`adam_low_rank`), so both give the same bits. A NaN or inf in ``r`` makes ``out`` NaN or inf (no flag
+    lets the compiler assume finite values)."""
+    for c in range(PVt.shape[0]):
+        acc = 0.0
+        for j in range(r.size):
+            acc += r[j] * PVt[c, j]
+        out[c] = acc
+
+
+@numba.njit(parallel=True, cache=True)
 def _rowdot(E, PVt, out):  # pragma: no cover - compiled
-    """``out = E PVt^T``: each row of ``E`` read once for all columns (fastmath lets the dot products
-    vectorise; the order of each sum is fixed by the compiled code, so runs repeat bitwise). A NaN or inf in a
-    row of ``E`` makes that row of ``out`` NaN or inf (no flag lets the compiler assume finite values)."""
+    """``out = E PVt^T``: each row of ``E`` read once for all columns (:func:`_row_scores`; the order of each sum is
+    fixed by the compiled code, so runs repeat bitwise)."""
     for s in numba.prange(E.shape[0]):
-        for c in range(PVt.shape[0]):
-            acc = 0.0
-            for j in range(E.shape[1]):
-                acc += E[s, j] * PVt[c, j]
-            out[s, c] = acc
+        _row_scores(E[s], PVt, out[s])
 
 
 def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
@@ -437,9 +445,10 @@ def _adam_entry(e, m, s, g, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # 
 
 
 @numba.njit(parallel=True, cache=True)
-def _adam_rank2(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+def _adam_rank2(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps, PVn, CW, scores):  # pragma: no cover
     """Adam on ``E`` for the gradient ``A p^T + B v^T`` (``AB`` |S| x 2, ``PV`` 2 x d), each entry formed where
-    it is used (the binary model; one loop over the row, which vectorises)."""
+    it is used (the binary model; one loop over the row, which vectorises); with ``scores`` also
+    ``CW[i] = E[i] PVn^T`` from each updated row while it is in cache (:func:`_row_scores`)."""
     p, v = PV[0], PV[1]
     for i in numba.prange(E.shape[0]):
         a, b = AB[i, 0], AB[i, 1]
@@ -448,12 +457,16 @@ def _adam_rank2(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps)
             Ei[j], mi[j], si[j] = _adam_entry(
                 Ei[j], mi[j], si[j], a * p[j] + b * v[j], beta1, c1, beta2, c2, step_size, bc2_sqrt, eps
             )
+        if scores:
+            _row_scores(Ei, PVn, CW[i])
 
 
 @numba.njit(parallel=True, cache=True)
-def _adam_low_rank(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps):  # pragma: no cover - compiled
+def _adam_low_rank(
+    E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, eps, PVn, CW, scores
+):  # pragma: no cover
     """Adam on ``E`` for the gradient ``AB PV`` of any small rank: each row's gradient formed in a buffer that
-    stays in cache (the K-class model), then :func:`_adam_entry` along it."""
+    stays in cache (the K-class model), then :func:`_adam_entry` along it; ``scores`` as in :func:`_adam_rank2`."""
     S, d = E.shape
     for blk in numba.prange(BLOCKS):
         g = np.empty(d, dtype=E.dtype)
@@ -470,6 +483,8 @@ def _adam_low_rank(E, m, s, AB, PV, beta1, c1, beta2, c2, step_size, bc2_sqrt, e
                 Ei[j], mi[j], si[j] = _adam_entry(
                     Ei[j], mi[j], si[j], g[j], beta1, c1, beta2, c2, step_size, bc2_sqrt, eps
                 )
+            if scores:
+                _row_scores(Ei, PVn, CW[i])
 
 
 def adam_low_rank(
@@ -482,28 +497,32 @@ def adam_low_rank(
     lr: float,
     betas: tuple[float, float],
     eps: float,
-) -> None:
+    scores_PV: np.ndarray | None = None,
+) -> np.ndarray | None:
     """In place: Adam's update of ``E`` (|S| x d, C-contiguous) and its moments for the gradient ``AB @ PV``
     (``AB`` |S| x r, ``PV`` r x d, r small: the one-layer model's ``grad_E = A p^T + B V^T``), at Adam step
     ``step`` (1 for the first). One pass over ``E`` and its two moments; the |S| x d gradient is never formed.
     Element for element the arithmetic of ``torch.optim.Adam(..., fused=True)`` on the CPU (bias corrections
     in float64, then every scalar in ``E``'s dtype), except that the gradient's entries are summed in a fixed
-    order where torch's product may round differently."""
+    order where torch's product may round differently.
+
+    With ``scores_PV`` (d x (1 + K), the parameters ``[p, V]`` after their own update) the same pass returns the
+    next step's ``E [p, V]`` from the updated rows while they are in cache: bit for bit what
+    :func:`scores_values` would give on the updated ``E``, without its pass over ``E``. Else returns None."""
     dt = E.dtype.type
     beta1, beta2 = betas
     bias1, bias2 = 1.0 - beta1**step, 1.0 - beta2**step
     with np.errstate(over="ignore"):  # a huge lr overflows to inf in float32, as in torch; the loop's guard sees it
         scalars = [dt(x) for x in (beta1, 1.0 - beta1, beta2, 1.0 - beta2, lr / bias1, math.sqrt(bias2), eps)]
+    scores = scores_PV is not None
+    PVn = np.ascontiguousarray(scores_PV.T, dtype=E.dtype) if scores_PV is not None else np.empty((1, 1), E.dtype)
+    CW = np.empty((E.shape[0], PVn.shape[0]), dtype=E.dtype) if scores else np.empty((1, 1), E.dtype)
+    AB, PV = np.ascontiguousarray(AB, dtype=E.dtype), np.ascontiguousarray(PV, dtype=E.dtype)
+    args: tuple = (E, exp_avg, exp_avg_sq, AB, PV, *scalars, PVn, CW, scores)
     with _LAUNCH:
         _threads()
-        (_adam_rank2 if AB.shape[1] == 2 else _adam_low_rank)(
-            E,
-            exp_avg,
-            exp_avg_sq,
-            np.ascontiguousarray(AB, dtype=E.dtype),
-            np.ascontiguousarray(PV, dtype=E.dtype),
-            *scalars,
-        )
+        (_adam_rank2 if AB.shape[1] == 2 else _adam_low_rank)(*args)
+    return CW if scores else None
 
 
 def _threads() -> None:

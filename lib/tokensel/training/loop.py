@@ -92,8 +92,26 @@ class StepResult:
     grad_norm_p: float
     finite: bool
     #: ``(E, AB, PV)`` when the gradient of the trained tensor ``E`` is the low-rank ``AB @ PV`` and was not
-    #: formed (``E.grad`` is None): :func:`adam` updates ``E`` from the factors (:func:`low_rank_adam`)
+    #: formed (``E.grad`` is None): :func:`adam` updates ``E`` from the factors (:func:`low_rank_adam`); a fourth
+    #: item, a :class:`ScoresAfter`, asks that pass for the next step's scores
     low_rank: tuple | None = None
+
+
+class ScoresAfter:
+    """A step function's request for the scores ``E [p, V]`` at the parameters after the update: the Adam pass over
+    ``E`` (:func:`low_rank_adam`) forms them from each row it has just updated and leaves them in ``value``, so the
+    next step's gradient need not read ``E`` again for them. ``PV`` gives the d x (1 + K) matrix ``[p, V]`` as it is
+    when that pass runs (after the update of ``p`` and ``V``). The step that uses them takes them (:meth:`take`):
+    scores are used once, by the step right after the update that formed them."""
+
+    def __init__(self, PV: Callable[[], torch.Tensor]):
+        self.PV = PV
+        self.value: torch.Tensor | None = None
+
+    def take(self) -> torch.Tensor | None:
+        """The scores left by the last update (None when there are none), forgotten here."""
+        value, self.value = self.value, None
+        return value
 
 
 @declare(
@@ -177,11 +195,15 @@ def low_rank_applies(E: torch.Tensor) -> bool:
     return E.device.type == "cpu" and E.dtype in (torch.float32, torch.float64) and E.is_contiguous()
 
 
-def low_rank_adam(opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: torch.Tensor) -> None:
+def low_rank_adam(
+    opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: torch.Tensor, scores: ScoresAfter | None = None
+) -> None:
     """``opt``'s Adam step on ``E`` (one of its parameters, with no ``.grad``) for the gradient ``AB @ PV``, by
     :func:`tokensel.models.kernels.adam_low_rank`: one pass over ``E`` and its moments instead of forming the
     |S| x d gradient and passing over it again. The moments and the step count live in ``opt.state[E]`` as
-    torch's fused Adam keeps them, so a checkpoint (``opt.state_dict()``) is the same either way."""
+    torch's fused Adam keeps them, so a checkpoint (``opt.state_dict()``) is the same either way. With ``scores``
+    the same pass leaves the updated ``E [p, V]`` in ``scores.value`` (``scores.PV()`` read now, after the update of
+    ``p`` and ``V``)."""
     group = next(g for g in opt.param_groups if any(q is E for q in g["params"]))
     if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
         raise InvalidParameterError("low_rank_adam implements plain Adam: no weight decay, amsgrad or maximize")
@@ -191,7 +213,7 @@ def low_rank_adam(opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: 
         state["exp_avg"] = torch.zeros_like(E, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(E, memory_format=torch.preserve_format)
     state["step"] += 1
-    kernels.adam_low_rank(
+    after = kernels.adam_low_rank(
         E.detach().numpy(),
         state["exp_avg"].numpy(),
         state["exp_avg_sq"].numpy(),
@@ -201,7 +223,10 @@ def low_rank_adam(opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: 
         float(group["lr"]),
         tuple(group["betas"]),
         float(group["eps"]),
+        None if scores is None else scores.PV().detach().numpy(),
     )
+    if scores is not None:
+        scores.value = torch.from_numpy(after)
 
 
 @declare(
