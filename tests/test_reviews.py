@@ -138,6 +138,7 @@ def _same(a, b):
         for f in ("ids", "offsets", "labels"):
             assert getattr(x, f).dtype == getattr(y, f).dtype and torch.equal(getattr(x, f), getattr(y, f)), (split, f)
         assert (x.vocab_size, x.num_classes) == (y.vocab_size, y.num_classes)
+    assert a.vocab == b.vocab and hash(a.vocab) == hash(b.vocab)
     assert a.vocab.words == b.vocab.words and np.array_equal(a.vocab.doc_freq, b.vocab.doc_freq)
     assert (a.vocab.min_df, a.vocab.max_df) == (b.vocab.min_df, b.vocab.max_df)
     assert a.test_words == b.test_words

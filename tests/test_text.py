@@ -54,3 +54,15 @@ def test_vocabulary_rule_and_encoding():
         ts.data.text.build_vocabulary(docs, min_df=10)
     with pytest.raises(InvalidBatchError, match="labels"):
         ts.data.text.encode(docs, [1], vocab)
+
+
+def test_vocabularies_compare_by_words_counts_and_rule():
+    """Two vocabularies are equal when their words, document frequencies and rule are; each is hashable."""
+    from tokensel.data.text import build_vocabulary
+
+    docs = [["a", "b"], ["a", "c"], ["b", "a"]]
+    v, w = build_vocabulary(docs, min_df=1), build_vocabulary([list(d) for d in docs], min_df=1)
+    assert v == w and hash(v) == hash(w) and len({v, w}) == 1
+    assert v != build_vocabulary(docs, min_df=2)  # another rule, other words
+    assert v != build_vocabulary(docs + [["c"]], min_df=1)  # the same words, other frequencies
+    assert v != "a vocabulary" and (v == 3) is False

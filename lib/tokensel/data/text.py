@@ -111,6 +111,18 @@ class Vocabulary:
     def __post_init__(self):
         object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
 
+    def __eq__(self, other) -> bool:
+        """The same words in the same order, the same document frequencies and the same rule (the dataclass's own
+        comparison would compare the frequency arrays element by element, which has no truth value)."""
+        if not isinstance(other, Vocabulary):
+            return NotImplemented
+        return (self.words, self.min_df, self.max_df) == (other.words, other.min_df, other.max_df) and bool(
+            np.array_equal(self.doc_freq, other.doc_freq)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.words, self.min_df, self.max_df))
+
     def __len__(self) -> int:
         return len(self.words)
 
