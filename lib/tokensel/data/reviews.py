@@ -259,8 +259,9 @@ def _prepared_key(args: dict, tr_cols: dict, te_cols: dict) -> str:
             h.update(len(t).to_bytes(8, "little"))
             h.update(t.encode("utf-8", "surrogatepass"))
         for column in ("label", "rating"):
-            values = np.asarray(cols[column]).astype(np.int64) if column in cols else np.zeros(0, np.int64)
-            h.update(column.encode() + len(values).to_bytes(8, "little") + values.tobytes())
+            values = np.asarray(cols[column]) if column in cols else np.zeros(0, np.int64)
+            raw = values.tobytes() if values.dtype.kind in "biuf" else repr(values.tolist()).encode()
+            h.update(f"{column} {values.dtype.str} {values.shape}".encode() + raw)
     return h.hexdigest()
 
 
