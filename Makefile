@@ -137,6 +137,7 @@ pdf-student: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py
+	$(BIN)/python benchmarks/bench_step.py
 	$(BIN)/python benchmarks/bench_svm.py
 	$(BIN)/python benchmarks/bench_variants.py
 	$(BIN)/python benchmarks/bench_two_layer.py
