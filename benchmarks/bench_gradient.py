@@ -26,7 +26,7 @@ import argparse
 import time
 
 import torch
-from common import peak_rss_gb, timeit, zipf_batch
+from common import classes_batch, imdb_size_arguments, peak_rss_gb, timeit, zipf_batch
 
 import tokensel as ts
 
@@ -84,11 +84,7 @@ def compare(name, model, batch, floor, repeat, tol):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=25_000)
-    ap.add_argument("--mean-len", type=int, default=230)
-    ap.add_argument("--vocab", type=int, default=7_800)
-    ap.add_argument("--d", type=int, default=2048)
-    ap.add_argument("--classes", type=int, default=4, help="K of the K-class model")
+    imdb_size_arguments(ap)
     ap.add_argument("--repeat", type=int, default=5, help="timed calls after one warm-up (the best is kept)")
     ap.add_argument("--autograd", action="store_true", help="also check the reference against autograd")
     ap.add_argument("--chunk", type=int, default=200, help="sequences per autograd minibatch")
@@ -144,9 +140,7 @@ def main():
         )
     del gE
 
-    kbatch = ts.RaggedBatch(
-        batch.ids, batch.offsets, torch.arange(batch.n) % args.classes, args.vocab, num_classes=args.classes
-    )
+    kbatch = classes_batch(batch, args.classes)
     kmodel = ts.MultiClassAttentionModel.init(args.vocab, args.d, args.classes, seed=0, dtype=dtype)
     kmodel.p.copy_(model.p)
     del model

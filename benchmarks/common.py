@@ -42,3 +42,20 @@ def zipf_batch(n: int, mean_len: int, vocab: int, seed: int = 0, device="cpu") -
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     labels = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     return ts.RaggedBatch(torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels), vocab).to(device)
+
+
+def imdb_size_arguments(ap) -> None:
+    """The sizes of an IMDB-scale benchmark on the command line (defaults: the paper's IMDB setting):
+    ``--n``, ``--mean-len``, ``--vocab``, ``--d`` and ``--classes`` (K of the K-class model)."""
+    ap.add_argument("--n", type=int, default=25_000)
+    ap.add_argument("--mean-len", type=int, default=230)
+    ap.add_argument("--vocab", type=int, default=7_800)
+    ap.add_argument("--d", type=int, default=2048)
+    ap.add_argument("--classes", type=int, default=4, help="K of the K-class model")
+
+
+def classes_batch(batch: ts.RaggedBatch, classes: int) -> ts.RaggedBatch:
+    """The same sequences with ``classes`` labels, in turn (chapter 7's four rating classes, at benchmark scale)."""
+    return ts.RaggedBatch(
+        batch.ids, batch.offsets, torch.arange(batch.n) % classes, batch.vocab_size, num_classes=classes
+    )
