@@ -297,3 +297,24 @@ def test_a_nan_score_reaches_the_loss():
     assert 3 in set(batch.ids.tolist())
     g = ts.models.gradients.gradients_of_checked(model, batch, fused=True)  # unchecked: the loop relies on the loss
     assert np.isnan(g.loss) and torch.isnan(g.p).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("serial", [True, False])
+def test_four_classes_written_out_equal_the_general_loops_bitwise(dtype, serial, monkeypatch):
+    # UNROLLED_CLASSES = 4 writes the four-class kernels out class by class; 0 takes the loops over K
+    batch = _batch(4, n=400, vocab=40, max_len=50, K=4)
+    model = _model(40, 8, 4, dtype, 3.0)
+    if not serial:
+        monkeypatch.setattr(ts.models.kernels, "SERIAL_BELOW", 0)
+        monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    assert ts.models.kernels.UNROLLED_CLASSES == 4
+    written = ts.gradients(model, batch, fused=True)
+    out_written = ts.models.core.fused_outputs(batch, model.E @ torch.cat([model.p[:, None], model.v], 1))
+    monkeypatch.setattr(ts.models.kernels, "UNROLLED_CLASSES", 0)
+    loops = ts.gradients(model, batch, fused=True)
+    out_loops = ts.models.core.fused_outputs(batch, model.E @ torch.cat([model.p[:, None], model.v], 1))
+    assert written.loss == loops.loss
+    for name in ("f", "A", "B", "p", "v", "E"):
+        assert torch.equal(getattr(written, name), getattr(loops, name)), name
+    assert torch.equal(out_written, out_loops)

@@ -48,6 +48,11 @@ BLOCKS = 16
 #: saves there (the flows of chapters 3-5 evaluate such a gradient some 100,000 times). The blocks and
 #: every sum are the same either way, so the result is bitwise the same.
 SERIAL_BELOW = 50_000
+#: the number of classes whose one-layer kernels are written out class by class (chapter 07's four rating
+#: classes): one loop per entry for the gradient terms and the scatter, where other K take one pass per class.
+#: The operations and their order are the same, so the results are bitwise the same (a test sets 0, the general
+#: loops, and compares); written out, the four-class attention pass takes about two thirds of the time.
+UNROLLED_CLASSES = 4
 
 # numba's own thread pool ("workqueue") unless the user chose one: its OpenMP pool would share the
 # OpenMP runtime that torch has loaded and set that runtime's thread count to numba's default, so torch
@@ -134,26 +139,40 @@ def _lanes(x, w, ref, L):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _attend(ids, counts, CW, lo, hi, a, e, m):  # pragma: no cover - compiled
+def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - compiled
     """One sequence's attention sums, shared by every one-layer kernel (so that their outputs agree bit for bit).
     Its entries ``t = lo + j`` are gathered once, ``a[:, j] = CW[ids[t]]`` (in float64: the score, then the K
     values); then ``e[j] = exp(c_t - c_max) n_t`` (vectorised, :func:`_exp_shifted`), ``Z = sum_j e_j``, and with
     ``r`` the token of the last top-scored entry (the stable reference of :mod:`tokensel.models.core`)
     ``m[0, c] = sum_j e_j (u_tc - u_rc) / Z`` and ``m[1, c] = u_rc``, the sums in the fixed order of
-    :func:`_lanes`. Returns ``(Z, r)``."""
+    :func:`_lanes`. With ``unroll`` = K the gather is written out column by column (the same values). Returns
+    ``(Z, r)``."""
     L = hi - lo
     W = CW.shape[1]
     amax = -np.inf
     k = 0
-    for j in range(L):
-        t = ids[lo + j]
-        x = np.float64(CW[t, 0])
-        a[0, j] = x
-        for c in range(1, W):
-            a[c, j] = CW[t, c]
-        if x >= amax:
-            amax = x
-            k = j
+    if W == 5 and unroll == 4:  # four classes: the gather written out
+        for j in range(L):
+            t = ids[lo + j]
+            x = np.float64(CW[t, 0])
+            a[0, j] = x
+            a[1, j] = CW[t, 1]
+            a[2, j] = CW[t, 2]
+            a[3, j] = CW[t, 3]
+            a[4, j] = CW[t, 4]
+            if x >= amax:
+                amax = x
+                k = j
+    else:
+        for j in range(L):
+            t = ids[lo + j]
+            x = np.float64(CW[t, 0])
+            a[0, j] = x
+            for c in range(1, W):
+                a[c, j] = CW[t, c]
+            if x >= amax:
+                amax = x
+                k = j
     _exp_shifted(a, 0, amax, L, e)
     for c in range(W - 1):
         m[1, c] = a[1 + c, k]
@@ -189,7 +208,7 @@ def _attend(ids, counts, CW, lo, hi, a, e, m):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G):  # pragma: no cover - compiled
+def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, unroll):  # pragma: no cover
     """Block ``b`` of sequences: for each, the logits ``F[i] = u_r + m`` (n x K; K = 1 for the binary model), its
     loss (``binary``: ``y`` holds ±1 labels and the loss is the logistic loss of ``F[i, 0]``; else ``y`` holds
     class indices and the loss is the cross-entropy), and the block's partial sums ``P[b, s] = sum over the
@@ -201,7 +220,7 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G): 
     Pb[:, :] = 0.0
     for i in range(blocks[b], blocks[b + 1]):
         lo, hi = off[i], off[i + 1]
-        Z, _ = _attend(ids, counts, CW, lo, hi, a, e, m)
+        Z, _ = _attend(ids, counts, CW, lo, hi, a, e, m, unroll)
         if binary:  # the logistic loss of f = F[i, 0]; its gradient's terms in one loop
             fi = m[1, 0] + m[0, 0]
             F[i, 0] = fi
@@ -226,8 +245,28 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G): 
         loss[i] = lse - F[i, yi]
         for c in range(K):
             G[c] = (math.exp(F[i, c] - lse) - (1.0 if c == yi else 0.0)) / n / Z
-        # in two stages, each loop with its constants in registers: per class, the terms h_tc (written over the
-        # values a[1 + c], each read just before) and the score terms' sums over the classes (over the scores,
+        if K == 4 and unroll == 4:  # four classes in one loop per entry: the same operations in the same order
+            g1, g2, g3, g4 = G[0], G[1], G[2], G[3]
+            r1, r2, r3, r4 = m[1, 0], m[1, 1], m[1, 2], m[1, 3]
+            m1, m2, m3, m4 = m[0, 0], m[0, 1], m[0, 2], m[0, 3]
+            u1, u2, u3, u4 = a[1], a[2], a[3], a[4]
+            for j in range(hi - lo):
+                ej = e[j]
+                h1, h2, h3, h4 = g1 * ej, g2 * ej, g3 * ej, g4 * ej
+                s = 0.0
+                s += ((u1[j] - r1) - m1) * h1
+                s += ((u2[j] - r2) - m2) * h2
+                s += ((u3[j] - r3) - m3) * h3
+                s += ((u4[j] - r4) - m4) * h4
+                row = Pb[ids[lo + j]]
+                row[0] += s
+                row[1] += h1
+                row[2] += h2
+                row[3] += h3
+                row[4] += h4
+            continue
+        # other K in two stages, each loop with its constants in registers: per class, the terms h_tc (written over
+        # the values a[1 + c], each read just before) and the score terms' sums over the classes (over the scores,
         # a[0], no longer needed); then per entry, its token's row of partial sums
         acc = a[0]
         acc[: hi - lo] = 0.0
@@ -252,7 +291,9 @@ def _scratch(max_entries, K):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss, workers, taken):  # pragma: no cover
+def _entries(
+    off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss, unroll, workers, taken
+):  # pragma: no cover
     """Every block (:func:`_block`), on ``workers`` threads that each take the next block not yet taken
     (``taken[0]``, zero on entry, counts them): a thread slowed by other work on the machine takes fewer blocks,
     and which thread runs a block changes nothing in its sums."""
@@ -260,27 +301,27 @@ def _entries(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss, w
         a, e, m, G = _scratch(max_entries, CW.shape[1] - 1)
         b = _fetch_add(taken, 0)
         while b < blocks.size - 1:
-            _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G)
+            _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, unroll)
             b = _fetch_add(taken, 0)
 
 
 @numba.njit(cache=True)
-def _entries_serial(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss):  # pragma: no cover - compiled
+def _entries_serial(off, ids, counts, CW, y, binary, blocks, max_entries, P, F, loss, unroll):  # pragma: no cover
     """Every block, one after the other (a small batch: no thread launch)."""
     a, e, m, G = _scratch(max_entries, CW.shape[1] - 1)
     for b in range(blocks.size - 1):
-        _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G)
+        _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, unroll)
 
 
 @numba.njit(parallel=True, cache=True)
-def _entries_outputs(off, ids, counts, CW, blocks, max_entries, F):  # pragma: no cover - compiled
+def _entries_outputs(off, ids, counts, CW, blocks, max_entries, F, unroll):  # pragma: no cover - compiled
     """Outputs only (no loss, no gradient): ``F[i] = u_r + m`` per sequence, the same sums in the same order as
     the gradient kernel (``CW`` is |S| x (1 + K), ``F`` n x K)."""
     K = CW.shape[1] - 1
     for b in numba.prange(blocks.size - 1):
         a, e, m, _ = _scratch(max_entries, K)
         for i in range(blocks[b], blocks[b + 1]):
-            _attend(ids, counts, CW, off[i], off[i + 1], a, e, m)
+            _attend(ids, counts, CW, off[i], off[i + 1], a, e, m, unroll)
             for c in range(K):
                 F[i, c] = m[1, c] + m[0, c]
 
@@ -553,7 +594,7 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
         P = plan.partials(width)
         y = np.ascontiguousarray(labels, np.float64)
         args: tuple = (plan.offsets, plan.ids, plan.counts(dtype), CW, y, not multiclass, plan.blocks, plan.max_entries)
-        args += (P, F, per_seq)
+        args += (P, F, per_seq, UNROLLED_CLASSES)
         if serial:
             _entries_serial(*args)
             _sum_blocks_serial(P, AB)
@@ -571,7 +612,8 @@ def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
     F = np.empty((plan.n, CW.shape[1] - 1), dtype=CW.dtype)
     with _LAUNCH:
         _threads()
-        _entries_outputs(plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, plan.max_entries, F)
+        args = (plan.offsets, plan.ids, plan.counts(CW.dtype), CW, plan.blocks, plan.max_entries, F, UNROLLED_CLASSES)
+        _entries_outputs(*args)
     return F
 
 
