@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
-from tokensel.errors import InvalidBatchError, InvalidParameterError
+from tokensel.errors import InvalidArgumentError, InvalidBatchError, InvalidParameterError
 
 
 @settings(max_examples=40, deadline=None)
@@ -225,3 +225,33 @@ def test_a_finite_E_whose_scores_overflow_is_not_refused():
     m.p.copy_(torch.tensor([1e10, 1e10], dtype=torch.float64))
     for fused in (None, False):
         ts.gradients(m, b, fused=fused)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("stable", [True, False])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_p_gradient_of_gives_p_gradient_bitwise(dtype, stable, threaded, monkeypatch):
+    # the loops' evaluator (checks and layout once) against the checked function, p after p
+    if threaded:  # the same batch through the thread pool
+        monkeypatch.setattr(ts.models.kernels, "SERIAL_BELOW", 0)
+        monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    batch = random_batch(5, n=80, vocab=23, max_len=12)
+    model = ts.AttentionModel.init(23, 9, seed=1, dtype=dtype)
+    w = model.E @ model.v
+    grad_p = ts.models.gradients.p_gradient_of(model.E, w, batch, stable)
+    g = torch.Generator().manual_seed(0)
+    for scale in (0.0, 0.5, 5.0, 60.0):  # 60: saturated, where the stable and the naive forms part
+        p = (torch.randn(9, generator=g, dtype=torch.float64) * scale).to(dtype)
+        loss, grad = grad_p(p)
+        ref_loss, ref_grad = ts.p_gradient(model.E, p, w, batch, stable)
+        assert loss.dtype == ref_loss.dtype == dtype and loss.ndim == 0
+        assert torch.equal(loss, ref_loss) and torch.equal(grad, ref_grad), scale
+
+
+def test_p_gradient_of_checks_its_arguments_once():
+    batch = random_batch(6, n=10, vocab=7, max_len=5)
+    model = ts.AttentionModel.init(7, 4, seed=0)
+    with pytest.raises(InvalidArgumentError, match="w must be"):
+        ts.models.gradients.p_gradient_of(model.E, torch.zeros(6, dtype=torch.float64), batch)
+    with pytest.raises(InvalidArgumentError, match="stable"):
+        ts.models.gradients.p_gradient_of(model.E, model.E @ model.v, batch, stable="yes")

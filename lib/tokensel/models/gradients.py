@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
@@ -163,6 +164,35 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
         return torch.tensor(loss, dtype=c.dtype), E.T @ AB[:, 0]
     r = score_value_grads(batch, c, w, stable=stable)
     return r.loss, E.T @ r.A
+
+
+@declare(
+    batch=Batch("binary"),
+    E=Tensor("float", shape=("S", "d")),
+    w=Tensor("float", shape=("S",)),
+    stable=Bool(),
+)
+def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
+    """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: a function ``p -> (loss, grad_p)`` for loops that
+    evaluate it thousands of times (the flows and normalised GD of chapters 3-5). The arguments are checked and the
+    kernel's inputs laid out once, not at every call; each call gives bitwise what :func:`p_gradient` gives (the
+    same products and the same kernel). ``p`` is not checked: pass a ``d``-vector of ``E``'s dtype and device.
+    :func:`tokensel.train_p` and :func:`tokensel.gradient_flow` evaluate their gradients with it."""
+    if not fused_applies(batch, w, stable):
+        grad = unchecked(p_gradient)
+        return lambda p: grad(E, p, w, batch, stable)
+    plan = core.entry_plan(batch)
+    CW = torch.empty((E.shape[0], 2), dtype=E.dtype).numpy()  # [c, w], as p_gradient stacks them
+    CW[:, 1] = w.detach().numpy()
+    labels = np.ascontiguousarray(batch.labels.numpy(), np.float64)
+
+    def grad_p(p: torch.Tensor):
+        c = E @ p
+        CW[:, 0] = c.detach().numpy()
+        loss, _, AB = kernels.attention_grads(plan, CW, labels, False)
+        return torch.tensor(loss, dtype=c.dtype), E.T @ torch.from_numpy(AB)[:, 0]
+
+    return grad_p
 
 
 @declare(model=MODEL, batch=Batch())

@@ -25,7 +25,7 @@ from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.core import fused_applies, fused_grads, score_value_grads
-from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient
+from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient, p_gradient_of
 from ..validation import (
     MAX_STEPS,
     Bool,
@@ -147,12 +147,12 @@ def train_p(
     ref = _prepare(model, batch, reference)
     E, p, v = model.E, model.p, model.v
     w = E @ v
-    grad_p, cos = unchecked(p_gradient), unchecked(cosine)  # the arguments are checked above, once
+    grad_p, cos = p_gradient_of(E, w, batch, stable), unchecked(cosine)  # checked here, once
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method=method)
     with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
         for step in range(int(steps) + 1):
-            loss, grad = grad_p(E, p, w, batch, stable)
+            loss, grad = grad_p(p)
             gnorm = float(grad.norm())
             last = step == steps
             if step in rec or last or gnorm == 0.0:
@@ -293,7 +293,7 @@ def gradient_flow(
     E, v = model.E, model.v
     w = E @ v
     dtype, device = model.p.dtype, model.p.device
-    grad_p = unchecked(p_gradient)  # the arguments are checked above, once
+    grad_p = p_gradient_of(E, w, batch, stable)  # checked here, once
 
     evaluations = [0, 0.0]  # gradient evaluations, and the time of the last
 
@@ -303,7 +303,7 @@ def gradient_flow(
         if max_evaluations is not None and evaluations[0] > max_evaluations:
             raise _Budget
         p = torch.from_numpy(y).to(device=device, dtype=dtype)
-        return -grad_p(E, p, w, batch, stable)[1].cpu().numpy().astype(np.float64)
+        return -grad_p(p)[1].cpu().numpy().astype(np.float64)
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
@@ -328,7 +328,7 @@ def gradient_flow(
     traj = Trajectory(method="flow")
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
-        loss, grad = grad_p(E, p, w, batch, stable)
+        loss, grad = grad_p(p)
         traj.append(
             k,
             t,
