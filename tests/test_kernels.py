@@ -279,6 +279,19 @@ def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatc
     assert np.array_equal(both, alone) and np.array_equal(alone, k.transposed_product(E, AB))  # bitwise, any threads
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("r", [1, 2, 3, 5, 6])  # 2 and 5 (binary, four classes) are written out term by term
+def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype):
+    # row s of AB PVt is ((AB[s, 0] PVt[0] + AB[s, 1] PVt[1]) + ...), each product and sum rounded in turn, whether
+    # the kernel loops over the terms or writes them out; the Adam pass of the K-class model forms them alike
+    g = np.random.default_rng(r)
+    AB, PVt = g.standard_normal((41, r)).astype(dtype), g.standard_normal((r, 23)).astype(dtype)
+    expected = AB[:, :1] * PVt[0]
+    for c in range(1, r):
+        expected = expected + AB[:, c : c + 1] * PVt[c]
+    assert np.array_equal(ts.models.kernels.low_rank_product(AB, PVt, np.empty((41, 23), dtype)), expected)
+
+
 @pytest.mark.parametrize("K,dtype,tol", CASES)
 def test_fused_grad_E_written_by_the_kernel_equals_the_reference(K, dtype, tol):
     batch = _batch(8, n=60, vocab=17, max_len=30, K=K)

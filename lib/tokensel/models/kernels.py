@@ -396,6 +396,17 @@ ROW_BLOCKS = 16
 def _form_row(AB, PVt, s, o):  # pragma: no cover - compiled
     """``o = sum_c AB[s, c] PVt[c]`` (row ``s`` of ``grad_E = AB PVt``), the terms added in order of ``c``, as
     :func:`_adam_low_rank` forms them."""
+    if AB.shape[1] == 5:  # four classes: the same terms in the same order, in one loop
+        a0, a1, a2, a3, a4 = AB[s, 0], AB[s, 1], AB[s, 2], AB[s, 3], AB[s, 4]
+        p0, p1, p2, p3, p4 = PVt[0], PVt[1], PVt[2], PVt[3], PVt[4]
+        for j in range(o.size):
+            o[j] = (((a0 * p0[j] + a1 * p1[j]) + a2 * p2[j]) + a3 * p3[j]) + a4 * p4[j]
+        return
+    if AB.shape[1] == 2:  # the binary model, likewise
+        a0, a1, p0, p1 = AB[s, 0], AB[s, 1], PVt[0], PVt[1]
+        for j in range(o.size):
+            o[j] = a0 * p0[j] + a1 * p1[j]
+        return
     a, pv = AB[s, 0], PVt[0]
     for j in range(o.size):
         o[j] = a * pv[j]
@@ -512,13 +523,7 @@ def _adam_low_rank(
     for blk in numba.prange(BLOCKS):
         g = np.empty(d, dtype=E.dtype)
         for i in range(blk * S // BLOCKS, (blk + 1) * S // BLOCKS):
-            a, row = AB[i, 0], PV[0]
-            for j in range(d):
-                g[j] = a * row[j]
-            for k in range(1, AB.shape[1]):
-                a, row = AB[i, k], PV[k]
-                for j in range(d):
-                    g[j] += a * row[j]
+            _form_row(AB, PV, i, g)
             Ei, mi, si = E[i], m[i], s[i]
             for j in range(d):
                 Ei[j], mi[j], si[j] = _adam_entry(
