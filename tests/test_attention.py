@@ -110,3 +110,23 @@ def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
     ):
         with pytest.raises(ts.TokenselError):
             experiments.rating_classes(reviews.ReviewData(**dict(fields, train_ratings=bad, test_ratings=bad)))
+
+
+def test_init_keeps_its_last_draw_and_hands_out_copies():
+    # a second model from the same seed is the same draw, in its own tensors; other arguments draw afresh
+    from tokensel.models import attention
+
+    attention._LAST_DRAW.clear()
+    a = ts.AttentionModel.init(13, 6, seed=4)
+    b = ts.AttentionModel.init(13, 6, seed=4)
+    assert all(torch.equal(x, y) for x, y in ((a.E, b.E), (a.p, b.p), (a.v, b.v)))
+    b.E.add_(1.0)
+    b.p.zero_()
+    c = ts.AttentionModel.init(13, 6, seed=4, dtype=torch.float32)
+    assert torch.equal(c.E, a.E.float()) and torch.equal(c.p, a.p.float())  # the draw itself untouched
+    assert not torch.equal(ts.AttentionModel.init(13, 6, seed=5).E, a.E)
+    assert torch.equal(ts.AttentionModel.init(13, 6, seed=4, p_init="zero").p, torch.zeros(6, dtype=torch.float64))
+    attention._LAST_DRAW.clear()  # drawn again from the generator: the same values
+    g = ts.seeding.generator(4)
+    E = torch.randn(13, 6, generator=g, dtype=torch.float64) / 6**0.5
+    assert torch.equal(ts.AttentionModel.init(13, 6, seed=4).E, E) and torch.equal(a.E, E)
