@@ -139,6 +139,7 @@ def _registry() -> list:
     from tokensel.experiments.recipes import Fit, Run
     from tokensel.models.mixing import MixPlan
     from tokensel.training.loop import Trajectory
+    from tokensel.training.optimiser import FusedAdam
 
     synthetic = ts.synthetic.assumption1_pairs(3, 1, 3, length=(3, 4), seed=0)
     batch = synthetic.batch
@@ -174,6 +175,7 @@ def _registry() -> list:
         MixPlan(batch),
         Trajectory("example"),
         torch.optim.Adam.__new__(torch.optim.Adam),  # only checked, never stepped (a real one imports dynamo)
+        FusedAdam([torch.zeros(2)], 1e-3),
         Labelled(),
         OSError("an example"),
         {"train": run},

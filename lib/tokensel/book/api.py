@@ -90,6 +90,7 @@ FURTHER_MODULES = (
     "training.settings",
     "training.phases",
     "training.loop",
+    "training.optimiser",
     "training.variants",
     "training.checkpoints",
     "training.progress",

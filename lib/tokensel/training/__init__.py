@@ -4,6 +4,7 @@
 * :mod:`.phases` — phase 1 (one step on ``E``), phase 2 (``p`` by gradient descent or gradient flow),
   and ``E``, ``p`` (and ``v``) trained together.
 * :mod:`.loop` — the Adam loop: evaluation, checkpoints, divergence.
+* :mod:`.optimiser` — :class:`~tokensel.training.optimiser.FusedAdam`, the loop's optimiser (torch's fused Adam).
 * :mod:`.variants` — :func:`~tokensel.training.variants.train_variant`, the variants trained by autograd.
 * :mod:`.checkpoints`, :mod:`.progress` — resumable runs and progress bars.
 

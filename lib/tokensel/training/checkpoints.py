@@ -28,6 +28,7 @@ from ..data.batch import Batch
 from ..errors import CheckpointError, StorageError
 from ..files import check_regular_file, describe_os_error, ensure_folder, file_lock
 from ..validation import Duck, FilePath, Instance, Int, Text, declare
+from .optimiser import FusedAdam
 
 FORMAT = 2
 _KEYS = ("format", "tensors", "opt", "step", "traj", "meta")
@@ -39,7 +40,7 @@ def _lock(path: Path):
 
 TENSORS = Instance(dict, what="a dict of tensors by name")
 DICT = Instance(dict, what="a dict")
-OPTIMISER = Instance(torch.optim.Optimizer, what="a torch optimiser")
+OPTIMISER = Instance(FusedAdam, torch.optim.Optimizer, what="an optimiser (FusedAdam or a torch optimiser)")
 TRAJECTORY = Duck("append", what="a Trajectory")
 
 

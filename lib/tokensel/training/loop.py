@@ -26,6 +26,8 @@ from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.variants import VariantModel
 from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, declare
 from . import checkpoints
+from .checkpoints import OPTIMISER
+from .optimiser import FusedAdam
 from .progress import bar
 from .settings import SETTINGS, TrainSettings
 
@@ -147,9 +149,7 @@ def _finite(tensors: list) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
-@declare(
-    opt=Instance(torch.optim.Optimizer, what="a torch optimiser"), trained=TENSORS, lr=Real(min=0.0), updates=Int()
-)
+@declare(opt=OPTIMISER, trained=TENSORS, lr=Real(min=0.0), updates=Int())
 def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
     """Whether ``updates`` Adam steps of size ``lr`` could carry a parameter past the largest float.
 
@@ -196,7 +196,11 @@ def low_rank_applies(E: torch.Tensor) -> bool:
 
 
 def low_rank_adam(
-    opt: torch.optim.Adam, E: torch.Tensor, AB: torch.Tensor, PV: torch.Tensor, scores: ScoresAfter | None = None
+    opt: FusedAdam | torch.optim.Adam,
+    E: torch.Tensor,
+    AB: torch.Tensor,
+    PV: torch.Tensor,
+    scores: ScoresAfter | None = None,
 ) -> None:
     """``opt``'s Adam step on ``E`` (one of its parameters, with no ``.grad``) for the gradient ``AB @ PV``, by
     :func:`tokensel.models.kernels.adam_low_rank`: one pass over ``E`` and its moments instead of forming the
@@ -275,8 +279,9 @@ def adam(
             "from tokensel.training.checkpoints.fingerprint): pass both, or no checkpoint"
         )
     # the fused kernel: one pass over each tensor per step (7x faster than the default on the
-    # IMDB-size E on 2 CPU cores; see benchmarks/PROFILE.md); element-wise, so deterministic
-    opt = torch.optim.Adam(trained, lr=lr, fused=True)
+    # IMDB-size E on 2 CPU cores; see benchmarks/PROFILE.md); element-wise, so deterministic; torch's own, without
+    # the optimiser class that imports torch._dynamo (FusedAdam)
+    opt = FusedAdam(trained, lr)
     traj = Trajectory(method=method)
     start = 0
     # what a checkpoint holds: both are dicts whenever settings.checkpoint is set (checked above)
