@@ -176,8 +176,9 @@ def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: 
     """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: a function ``p -> (loss, grad_p)`` for loops that
     evaluate it thousands of times (the flows and normalised GD of chapters 3-5). The arguments are checked and the
     kernel's inputs laid out once, not at every call; each call gives bitwise what :func:`p_gradient` gives (the
-    same products and the same kernel). ``p`` is not checked: pass a ``d``-vector of ``E``'s dtype and device.
-    :func:`tokensel.train_p` and :func:`tokensel.gradient_flow` evaluate their gradients with it."""
+    same products and the same kernel). ``p`` is not checked: pass a ``d``-vector of ``E``'s dtype and device. The
+    function reuses one buffer for ``[E p, w]``: call it from one thread at a time. :func:`tokensel.train_p` and
+    :func:`tokensel.gradient_flow` evaluate their gradients with it."""
     if not fused_applies(batch, w, stable):
         grad = unchecked(p_gradient)
         return lambda p: grad(E, p, w, batch, stable)
