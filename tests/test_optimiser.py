@@ -82,6 +82,7 @@ def test_a_loaded_state_is_a_copy_and_a_state_dict_that_does_not_fit_changes_not
         {"state": {}, "param_groups": []},
         {"state": {}, "param_groups": [{"params": [0]}]},
         {"state": {5: {}}, "param_groups": before["param_groups"]},
+        {"state": {0: {"step": 1.0}}, "param_groups": before["param_groups"]},
     ):
         with pytest.raises(ValueError):
             b.load_state_dict(bad)

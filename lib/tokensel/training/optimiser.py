@@ -133,6 +133,8 @@ class FusedAdam:
         for key, entry in saved.items():
             if not isinstance(key, int) or not 0 <= key < len(params) or not isinstance(entry, dict):
                 raise ValueError(f"the state dict holds state for a parameter {key!r} this optimiser does not have")
+            if not all(isinstance(value, torch.Tensor) for value in entry.values()):
+                raise ValueError(f"the state of parameter {key} holds something other than tensors")
             p = params[key]
             state[p] = {
                 name: value.to(dtype=torch.float32, device=p.device)
