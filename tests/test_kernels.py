@@ -279,6 +279,54 @@ def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatc
     assert np.array_equal(both, alone) and np.array_equal(alone, k.transposed_product(E, AB))  # bitwise, any threads
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("r", [1, 2, 3, 5, 6])  # 2 and 5 (binary, four classes): all columns in one loop
+def test_transposed_product_adds_its_terms_in_the_documented_order_bitwise(r, dtype, threads, monkeypatch):
+    # each of the ROW_BLOCKS blocks of rows adds (x0 r0 + x1 r1) + (x2 r2 + x3 r3) per four rows, then the rest one
+    # by one, in float64; the blocks' sums are added in block order. numpy's element-wise operations in that order
+    # give the same bits, whether the kernel loops over the columns or writes them out.
+    monkeypatch.setenv("TOKENSEL_THREADS", threads)
+    k = ts.models.kernels
+    for S in (3, 37, 103, 250):  # fewer rows than blocks; blocks whose rows are not a multiple of 4
+        g = np.random.default_rng(S + r)
+        E, AB = g.standard_normal((S, 21)).astype(dtype), g.standard_normal((S, r)).astype(dtype)
+        E64, AB64 = E.astype(np.float64), AB.astype(np.float64)
+        nb = min(k.ROW_BLOCKS, S)
+        R = np.zeros((nb, r, 21))
+        for b in range(nb):
+            s, hi = b * S // nb, (b + 1) * S // nb
+            while s < hi:
+                if s + 4 <= hi:
+                    x, e = AB64[s : s + 4, :, None], E64[s : s + 4]
+                    R[b] += (x[0] * e[0] + x[1] * e[1]) + (x[2] * e[2] + x[3] * e[3])
+                    s += 4
+                else:
+                    R[b] += AB64[s, :, None] * E64[s]
+                    s += 1
+        expected = R.sum(axis=0).astype(dtype)
+        assert np.array_equal(k.transposed_product(E, AB), expected)
+        PVt = g.standard_normal((r, 21)).astype(dtype)
+        assert np.array_equal(k.transposed_product(E, AB, PVt, np.empty_like(E)), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("r", [1, 2, 5, 6])
+def test_scores_two_rows_at_a_time_equal_one_row_at_a_time_bitwise(r, dtype, monkeypatch):
+    # scores_values takes two rows per step (each entry of [p, V] loaded once for both); every dot product must be
+    # the one-row function's, which the Adam pass uses for the next step's scores
+    monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    k = ts.models.kernels
+    for S, d in ((1, 7), (2, 33), (101, 19), (64, 256), (9, 2048)):  # odd S leaves a last row alone
+        g = np.random.default_rng(S * d + r)
+        E, PV = g.standard_normal((S, d)).astype(dtype), g.standard_normal((d, r)).astype(dtype)
+        PVt = np.ascontiguousarray(PV.T)
+        expected = np.empty((S, r), dtype)
+        for s in range(S):
+            k._row_scores(E[s], PVt, expected[s])
+        assert np.array_equal(k.scores_values(E, PV), expected)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("r", [1, 2, 3, 5, 6])  # 2 and 5 (binary, four classes) are written out term by term
 def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype):

@@ -369,12 +369,31 @@ def _row_scores(r, PVt, out):  # pragma: no cover - compiled
         out[c] = acc
 
 
+@numba.njit(fastmath=_FAST, cache=True)
+def _two_rows_scores(r0, r1, PVt, o0, o1):  # pragma: no cover - compiled
+    """:func:`_row_scores` for two rows at once: each entry of ``PVt`` is loaded once for two dot products. Each
+    sum is the same loop as there, compiled the same way, so the bits are the same (a test checks it)."""
+    for c in range(PVt.shape[0]):
+        pc = PVt[c]
+        acc0 = 0.0
+        acc1 = 0.0
+        for j in range(r0.size):
+            acc0 += r0[j] * pc[j]
+            acc1 += r1[j] * pc[j]
+        o0[c] = acc0
+        o1[c] = acc1
+
+
 @numba.njit(parallel=True, cache=True)
 def _rowdot(E, PVt, out):  # pragma: no cover - compiled
-    """``out = E PVt^T``: each row of ``E`` read once for all columns (:func:`_row_scores`; the order of each sum is
-    fixed by the compiled code, so runs repeat bitwise)."""
-    for s in numba.prange(E.shape[0]):
-        _row_scores(E[s], PVt, out[s])
+    """``out = E PVt^T``: each row of ``E`` read once for all columns, two rows at a time
+    (:func:`_two_rows_scores`, bitwise :func:`_row_scores`; the order of each sum is fixed by the compiled code, so
+    runs repeat bitwise)."""
+    S = E.shape[0]
+    for h in numba.prange(S // 2):
+        _two_rows_scores(E[2 * h], E[2 * h + 1], PVt, out[2 * h], out[2 * h + 1])
+    if S % 2:
+        _row_scores(E[S - 1], PVt, out[S - 1])
 
 
 def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
@@ -431,21 +450,60 @@ def _rows_product(E, AB, PVt, out, write, R, workers, taken):  # pragma: no cove
             s, hi = b * S // nb, (b + 1) * S // nb
             while s < hi:  # four rows at a time (each partial sum loaded and stored once for four terms), then one
                 q = 4 if s + 4 <= hi else 1
-                for c in range(AB.shape[1]):
-                    Rc, x0, r0 = Rb[c], np.float64(AB[s, c]), E[s]
-                    if q == 4:
-                        x1, x2, x3 = np.float64(AB[s + 1, c]), np.float64(AB[s + 2, c]), np.float64(AB[s + 3, c])
-                        r1, r2, r3 = E[s + 1], E[s + 2], E[s + 3]
-                        for j in range(Rc.size):
-                            Rc[j] += (x0 * r0[j] + x1 * r1[j]) + (x2 * r2[j] + x3 * r3[j])
-                    else:
-                        for j in range(Rc.size):
-                            Rc[j] += x0 * r0[j]
+                if q == 4 and (AB.shape[1] == 5 or AB.shape[1] == 2):
+                    _add_four_rows(Rb, AB, E, s)
+                else:
+                    _add_rows(Rb, AB, E, s, q)
                 if write:
                     for t in range(s, s + q):
                         _form_row(AB, PVt, t, out[t])
                 s += q
             b = _fetch_add(taken, 0)
+
+
+@numba.njit(cache=True, inline="always")
+def _add_four_rows(Rb, AB, E, s):  # pragma: no cover - compiled
+    """``Rb[c] += (AB[s, c] E[s] + AB[s + 1, c] E[s + 1]) + (AB[s + 2, c] E[s + 2] + AB[s + 3, c] E[s + 3])`` for every
+    column ``c`` of ``AB`` (two or five: the binary and the four-class model) in one loop over the row: each entry
+    of the four rows is loaded once for all columns. Element by element the operations of :func:`_add_rows`, in
+    its order (no reassociation), so the bits are the same."""
+    r0, r1, r2, r3 = E[s], E[s + 1], E[s + 2], E[s + 3]
+    R0, R1 = Rb[0], Rb[1]
+    a0, b0, c0, d0 = np.float64(AB[s, 0]), np.float64(AB[s + 1, 0]), np.float64(AB[s + 2, 0]), np.float64(AB[s + 3, 0])
+    a1, b1, c1, d1 = np.float64(AB[s, 1]), np.float64(AB[s + 1, 1]), np.float64(AB[s + 2, 1]), np.float64(AB[s + 3, 1])
+    if AB.shape[1] == 2:
+        for j in range(R0.size):
+            e0, e1, e2, e3 = r0[j], r1[j], r2[j], r3[j]
+            R0[j] += (a0 * e0 + b0 * e1) + (c0 * e2 + d0 * e3)
+            R1[j] += (a1 * e0 + b1 * e1) + (c1 * e2 + d1 * e3)
+        return
+    R2, R3, R4 = Rb[2], Rb[3], Rb[4]
+    a2, b2, c2, d2 = np.float64(AB[s, 2]), np.float64(AB[s + 1, 2]), np.float64(AB[s + 2, 2]), np.float64(AB[s + 3, 2])
+    a3, b3, c3, d3 = np.float64(AB[s, 3]), np.float64(AB[s + 1, 3]), np.float64(AB[s + 2, 3]), np.float64(AB[s + 3, 3])
+    a4, b4, c4, d4 = np.float64(AB[s, 4]), np.float64(AB[s + 1, 4]), np.float64(AB[s + 2, 4]), np.float64(AB[s + 3, 4])
+    for j in range(R0.size):
+        e0, e1, e2, e3 = r0[j], r1[j], r2[j], r3[j]
+        R0[j] += (a0 * e0 + b0 * e1) + (c0 * e2 + d0 * e3)
+        R1[j] += (a1 * e0 + b1 * e1) + (c1 * e2 + d1 * e3)
+        R2[j] += (a2 * e0 + b2 * e1) + (c2 * e2 + d2 * e3)
+        R3[j] += (a3 * e0 + b3 * e1) + (c3 * e2 + d3 * e3)
+        R4[j] += (a4 * e0 + b4 * e1) + (c4 * e2 + d4 * e3)
+
+
+@numba.njit(cache=True, inline="always")
+def _add_rows(Rb, AB, E, s, q):  # pragma: no cover - compiled
+    """``Rb[c] += sum over the q rows t from s of AB[t, c] E[t]`` (q is 4 or 1), column by column; four rows as
+    ``(x0 r0 + x1 r1) + (x2 r2 + x3 r3)``."""
+    for c in range(AB.shape[1]):
+        Rc, x0, r0 = Rb[c], np.float64(AB[s, c]), E[s]
+        if q == 4:
+            x1, x2, x3 = np.float64(AB[s + 1, c]), np.float64(AB[s + 2, c]), np.float64(AB[s + 3, c])
+            r1, r2, r3 = E[s + 1], E[s + 2], E[s + 3]
+            for j in range(Rc.size):
+                Rc[j] += (x0 * r0[j] + x1 * r1[j]) + (x2 * r2[j] + x3 * r3[j])
+        else:
+            for j in range(Rc.size):
+                Rc[j] += x0 * r0[j]
 
 
 @numba.njit(parallel=True, cache=True)
