@@ -97,13 +97,24 @@ browser-check-student: $(STAMP)
 EXECUTE ?= cache
 # the book uses matplotlib's inline backend whatever MPLBACKEND says: a non-interactive one (e.g.
 # Agg) would leave every chapter without its figures (make browser-check counts them)
+# COMPILE_KERNELS=yes compiles the numba kernels into their cache beside the book's first chapters, which use one
+# core for most of their time (a fresh install: about a minute of one core that chapters 6 and 7 would otherwise
+# spend; a compiled cache: a few seconds); CI compiles them in a step of its own and passes no
+COMPILE_KERNELS ?= yes
 book: $(STAMP)
 	@case "$(EXECUTE)" in cache) ;; force) rm -rf _build/.jupyter_cache ;; \
 	  *) echo "EXECUTE must be cache or force, got '$(EXECUTE)'" >&2; exit 2 ;; esac
+	@case "$(COMPILE_KERNELS)" in yes|no) ;; \
+	  *) echo "COMPILE_KERNELS must be yes or no, got '$(COMPILE_KERNELS)'" >&2; exit 2 ;; esac
 	$(BIN)/python -c "import tokensel.book.records as r; r.mark_build_start('_build/checks')"
+	@if [ "$(COMPILE_KERNELS)" = yes ]; then echo "compiling the kernels beside the book: _build/compile_kernels.log"; \
+	  $(BIN)/python scripts/compile_kernels.py > _build/compile_kernels.log 2>&1 & compiling=$$!; fi; \
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
-	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going
+	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going; built=$$?; \
+	if [ -n "$${compiling:-}" ] && ! wait $$compiling; then \
+	  cat _build/compile_kernels.log >&2; echo "compiling the kernels beside the book failed" >&2; exit 1; fi; \
+	exit $$built
 	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
 	$(BIN)/python -m tokensel verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"

@@ -4,7 +4,9 @@ A fresh install compiles each kernel the first time a process calls it (several 
 and type, about two minutes of one core in all), and in a parallel test run two processes may compile the same
 kernel at once. This script calls every kernel once, through the library's public functions, in float64 and
 float32, with batches below and above ``tokensel.models.kernels.SERIAL_BELOW`` entries (the serial and the
-threaded paths), and reports what numba's cache holds. CI runs it beside the data step and the lint.
+threaded paths), and reports what numba's cache holds. CI runs it beside the data step and the lint; ``make book``
+runs it beside the book's first chapters (which use one core for most of their time), so that the real-data
+chapters find the kernels compiled.
 
     python scripts/compile_kernels.py [one-layer | two-layer]
 
@@ -41,20 +43,17 @@ PARTS = ("one-layer", "two-layer")
 
 
 def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
-    """Call every kernel of ``parts`` once per dtype and path; the (function, dtype, size) calls made, in order."""
+    """Call every kernel of ``parts`` once per dtype and path; the (function, dtype, size) calls made, in order: the
+    one-layer models' first, float64 before float32 and the small batch before the large one, then the two-layer
+    variants', the order in which the book's chapters first need them (``make book`` runs this beside its first
+    chapters)."""
     done = []
     settings = ts.TrainSettings(steps=2, eval_every=1, progress=False)
-    for n in SIZES:
-        binary, multiclass = _batch(n, None), _batch(n, K)
-        for dtype in (torch.float64, torch.float32):
+    cases = [(dtype, n) for dtype in (torch.float64, torch.float32) for n in SIZES]
+    if "one-layer" in parts:
+        for dtype, n in cases:
+            binary, multiclass = _batch(n, None), _batch(n, K)
             name = f"{str(dtype).split('.')[-1]}, n={n}"
-            if "two-layer" in parts:
-                for kind in ("two_layer", "two_layer_wkq"):
-                    variant = ts.models.variants.make(kind, VOCAB, D, seed=0, dtype=dtype)
-                    ts.train_variant(variant, binary, settings, test_batch=binary)
-                    done.append(f"{kind} ({name})")
-            if "one-layer" not in parts:
-                continue
             model = ts.AttentionModel.init(VOCAB, D, seed=0, dtype=dtype)
             ts.gradients(model, binary).E  # noqa: B018 (grad_E formed: the low-rank product)
             with torch.no_grad():
@@ -67,6 +66,14 @@ def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
                 model.forward(multiclass)
             ts.train_joint(model, multiclass, settings, test_batch=multiclass)
             done.append(f"K-class model ({name})")
+    if "two-layer" in parts:
+        for dtype, n in cases:
+            binary = _batch(n, None)
+            name = f"{str(dtype).split('.')[-1]}, n={n}"
+            for kind in ("two_layer", "two_layer_wkq"):
+                variant = ts.models.variants.make(kind, VOCAB, D, seed=0, dtype=dtype)
+                ts.train_variant(variant, binary, settings, test_batch=binary)
+                done.append(f"{kind} ({name})")
     return done
 
 
