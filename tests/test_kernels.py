@@ -360,21 +360,24 @@ def test_a_nan_score_reaches_the_loss():
     assert np.isnan(g.loss) and torch.isnan(g.p).any()
 
 
+@pytest.mark.parametrize("K", [4, None])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("serial", [True, False])
-def test_four_classes_written_out_equal_the_general_loops_bitwise(dtype, serial, monkeypatch):
-    # UNROLLED_CLASSES = 4 writes the four-class kernels out class by class; 0 takes the loops over K
-    batch = _batch(4, n=400, vocab=40, max_len=50, K=4)
-    model = _model(40, 8, 4, dtype, 3.0)
+def test_written_out_kernels_equal_the_general_loops_bitwise(K, dtype, serial, monkeypatch):
+    # UNROLLED_CLASSES = 4 writes the four-class kernels out class by class, and the binary model's gather; 0 takes
+    # the general loops everywhere
+    batch = _batch(4, n=400, vocab=40, max_len=50, K=K)
+    model = _model(40, 8, K, dtype, 3.0)
     if not serial:
         monkeypatch.setattr(ts.models.kernels, "SERIAL_BELOW", 0)
         monkeypatch.setenv("TOKENSEL_THREADS", "2")
     assert ts.models.kernels.UNROLLED_CLASSES == 4
+    PV = torch.cat([model.p[:, None], model.v if K else model.v[:, None]], 1)
     written = ts.gradients(model, batch, fused=True)
-    out_written = ts.models.core.fused_outputs(batch, model.E @ torch.cat([model.p[:, None], model.v], 1))
+    out_written = ts.models.core.fused_outputs(batch, model.E @ PV)
     monkeypatch.setattr(ts.models.kernels, "UNROLLED_CLASSES", 0)
     loops = ts.gradients(model, batch, fused=True)
-    out_loops = ts.models.core.fused_outputs(batch, model.E @ torch.cat([model.p[:, None], model.v], 1))
+    out_loops = ts.models.core.fused_outputs(batch, model.E @ PV)
     assert written.loss == loops.loss
     for name in ("f", "A", "B", "p", "v", "E"):
         assert torch.equal(getattr(written, name), getattr(loops, name)), name
