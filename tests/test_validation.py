@@ -17,7 +17,7 @@ from tokensel.errors import (
     TokenselError,
     UnknownWordError,
 )
-from tokensel.validation import check_int, check_real, check_real_array
+from tokensel.validation import all_finite, check_int, check_real, check_real_array
 
 
 def _batch():
@@ -190,3 +190,22 @@ def test_zero_d_tensors_requiring_grad_and_bfloat16_give_their_value():
     assert check_real_array(torch.ones(2, dtype=torch.bfloat16, requires_grad=True), "a").tolist() == [1.0, 1.0]
     with pytest.raises(TypeError, match="meta device"):
         check_real_array(torch.zeros(3, device="meta"), "a")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_all_finite_finds_every_nan_and_inf_and_no_finite_overflow(dtype):
+    big = torch.finfo(dtype).max
+    assert all_finite(torch.zeros(0, dtype=dtype))
+    assert all_finite(torch.randn(50, 7, dtype=dtype))
+    # finite entries whose sum overflows (to inf, or to inf - inf = NaN): finite all the same
+    assert all_finite(torch.tensor([big, big, 1.0], dtype=dtype))
+    assert all_finite(torch.tensor([big, big, -big, -big], dtype=dtype))
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for at in (0, 17, 349):
+            t = torch.randn(50, 7, dtype=dtype).flatten()
+            t[at] = bad
+            assert not all_finite(t.view(50, 7))
+            assert not all_finite(t.view(50, 7).T)  # not contiguous
+    # a NaN beside entries whose sum overflows
+    assert not all_finite(torch.tensor([big, big, float("nan")], dtype=dtype))
+    assert not all_finite(torch.tensor([float("inf"), -float("inf")], dtype=dtype))

@@ -14,7 +14,7 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
-from ..validation import Bool, Instance, Real, Tensor, declare, unchecked
+from ..validation import Bool, Instance, Real, Tensor, all_finite, declare, unchecked
 from . import core, kernels
 from .attention import AttentionModel, MultiClassAttentionModel
 
@@ -130,7 +130,7 @@ def gradients_of_checked(
             )
         # one pass over E for c = E p and W = E V (w = E v), unless the last update formed them
         CW = fused_scores_values(E, PV) if scores is None else scores
-        if not _E_checked and not bool(torch.isfinite(CW).all()):
+        if not _E_checked and not all_finite(CW):
             model.check_finite()  # a NaN or inf of E raises; a finite E whose scores overflow goes on, as before
         loss, f, AB = fused_grads(batch, CW)
         A, B = AB[:, 0].contiguous(), AB[:, 1:].contiguous() if multiclass else AB[:, 1].contiguous()

@@ -24,7 +24,7 @@ from ..loss import mean_logistic
 from ..models import core, kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.variants import VariantModel
-from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, declare
+from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, all_finite, declare
 from . import checkpoints
 from .checkpoints import OPTIMISER
 from .optimiser import FusedAdam
@@ -146,7 +146,7 @@ def diverged(step: int, lr: float, what: str) -> DivergenceError:
 
 
 def _finite(tensors: list) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in tensors)
+    return all(all_finite(t) for t in tensors)
 
 
 @declare(opt=OPTIMISER, trained=TENSORS, lr=Real(min=0.0), updates=Int())

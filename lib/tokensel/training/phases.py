@@ -37,6 +37,7 @@ from ..validation import (
     Subset,
     Tensor,
     Text,
+    all_finite,
     declare,
     unchecked,
 )
@@ -349,7 +350,7 @@ def _finite_product_bound(*pairs) -> bool:
     """Whether every ``a b^T`` of the ``(a, b)`` pairs, summed, is certainly finite (no overflow)."""
     total = 0.0
     for a, b in pairs:
-        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        if not (all_finite(a) and all_finite(b)):
             return False
         width = b.shape[1] if b.ndim == 2 else 1  # a (K-column) product sums K terms per entry
         total += width * float(a.abs().max()) * float(b.abs().max())
@@ -414,8 +415,8 @@ def train_joint(
         gr = grads(model, batch, scores=None if after is None else after.take())
         finite = bool(
             np.isfinite(gr.loss)
-            and torch.isfinite(gr.p).all()
-            and torch.isfinite(gr.v).all()
+            and all_finite(gr.p)
+            and all_finite(gr.v)
             and _finite_product_bound((gr.A, model.p), (gr.B, model.v))
         )
         factors = None

@@ -9,7 +9,7 @@ from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError
 from ..loss import logistic
 from ..models.variants import SCORES_DTYPE, VariantModel, length_chunks
-from ..validation import Instance, Int, declare
+from ..validation import Instance, Int, all_finite, declare
 from . import checkpoints, loop
 from .loop import StepResult
 from .settings import SETTINGS, TrainSettings
@@ -63,7 +63,7 @@ def train_variant(
                 part.backward()
             loss += float(part.detach())
             correct += float((f.detach() * y > 0).double().sum())
-        finite = not take_grad or all(t.grad is not None and bool(torch.isfinite(t.grad).all()) for t in params)
+        finite = not take_grad or all(t.grad is not None and all_finite(t.grad) for t in params)
         return StepResult(loss, correct / batch.n, float("nan"), finite)
 
     saved = {"E": model.E, "p": model.p, **model.matrices, **({"v": model.v} if model.trains_v else {})}
