@@ -99,6 +99,22 @@ def test_blocks_cover_the_sequences_in_order():
     assert list(tiny.blocks) == sorted(set(tiny.blocks)) and tiny.blocks[-1] == 3
 
 
+
+@pytest.mark.parametrize(
+    "offsets, ids, message",
+    [
+        ([0, 2, 3], [0, -1, 2], "must lie in"),  # a negative id: the kernels index without wraparound
+        ([0, 2, 3], [0, 1, 5], "must lie in"),  # past the vocabulary
+        ([0, 3, 2], [0, 1, 2], "must rise"),
+        ([1, 2, 3], [0, 1, 2], "must rise"),
+        ([0, 2], [0, 1, 2], "must rise"),  # the last offset is not the number of entries
+    ],
+)
+def test_an_entry_plan_refuses_ids_and_offsets_the_kernels_would_read_out_of_bounds(offsets, ids, message):
+    with pytest.raises(ts.errors.InvalidBatchError, match=message):
+        ts.models.kernels.EntryPlan(np.array(offsets), np.array(ids), np.ones(len(ids)), 5)
+    ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(3), 5)  # in range: accepted
+
 def test_fused_refused_where_it_does_not_apply():
     batch = _batch(5, n=10, vocab=7, max_len=5)
     model = _model(7, 3, None, torch.float64, 1.0)
