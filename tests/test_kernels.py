@@ -185,6 +185,22 @@ def test_two_layer_kernels_bitwise_across_runs_and_threads(kind, monkeypatch):
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
+
+@pytest.mark.parametrize(
+    "ids, lengths, message",
+    [
+        ([[0, -1], [1, 0]], [2, 1], "must lie in"),  # a negative id: the kernels gather without wraparound
+        ([[0, 5], [1, 0]], [2, 1], "must lie in"),  # past the vocabulary
+        ([[0, 1], [1, 0]], [2, 0], "lengths must be"),  # an empty row
+        ([[0, 1], [1, 0]], [2, 3], "lengths must be"),  # longer than the padding
+        ([[0, 1], [1, 0]], [2], "lengths must be"),
+    ],
+)
+def test_a_two_layer_plan_refuses_what_the_kernels_would_read_out_of_bounds(ids, lengths, message):
+    with pytest.raises(ts.errors.InvalidBatchError, match=message):
+        ts.models.kernels.TwoLayerPlan(np.array(ids), np.array(lengths), 5)
+    ts.models.kernels.TwoLayerPlan(np.array([[0, 4], [1, 0]]), np.array([2, 1]), 5)  # in range: accepted
+
 def test_two_layer_kernels_apply_only_where_they_can():
     batch, m = _two_layer_case("two_layer", torch.float64, seed=5)
     ids, mask = m.prepare(batch)

@@ -813,15 +813,19 @@ def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, fastmath=_FAST, inline="always")
-def _rows_t(table, ids_i, L, rows, cols):  # pragma: no cover - compiled
-    """``rows[t] = table[ids_i[t]]`` for ``t < L``, and its transpose ``cols[:, t]``."""
-    d = table.shape[1]
+def _rows(table, ids_i, L, rows):  # pragma: no cover - compiled
+    """``rows[t] = table[ids_i[t]]`` for ``t < L``, each row one vectorised copy."""
     for t in range(L):
-        s = ids_i[t]
-        for k in range(d):
-            x = table[s, k]
-            rows[t, k] = x
-            cols[k, t] = x
+        rows[t, :] = table[np.uint64(ids_i[t])]
+
+
+@numba.njit(cache=True, fastmath=_FAST, inline="always")
+def _transpose(rows, L, cols):  # pragma: no cover - compiled
+    """``cols[:, t] = rows[t]`` for ``t < L``, from rows already in cache: the backward reads the gathered rows
+    only transposed (a gather straight into the transpose reads the table element by element)."""
+    for t in range(L):
+        for k in range(rows.shape[1]):
+            cols[k, t] = rows[t, k]
 
 
 @numba.njit(cache=True, fastmath=_FAST, inline="always")
@@ -867,9 +871,7 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
     d = Xt.shape[1]
     for b in numba.prange(blocks.size - 1):
         Xl = np.empty((T, d), Xt.dtype)
-        XT = np.empty((d, T), Xt.dtype)
         Kl = np.empty((T, d), Xt.dtype)
-        KT = np.empty((d, T), Xt.dtype)
         Sl = np.empty((T, T), Xt.dtype)
         c = np.empty(T)
         w = np.empty(T)
@@ -878,7 +880,7 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
         for i in range(blocks[b], blocks[b + 1]):
             L = lengths[i]
             ids_i = ids[i]
-            _rows_t(Xt, ids_i, L, Xl, XT)
+            _rows(Xt, ids_i, L, Xl)  # the forward reads the rows only as rows
             for t in range(L):
                 c[t] = R[ids_i[t], 0]
                 w[t] = R[ids_i[t], 1]
@@ -889,7 +891,7 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
                     for j in range(t):
                         S[t, j] = S[j, t]
             else:
-                _rows_t(Kt, ids_i, L, Kl, KT)
+                _rows(Kt, ids_i, L, Kl)
                 _abt(Kl, Xl, L, L, d, S, False)
             umax = -np.inf
             for t in range(L):
@@ -953,7 +955,8 @@ def _two_layer_backward(ids, lengths, Xt, Kt, R, sym, blocks, A, aux, f, G, slot
             L = lengths[i]
             ids_i = ids[i]
             Ai = A[i]
-            _rows_t(Xt, ids_i, L, Xl, XT)
+            _rows(Xt, ids_i, L, Xl)
+            _transpose(Xl, L, XT)
             g = G[i]
             for t in range(L):
                 c[t] = R[ids_i[t], 0]
@@ -984,7 +987,8 @@ def _two_layer_backward(ids, lengths, Xt, Kt, R, sym, blocks, A, aux, f, G, slot
                         MT[j, t] = x
                 _abt(MT, XT, L, d, L, out, False)  # dX = (dS + dS^T) X
             else:
-                _rows_t(Kt, ids_i, L, Kl, KT)
+                _rows(Kt, ids_i, L, Kl)
+                _transpose(Kl, L, KT)
                 for t in range(L):
                     for j in range(L):
                         MT[j, t] = M[t, j]
@@ -1003,6 +1007,21 @@ class TwoLayerPlan:
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
         self.lengths = np.ascontiguousarray(lengths, dtype=np.int64)
         self.vocab_size = int(vocab_size)
+        # the kernels gather rows by the ids as unsigned numbers, without a bounds check
+        if self.ids.size and not (0 <= int(self.ids.min()) and int(self.ids.max()) < self.vocab_size):
+            raise InvalidBatchError(
+                f"token ids must lie in [0, {self.vocab_size}) (the vocabulary), got ids from {int(self.ids.min())} "
+                f"to {int(self.ids.max())}"
+            )
+        if (
+            self.ids.ndim != 2
+            or self.lengths.shape != (self.ids.shape[0],)
+            or np.any(self.lengths < 1)
+            or np.any(self.lengths > self.ids.shape[1])
+        ):
+            raise InvalidBatchError(
+                f"lengths must be one per row of ids ({self.ids.shape}), each from 1 to the padded length"
+            )
         self.blocks = sequence_blocks(self.lengths)
         self._order: tuple[np.ndarray, np.ndarray] | None = None
 
