@@ -99,7 +99,6 @@ def test_blocks_cover_the_sequences_in_order():
     assert list(tiny.blocks) == sorted(set(tiny.blocks)) and tiny.blocks[-1] == 3
 
 
-
 @pytest.mark.parametrize(
     "offsets, ids, message",
     [
@@ -114,6 +113,7 @@ def test_an_entry_plan_refuses_ids_and_offsets_the_kernels_would_read_out_of_bou
     with pytest.raises(ts.errors.InvalidBatchError, match=message):
         ts.models.kernels.EntryPlan(np.array(offsets), np.array(ids), np.ones(len(ids)), 5)
     ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(3), 5)  # in range: accepted
+
 
 def test_fused_refused_where_it_does_not_apply():
     batch = _batch(5, n=10, vocab=7, max_len=5)
@@ -185,7 +185,6 @@ def test_two_layer_kernels_bitwise_across_runs_and_threads(kind, monkeypatch):
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
-
 @pytest.mark.parametrize(
     "ids, lengths, message",
     [
@@ -200,6 +199,7 @@ def test_a_two_layer_plan_refuses_what_the_kernels_would_read_out_of_bounds(ids,
     with pytest.raises(ts.errors.InvalidBatchError, match=message):
         ts.models.kernels.TwoLayerPlan(np.array(ids), np.array(lengths), 5)
     ts.models.kernels.TwoLayerPlan(np.array([[0, 4], [1, 0]]), np.array([2, 1]), 5)  # in range: accepted
+
 
 def test_two_layer_kernels_apply_only_where_they_can():
     batch, m = _two_layer_case("two_layer", torch.float64, seed=5)
@@ -414,3 +414,35 @@ def test_written_out_kernels_equal_the_general_loops_bitwise(K, dtype, serial, m
     for name in ("f", "A", "B", "p", "v", "E"):
         assert torch.equal(getattr(written, name), getattr(loops, name)), name
     assert torch.equal(out_written, out_loops)
+
+
+_FORWARD_SCRIPT = """
+import sys
+import numpy as np
+from tokensel.models import kernels
+g = np.random.default_rng(0)
+n, T, S, d = 400, 48, 600, 16
+lengths = g.integers(20, T + 1, n)
+ids = g.integers(0, S, (n, T)) * (np.arange(T)[None, :] < lengths[:, None])
+X, R = (g.standard_normal((S, d)) / 2).astype(np.float32), g.standard_normal((S, 2)).astype(np.float32)
+f, _, aux = kernels.two_layer_forward(kernels.TwoLayerPlan(ids, lengths, S), X, None, R, True)
+np.save(sys.argv[1], np.concatenate([f, aux[np.arange(T)[None, :] < lengths[:, None]].ravel()]))
+"""
+
+
+def test_two_layer_forward_compiled_here_equals_the_forward_loaded_from_the_cache(tmp_path):
+    """Once compiled in the process and once loaded from numba's cache (an empty cache folder, two processes), the
+    same bits: a reader's first build compiles the kernels, every later one loads them."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "forward.py"
+    script.write_text(_FORWARD_SCRIPT)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "TOKENSEL_THREADS": "2"}
+    runs = []
+    for k in range(2):
+        subprocess.run([sys.executable, str(script), str(tmp_path / f"{k}.npy")], env=env, check=True, timeout=600)
+        runs.append(np.load(tmp_path / f"{k}.npy"))
+    assert any((tmp_path / "cache").rglob("*.nbc"))  # the second process loaded what the first compiled
+    assert np.array_equal(runs[0], runs[1])

@@ -816,7 +816,9 @@ def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
 def _rows(table, ids_i, L, rows):  # pragma: no cover - compiled
     """``rows[t] = table[ids_i[t]]`` for ``t < L``, each row one vectorised copy."""
     for t in range(L):
-        rows[t, :] = table[np.uint64(ids_i[t])]
+        s = np.uint64(ids_i[t])
+        for k in range(table.shape[1]):
+            rows[t, k] = table[s, k]
 
 
 @numba.njit(cache=True, fastmath=_FAST, inline="always")
@@ -895,10 +897,9 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
                 _abt(Kl, Xl, L, L, d, S, False)
             umax = -np.inf
             for t in range(L):
-                St = S[t]
-                m = St[0]
+                m = S[t, 0]
                 for j in range(1, L):
-                    m = max(m, St[j])
+                    m = max(m, S[t, j])
                 _exp_shifted(S, t, np.float64(m), L, e)
                 Z = 0.0
                 for j in range(L):
@@ -907,17 +908,20 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
                 ub = 0.0
                 zb = 0.0
                 for j in range(L):
-                    St[j] = e[j] * r
-                    a = np.float64(St[j])  # the rounded weight: the backward reads the same value
+                    S[t, j] = e[j] * r
+                    a = np.float64(S[t, j])  # the rounded weight: the backward reads the same value
                     ub += a * c[j]
                     zb += a * w[j]
                 aux[i, t, 0] = ub
                 aux[i, t, 1] = zb
                 u[t] = c[t] + ub
                 umax = max(umax, u[t])
-            Zq = 0.0
+            # the exponentials and their sum in two loops: in one, the loop compiled in a process gave other bits
+            # than the same loop loaded from numba's cache (a test compiles it both ways and compares)
             for t in range(L):
                 u[t] = math.exp(u[t] - umax)
+            Zq = 0.0
+            for t in range(L):
                 Zq += u[t]
             fi = 0.0
             for t in range(L):
@@ -995,7 +999,9 @@ def _two_layer_backward(ids, lengths, Xt, Kt, R, sym, blocks, A, aux, f, G, slot
                 _abt(MT, KT, L, d, L, out, False)  # dX = dS^T K
                 _abt(M, XT, L, d, L, out[:, d:], False)  # dK = dS X
             for t in range(L):
-                rows[slot[i, t]] = out[t]
+                o = slot[i, t]
+                for k in range(out.shape[1]):
+                    rows[o, k] = out[t, k]
 
 
 class TwoLayerPlan:
