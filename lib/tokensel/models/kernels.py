@@ -134,19 +134,19 @@ def _softplus(x):
 
 
 @numba.njit(cache=True, inline="always")
-def _lanes(x, w, ref, L):  # pragma: no cover - compiled
-    """``sum_j x_j (w_j - ref)`` over ``j < L`` in four interleaved partial sums (``j`` mod 4) added as
+def _lanes(x, W, c, ref, L):  # pragma: no cover - compiled
+    """``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four interleaved partial sums (``j`` mod 4) added as
     ``(s0 + s1) + (s2 + s3)``: a fixed order, with four additions in flight instead of one chain."""
     s0 = s1 = s2 = s3 = 0.0
     j = 0
     while j + 4 <= L:
-        s0 += x[j] * (w[j] - ref)
-        s1 += x[j + 1] * (w[j + 1] - ref)
-        s2 += x[j + 2] * (w[j + 2] - ref)
-        s3 += x[j + 3] * (w[j + 3] - ref)
+        s0 += x[j] * (W[c, j] - ref)
+        s1 += x[j + 1] * (W[c, j + 1] - ref)
+        s2 += x[j + 2] * (W[c, j + 2] - ref)
+        s3 += x[j + 3] * (W[c, j + 3] - ref)
         j += 4
     for jj in range(j, L):
-        s0 += x[jj] * (w[jj] - ref)
+        s0 += x[jj] * (W[c, jj] - ref)
     return (s0 + s1) + (s2 + s3)
 
 
@@ -202,37 +202,40 @@ def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - com
         m[1, c] = a[1 + c, k]
     # Z and the first value's sum in one loop, both as in _lanes
     z0 = z1 = z2 = z3 = s0 = s1 = s2 = s3 = 0.0
-    u, ur = a[1], m[1, 0]
-    cnt = counts[lo:hi]
+    ur = m[1, 0]
     j = 0
     while j + 4 <= L:
         e0, e1, e2, e3 = (
-            e[j] * cnt[j],
-            e[j + 1] * cnt[j + 1],
-            e[j + 2] * cnt[j + 2],
-            e[j + 3] * cnt[j + 3],
+            e[j] * counts[np.uint64(lo + j)],
+            e[j + 1] * counts[np.uint64(lo + j + 1)],
+            e[j + 2] * counts[np.uint64(lo + j + 2)],
+            e[j + 3] * counts[np.uint64(lo + j + 3)],
         )
         e[j], e[j + 1], e[j + 2], e[j + 3] = e0, e1, e2, e3
         z0, z1, z2, z3 = z0 + e0, z1 + e1, z2 + e2, z3 + e3
         s0, s1, s2, s3 = (
-            s0 + e0 * (u[j] - ur),
-            s1 + e1 * (u[j + 1] - ur),
-            s2 + e2 * (u[j + 2] - ur),
-            s3 + e3 * (u[j + 3] - ur),
+            s0 + e0 * (a[1, j] - ur),
+            s1 + e1 * (a[1, j + 1] - ur),
+            s2 + e2 * (a[1, j + 2] - ur),
+            s3 + e3 * (a[1, j + 3] - ur),
         )
         j += 4
     for jj in range(j, L):
-        e[jj] *= cnt[jj]
+        e[jj] *= counts[np.uint64(lo + jj)]
         z0 += e[jj]
-        s0 += e[jj] * (u[jj] - ur)
+        s0 += e[jj] * (a[1, jj] - ur)
     Z = (z0 + z1) + (z2 + z3)
     m[0, 0] = ((s0 + s1) + (s2 + s3)) / Z
     for c in range(1, W - 1):
-        m[0, c] = _lanes(e, a[1 + c], m[1, c], L) / Z
+        m[0, c] = _lanes(e, a, 1 + c, m[1, c], L) / Z
     return Z, ids[lo + k]
 
 
-@numba.njit(cache=True)
+# Compiled without numba's reference counting (_nrt=False, as numba compiles its own hot helpers): it allocates
+# nothing, and with it every inlined _attend counted six references up and down per sequence, atomically, on arrays
+# both threads share; a third of the time of chapters 3-5's small batches (their flows call it 100,000 times), a
+# twentieth at IMDB's size.
+@numba.njit(cache=True, _nrt=False)
 def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, unroll):  # pragma: no cover
     """Block ``b`` of sequences: for each, the logits ``F[i] = u_r + m`` (n x K; K = 1 for the binary model), its
     loss (``binary``: ``y`` holds ±1 labels and the loss is the logistic loss of ``F[i, 0]``; else ``y`` holds
@@ -251,11 +254,11 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, u
             F[i, 0] = fi
             loss[i] = _softplus(-y[i] * fi)
             gz = -1.0 / (1.0 + math.exp(y[i] * fi)) * y[i] / n / Z
-            ur, mi, u = m[1, 0], m[0, 0], a[1]
+            ur, mi = m[1, 0], m[0, 0]
             for j in range(hi - lo):
                 tok = np.uint64(ids[np.uint64(lo + j)])
                 h = gz * e[j]
-                Pb[tok, 0] += h * ((u[j] - ur) - mi)
+                Pb[tok, 0] += h * ((a[1, j] - ur) - mi)
                 Pb[tok, 1] += h
             continue
         fmax = -np.inf
@@ -274,15 +277,14 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, u
             g1, g2, g3, g4 = G[0], G[1], G[2], G[3]
             r1, r2, r3, r4 = m[1, 0], m[1, 1], m[1, 2], m[1, 3]
             m1, m2, m3, m4 = m[0, 0], m[0, 1], m[0, 2], m[0, 3]
-            u1, u2, u3, u4 = a[1], a[2], a[3], a[4]
             for j in range(hi - lo):
                 ej = e[j]
                 h1, h2, h3, h4 = g1 * ej, g2 * ej, g3 * ej, g4 * ej
                 s = 0.0
-                s += ((u1[j] - r1) - m1) * h1
-                s += ((u2[j] - r2) - m2) * h2
-                s += ((u3[j] - r3) - m3) * h3
-                s += ((u4[j] - r4) - m4) * h4
+                s += ((a[1, j] - r1) - m1) * h1
+                s += ((a[2, j] - r2) - m2) * h2
+                s += ((a[3, j] - r3) - m3) * h3
+                s += ((a[4, j] - r4) - m4) * h4
                 row = Pb[np.uint64(ids[np.uint64(lo + j)])]
                 row[0] += s
                 row[1] += h1
@@ -293,19 +295,19 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, u
         # other K in two stages, each loop with its constants in registers: per class, the terms h_tc (written over
         # the values a[1 + c], each read just before) and the score terms' sums over the classes (over the scores,
         # a[0], no longer needed); then per entry, its token's row of partial sums
-        acc = a[0]
-        acc[: hi - lo] = 0.0
+        for j in range(hi - lo):
+            a[0, j] = 0.0
         for c in range(K):
-            g, ur, mc, u = G[c], m[1, c], m[0, c], a[1 + c]
+            g, ur, mc = G[c], m[1, c], m[0, c]
             for j in range(hi - lo):
                 h = g * e[j]
-                acc[j] += ((u[j] - ur) - mc) * h
-                u[j] = h
+                a[0, j] += ((a[1 + c, j] - ur) - mc) * h
+                a[1 + c, j] = h
         for j in range(hi - lo):
-            row = Pb[np.uint64(ids[np.uint64(lo + j)])]
-            row[0] += acc[j]
+            tok = np.uint64(ids[np.uint64(lo + j)])
+            Pb[tok, 0] += a[0, j]
             for c in range(K):
-                row[1 + c] += a[1 + c, j]
+                Pb[tok, 1 + c] += a[1 + c, j]
 
 
 @numba.njit(cache=True, inline="always")
