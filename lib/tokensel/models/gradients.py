@@ -161,7 +161,7 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
     c = E @ p
     if fused_applies(batch, c, stable):
         loss, _, AB = fused_grads(batch, torch.stack([c, w], 1))
-        return torch.tensor(loss, dtype=c.dtype), E.T @ AB[:, 0]
+        return torch.scalar_tensor(loss, dtype=c.dtype), E.T @ AB[:, 0]
     r = score_value_grads(batch, c, w, stable=stable)
     return r.loss, E.T @ r.A
 
@@ -191,7 +191,8 @@ def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: 
         c = E @ p
         CW[:, 0] = c.detach().numpy()
         loss, _, AB = kernels.attention_grads(plan, CW, labels, False)
-        return torch.tensor(loss, dtype=c.dtype), E.T @ torch.from_numpy(AB)[:, 0]
+        # scalar_tensor: the same 0-d tensor as torch.tensor, in less than half its time (some 100,000 calls a flow)
+        return torch.scalar_tensor(loss, dtype=c.dtype), E.T @ torch.from_numpy(AB)[:, 0]
 
     return grad_p
 
