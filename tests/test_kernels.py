@@ -115,6 +115,29 @@ def test_an_entry_plan_refuses_ids_and_offsets_the_kernels_would_read_out_of_bou
     ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(3), 5)  # in range: accepted
 
 
+@pytest.mark.parametrize("K", [None, 4])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_plan_keeps_ids_and_whole_counts_in_32_bits_and_the_kernels_give_the_same_bits(K, dtype):
+    batch = _batch(8, n=300, vocab=50, max_len=30, K=K)
+    dt = batch.distinct()
+    plan = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy(), batch.vocab_size)
+    assert plan.ids.dtype == np.int32 and plan.counts.dtype == np.int32
+    assert np.array_equal(plan.counts, dt.counts.numpy()) and np.array_equal(plan.ids, dt.ids.numpy())
+    wide = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy(), batch.vocab_size)
+    wide.ids, wide.counts = wide.ids.astype(np.int64), wide.counts.astype(np.float64)  # the layout before
+    CW = np.random.default_rng(0).standard_normal((batch.vocab_size, 2 if K is None else 1 + K)).astype(dtype)
+    labels = batch.labels.numpy().astype(np.float64)
+    a = ts.models.kernels.attention_grads(plan, CW, labels, K is not None)
+    b = ts.models.kernels.attention_grads(wide, CW, labels, K is not None)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+    assert np.array_equal(ts.models.kernels.attention_outputs(plan, CW), ts.models.kernels.attention_outputs(wide, CW))
+    # counts that are not whole numbers stay float64
+    frac = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy() * 0.5, batch.vocab_size)
+    assert frac.counts.dtype == np.float64
+    with pytest.raises(ts.errors.InvalidBatchError, match="whole numbers"):
+        ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy() + 0.5, dt.counts.numpy(), batch.vocab_size)
+
+
 def test_fused_refused_where_it_does_not_apply():
     batch = _batch(5, n=10, vocab=7, max_len=5)
     model = _model(7, 3, None, torch.float64, 1.0)
