@@ -248,3 +248,19 @@ def test_the_low_rank_adam_step_refuses_what_it_does_not_implement():
     opt = torch.optim.Adam([E], lr=1e-2, weight_decay=0.1)
     with pytest.raises(InvalidParameterError, match="weight decay"):
         loop.low_rank_adam(opt, E, torch.ones(4, 2, dtype=torch.float64), torch.ones(2, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("K", [None, 3])
+def test_the_evaluation_finds_a_nan_of_E_in_its_scores_and_agrees_with_loss_and_accuracy(K):
+    """The evaluation skips the pass over E for its finiteness on the fused path, as tokensel.gradients does: a NaN
+    written into E is still refused, by name; a finite model's numbers are the model's own loss and accuracy."""
+    g = np.random.default_rng(1)
+    seqs = [g.integers(0, 20, size=g.integers(1, 9)) for _ in range(30)]
+    y = g.choice([-1, 1], size=30) if K is None else g.integers(0, K, size=30)
+    batch = ts.RaggedBatch.from_sequences(seqs, y, vocab_size=20, num_classes=K)
+    model = ts.AttentionModel.init(20, 8, seed=0) if K is None else ts.MultiClassAttentionModel.init(20, 8, K, seed=0)
+    loss, acc = loop._evaluate(model, batch)
+    assert loss == pytest.approx(model.loss(batch), rel=1e-12) and acc == pytest.approx(model.accuracy(batch))
+    model.E[7, 3] = float("nan")
+    with pytest.raises(InvalidParameterError, match="E contains NaN or inf"):
+        loop._evaluate(model, batch)

@@ -172,12 +172,17 @@ def _evaluate(model, batch) -> tuple[float, float]:
     models the outputs come from the fused kernel where it applies (no gradient terms), as in training."""
     with torch.no_grad():
         if isinstance(model, (AttentionModel, MultiClassAttentionModel)):
-            model.check_batch(batch)
             if core.fused_applies(batch, model.E, True):
+                # as in tokensel.gradients: a NaN or inf of E is found in the scores E [p, V], without a pass of its own
+                model._check_batch_but_E(batch)
                 multiclass = isinstance(model, MultiClassAttentionModel)
                 PV = torch.cat([model.p[:, None], model.v if multiclass else model.v[:, None]], 1)
-                f = core.fused_outputs(batch, core.fused_scores_values(model.E, PV))
+                CW = core.fused_scores_values(model.E, PV)
+                if not all_finite(CW):
+                    model.check_finite()
+                f = core.fused_outputs(batch, CW)
             else:
+                model.check_batch(batch)
                 f = model.forward(batch)
         elif isinstance(model, VariantModel):
             f = model.forward(batch)
