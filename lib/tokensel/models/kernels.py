@@ -243,7 +243,7 @@ def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - com
 # nothing, and with it every inlined _attend counted six references up and down per sequence, atomically, on arrays
 # both threads share; a third of the time of chapters 3-5's small batches (their flows call it 100,000 times), a
 # twentieth at IMDB's size.
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False)  # type: ignore[call-overload]  # numba's own option, not in its stubs
 def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, unroll):  # pragma: no cover
     """Block ``b`` of sequences: for each, the logits ``F[i] = u_r + m`` (n x K; K = 1 for the binary model), its
     loss (``binary``: ``y`` holds ±1 labels and the loss is the logistic loss of ``F[i, 0]``; else ``y`` holds
