@@ -113,6 +113,8 @@ def test_an_entry_plan_refuses_ids_and_offsets_the_kernels_would_read_out_of_bou
     with pytest.raises(ts.errors.InvalidBatchError, match=message):
         ts.models.kernels.EntryPlan(np.array(offsets), np.array(ids), np.ones(len(ids)), 5)
     ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(3), 5)  # in range: accepted
+    with pytest.raises(ts.errors.InvalidBatchError, match="one per entry"):
+        ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(2), 5)
 
 
 @pytest.mark.parametrize("K", [None, 4])

@@ -80,25 +80,23 @@ class EntryPlan:
     def __init__(self, offsets: np.ndarray, ids: np.ndarray, counts: np.ndarray, vocab_size: int):
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         self.vocab_size = int(vocab_size)
-        self.ids = np.ascontiguousarray(ids, dtype=np.int32 if self.vocab_size <= 2**31 else np.int64)
-        if self.ids.shape != np.shape(ids):  # pragma: no cover - np.ascontiguousarray keeps the shape
-            raise InvalidBatchError("token ids must be one array")
-        if not np.array_equal(self.ids, ids):
+        ids, counts = np.asarray(ids), np.asarray(counts)
+        n, M = self.offsets.size - 1, ids.size
+        if ids.shape != (M,) or counts.shape != (M,):
+            raise InvalidBatchError(f"ids and counts must be one per entry, got shapes {ids.shape} and {counts.shape}")
+        if ids.dtype.kind not in "iu" and not (ids.dtype.kind == "f" and np.array_equal(ids, np.floor(ids))):
             raise InvalidBatchError("token ids must be whole numbers: build the plan from a checked RaggedBatch")
-        counts = np.asarray(counts)
+        # the kernels index with the ids as unsigned numbers (no wraparound of negative indices, no bounds check)
+        if M and not (0 <= ids.min() and ids.max() < self.vocab_size):
+            raise InvalidBatchError(
+                f"token ids must lie in [0, {self.vocab_size}) (the vocabulary), got ids from {ids.min():g} "
+                f"to {ids.max():g}: build the plan from a checked RaggedBatch"
+            )
+        self.ids = np.ascontiguousarray(ids, dtype=np.int32 if self.vocab_size <= 2**31 else np.int64)
         whole = counts.size == 0 or (
             counts.min() >= 0 and counts.max() < 2**31 and np.array_equal(counts, np.floor(counts))
         )
         self.counts = np.ascontiguousarray(counts, dtype=np.int32 if whole else np.float64)
-        n, M = self.offsets.size - 1, self.ids.size
-        if self.counts.shape != (M,):
-            raise InvalidBatchError(f"counts must be one per entry ({M}), got shape {self.counts.shape}")
-        # the kernels index with the ids as unsigned numbers (no wraparound of negative indices, no bounds check)
-        if M and not (0 <= int(self.ids.min()) and int(self.ids.max()) < self.vocab_size):
-            raise InvalidBatchError(
-                f"token ids must lie in [0, {self.vocab_size}) (the vocabulary), got ids from {int(self.ids.min())} "
-                f"to {int(self.ids.max())}: build the plan from a checked RaggedBatch"
-            )
         if self.offsets.size == 0 or self.offsets[0] != 0 or self.offsets[-1] != M or np.any(np.diff(self.offsets) < 0):
             raise InvalidBatchError(
                 f"offsets must rise from 0 to the number of entries ({M}): build the plan from a checked RaggedBatch"
@@ -824,7 +822,8 @@ def _exp_shifted(S, t, m, L, e):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, fastmath=_FAST, inline="always")
 def _rows(table, ids_i, L, rows):  # pragma: no cover - compiled
-    """``rows[t] = table[ids_i[t]]`` for ``t < L``, each row one vectorised copy."""
+    """``rows[t] = table[ids_i[t]]`` for ``t < L``, element by element (a loop the compiler vectorises; a row view
+    would cost numba's reference counting per row)."""
     for t in range(L):
         s = np.uint64(ids_i[t])
         for k in range(table.shape[1]):
