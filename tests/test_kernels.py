@@ -105,6 +105,8 @@ def test_blocks_cover_the_sequences_in_order():
         ([0, 2, 3], [0, -1, 2], "must lie in"),  # a negative id: the kernels index without wraparound
         ([0, 2, 3], [0, 1, 5], "must lie in"),  # past the vocabulary
         ([0, 3, 2], [0, 1, 2], "must rise"),
+        ([0, 4, 3], [0, 1, 2], "must rise"),  # falls: sequence 0 would read past the entries
+        ([0, 0, 3], [0, 1, 2], "must rise"),  # an empty sequence: the kernels read its top-scored entry
         ([1, 2, 3], [0, 1, 2], "must rise"),
         ([0, 2], [0, 1, 2], "must rise"),  # the last offset is not the number of entries
     ],
@@ -117,27 +119,39 @@ def test_an_entry_plan_refuses_ids_and_offsets_the_kernels_would_read_out_of_bou
         ts.models.kernels.EntryPlan(np.array([0, 2, 3]), np.array([0, 4, 2]), np.ones(2), 5)
 
 
+@pytest.mark.parametrize("n", [300, 3000])  # the serial path, and the threads' (more than SERIAL_BELOW entries)
 @pytest.mark.parametrize("K", [None, 4])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_plan_keeps_ids_and_whole_counts_in_32_bits_and_the_kernels_give_the_same_bits(K, dtype):
-    batch = _batch(8, n=300, vocab=50, max_len=30, K=K)
+def test_a_plan_keeps_ids_and_whole_counts_in_32_bits_and_the_kernels_give_the_same_bits(n, K, dtype):
+    batch = _batch(8, n=n, vocab=50, max_len=60, K=K)
     dt = batch.distinct()
+    assert (n > 1000) == (dt.ids.numel() >= ts.models.kernels.SERIAL_BELOW)
     plan = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy(), batch.vocab_size)
-    assert plan.ids.dtype == np.int32 and plan.counts.dtype == np.int32
+    assert plan.ids.dtype == np.int32 and plan.counts.dtype == np.int32 and plan.counts_for(dtype) is plan.counts
     assert np.array_equal(plan.counts, dt.counts.numpy()) and np.array_equal(plan.ids, dt.ids.numpy())
+    # the layout before: 64-bit ids, the counts in the model's dtype
     wide = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy(), batch.vocab_size)
-    wide.ids, wide.counts = wide.ids.astype(np.int64), wide.counts.astype(np.float64)  # the layout before
+    wide.ids, wide.counts = wide.ids.astype(np.int64), None
+    wide._float_counts = {np.dtype(np.float64): dt.counts.numpy().astype(np.float64)}
+    assert wide.counts_for(dtype).dtype == dtype
     CW = np.random.default_rng(0).standard_normal((batch.vocab_size, 2 if K is None else 1 + K)).astype(dtype)
     labels = batch.labels.numpy().astype(np.float64)
     a = ts.models.kernels.attention_grads(plan, CW, labels, K is not None)
     b = ts.models.kernels.attention_grads(wide, CW, labels, K is not None)
     assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
     assert np.array_equal(ts.models.kernels.attention_outputs(plan, CW), ts.models.kernels.attention_outputs(wide, CW))
-    # counts that are not whole numbers stay float64
-    frac = ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy(), dt.counts.numpy() * 0.5, batch.vocab_size)
-    assert frac.counts.dtype == np.float64
+
+
+def test_counts_that_are_not_whole_or_past_float32s_integers_stay_in_the_models_dtype():
+    offsets, ids = np.array([0, 2, 3]), np.array([0, 4, 2])
+    for counts in (np.array([1.0, 0.5, 2.0]), np.array([1.0, 2.0**24 + 1, 2.0])):
+        plan = ts.models.kernels.EntryPlan(offsets, ids, counts, 5)
+        assert plan.counts is None
+        assert plan.counts_for(np.float64).dtype == np.float64 and np.array_equal(plan.counts_for(np.float64), counts)
+        assert np.array_equal(plan.counts_for(np.float32), counts.astype(np.float32))  # rounded there, as before
+    assert ts.models.kernels.EntryPlan(offsets, ids, np.array([1.0, 2.0**24, 2.0]), 5).counts.dtype == np.int32
     with pytest.raises(ts.errors.InvalidBatchError, match="whole numbers"):
-        ts.models.kernels.EntryPlan(dt.offsets.numpy(), dt.ids.numpy() + 0.5, dt.counts.numpy(), batch.vocab_size)
+        ts.models.kernels.EntryPlan(offsets, ids + 0.5, np.ones(3), 5)
 
 
 def test_fused_refused_where_it_does_not_apply():

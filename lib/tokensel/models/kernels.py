@@ -72,10 +72,11 @@ class EntryPlan:
     sequences holding about equal numbers of entries. It also keeps the blocks' tables of partial sums
     between calls (a fresh allocation on every step costs page faults), guarded by ``lock``.
 
-    The ids, and the counts where they are whole numbers, are kept as 32-bit integers (int64 and float64 where they do
-    not fit): at IMDB's size the two arrays take 24 instead of 48 MB, which every training step reads again after its
-    passes over ``E`` have pushed them out of the cache (the binary attention pass 10.7 -> 8.6 ms there). The kernels
-    multiply by the counts in float64, so the results are bitwise the same."""
+    The ids, and the counts where they are whole numbers up to 2^24, are kept as 32-bit integers: at IMDB's size the
+    two arrays take 24 instead of 48 MB, which every training step reads again after its passes over ``E`` have pushed
+    them out of the cache (the binary attention pass 10.7 -> 8.6 ms there). Such counts are exact in float32 and
+    float64, which the kernels multiply by, so the results are bitwise those of counts in the model's dtype; other
+    counts are kept in each dtype (:meth:`counts_for`), as before."""
 
     def __init__(self, offsets: np.ndarray, ids: np.ndarray, counts: np.ndarray, vocab_size: int):
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -93,13 +94,17 @@ class EntryPlan:
                 f"to {ids.max():g}: build the plan from a checked RaggedBatch"
             )
         self.ids = np.ascontiguousarray(ids, dtype=np.int32 if self.vocab_size <= 2**31 else np.int64)
-        whole = counts.size == 0 or (
-            counts.min() >= 0 and counts.max() < 2**31 and np.array_equal(counts, np.floor(counts))
+        exact = counts.size == 0 or (
+            counts.min() >= 0 and counts.max() <= 2**24 and np.array_equal(counts, np.floor(counts))
         )
-        self.counts = np.ascontiguousarray(counts, dtype=np.int32 if whole else np.float64)
-        if self.offsets.size == 0 or self.offsets[0] != 0 or self.offsets[-1] != M or np.any(np.diff(self.offsets) < 0):
+        self.counts: np.ndarray | None = np.ascontiguousarray(counts, dtype=np.int32) if exact else None
+        self._float_counts = {} if exact else {np.dtype(np.float64): np.ascontiguousarray(counts, dtype=np.float64)}
+        # every sequence holds at least one entry: the kernels read its top-scored entry
+        off = self.offsets
+        if off.size == 0 or off[0] != 0 or off[-1] != M or np.any(np.diff(off) <= 0):
             raise InvalidBatchError(
-                f"offsets must rise from 0 to the number of entries ({M}): build the plan from a checked RaggedBatch"
+                f"offsets must rise strictly from 0 to the number of entries ({M}), no sequence empty: build the plan "
+                "from a checked RaggedBatch"
             )
         self.max_entries = int(np.diff(self.offsets).max()) if n else 0
         cuts = np.searchsorted(self.offsets, np.arange(1, BLOCKS) * (M / BLOCKS))
@@ -110,6 +115,16 @@ class EntryPlan:
     @property
     def n(self) -> int:
         return self.offsets.size - 1
+
+    def counts_for(self, dtype) -> np.ndarray:
+        """The multiplicities the kernels multiply by for a model of ``dtype``: the 32-bit counts, or where they are
+        not whole numbers up to 2^24, the counts in ``dtype`` (converted once)."""
+        if self.counts is not None:
+            return self.counts
+        dtype = np.dtype(dtype)
+        if dtype not in self._float_counts:
+            self._float_counts[dtype] = self._float_counts[np.dtype(np.float64)].astype(dtype)
+        return self._float_counts[dtype]
 
     def partials(self, width: int) -> np.ndarray:
         """The blocks' tables of partial sums, blocks x |S| x ``width`` float64 (hold ``lock``)."""
@@ -689,8 +704,8 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
             _threads()
         P = plan.partials(width)
         y = np.ascontiguousarray(labels, np.float64)
-        args: tuple = (plan.offsets, plan.ids, plan.counts, CW, y, not multiclass, plan.blocks, plan.max_entries)
-        args += (P, F, per_seq, UNROLLED_CLASSES)
+        args: tuple = (plan.offsets, plan.ids, plan.counts_for(dtype), CW, y, not multiclass, plan.blocks)
+        args += (plan.max_entries, P, F, per_seq, UNROLLED_CLASSES)
         if serial:
             _entries_serial(*args)
             _sum_blocks_serial(P, AB)
@@ -708,7 +723,8 @@ def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
     F = np.empty((plan.n, CW.shape[1] - 1), dtype=CW.dtype)
     with _LAUNCH:
         _threads()
-        args = (plan.offsets, plan.ids, plan.counts, CW, plan.blocks, plan.max_entries, F, UNROLLED_CLASSES)
+        counts = plan.counts_for(CW.dtype)
+        args = (plan.offsets, plan.ids, counts, CW, plan.blocks, plan.max_entries, F, UNROLLED_CLASSES)
         _entries_outputs(*args)
     return F
 
