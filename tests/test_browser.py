@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -59,9 +60,34 @@ def book_pages(root: Path) -> list[Path]:
     )
 
 
+#: a page has settled when it has loaded, has a body, and is not a redirect (the book's index.html sends the reader on
+#: with <meta http-equiv="Refresh">: inspected while the browser follows it, the page has no body yet)
+SETTLED = """
+return document.readyState === "complete" && document.body !== null
+  && document.querySelector('meta[http-equiv="refresh" i]') === null;
+"""
+
+
+def settle(driver, timeout: float = 60.0) -> None:
+    """Wait until the page in ``driver`` has settled (:data:`SETTLED`), following any redirect it makes."""
+    from selenium.common.exceptions import WebDriverException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if driver.execute_script(SETTLED):
+                return
+        except WebDriverException:  # the document was replaced under the script: look again
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{driver.current_url} did not finish loading within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def page_problems(driver, url: str) -> tuple[list[str], dict]:
     """Load one page; return what a reader would see as broken, and the raw page facts."""
     driver.get(url)
+    settle(driver)
     info = driver.execute_script(INSPECT)
     problems = []
     if info["math"]:
