@@ -94,7 +94,8 @@ def parts(name, model, batch, floor, repeat):
     multiclass = batch.num_classes is not None
     CW = k.scores_values(E, PV)
     _, _, AB = k.attention_grads(plan, CW, batch.labels.numpy(), multiclass)
-    PVt, out, labels = np.ascontiguousarray(PV.T), np.empty_like(E), batch.labels.numpy()
+    # grad_E's buffer as the step's (E_into's, a torch tensor: 64-byte aligned, so written by non-temporal stores)
+    PVt, out, labels = np.ascontiguousarray(PV.T), torch.empty_like(model.E).numpy(), batch.labels.numpy()
     times = {
         "E [p, V]": timeit(lambda: k.scores_values(E, PV), repeat=repeat)[0],
         "attention pass": timeit(lambda: k.attention_grads(plan, CW, labels, multiclass), repeat=repeat)[0],

@@ -66,6 +66,12 @@ def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
                 model.forward(multiclass)
             ts.train_joint(model, multiclass, settings, test_batch=multiclass)
             done.append(f"K-class model ({name})")
+            if n == SIZES[0]:  # grad_E written by non-temporal stores (a large grad_E; here asked for)
+                rows = torch.empty(VOCAB, 16, dtype=dtype).numpy()  # rows of 64 or 128 bytes, aligned
+                kernels.low_rank_product(
+                    np.ones((VOCAB, 2), rows.dtype), np.ones((2, rows.shape[1]), rows.dtype), rows, stream=True
+                )
+                done.append(f"grad_E streamed ({name})")
     if "two-layer" in parts:
         for dtype, n in cases:
             binary = _batch(n, None)

@@ -411,6 +411,60 @@ def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype):
     assert np.array_equal(ts.models.kernels.low_rank_product(AB, PVt, np.empty((41, 23), dtype)), expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("r", [2, 3, 5])
+@pytest.mark.parametrize("S", [5, 37])  # fewer rows than blocks, and more
+def test_grad_E_streamed_is_bitwise_the_grad_E_written_in_cache(S, r, dtype, monkeypatch):
+    # the non-temporal stores write the rows _form_row formed in a buffer: the same bits, every row written (the
+    # output starts as NaN), in an output torch allocates 64-byte aligned, rows of 2 x 64 bytes
+    k = ts.models.kernels
+    g = np.random.default_rng(S * r)
+    d = 128 // np.dtype(dtype).itemsize
+    AB, PVt = g.standard_normal((S, r)).astype(dtype), g.standard_normal((r, d)).astype(dtype)
+    expected = k.low_rank_product(AB, PVt, np.empty((S, d), dtype), stream=False)
+    out = torch.full((S, d), float("nan"), dtype=torch.from_numpy(AB).dtype).numpy()
+    assert out.ctypes.data % 64 == 0
+    monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    assert np.array_equal(k.low_rank_product(AB, PVt, out, stream=True), expected)
+    # by default only from STREAM_FROM bytes on: with the threshold at 0, this output streams too
+    monkeypatch.setattr(k, "STREAM_FROM", 0)
+    assert k.streams(out) and not k.streams(np.empty((S, d - 1), dtype))
+    out[:] = np.nan
+    assert np.array_equal(k.low_rank_product(AB, PVt, out), expected)
+
+
+def test_grad_E_streamed_refuses_an_output_its_stores_cannot_write():
+    k = ts.models.kernels
+    AB, PVt = np.ones((4, 2)), np.ones((2, 8))
+    base = torch.zeros(4 * 8 + 1, dtype=torch.float64).numpy()
+    shifted = base[1:].reshape(4, 8)  # rows 8 bytes off the 64-byte boundary
+    with pytest.raises(ts.errors.InvalidParameterError, match="stream=True needs out C-contiguous"):
+        k.low_rank_product(AB, PVt, shifted, stream=True)
+    assert np.all(shifted == 0)  # refused before anything was written
+    assert not k.streams(shifted)
+    assert np.array_equal(k.low_rank_product(AB, PVt, shifted), np.full((4, 8), 2.0))  # written in cache instead
+    odd = torch.zeros(4, 6, dtype=torch.float64).numpy()  # rows of 48 bytes
+    with pytest.raises(ts.errors.InvalidParameterError, match="64-byte aligned rows"):
+        k.low_rank_product(np.ones((4, 2)), np.ones((2, 6)), odd, stream=True)
+
+
+def test_stream_threshold_reads_the_level_3_cache_size(tmp_path):
+    # the layout of Linux's /sys/devices/system/cpu/cpu0/cache: index0..3, each with its level and size
+    k = ts.models.kernels
+    for index, (level, size) in enumerate([("1", "48K"), ("1", "32K"), ("2", "2048K"), ("3", "266240K")]):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "level").write_text(level + "\n")
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    assert k._last_level_cache(str(tmp_path)) == 266240 * 2**10
+    (tmp_path / "index3" / "size").write_text("32M\n")
+    assert k._last_level_cache(str(tmp_path)) == 32 * 2**20
+    (tmp_path / "index3" / "size").write_text("large\n")
+    assert k._last_level_cache(str(tmp_path)) is None  # unreadable: not known
+    (tmp_path / "index3" / "level").write_text("2\n")
+    assert k._last_level_cache(str(tmp_path)) is None  # no level-3 cache
+    assert k._last_level_cache(str(tmp_path / "absent")) is None
+
+
 @pytest.mark.parametrize("K,dtype,tol", CASES)
 def test_fused_grad_E_written_by_the_kernel_equals_the_reference(K, dtype, tol):
     batch = _batch(8, n=60, vocab=17, max_len=30, K=K)
