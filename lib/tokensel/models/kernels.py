@@ -624,11 +624,11 @@ def _last_level_cache(base: str = "/sys/devices/system/cpu/cpu0/cache") -> int |
     return None
 
 
+_CACHE = _last_level_cache()
 #: ``grad_E`` from this size on (bytes) is written by non-temporal stores (:func:`low_rank_product`): 3/8 of the
 #: level-3 cache, 32 MiB where its size is not known. Below it the written rows and ``E`` fit in the cache together,
 #: and ordinary stores are faster: on a 260 MiB cache, ``grad_E`` at IMDB's size took 6.6 ms streamed against 10.5
 #: ms in float64 (122 MB), and 2.6 ms streamed against 2.1-2.4 ms in float32 (61 MB; benchmarks/PROFILE.md).
-_CACHE = _last_level_cache()
 STREAM_FROM = 3 * _CACHE // 8 if _CACHE else 32 * 2**20
 
 
