@@ -32,6 +32,7 @@ import os
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,6 +49,44 @@ from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
 DEFAULT_MIN_DF = 0.0015
 
 
+class Words(Sequence):
+    """The words of a split's reviews, read back from the one text the prepared data set keeps (words joined by
+    spaces, reviews by newlines): each review is split into its words when it is first asked for, not all 25,000 of
+    IMDB's test reviews on every load (0.9 s, where a chapter shows a handful). A read-only sequence of word lists,
+    equal to the list of the same word lists."""
+
+    __slots__ = ("_docs", "_words")
+
+    def __init__(self, docs: list[str]):
+        self._docs = docs
+        self._words: list[list[str] | None] = [None] * len(docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        words = self._words[i]
+        if words is None:
+            words = self._words[i] = self._docs[i].split(" ")
+        return words
+
+    def lengths(self) -> np.ndarray:
+        """Every review's number of words, without splitting them (one more than its spaces)."""
+        return np.array([doc.count(" ") + 1 for doc in self._docs], dtype=np.int64)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Words, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable contents' equality, as a list's
+
+    def __repr__(self) -> str:
+        return f"Words({len(self)} reviews)"
+
+
 @dataclass
 class ReviewData:
     """A prepared data set: batches, vocabulary, the tokenized test reviews for display."""
@@ -56,7 +95,7 @@ class ReviewData:
     train: RaggedBatch
     test: RaggedBatch
     vocab: Vocabulary
-    test_words: list  # tokenized test reviews kept in ``test`` (all words, in order)
+    test_words: Sequence[list[str]]  # tokenized test reviews kept in ``test`` (all words, in order; :class:`Words`)
     test_ratings: np.ndarray | None
     train_ratings: np.ndarray | None
     source: str
@@ -70,7 +109,8 @@ class ReviewData:
         where the test split has fewer. Chapter 06."""
         if max_len < min_len:
             raise InvalidArgumentError(f"max_len must be an int >= {min_len} (min_len), got {max_len}")
-        lengths = np.array([len(w) for w in self.test_words])
+        words = self.test_words
+        lengths = words.lengths() if isinstance(words, Words) else np.array([len(w) for w in words])
         labels = self.test.labels.cpu().numpy()
         fits = (lengths >= min_len) & (lengths <= max_len)
         return [int(i) for sign in (1, -1) for i in np.flatnonzero(fits & (labels == sign))[:per_class]]
@@ -390,7 +430,7 @@ def _from_arrays(key: str, files: dict) -> ReviewData:
             num_classes=meta["num_classes"],
         )
     text = files["test_words"].tobytes().decode()
-    test_words = [doc.split(" ") for doc in text.split("\n")] if text else []
+    test_words = Words(text.split("\n") if text else [])
     if len(test_words) != batches["test"].n:
         raise _Refused(f"{len(test_words)} test reviews' words for {batches['test'].n} test reviews")
     ratings = {s: files.get(f"{s}_ratings") for s in ("train", "test")}
