@@ -94,7 +94,8 @@ def parts(name, model, batch, floor, repeat):
     multiclass = batch.num_classes is not None
     CW = k.scores_values(E, PV)
     _, _, AB = k.attention_grads(plan, CW, batch.labels.numpy(), multiclass)
-    # grad_E's buffer as the step's (E_into's, a torch tensor: 64-byte aligned, so written by non-temporal stores)
+    # grad_E's buffer as the step's (E_into's, a torch tensor: 64-byte aligned, so written by non-temporal stores
+    # where it is large, kernels.streams)
     PVt, out, labels = np.ascontiguousarray(PV.T), torch.empty_like(model.E).numpy(), batch.labels.numpy()
     times = {
         "E [p, V]": timeit(lambda: k.scores_values(E, PV), repeat=repeat)[0],

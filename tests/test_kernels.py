@@ -438,14 +438,26 @@ def test_grad_E_streamed_refuses_an_output_its_stores_cannot_write():
     AB, PVt = np.ones((4, 2)), np.ones((2, 8))
     base = torch.zeros(4 * 8 + 1, dtype=torch.float64).numpy()
     shifted = base[1:].reshape(4, 8)  # rows 8 bytes off the 64-byte boundary
-    with pytest.raises(ts.errors.InvalidParameterError, match="stream=True needs out C-contiguous"):
+    with pytest.raises(
+        ts.errors.InvalidArgumentError,
+        match="stream=True: out must start on a 64-byte boundary, it starts 8 bytes past one",
+    ):
         k.low_rank_product(AB, PVt, shifted, stream=True)
     assert np.all(shifted == 0)  # refused before anything was written
     assert not k.streams(shifted)
     assert np.array_equal(k.low_rank_product(AB, PVt, shifted), np.full((4, 8), 2.0))  # written in cache instead
     odd = torch.zeros(4, 6, dtype=torch.float64).numpy()  # rows of 48 bytes
-    with pytest.raises(ts.errors.InvalidParameterError, match="64-byte aligned rows"):
+    with pytest.raises(ts.errors.InvalidArgumentError, match="rows must hold a whole number of 64 bytes, they hold 48"):
         k.low_rank_product(np.ones((4, 2)), np.ones((2, 6)), odd, stream=True)
+    # a read-only output (as a memory-mapped file is) is never streamed into: refused with stream=True
+    frozen = torch.zeros(4, 8, dtype=torch.float64).numpy()
+    frozen.setflags(write=False)
+    with pytest.raises(ts.errors.InvalidArgumentError, match="C-contiguous and writeable"):
+        k.low_rank_product(AB, PVt, frozen, stream=True)
+    assert not k.streams(frozen) and np.all(frozen == 0)
+    with pytest.raises(ts.errors.ArgumentTypeError, match="stream must be True, False or None, got 'yes'"):
+        k.low_rank_product(AB, PVt, torch.zeros(4, 8, dtype=torch.float64).numpy(), stream="yes")
+    assert not k.streams([[0.0] * 8] * 4) and not k.streams(torch.zeros(4, 8, dtype=torch.complex128).numpy())
 
 
 def test_stream_threshold_reads_the_level_3_cache_size(tmp_path):

@@ -1,5 +1,7 @@
 """Real-data preparation (tokensel.reviews) on tiny local parquet files."""
 
+import pickle
+
 import tokensel as ts
 
 
@@ -192,6 +194,11 @@ def test_words_are_split_when_asked_for_and_equal_their_lists():
         words[3]
     with pytest.raises(TypeError):
         hash(words)
+    assert words != tuple(lists)  # as a list is not equal to a tuple
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(words, protocol)) == lists
+    with pytest.raises(ts.errors.ArgumentTypeError, match="docs must be a list of str"):
+        reviews_module.Words("a good film")
 
 
 def test_prepared_data_of_other_texts_are_not_read(data_dir, tmp_path_factory, monkeypatch):

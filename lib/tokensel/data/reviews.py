@@ -58,6 +58,8 @@ class Words(Sequence):
     __slots__ = ("_docs", "_words")
 
     def __init__(self, docs: list[str]):
+        if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
+            raise ArgumentTypeError("docs must be a list of str, each a review's words joined by single spaces")
         self._docs = docs
         self._words: list[list[str] | None] = [None] * len(docs)
 
@@ -77,9 +79,12 @@ class Words(Sequence):
         return np.array([doc.count(" ") + 1 for doc in self._docs], dtype=np.int64)
 
     def __eq__(self, other) -> bool:
-        if not isinstance(other, (Words, list, tuple)):
+        if not isinstance(other, (Words, list)):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __reduce__(self):
+        return Words, (self._docs,)  # the texts only (any protocol); the receiver splits what it asks for
 
     __hash__ = None  # type: ignore[assignment]  # mutable contents' equality, as a list's
 

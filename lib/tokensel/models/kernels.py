@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import threading
 
 import numba
@@ -42,7 +43,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .. import config
-from ..errors import InvalidBatchError, InvalidParameterError
+from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
 
 #: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
 BLOCKS = 16
@@ -632,21 +633,28 @@ _CACHE = _last_level_cache()
 STREAM_FROM = 3 * _CACHE // 8 if _CACHE else 32 * 2**20
 
 
-def _stream_layout(out: np.ndarray) -> bool:
-    """Whether non-temporal stores can write ``out``: 2-D, C-contiguous, its rows 64-byte aligned (torch allocates
-    so; numpy's large arrays often start 16 bytes off)."""
-    return (
-        out.ndim == 2
-        and out.flags.c_contiguous
-        and out.ctypes.data % 64 == 0
-        and (out.shape[1] * out.itemsize) % 64 == 0
-    )
+def _stream_layout(out) -> str | None:
+    """Why non-temporal stores cannot write ``out``, or None where they can: a writeable, C-contiguous 2-D float32 or
+    float64 array whose rows start on 64-byte boundaries (torch allocates so; numpy's large arrays often start 16
+    bytes off) and hold a whole number of 64 bytes."""
+    if not isinstance(out, np.ndarray):
+        return f"out must be a numpy array, got {type(out).__name__}"
+    if out.ndim != 2 or out.dtype not in (np.float32, np.float64):
+        return f"out must be a 2-D float32 or float64 array, got {out.ndim}-D {out.dtype}"
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        return "out must be C-contiguous and writeable"
+    if out.ctypes.data % 64:
+        off = out.ctypes.data % 64
+        return f"out must start on a 64-byte boundary, it starts {off} bytes past one (allocate it with torch)"
+    if (out.shape[1] * out.itemsize) % 64:
+        return f"out's rows must hold a whole number of 64 bytes, they hold {out.shape[1] * out.itemsize}"
+    return None
 
 
-def streams(out: np.ndarray) -> bool:
+def streams(out) -> bool:
     """Whether :func:`low_rank_product` writes ``out`` by non-temporal stores by default: at least
     :data:`STREAM_FROM` bytes, laid out for them."""
-    return out.nbytes >= STREAM_FROM and _stream_layout(out)
+    return isinstance(out, np.ndarray) and out.nbytes >= STREAM_FROM and _stream_layout(out) is None
 
 
 def low_rank_product(AB: np.ndarray, PVt: np.ndarray, out: np.ndarray, stream: bool | None = None) -> np.ndarray:
@@ -657,13 +665,12 @@ def low_rank_product(AB: np.ndarray, PVt: np.ndarray, out: np.ndarray, stream: b
     before it is written (a third of the write's time at IMDB's size), and not pushing ``E`` and the batch's index
     arrays out of it, which the next gradient reads again. The values are the same bits either way. ``stream=True``
     insists (``out`` must then meet :func:`streams`' layout conditions, whatever its size); ``False`` never streams."""
+    if stream is not None and not isinstance(stream, bool):
+        raise ArgumentTypeError(f"stream must be True, False or None, got {stream!r}")
     if stream is None:
         stream = streams(out)
-    elif stream and not _stream_layout(out):
-        raise InvalidParameterError(
-            "stream=True needs out C-contiguous with 64-byte aligned rows, each a whole number of 64 bytes: allocate "
-            "it with torch, or pass stream=None"
-        )
+    elif stream and (why := _stream_layout(out)) is not None:
+        raise InvalidArgumentError(f"stream=True: {why}; or pass stream=None, which streams only where it can")
     AB, PVt = np.ascontiguousarray(AB, dtype=out.dtype), np.ascontiguousarray(PVt, dtype=out.dtype)
     with _LAUNCH:
         _threads()
@@ -898,6 +905,8 @@ def _stream_row(typingctx, dst, i, src):  # pragma: no cover - compiled
     """``dst[i, :n] = src[:n]`` (``n = src.size``) by non-temporal stores of 64 bytes each: the row goes to memory
     without being read into the cache first and without pushing anything out of it. The caller guarantees what the
     stores assume: ``dst`` C-contiguous, its rows 64-byte aligned, ``n`` entries a whole number of 64 bytes."""
+    if not (isinstance(dst, types.Array) and dst.mutable and isinstance(src, types.Array) and dst.dtype == src.dtype):
+        return None
     sig = types.void(dst, i, src)
 
     def codegen(context, builder, signature, args):
@@ -913,21 +922,35 @@ def _stream_row(typingctx, dst, i, src):  # pragma: no cover - compiled
         nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
         with cgutils.for_range(builder, builder.udiv(n, context.get_constant(types.intp, width))) as loop:
             at = builder.mul(loop.index, context.get_constant(types.intp, width))
-            v = builder.load(builder.bitcast(builder.gep(s.data, [at]), vty.as_pointer()), align=8)
-            store = builder.store(v, builder.bitcast(builder.gep(dptr, [at]), vty.as_pointer()), align=64)
+            src_at = builder.gep(s.data, [at], source_etype=elt)
+            v = builder.load(builder.bitcast(src_at, vty.as_pointer()), align=8, typ=vty)
+            store = builder.store(
+                v, builder.bitcast(builder.gep(dptr, [at], source_etype=elt), vty.as_pointer()), align=64
+            )
             store.set_metadata("nontemporal", nontemporal)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
+#: the host's instruction set: x86 orders non-temporal stores by ``sfence``
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
 @intrinsic
 def _fence(typingctx):  # pragma: no cover - compiled
-    """A full memory fence: the non-temporal stores before it are visible to every thread after it."""
+    """After a thread's non-temporal stores: on x86 an ``sfence``, the fence its manuals give for them; elsewhere a
+    sequentially consistent fence. The threads' join afterwards then sees them written."""
     sig = types.void()
 
     def codegen(context, builder, signature, args):
-        builder.fence("seq_cst")
+        if _X86:
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence"
+            )
+            builder.call(fn, [])
+        else:
+            builder.fence("seq_cst")
         return context.get_dummy_value()
 
     return sig, codegen
