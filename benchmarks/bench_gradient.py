@@ -14,9 +14,9 @@ E (materialised into a reused buffer, as in training), p and v, and they must ag
   sequences and call ``backward``), checked against the reference.
 
 The floor is what any implementation must move through memory: two reads and one write of E (one
-read timed by summing a tensor of E's size, one read plus one write by copying it) plus one pass over
-the distinct entries (summing their token ids and counts, 32-bit integers as the kernels keep them), all measured
-in this run.
+read timed by summing a tensor of E's size, one read plus one write by copying it, each the faster of torch's pass
+and a numba pass on the kernels' threads: ``common.memory_floor_passes``) plus one pass over the distinct entries
+(summing their token ids and counts, 32-bit integers as the kernels keep them), all measured in this run.
 Lines ``gradient: ... bound_ratio=X speedup_vs_reference=Y`` (X = step / floor, Y = reference / fused)
 and ``gradient K-class: ...`` the same for the K-class model.
 """
@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 import torch
-from common import classes_batch, imdb_size_arguments, peak_rss_gb, timeit, zipf_batch
+from common import classes_batch, imdb_size_arguments, memory_floor_passes, peak_rss_gb, timeit, zipf_batch
 
 import tokensel as ts
 
@@ -140,9 +140,7 @@ def main():
 
     # the floor, measured in this run
     big = torch.randn(args.vocab, args.d, dtype=dtype)
-    t_read, _ = timeit(lambda big=big: big.sum(), repeat=args.repeat)
-    dst = torch.empty_like(big)
-    t_copy, _ = timeit(lambda big=big, dst=dst: dst.copy_(big), repeat=args.repeat)
+    t_read, t_copy = memory_floor_passes(big, args.repeat)
     # the entries as the kernels keep them (tokensel.models.kernels.EntryPlan: 32-bit ids and counts), read as
     # 64-bit words: torch sums int32 far below the memory bandwidth, which would raise the floor
     words = torch.cat([dt.ids.to(torch.int32), dt.counts.to(torch.int32), torch.zeros(1, dtype=torch.int32)])
@@ -155,7 +153,7 @@ def main():
         f"read+write once {t_copy * 1e3:.1f} ms, one pass over the entries (ids, counts) {t_pass * 1e3:.1f} ms: "
         f"{floor * 1e3:.1f} ms"
     )
-    del big, dst
+    del big
 
     loss, gE, gp = compare("gradient", model, batch, floor, args.repeat, tol)
     peak = peak_rss_gb()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 import time
 
+import numba
 import numpy as np
 import torch
 
@@ -59,3 +60,35 @@ def classes_batch(batch: ts.RaggedBatch, classes: int) -> ts.RaggedBatch:
     return ts.RaggedBatch(
         batch.ids, batch.offsets, torch.arange(batch.n) % classes, batch.vocab_size, num_classes=classes
     )
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _read_rows(E):  # pragma: no cover - compiled
+    """The sum of every entry of ``E`` (2-D, C-contiguous), its rows split between the threads: one read of ``E``."""
+    total = 0.0
+    for i in numba.prange(E.shape[0]):
+        acc = 0.0
+        for j in range(E.shape[1]):
+            acc += E[i, j]
+        total += acc
+    return total
+
+
+@numba.njit(parallel=True, cache=True)
+def _copy_rows(src, dst):  # pragma: no cover - compiled
+    """``dst[:] = src``, row by row between the threads: one read and one write."""
+    for i in numba.prange(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
+
+
+def memory_floor_passes(big: torch.Tensor, repeat: int) -> tuple[float, float]:
+    """``(read, copy)``: the fastest time to read ``big`` once and to read it and write a copy of it, each the better
+    of torch's own pass (``sum``, ``copy_``) and a numba pass on the kernels' threads, so that neither way of reading
+    memory, nor how either's threads wait between calls, sets a floor that an implementation could beat."""
+    a, dst = big.numpy(), torch.empty_like(big)
+    d = dst.numpy()
+    ts.models.kernels._threads()
+    t_read = min(timeit(lambda: big.sum(), repeat=repeat)[0], timeit(lambda: _read_rows(a), repeat=repeat)[0])
+    t_copy = min(timeit(lambda: dst.copy_(big), repeat=repeat)[0], timeit(lambda: _copy_rows(a, d), repeat=repeat)[0])
+    return t_read, t_copy
