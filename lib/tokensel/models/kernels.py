@@ -53,8 +53,7 @@ BLOCKS = 16
 SERIAL_BELOW = 50_000
 #: the number of classes whose one-layer kernels are written out class by class (chapter 07's four rating
 #: classes): one loop over the entries for the gradient terms, one for the scatter, where other K take one pass per
-#: class.
-#: The binary model's gather is written out too unless this is 0. The operations and their order are the same, so
+#: class. The binary model's gather is written out too unless this is 0. The operations and their order are the same, so
 #: the results are bitwise the same (a test sets 0, the general loops everywhere, and compares); written out, the
 #: four-class attention pass takes about two thirds of the time, the binary one four fifths.
 UNROLLED_CLASSES = 4
@@ -628,8 +627,8 @@ def _last_level_cache(base: str = "/sys/devices/system/cpu/cpu0/cache") -> int |
 _CACHE = _last_level_cache()
 #: ``grad_E`` from this size on (bytes) is written by non-temporal stores (:func:`low_rank_product`): 3/8 of the
 #: level-3 cache, 32 MiB where its size is not known. Below it the written rows and ``E`` fit in the cache together,
-#: and ordinary stores are faster: on a 260 MiB cache, ``grad_E`` at IMDB's size took 6.6 ms streamed against 10.5
-#: ms in float64 (122 MB), and 2.6 ms streamed against 2.1-2.4 ms in float32 (61 MB; benchmarks/PROFILE.md).
+#: and ordinary stores are faster: on a 260 MiB cache, ``grad_E`` at IMDB's size took 6.6 ms streamed against
+#: 8.9-10.5 ms in float64 (122 MB), and 2.6 ms streamed against 2.1-2.4 ms in float32 (61 MB; benchmarks/PROFILE.md).
 STREAM_FROM = 3 * _CACHE // 8 if _CACHE else 32 * 2**20
 
 
