@@ -488,6 +488,24 @@ def test_fused_grad_E_written_by_the_kernel_equals_the_reference(K, dtype, tol):
     assert _rel(fast.E_into(strided), ref.E) <= tol
 
 
+@pytest.mark.parametrize("K,dtype,tol", CASES)
+def test_grad_E_into_a_large_buffer_is_streamed_and_the_same(K, dtype, tol, monkeypatch):
+    # E_into's torch buffer streams once it is at least STREAM_FROM bytes (here set to 0): the streamed kernel runs,
+    # and writes the bits the cached write gives
+    k = ts.models.kernels
+    batch = _batch(8, n=60, vocab=17, max_len=30, K=K)
+    model = _model(17, 32, K, dtype, 2.0)  # rows of 128 or 256 bytes
+    g = ts.gradients(model, batch, fused=True)
+    cached = g.E_into(torch.full_like(model.E, float("nan")))
+    calls = []
+    streamed_kernel = k._low_rank_rows_streamed
+    monkeypatch.setattr(k, "_low_rank_rows_streamed", lambda *a: calls.append(1) or streamed_kernel(*a))
+    monkeypatch.setattr(k, "STREAM_FROM", 0)
+    streamed = g.E_into(torch.full_like(model.E, float("nan")))
+    assert calls == [1] and torch.equal(streamed, cached)
+    assert _rel(streamed, ts.gradients(model, batch, fused=False).E) <= tol
+
+
 def test_a_nan_score_reaches_the_loss():
     batch = _batch(9, n=20, vocab=11, max_len=9)
     model = _model(11, 4, None, torch.float64, 1.0)
