@@ -43,6 +43,20 @@ def _results_dir(tmp_path, monkeypatch, _cache_root):
 
 
 # tiny review data sets in the project's local layout (data_dir fixture)
+#: the front matter of a MyST Markdown notebook as the book's chapters open (for the tests' own small chapters)
+MYST_FRONT_MATTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+
 POS = ["a great and wonderful film", "great acting, wonderful story", "wonderful, simply great"]
 NEG = ["a bad and boring film", "boring story, bad acting", "simply bad <br /> and boring"]
 

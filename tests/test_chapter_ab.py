@@ -5,20 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import MYST_FRONT_MATTER
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "chapter_ab.py"
 
-_CHAPTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-# A chapter of one claim
+_CHAPTER = (
+    MYST_FRONT_MATTER
+    + """# A chapter of one claim
 
 ```{{code-cell}} ipython3
 import tokensel as ts
@@ -26,6 +20,7 @@ ts.start_chapter("tiny")
 ts.check("a measured value", {value}, at_least=0.0)
 ```
 """
+)
 
 
 def _version(tmp_path: Path, name: str, value: float) -> Path:

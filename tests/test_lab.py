@@ -16,24 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import MYST_FRONT_MATTER
 from test_browser import chromium
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-CHAPTER = """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+CHAPTER = (
+    MYST_FRONT_MATTER
+    + """
 # A chapter to break
 
 ````{prf:lemma} Arithmetic
@@ -53,6 +45,7 @@ ts.check("doubling", x + x, 7.0, tol=1e-9)
 print("the next cell ran")
 ```
 """
+)
 
 
 def _free_port() -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import MYST_FRONT_MATTER
 
 from tokensel.book import replication as rep
 from tokensel.errors import InvalidArgumentError, TokenselError
@@ -62,17 +63,9 @@ def test_fresh_seeds_are_disjoint_from_the_book_and_from_each_other():
 
 
 # a tiny book: one chapter whose claim holds at some seeds only, one that crashes, one that runs long
-TINY = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+TINY = (
+    MYST_FRONT_MATTER
+    + """
 # {name}
 
 ```{{code-cell}} ipython3
@@ -92,6 +85,7 @@ seed = 0  # the seed
 ts.end_chapter()
 ```
 """
+)
 
 
 def _tiny_book(tmp_path, chapters):

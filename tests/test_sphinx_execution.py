@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import MYST_FRONT_MATTER
 
 from tokensel.book import records, status, verification
 from tokensel.book import sphinx_execution as ex
@@ -192,17 +193,7 @@ def test_carried_over_records_count_in_this_build_only(tmp_path):
 
 # ---- a tiny book built again and again ---------------------------------------------------------------------
 
-FRONT = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
+FRONT = MYST_FRONT_MATTER
 
 
 def _page(name: str, prose: str, extra: str = "") -> str:
