@@ -9,7 +9,9 @@ B A, and so on for ``--rounds`` rounds, so that a machine that slows down or spe
 both alike. Each version's kernels are compiled into its numba cache first (``scripts/compile_kernels.py``; skip with
 ``--no-compile``), so that no timed run compiles.
 
-Prints every run's seconds, each version's median and its ratio to the first version's, and whether every run
+Prints every run's seconds (the chapter's, as its claim record gives them and the status page shows them: from
+``ts.start_chapter`` to its last check; the code cells' time where no record has them), each version's median and its
+ratio to the first version's, and whether every run
 recorded the same claim values, to the last digit, as the first version's first run (the claims each run records with
 ``ts.check``, in a folder of its own). On this project's shared two-core machines one build of each version does not
 resolve a change of a few seconds (a chapter moved by 20 s between two builds of code that gave the same bits); this
@@ -52,16 +54,21 @@ def _run_chapter(chapter: str, root: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _claims(folder: Path) -> dict:
-    """``{(chapter, claim, site): measured}`` from the claim records a run wrote into ``folder``."""
-    values = {}
+def _claims(folder: Path) -> tuple[dict, float | None]:
+    """From the claim records a run wrote into ``folder``: ``{(chapter, claim, site): measured}``, each value as
+    JSON text (so that a NaN equals a NaN), and the chapter's seconds as its record gives them (from
+    ``ts.start_chapter`` to its last check, the status page's measure), or None where no record has them."""
+    values, seconds = {}, None
     for path in sorted(folder.glob("*.json")):
         record = json.loads(path.read_text())
         if not isinstance(record, dict) or not isinstance(record.get("checks"), list):
             continue
         for check in record["checks"]:
-            values[(record.get("chapter"), check.get("name"), check.get("site"))] = check.get("measured")
-    return values
+            values[(record.get("chapter"), check.get("name"), check.get("site"))] = json.dumps(check.get("measured"))
+        took = record.get("seconds")
+        if isinstance(took, (int, float)) and not isinstance(took, bool):
+            seconds = float(took)
+    return values, seconds
 
 
 def _version(spec: str, chapter: str) -> tuple[str, Path]:
@@ -114,9 +121,10 @@ def compare(chapter: str, versions: list[tuple[str, Path]], rounds: int, compile
                 )
                 if done.returncode:
                     sys.exit(f"{label}, round {r + 1}: the chapter failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-                took = float(done.stdout.strip().splitlines()[-1])
+                values, took = _claims(results)
+                if took is None:  # no finished chapter record: the code cells' own time
+                    took = float(done.stdout.strip().splitlines()[-1])
                 seconds[label].append(took)
-                values = _claims(results)
                 if reference is None:
                     reference = values
                 agrees = values == reference and bool(values)
@@ -127,7 +135,7 @@ def compare(chapter: str, versions: list[tuple[str, Path]], rounds: int, compile
                     flush=True,
                 )
     first = statistics.median(seconds[versions[0][0]])
-    print(f"\n{chapter}, {rounds} runs each, alternating:")
+    print(f"\n{chapter}, {rounds} run{'' if rounds == 1 else 's'} each, alternating:")
     for label, _ in versions:
         runs = ", ".join(f"{s:.1f}" for s in seconds[label])
         med = statistics.median(seconds[label])
