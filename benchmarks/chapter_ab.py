@@ -7,7 +7,8 @@ read from each version's own ``book/<chapter>.md``, run in a fresh process per r
 on ``PYTHONPATH`` (working directory ``book/``, progress bars off, no profiler), and the versions alternate: A B, then
 B A, and so on for ``--rounds`` rounds, so that a machine that slows down or speeds up during the comparison weighs on
 both alike. Each version's kernels are compiled into its numba cache first (``scripts/compile_kernels.py``; skip with
-``--no-compile``), so that no timed run compiles.
+``--no-compile``), so that no timed run compiles, and the first version runs once untimed before the series (skip
+with ``--no-warmup``): the first run of a series reads the data from disk, which took 20 s more in chapter 6.
 
 Prints every run's seconds (the chapter's, as its claim record gives them and the status page shows them: from
 ``ts.start_chapter`` to its last check; the code cells' time where no record has them), each version's median and its
@@ -90,7 +91,7 @@ def _env(root: Path, results: Path | None = None) -> dict:
     return env
 
 
-def compare(chapter: str, versions: list[tuple[str, Path]], rounds: int, compile_kernels: bool) -> int:
+def compare(chapter: str, versions: list[tuple[str, Path]], rounds: int, compile_kernels: bool, warmup: bool) -> int:
     """Run the comparison and print it; 0 when every run recorded the first run's claim values, else 1."""
     if compile_kernels:
         for label, root in versions:
@@ -109,31 +110,36 @@ def compare(chapter: str, versions: list[tuple[str, Path]], rounds: int, compile
     seconds: dict[str, list[float]] = {label: [] for label, _ in versions}
     reference, same = None, True
     with tempfile.TemporaryDirectory(prefix="chapter_ab_") as tmp:
-        for r in range(rounds):
-            for label, root in versions if r % 2 == 0 else versions[::-1]:
-                results = Path(tmp) / f"{label}-{r}"
-                results.mkdir()
-                done = subprocess.run(
-                    [sys.executable, str(HERE), "--child", chapter, str(root)],
-                    env=_env(root, results),
-                    capture_output=True,
-                    text=True,
-                )
-                if done.returncode:
-                    sys.exit(f"{label}, round {r + 1}: the chapter failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-                values, took = _claims(results)
-                if took is None:  # no finished chapter record: the code cells' own time
-                    took = float(done.stdout.strip().splitlines()[-1])
-                seconds[label].append(took)
-                if reference is None:
-                    reference = values
-                agrees = values == reference and bool(values)
-                same &= agrees
-                print(
-                    f"round {r + 1}: {label} {took:.1f} s, {len(values)} claims, "
-                    f"{'the same values' if agrees else 'OTHER VALUES than the first run'}",
-                    flush=True,
-                )
+        plan = [(r, label, root) for r in range(rounds) for label, root in (versions if r % 2 == 0 else versions[::-1])]
+        if warmup:  # the first run of a series reads the data from disk and pays for it: it is not timed
+            plan.insert(0, (-1, *versions[0]))
+        for r, label, root in plan:
+            results = Path(tmp) / f"{label}-{r + 1}"
+            results.mkdir()
+            done = subprocess.run(
+                [sys.executable, str(HERE), "--child", chapter, str(root)],
+                env=_env(root, results),
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode:
+                sys.exit(f"{label}, round {r + 1}: the chapter failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            values, took = _claims(results)
+            if took is None:  # no finished chapter record: the code cells' own time
+                took = float(done.stdout.strip().splitlines()[-1])
+            if r < 0:
+                print(f"warm-up: {label} {took:.1f} s (not counted)", flush=True)
+                continue
+            seconds[label].append(took)
+            if reference is None:
+                reference = values
+            agrees = values == reference and bool(values)
+            same &= agrees
+            print(
+                f"round {r + 1}: {label} {took:.1f} s, {len(values)} claims, "
+                f"{'the same values' if agrees else 'OTHER VALUES than the first run'}",
+                flush=True,
+            )
     first = statistics.median(seconds[versions[0][0]])
     print(f"\n{chapter}, {rounds} run{'' if rounds == 1 else 's'} each, alternating:")
     for label, _ in versions:
@@ -154,6 +160,7 @@ def main() -> int:
     ap.add_argument("versions", nargs="+", help="LABEL=ROOT, a checkout of this repository; two or more")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each version (default 2: A B B A)")
     ap.add_argument("--no-compile", action="store_true", help="do not compile each version's kernels first")
+    ap.add_argument("--no-warmup", action="store_true", help="time the first run too (it reads the data from disk)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -161,7 +168,7 @@ def main() -> int:
     labels = [label for label, _ in versions]
     if len(versions) < 2 or len(set(labels)) != len(labels):
         ap.error(f"pass two or more versions with different labels, got {labels}")
-    return compare(args.chapter, versions, args.rounds, not args.no_compile)
+    return compare(args.chapter, versions, args.rounds, not args.no_compile, not args.no_warmup)
 
 
 if __name__ == "__main__":

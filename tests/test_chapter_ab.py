@@ -42,12 +42,13 @@ def test_two_versions_alternate_and_their_claims_are_compared(tmp_path):
     a, b, c = _version(tmp_path, "a", 0.5), _version(tmp_path, "b", 0.5), _version(tmp_path, "c", 0.25)
     same = _run("tiny", f"old={a}", f"new={b}", "--rounds", "2", "--no-compile", cwd=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr
-    order = [line.split(":")[1].split()[0] for line in same.stdout.splitlines() if line.startswith("round ")]
-    assert order == ["old", "new", "new", "old"]  # A B B A
+    order = [line.split(":")[1].split()[0] for line in same.stdout.splitlines() if line.startswith(("round ", "warm"))]
+    assert order == ["old", "old", "new", "new", "old"]  # an untimed warm-up, then A B B A
+    assert "warm-up: old" in same.stdout and "(not counted)" in same.stdout
     assert "claim values: the same in every run" in same.stdout and "of old" in same.stdout
-    other = _run("tiny", f"old={a}", f"new={c}", "--rounds", "1", "--no-compile", cwd=tmp_path)
+    other = _run("tiny", f"old={a}", f"new={c}", "--rounds", "1", "--no-compile", "--no-warmup", cwd=tmp_path)
     assert other.returncode == 1 and "OTHER VALUES than the first run" in other.stdout
-    assert "claim values: NOT the same in every run" in other.stdout
+    assert "claim values: NOT the same in every run" in other.stdout and "warm-up" not in other.stdout
 
 
 def test_versions_are_checked_before_anything_runs(tmp_path):
