@@ -23,3 +23,19 @@ def test_entry_attention_is_the_occurrence_softmax():
     occ, _ = ts.models.core.segment_softmax(c[batch.ids], batch)
     per_entry = torch.zeros(11, 6, dtype=torch.float64).index_put_((batch.seg, batch.ids), occ, accumulate=True)
     assert torch.allclose(q, per_entry[plan.entries.seg, plan.entries.ids], atol=1e-15)
+
+
+def test_entry_attention_exponentials_are_numpys_and_differentiable():
+    """The per-entry exponentials are numpy's, bit for bit and the same on every call (torch's threaded exp was not,
+    on a process's first call), and the weights' gradient is the softmax's (finite differences)."""
+    import numpy as np
+
+    exp = ts.models.mixing._Exp.apply
+    for dtype in (torch.float64, torch.float32):  # in float32 torch's exp and numpy's differ in some last bits
+        x = -torch.rand(40_000, generator=torch.Generator().manual_seed(1), dtype=dtype) * 30
+        first, again = exp(x), exp(x)
+        assert first.dtype == dtype and np.array_equal(first.numpy(), np.exp(x.numpy())) and torch.equal(first, again)
+    data = ts.synthetic.independent_tokens(10, 6, length=(2, 8), delta=0.8, seed=5)
+    plan = ts.models.mixing.MixPlan(data.batch)
+    c = torch.linspace(-3, 4, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda c: ts.models.mixing.entry_attention(c, plan), (c,))
