@@ -41,16 +41,15 @@ def _run_chapter(chapter: str, root: Path) -> float:
     lib = (root / "lib").resolve()
     if lib not in Path(tokensel.__file__).resolve().parents:
         sys.exit(f"imported tokensel from {tokensel.__file__}, not from {lib}: is another copy installed first?")
-    import jupytext
     import matplotlib
+    from common import chapter_code
 
     matplotlib.use("Agg")
-    cells = [c.source for c in jupytext.read(root / "book" / f"{chapter}.md").cells if c.cell_type == "code"]
+    cells = chapter_code(root / "book" / f"{chapter}.md")
     os.chdir(root / "book")
     namespace = {"__name__": "__main__"}
     t0 = time.perf_counter()
-    for i, src in enumerate(cells):
-        code = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
+    for i, code in enumerate(cells):
         exec(compile(code, f"{chapter}[cell {i}]", "exec"), namespace)
     return time.perf_counter() - t0
 

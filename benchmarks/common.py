@@ -92,3 +92,12 @@ def memory_floor_passes(big: torch.Tensor, repeat: int) -> tuple[float, float]:
     t_read = min(timeit(lambda: big.sum(), repeat=repeat)[0], timeit(lambda: _read_rows(a), repeat=repeat)[0])
     t_copy = min(timeit(lambda: dst.copy_(big), repeat=repeat)[0], timeit(lambda: _copy_rows(a, d), repeat=repeat)[0])
     return t_read, t_copy
+
+
+def chapter_code(source) -> list[str]:
+    """The code cells of a chapter's MyST source (``book/<chapter>.md``, read by jupytext), in order, each without its
+    IPython magics and shell lines, as plain Python to execute in one namespace, as the book build runs them."""
+    import jupytext
+
+    cells = [c.source for c in jupytext.read(source).cells if c.cell_type == "code"]
+    return ["\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!"))) for src in cells]

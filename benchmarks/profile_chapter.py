@@ -30,8 +30,8 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cpu", action="store_true", help="the function tables in CPU time instead of wall-clock time")
     args = ap.parse_args()
-    import jupytext
     import matplotlib
+    from common import chapter_code
 
     matplotlib.use("Agg")
     source = ROOT / "book" / f"{args.chapter}.md"
@@ -39,18 +39,17 @@ def main():
         sys.exit(f"no chapter {source}")
     os.environ.setdefault("TOKENSEL_PROGRESS", "0")
     os.environ.setdefault("TOKENSEL_RESULTS_DIR", str(ROOT / "benchmarks" / "results" / "checks"))
-    cells = [c.source for c in jupytext.read(source).cells if c.cell_type == "code"]
+    cells = chapter_code(source)
     os.chdir(ROOT / "book")
     namespace = {"__name__": "__main__"}
     prof = cProfile.Profile(time.process_time) if args.cpu else cProfile.Profile()
     times = []
-    for i, src in enumerate(cells):
-        code = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
+    for i, code in enumerate(cells):
         t0, c0 = time.perf_counter(), time.process_time()
         prof.enable()
         exec(compile(code, f"{args.chapter}[cell {i}]", "exec"), namespace)
         prof.disable()
-        first = src.strip().splitlines()[0][:70] if src.strip() else ""
+        first = code.strip().splitlines()[0][:70] if code.strip() else ""
         times.append((time.perf_counter() - t0, time.process_time() - c0, i, first))
     total, cpu = sum(t[0] for t in times), sum(t[1] for t in times)
     import resource
