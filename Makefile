@@ -101,25 +101,16 @@ EXECUTE ?= cache
 # core for most of their time (a fresh install: about a minute of one core that chapters 6 and 7 would otherwise
 # spend; a compiled cache: a few seconds); CI compiles them in a step of its own and passes no
 COMPILE_KERNELS ?= yes
-# BOOK_SPIN=yes lets torch's idle OpenMP threads spin for about 0.3 ms (libgomp's GOMP_SPINCOUNT=30000, which takes
-# precedence over OMP_WAIT_POLICY) before they sleep, in the chapters' processes only. Sleeping at once, as PASSIVE
-# has them, every torch call on a tensor large enough to be split between the threads waits for a thread to wake, about
-# 0.1 ms on a virtual machine: chapters 4 and 5, which make such calls some 100,000 times, took 4-7 s more each.
-# Beside other busy processes (CI's book runs beside the tests and the replication) the spinning takes the cores from
-# the work, and the same chapter took 5-10 s more instead: CI passes BOOK_SPIN=no (benchmarks/PROFILE.md)
-BOOK_SPIN ?= yes
 book: $(STAMP)
 	@case "$(EXECUTE)" in cache) ;; force) rm -rf _build/.jupyter_cache ;; \
 	  *) echo "EXECUTE must be cache or force, got '$(EXECUTE)'" >&2; exit 2 ;; esac
 	@case "$(COMPILE_KERNELS)" in yes|no) ;; \
 	  *) echo "COMPILE_KERNELS must be yes or no, got '$(COMPILE_KERNELS)'" >&2; exit 2 ;; esac
-	@case "$(BOOK_SPIN)" in yes|no) ;; \
-	  *) echo "BOOK_SPIN must be yes or no, got '$(BOOK_SPIN)'" >&2; exit 2 ;; esac
 	$(BIN)/python -c "import tokensel.book.records as r; r.mark_build_start('_build/checks')"
 	@if [ "$(COMPILE_KERNELS)" = yes ]; then echo "compiling the kernels beside the book: _build/compile_kernels.log"; \
 	  $(BIN)/python scripts/compile_kernels.py > _build/compile_kernels.log 2>&1 & compiling=$$!; fi; \
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
-	  MPLBACKEND=module://matplotlib_inline.backend_inline $(if $(filter yes,$(BOOK_SPIN)),GOMP_SPINCOUNT=30000) \
+	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going; built=$$?; \
 	if [ -n "$${compiling:-}" ] && ! wait $$compiling; then \
 	  cat _build/compile_kernels.log >&2; echo "compiling the kernels beside the book failed" >&2; exit 1; fi; \
