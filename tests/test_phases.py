@@ -234,3 +234,39 @@ def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
     assert free.to_frame().equals(bounded.to_frame())
     with pytest.raises(InvalidParameterError, match="max_evaluations"):
         ts.gradient_flow(model, data.batch, t_max=1e6, max_evaluations=0)
+
+
+def test_small_flows_run_torch_on_one_thread_and_restore_its_thread_count(monkeypatch):
+    """A flow over a small E and batch runs torch on one thread (each of its many small calls would otherwise wait
+    for a second thread to wake), and the thread count the caller set comes back, also when the flow raises; a large
+    E keeps the caller's threads. The trajectory is the same either way."""
+    from tokensel.training import phases
+
+    data, m = _phase1()
+    seen = []
+
+    def threads(p):
+        seen.append(torch.get_num_threads())
+        return {}
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a, b = m.copy(), m.copy()
+        fa = ts.train_p(a, data.batch, lr=1.0, steps=50, monitor=threads, progress=False).to_frame()
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        phases.implicit_flow(m.copy(), data.batch, 10.0, records=3, monitor=threads)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        monkeypatch.setattr(phases, "SMALL_E", m.E.numel() - 1)  # this E counted as large
+        fb = ts.train_p(b, data.batch, lr=1.0, steps=50, monitor=threads, progress=False).to_frame()
+        assert set(seen) == {2} and torch.get_num_threads() == 2
+        assert fa.equals(fb) and torch.equal(a.p, b.p)
+        monkeypatch.undo()
+        with pytest.raises(ZeroDivisionError), phases._one_thread_if_small(m.E, data.batch):
+            assert torch.get_num_threads() == 1
+            raise ZeroDivisionError
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -16,6 +16,8 @@ All use the exact closed-form gradients of :mod:`tokensel.models.gradients`, and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import numpy as np
@@ -23,6 +25,7 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
+from ..models import kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.core import fused_applies, fused_grads, score_value_grads
 from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient, p_gradient_of
@@ -53,6 +56,31 @@ BINARY_MODEL = Instance(AttentionModel, what="an AttentionModel")
 REFERENCE = Tensor("float", ndim=1, finite=True, allow_none=True)
 MONITOR = Function("a function p -> dict of floats", allow_none=True)
 RECORDS = Int(min=1, max=10**7)
+
+
+#: a flow whose ``E`` has at most this many entries (and whose batch is below the kernels' ``SERIAL_BELOW`` tokens)
+#: runs torch on one thread: see :func:`_one_thread_if_small`
+SMALL_E = 2**16
+
+
+@contextmanager
+def _one_thread_if_small(E: torch.Tensor, batch: RaggedBatch) -> Iterator[None]:
+    """torch on one thread for the duration, where ``E`` and ``batch`` are small (a flow's ten to hundred thousand
+    gradient evaluations of a few microseconds each), and its thread count restored after.
+
+    On two threads, torch splits some of these small operations between them (``E p`` and ``E^T A`` for ``d`` of 512
+    and more at ``|S| = 36``; ``exp`` over a few thousand entries), and every such call then waits for the second
+    thread to wake: about 0.1 ms where idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``, as the Makefile has them),
+    twenty times the work. The kernels run such batches serially already (``kernels.SERIAL_BELOW``)."""
+    threads = torch.get_num_threads()
+    if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= kernels.SERIAL_BELOW:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @declare(a=Tensor("float", shape=("d",)), b=Tensor("float", shape=("d",)))
@@ -151,7 +179,8 @@ def train_p(
     grad_p, cos = p_gradient_of(E, w, batch, stable), unchecked(cosine)  # checked here, once
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method=method)
-    with bar(steps, f"train p ({method})", disable=None if progress is None else not progress) as pb:
+    disable = None if progress is None else not progress
+    with bar(steps, f"train p ({method})", disable=disable) as pb, _one_thread_if_small(E, batch):
         for step in range(int(steps) + 1):
             loss, grad = grad_p(p)
             gnorm = float(grad.norm())
@@ -219,7 +248,8 @@ def train_p_v(
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method="normalized" + (" (p, v)" if train_v else " (p)"))
     desc = f"train p{', v' if train_v else ''} (normalised GD)"
-    with bar(steps, desc, disable=None if progress is None else not progress) as pb:
+    disable = None if progress is None else not progress
+    with bar(steps, desc, disable=disable) as pb, _one_thread_if_small(model.E, batch):
         for step in range(int(steps) + 1):
             gr = gradients(model, batch)
             g_p, g_v = gr.p, (gr.v if train_v else torch.zeros_like(gr.v))
@@ -309,15 +339,16 @@ def gradient_flow(
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
     try:
-        sol = solve_ivp(
-            rhs,
-            (0.0, float(t_max)),
-            model.p.detach().cpu().numpy().astype(np.float64),
-            method="RK45",
-            t_eval=t_eval,
-            rtol=rtol,
-            atol=atol,
-        )
+        with _one_thread_if_small(E, batch):
+            sol = solve_ivp(
+                rhs,
+                (0.0, float(t_max)),
+                model.p.detach().cpu().numpy().astype(np.float64),
+                method="RK45",
+                t_eval=t_eval,
+                rtol=rtol,
+                atol=atol,
+            )
     except _Budget:
         raise SolverError(
             f"gradient-flow integration reached only t = {evaluations[1]:.3g} of {t_max:.3g} in {max_evaluations} "
@@ -590,33 +621,34 @@ def implicit_flow(
             **(monitor(pt) if monitor else {}),
         )
 
-    record(0, 0.0)
-    t, h, step = 0.0, first_step, 0
-    while t < t_max:
-        if max_evaluations is not None and nfev > max_evaluations:
-            raise SolverError(
-                f"implicit_flow reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
-                f"with steps of {h:.3g}: its solves failed at larger steps"
-            )
-        h = min(h, t_max - t)
-        c = E @ p
-        x = solve(c, h)
-        if x is None:
-            h /= 4
-            if h < first_step * 1e-6:
+    with _one_thread_if_small(E, cpu):
+        record(0, 0.0)
+        t, h, step = 0.0, first_step, 0
+        while t < t_max:
+            if max_evaluations is not None and nfev > max_evaluations:
                 raise SolverError(
-                    f"implicit_flow: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: "
-                    "the flow may have left the scores' range (overflow) or the data are degenerate"
+                    f"implicit_flow reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
+                    f"with steps of {h:.3g}: its solves failed at larger steps"
                 )
-            continue
-        p = p - h * (E.T @ A(x))
-        t += h
-        step += 1
-        if t >= marks[0] or t >= t_max:
-            while marks and marks[0] <= t:
-                marks.pop(0)
-            record(step, t)
-        h = min(2 * h, max((growth - 1) * t, first_step))
+            h = min(h, t_max - t)
+            c = E @ p
+            x = solve(c, h)
+            if x is None:
+                h /= 4
+                if h < first_step * 1e-6:
+                    raise SolverError(
+                        f"implicit_flow: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: "
+                        "the flow may have left the scores' range (overflow) or the data are degenerate"
+                    )
+                continue
+            p = p - h * (E.T @ A(x))
+            t += h
+            step += 1
+            if t >= marks[0] or t >= t_max:
+                while marks and marks[0] <= t:
+                    marks.pop(0)
+                record(step, t)
+            h = min(2 * h, max((growth - 1) * t, first_step))
     traj.extra["nfev"] = [float(nfev)] * len(traj)
     traj.stopped = "t_max"
     model.p.copy_(p.to(device=device, dtype=dtype))
