@@ -107,6 +107,9 @@ book: $(STAMP)
 	@case "$(COMPILE_KERNELS)" in yes|no) ;; \
 	  *) echo "COMPILE_KERNELS must be yes or no, got '$(COMPILE_KERNELS)'" >&2; exit 2 ;; esac
 	$(BIN)/python -c "import tokensel.book.records as r; r.mark_build_start('_build/checks')"
+	@# the library byte-compiled (only what changed) where the environment says not to write bytecode
+	@# (PYTHONDONTWRITEBYTECODE, common in containers): every page's process would compile what it imports from source
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q lib > /dev/null
 	@if [ "$(COMPILE_KERNELS)" = yes ]; then echo "compiling the kernels beside the book: _build/compile_kernels.log"; \
 	  $(BIN)/python scripts/compile_kernels.py > _build/compile_kernels.log 2>&1 & compiling=$$!; fi; \
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
