@@ -58,8 +58,9 @@ MONITOR = Function("a function p -> dict of floats", allow_none=True)
 RECORDS = Int(min=1, max=10**7)
 
 
-#: a flow whose ``E`` has at most this many entries (and whose batch is below the kernels' ``SERIAL_BELOW`` tokens)
-#: runs torch on one thread: see :func:`_one_thread_if_small`
+#: a flow (:func:`train_p`, :func:`train_p_v`, :func:`gradient_flow`, :func:`implicit_flow`) whose ``E`` has at most
+#: this many entries, and whose batch has fewer tokens than the kernels' ``SERIAL_BELOW``, runs torch on one thread
+#: (its thread count restored after): on more, each of its many small calls may wait for a sleeping thread to wake
 SMALL_E = 2**16
 
 
