@@ -68,12 +68,17 @@ PAPER_D = 2048
 
 #: what every recipe on real reviews takes
 RECIPE = dict(data=REVIEW_DATA, settings=SETTINGS, d=Int(min=1), seed=Int(min=0))
+#: ... and what the binary recipes that train take besides: the model's dtype
+TRAINED = dict(RECIPE, dtype=DTYPE)
+#: the binary recipes' dtype by default: a reader's own data trains in double precision
+BINARY_DTYPE = torch.float64
 SPLIT = Choice("train", "test")
 
 
-def _train_from_init(data, settings, d, seed, params: tuple, recipe: str):
-    """A fresh model (``AttentionModel.init``) trained on ``data`` with ``train_joint``: ``(model, frame)``."""
-    model = AttentionModel.init(len(data.vocab), d, seed=seed)
+def _train_from_init(data, settings, d, seed, params: tuple, recipe: str, dtype: torch.dtype):
+    """A fresh model (``AttentionModel.init`` in ``dtype``) trained on ``data`` with ``train_joint``:
+    ``(model, frame)``."""
+    model = AttentionModel.init(len(data.vocab), d, seed=seed, dtype=dtype)
     traj = train_joint(model, data.train, settings, params=params, test_batch=data.test, recipe=recipe)
     return model, traj.to_frame()
 
@@ -84,47 +89,51 @@ def _final_scores(history) -> dict:
     return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss))
 
 
-@declare(error=InvalidParameterError, **RECIPE)
+@declare(error=InvalidParameterError, **TRAINED)
 def train_full(
     data: ReviewData,
     settings: TrainSettings | None = None,
     d: int = PAPER_D,
     seed: int = 0,
+    dtype: torch.dtype = BINARY_DTYPE,
 ):
     """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With
     ``checkpoint`` (a file path) a killed run resumes where it stopped (see :func:`tokensel.train_joint`); a
-    checkpoint of another recipe, data set, seed or setting is refused.
+    checkpoint of another recipe, data set, seed or setting is refused. ``dtype``: the model's, float64 by default
+    (chapter 06 trains in float32, as :func:`train_multiclass` does by default).
 
     Introduced in chapter 06."""
-    return _train_from_init(data, settings, d, seed, ("E", "p"), "full")
+    return _train_from_init(data, settings, d, seed, ("E", "p"), "full", dtype)
 
 
-@declare(error=InvalidParameterError, **RECIPE)
+@declare(error=InvalidParameterError, **TRAINED)
 def train_all(
     data: ReviewData,
     settings: TrainSettings | None = None,
     d: int = PAPER_D,
     seed: int = 0,
+    dtype: torch.dtype = BINARY_DTYPE,
 ):
     """The paper's setup with its read-out trained: ``E``, ``p`` and ``v`` trained jointly with full-batch Adam
     from the same initialisation as :func:`train_full` (which keeps ``v`` fixed, as the theory does). Returns
-    ``(model, trajectory frame)``. Chapter 06's main model."""
-    return _train_from_init(data, settings, d, seed, ("E", "p", "v"), "full_v")
+    ``(model, trajectory frame)``; ``dtype`` as in :func:`train_full`. Chapter 06's main model."""
+    return _train_from_init(data, settings, d, seed, ("E", "p", "v"), "full_v", dtype)
 
 
-@declare(error=InvalidParameterError, **RECIPE)
+@declare(error=InvalidParameterError, **TRAINED)
 def train_frozen(
     data: ReviewData,
     settings: TrainSettings | None = None,
     d: int = PAPER_D,
     seed: int = 0,
+    dtype: torch.dtype = BINARY_DTYPE,
 ):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
-    are trained.
+    are trained; ``dtype`` as in :func:`train_full`.
 
     Introduced in chapter 06."""
-    return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E")
+    return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E", dtype)
 
 
 @declare(error=InvalidParameterError, data=REVIEW_DATA)
@@ -135,20 +144,22 @@ def one_step_eta(data: ReviewData) -> float:
     return float(2.0 / statistics.alpha(data.train).abs().max())
 
 
-@declare(error=InvalidParameterError, eta0=Real(min=0.0, min_inclusive=False, allow_none=True), **RECIPE)
+@declare(error=InvalidParameterError, eta0=Real(min=0.0, min_inclusive=False, allow_none=True), **TRAINED)
 def train_one_step_then_freeze(
     data: ReviewData,
     settings: TrainSettings | None = None,
     d: int = PAPER_D,
     seed: int = 0,
     eta0: float | None = None,
+    dtype: torch.dtype = BINARY_DTYPE,
 ):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
-    then ``E`` frozen and only ``p`` and ``v`` trained.
+    then ``E`` frozen and only ``p`` and ``v`` trained; ``dtype`` as in :func:`train_full` (the step is taken in
+    it).
 
     Introduced in chapter 06."""
     eta0 = one_step_eta(data) if eta0 is None else eta0
-    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed), data.train, eta0)
+    model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed, dtype=dtype), data.train, eta0)
     traj = train_joint(
         model,
         data.train,
@@ -225,7 +236,14 @@ def _spread_row(gap, model: AttentionModel, history) -> dict:
     return dict(**sp, **_final_scores(history), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, multiples=MULTIPLES, d=Int(min=1), seed=Int(min=0))
+@declare(
+    error=InvalidParameterError,
+    data=REVIEW_DATA,
+    multiples=MULTIPLES,
+    d=Int(min=1),
+    seed=Int(min=0),
+    dtype=DTYPE,
+)
 def one_step_sweep(
     data: ReviewData,
     multiples=ETA_MULTIPLES,
@@ -234,6 +252,7 @@ def one_step_sweep(
     seed: int = 0,
     reference: tuple | None = None,
     progress=None,
+    dtype: torch.dtype = BINARY_DTYPE,
 ):
     """One step, then freeze (:func:`train_one_step_then_freeze`) at ``eta0 = m * one_step_eta(data)`` for every
     multiple ``m``, against full training with ``v`` trained (:func:`train_all`, or ``reference = (model,
@@ -243,15 +262,25 @@ def one_step_sweep(
     ``E_s^T p`` raw and normalised (:func:`tokensel.analysis.shapes.spreads`), each as a ratio to the full
     model's (``ratio_values_raw`` and so on), accuracies, test loss, ``||p||``, ``||v||`` and the seconds each
     run took. ``progress(row)``, when given, is called with every row as it is measured (a script records them
-    one by one). Several full trainings: chapter 06 shows it recorded (``scripts/one_step_sweep.py``)."""
+    one by one). Every model is trained in ``dtype`` (a ``reference`` model must be of it). Several full
+    trainings: chapter 06 shows it recorded (``scripts/one_step_sweep.py``)."""
     import pandas as pd
 
     multiples = tuple(multiples)
     if progress is not None and not callable(progress):
         raise InvalidParameterError(f"progress must be a function of one row (a dict), or None; got {progress!r}")
+    if reference is not None and (
+        not isinstance(reference, tuple) or len(reference) != 2 or not isinstance(reference[0], AttentionModel)
+    ):
+        raise InvalidParameterError(
+            f"reference must be (model, history) as train_all returns, or None; got a {type(reference).__name__}"
+        )
+    if reference is not None and reference[0].E.dtype != dtype:
+        ref = reference[0].E.dtype
+        raise InvalidParameterError(f"reference is a {ref} model and the sweep trains in {dtype}: pass dtype={ref}")
     gap = statistics.posterior_gap(data.train)
     t0 = time.time()
-    model, history = train_all(data, settings, d=d, seed=seed) if reference is None else reference
+    model, history = train_all(data, settings, d=d, seed=seed, dtype=dtype) if reference is None else reference
     full = dict(run="full training", multiple=float("nan"), eta0=float("nan"), **_spread_row(gap, model, history))
     full["seconds"] = time.time() - t0
     rows = [full]
@@ -260,7 +289,7 @@ def one_step_sweep(
     base = one_step_eta(data)
     for m in multiples:
         t0 = time.time()
-        abl, hist = train_one_step_then_freeze(data, settings, d=d, seed=seed, eta0=m * base)
+        abl, hist = train_one_step_then_freeze(data, settings, d=d, seed=seed, eta0=m * base, dtype=dtype)
         row = dict(run=f"one step (x{m:g}), then freeze", multiple=m, eta0=m * base, **_spread_row(gap, abl, hist))
         row["seconds"] = time.time() - t0
         rows.append(row)
