@@ -88,17 +88,53 @@ def test_one_step_sweep_records_and_reads_back(polar, tmp_path):
     # the first ablation is train_one_step_then_freeze at the default eta0, same seed
     abl, hist = ex.train_one_step_then_freeze(polar, SHORT, d=16)
     assert table.test_acc.iloc[1] == pytest.approx(hist.test_acc.iloc[-1])
-    ex.write_sweep(seen, tmp_path / "sweep", command="test")
+    settings = dict(seed=0, d=16, steps=30, lr=0.05, precision="float64")
+    ex.write_sweep(seen, tmp_path / "sweep", command="test", **settings)
     back, prov = ex.read_sweep(tmp_path / "sweep")
-    assert prov == {"command": "test"}
+    assert prov == {"command": "test", **settings}
     pd.testing.assert_series_equal(back.ratio_values_raw, table.ratio_values_raw, check_exact=False)
+    # a provenance that does not say how the runs were made is refused, naming what is wrong
+    for wrong, match in (
+        (dict(settings, precision=None), "precision"),
+        (dict(settings, precision="float16"), "float16"),
+        (dict(settings, d=16.0), "d = 16.0"),
+        (dict(settings, seed=True), "seed"),
+        ({k: v for k, v in settings.items() if k != "lr"}, r"lacks \['lr'\]"),
+    ):
+        ex.write_sweep(seen, tmp_path / "wrong", **wrong)
+        with pytest.raises(DataUnavailableError, match=match):
+            ex.read_sweep(tmp_path / "wrong")
+    (tmp_path / "wrong" / "provenance.json").write_text("[1, 2]")
+    with pytest.raises(DataUnavailableError, match="not a JSON object"):
+        ex.read_sweep(tmp_path / "wrong")
     with pytest.raises(DataUnavailableError, match="one_step_sweep.py"):
         ex.read_sweep(tmp_path / "nothing")
-    ex.write_sweep(table.iloc[1:], tmp_path / "headless")
+    ex.write_sweep(table.iloc[1:], tmp_path / "headless", **settings)
     with pytest.raises(DataUnavailableError, match="full model"):
         ex.read_sweep(tmp_path / "headless")
     with pytest.raises(InvalidParameterError, match="progress"):
         ex.one_step_sweep(polar, settings=SHORT, d=16, progress="print")
+
+
+def test_binary_recipes_train_in_the_dtype_asked_from_the_same_start(polar):
+    full, hist = ex.train_all(polar, SHORT, d=16, dtype=torch.float32)
+    double, hist64 = ex.train_all(polar, SHORT, d=16)
+    assert full.E.dtype == full.p.dtype == full.v.dtype == torch.float32 and double.E.dtype == torch.float64
+    # the float32 model starts from the float64 initialisation, rounded: the same run up to rounding
+    assert hist.loss.iloc[0] == pytest.approx(hist64.loss.iloc[0], rel=1e-5)
+    for recipe in (ex.train_full, ex.train_frozen, ex.train_one_step_then_freeze):
+        model, _ = recipe(polar, SHORT, d=16, dtype=torch.float32)
+        assert model.E.dtype == torch.float32, recipe.__name__
+    table = ex.one_step_sweep(polar, multiples=(1.0,), settings=SHORT, d=16, dtype=torch.float32)
+    assert table.test_acc.iloc[0] == hist.test_acc.iloc[-1]
+    # a reference trained in another dtype than the sweep's is refused before anything trains
+    with pytest.raises(InvalidParameterError, match="dtype=torch.float32"):
+        ex.one_step_sweep(polar, multiples=(1.0,), settings=SHORT, d=16, reference=(full, hist))
+    with pytest.raises(InvalidParameterError, match="reference must be"):
+        ex.one_step_sweep(polar, multiples=(1.0,), settings=SHORT, d=16, reference=full)
+    for bad in ("float32", torch.float16, torch.int64):
+        with pytest.raises((InvalidArgumentError, ArgumentTypeError), match="dtype"):
+            ex.train_all(polar, SHORT, d=16, dtype=bad)
 
 
 def test_ablation_table_ratios_to_the_reference(polar):

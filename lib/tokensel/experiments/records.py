@@ -98,7 +98,9 @@ def write_sweep(rows, folder, **provenance) -> None:
 def read_sweep(folder):
     """Read what :func:`write_sweep` stored: ``(table, provenance)``, the table with the ratios to the full model
     (its first row, ``multiple`` NaN) added as ``ratio_<spread>``. Raises
-    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing.
+    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing, or when the
+    provenance does not give the runs' ``seed``, ``d``, ``steps``, ``lr`` and ``precision`` (``"float32"`` or
+    ``"float64"``).
 
     Introduced in chapter 06."""
     import pandas as pd
@@ -119,6 +121,33 @@ def read_sweep(folder):
             f"the recorded sweep at {folder} lacks {sorted(missing) or 'its full model as first row'}: "
             "record it again with scripts/one_step_sweep.py"
         )
+    wrong = _sweep_provenance_problem(provenance)
+    if wrong:
+        raise DataUnavailableError(
+            f"the recorded sweep's provenance at {folder} {wrong}: record it again with scripts/one_step_sweep.py"
+        )
     for key in ("values_raw", "scores_raw", "values_normalised", "scores_normalised"):
         table[f"ratio_{key}"] = table[key] / table[key].iloc[0]
     return table, provenance
+
+
+#: what a recorded sweep's provenance must say of its runs: the settings a chapter quotes and compares
+SWEEP_PROVENANCE = dict(seed=int, d=int, steps=int, lr=(int, float), precision=str)
+#: the precisions a sweep can be recorded in (its models' dtype)
+SWEEP_PRECISIONS = ("float32", "float64")
+
+
+def _sweep_provenance_problem(provenance) -> str | None:
+    """What is wrong with a recorded sweep's provenance (a dict with :data:`SWEEP_PROVENANCE`), or None."""
+    if not isinstance(provenance, dict):
+        return f"is a {type(provenance).__name__}, not a JSON object"
+    missing = sorted(set(SWEEP_PROVENANCE) - set(provenance))
+    if missing:
+        return f"lacks {missing}"
+    for key, kind in SWEEP_PROVENANCE.items():
+        value = provenance[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return f"has {key} = {value!r}, not a {kind.__name__ if isinstance(kind, type) else 'number'}"
+    if provenance["precision"] not in SWEEP_PRECISIONS:
+        return f"has precision = {provenance['precision']!r}, not one of {SWEEP_PRECISIONS}"
+    return None
