@@ -132,7 +132,7 @@ def read_sweep(folder):
 
 
 #: what a recorded sweep's provenance must say of its runs: the settings a chapter quotes and compares
-SWEEP_PROVENANCE = dict(seed=int, d=int, steps=int, lr=(int, float), precision=str)
+SWEEP_PROVENANCE: dict[str, type | tuple[type, ...]] = dict(seed=int, d=int, steps=int, lr=(int, float), precision=str)
 #: the precisions a sweep can be recorded in (its models' dtype)
 SWEEP_PRECISIONS = ("float32", "float64")
 
