@@ -30,6 +30,12 @@ from tokensel.models import kernels
 VOCAB, D, K = 40, 8, 4
 #: sequences in the small batch (serial path) and the large one (more than SERIAL_BELOW distinct entries)
 SIZES = (60, 6000)
+#: the width of a large E (more than SERIAL_E_BELOW entries: the threaded products with E)
+WIDE = 2048
+#: (sequences, width) of each dtype's calls, in the order the chapters first need them: a small batch with a large E
+#: (chapter 2: the threaded products with E; chapter 1 compiles the serial ones itself), a large batch (the real
+#: data), then a small batch with a small E (the serial products)
+CASES = ((SIZES[0], WIDE), (SIZES[1], WIDE), (SIZES[0], D))
 
 
 def _batch(n: int, num_classes: int | None) -> ts.RaggedBatch:
@@ -44,36 +50,36 @@ PARTS = ("one-layer", "two-layer")
 
 def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
     """Call every kernel of ``parts`` once per dtype and path; the (function, dtype, size) calls made, in order: the
-    one-layer models' first, float64 before float32 and the small batch before the large one, then the two-layer
+    one-layer models' first, float64 before float32 and each in the order of :data:`CASES`, then the two-layer
     variants', the order in which the book's chapters first need them (``make book`` runs this beside its first
     chapters)."""
     done = []
     settings = ts.TrainSettings(steps=2, eval_every=1, progress=False)
-    cases = [(dtype, n) for dtype in (torch.float64, torch.float32) for n in SIZES]
+    cases = [(dtype, n, d) for dtype in (torch.float64, torch.float32) for n, d in CASES]
     if "one-layer" in parts:
-        for dtype, n in cases:
+        for dtype, n, d in cases:
             binary, multiclass = _batch(n, None), _batch(n, K)
-            name = f"{str(dtype).split('.')[-1]}, n={n}"
-            model = ts.AttentionModel.init(VOCAB, D, seed=0, dtype=dtype)
+            name = f"{str(dtype).split('.')[-1]}, n={n}, d={d}"
+            model = ts.AttentionModel.init(VOCAB, d, seed=0, dtype=dtype)
             ts.gradients(model, binary).E  # noqa: B018 (grad_E formed: the low-rank product)
             with torch.no_grad():
                 model.forward(binary)
             ts.train_joint(model, binary, settings, test_batch=binary)  # Adam's kernel, the evaluation pass
             done.append(f"binary model ({name})")
-            model = ts.MultiClassAttentionModel.init(VOCAB, D, K, seed=0, dtype=dtype)
+            model = ts.MultiClassAttentionModel.init(VOCAB, d, K, seed=0, dtype=dtype)
             ts.gradients(model, multiclass).E  # noqa: B018
             with torch.no_grad():
                 model.forward(multiclass)
             ts.train_joint(model, multiclass, settings, test_batch=multiclass)
             done.append(f"K-class model ({name})")
-            if n == SIZES[0]:  # grad_E written by non-temporal stores (a large grad_E; here asked for)
+            if (n, d) == CASES[0]:  # grad_E written by non-temporal stores (a large grad_E; here asked for)
                 rows = torch.empty(VOCAB, 16, dtype=dtype).numpy()  # rows of 64 or 128 bytes, aligned
                 kernels.low_rank_product(
                     np.ones((VOCAB, 2), rows.dtype), np.ones((2, rows.shape[1]), rows.dtype), rows, stream=True
                 )
                 done.append(f"grad_E streamed ({name})")
     if "two-layer" in parts:
-        for dtype, n in cases:
+        for dtype, n in [(dtype, n) for dtype in (torch.float64, torch.float32) for n in SIZES]:
             binary = _batch(n, None)
             name = f"{str(dtype).split('.')[-1]}, n={n}"
             for kind in ("two_layer", "two_layer_wkq"):

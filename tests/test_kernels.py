@@ -331,9 +331,18 @@ def test_evaluation_pass_of_the_variants_and_of_other_models():
 
 
 # ---------------------------------------------------------------- the passes over E
+@pytest.fixture(params=["one thread", "threads"])
+def e_path(request, monkeypatch):
+    """Each test of the passes over E runs twice: small tables as the library runs them (one thread, the serial
+    kernels), and the same tables through the threaded kernels (SERIAL_E_BELOW at 0)."""
+    if request.param == "threads":
+        monkeypatch.setattr(ts.models.kernels, "SERIAL_E_BELOW", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
 @pytest.mark.parametrize("S,r", [(3, 2), (37, 2), (103, 5)])  # fewer rows than blocks; rows not a multiple of 4
-def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatch):
+def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatch, e_path):
     g = np.random.default_rng(S)
     E, AB, PVt = (g.standard_normal(shape).astype(dtype) for shape in ((S, 19), (S, r), (r, 19)))
     k = ts.models.kernels
@@ -353,7 +362,7 @@ def test_transposed_product_with_and_without_grad_E(S, r, dtype, tol, monkeypatc
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("r", [1, 2, 3, 5, 6])  # 2 and 5 (binary, four classes): all columns in one loop
-def test_transposed_product_adds_its_terms_in_the_documented_order_bitwise(r, dtype, threads, monkeypatch):
+def test_transposed_product_adds_its_terms_in_the_documented_order_bitwise(r, dtype, threads, monkeypatch, e_path):
     # each of the ROW_BLOCKS blocks of rows adds (x0 r0 + x1 r1) + (x2 r2 + x3 r3) per four rows, then the rest one
     # by one, in float64; the blocks' sums are added in block order. numpy's element-wise operations in that order
     # give the same bits, whether the kernel loops over the columns or writes them out.
@@ -383,7 +392,7 @@ def test_transposed_product_adds_its_terms_in_the_documented_order_bitwise(r, dt
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("r", [1, 2, 5, 6])
-def test_scores_two_rows_at_a_time_equal_one_row_at_a_time_bitwise(r, dtype, monkeypatch):
+def test_scores_two_rows_at_a_time_equal_one_row_at_a_time_bitwise(r, dtype, monkeypatch, e_path):
     # scores_values takes two rows per step (each entry of [p, V] loaded once for both); every dot product must be
     # the one-row function's, which the Adam pass uses for the next step's scores
     monkeypatch.setenv("TOKENSEL_THREADS", "2")
@@ -400,7 +409,7 @@ def test_scores_two_rows_at_a_time_equal_one_row_at_a_time_bitwise(r, dtype, mon
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("r", [1, 2, 3, 5, 6])  # 2 and 5 (binary, four classes) are written out term by term
-def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype):
+def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype, e_path):
     # row s of AB PVt is ((AB[s, 0] PVt[0] + AB[s, 1] PVt[1]) + ...), each product and sum rounded in turn, whether
     # the kernel loops over the terms or writes them out; the Adam pass of the K-class model forms them alike
     g = np.random.default_rng(r)
@@ -409,6 +418,39 @@ def test_grad_E_rows_add_their_terms_in_order_bitwise(r, dtype):
     for c in range(1, r):
         expected = expected + AB[:, c : c + 1] * PVt[c]
     assert np.array_equal(ts.models.kernels.low_rank_product(AB, PVt, np.empty((41, 23), dtype)), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_small_tables_take_the_serial_kernels_and_large_ones_the_threads(dtype, monkeypatch):
+    # which kernel runs is decided by the table's size alone (SERIAL_E_BELOW entries), and both give the same bits
+    k = ts.models.kernels
+    monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    called = []
+    for name in ("_rows_product", "_rows_product_serial", "_rowdot", "_rowdot_serial"):
+        kernel = getattr(k, name)
+        monkeypatch.setattr(k, name, lambda *a, _k=kernel, _n=name: (called.append(_n), _k(*a))[1])
+    for name in ("_low_rank_rows", "_low_rank_rows_serial"):
+        kernel = getattr(k, name)
+        monkeypatch.setattr(k, name, lambda *a, _k=kernel, _n=name: (called.append(_n), _k(*a))[1])
+    g = np.random.default_rng(7)
+    d = 2048
+    for S in (3, k.SERIAL_E_BELOW // d - 1, k.SERIAL_E_BELOW // d + 1):
+        E, AB, PVt = (g.standard_normal(shape).astype(dtype) for shape in ((S, d), (S, 2), (2, d)))
+        results = {}
+        for below in (k.SERIAL_E_BELOW, 0, 10**12):  # as the library decides; always threads; always one thread
+            monkeypatch.setattr(k, "SERIAL_E_BELOW", below)
+            called.clear()
+            out = np.empty_like(E)
+            product = k.transposed_product(E, AB, PVt, out)
+            scores = k.scores_values(E, PVt.T)
+            grad_E = k.low_rank_product(AB, PVt, np.empty_like(E), stream=False)
+            results[below] = (product, out, scores, grad_E, tuple(called))
+            monkeypatch.setattr(k, "SERIAL_E_BELOW", 2**16)
+        serial = ("_rows_product_serial", "_rowdot_serial", "_low_rank_rows_serial")
+        assert results[10**12][4] == serial and results[0][4] == ("_rows_product", "_rowdot", "_low_rank_rows")
+        assert results[2**16][4] == (serial if E.size < 2**16 else results[0][4])
+        for a, b, c in zip(results[2**16][:4], results[0][:4], results[10**12][:4], strict=True):
+            assert np.array_equal(a, b) and np.array_equal(a, c), "the serial and the threaded kernels differ"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -654,3 +696,44 @@ def test_the_adam_pass_is_its_arithmetic_with_true_divisions_bit_for_bit(dtype, 
         sr = sr * b2 + grad * grad * c2
         Er = Er - size * mr / (np.sqrt(sr) / bc2 + ep)
         assert np.array_equal(E, Er) and np.array_equal(m, mr) and np.array_equal(s, sr), step
+
+
+def test_compile_script_calls_every_one_layer_kernel_in_both_dtypes():
+    # make book compiles the kernels beside its first chapters and CI before its tests (scripts/compile_kernels.py):
+    # a kernel the script misses is compiled by the first chapter that needs it, inside that chapter's time. A fresh
+    # process runs the script's one-layer part and lists, per kernel, the dtypes of what it compiled or loaded.
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("compile_kernels", sys.argv[1])
+script = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(script)
+script.compile_all(("one-layer",))
+from tokensel.models import kernels as k
+seen = {}
+for name, f in vars(k).items():
+    if hasattr(f, "signatures") and hasattr(f, "py_func") and f.targetoptions.get("inline") != "always":
+        seen[name] = sorted({str(a.dtype) for sig in f.signatures for a in sig if hasattr(a, "dtype")})
+print(json.dumps(seen))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root / "scripts" / "compile_kernels.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TOKENSEL_PROGRESS": "0"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # called by the kernels only
+    inner = {"_softplus", "_sum_token", "_row_scores", "_two_rows_scores", "_block", "_exp_shifted"}
+    two_layer = {"_two_layer_forward", "_two_layer_backward", "token_order", "_sum_by_token"}
+    kernels = set(seen) - inner - two_layer
+    assert {"_entries", "_entries_serial", "_rows_product", "_rows_product_serial", "_adam_rank2"} <= kernels
+    for name in sorted(kernels):
+        assert {"float64", "float32"} <= set(seen[name]), f"{name}: compiled for {seen[name] or 'nothing'}"

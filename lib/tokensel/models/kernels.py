@@ -51,6 +51,12 @@ BLOCKS = 16
 #: saves there (the flows of chapters 3-5 evaluate such a gradient some 100,000 times). The blocks and
 #: every sum are the same either way, so the result is bitwise the same.
 SERIAL_BELOW = 50_000
+#: a table ``E`` (or ``grad_E``) with fewer entries has its products (:func:`scores_values`,
+#: :func:`transposed_product`, :func:`low_rank_product`) computed on one thread, by kernels compiled without numba's
+#: parallel loops: waking the pool costs more than the product there (the small models of chapters 1-5), and a
+#: parallel kernel takes several times as long to compile (``[A, B]^T E``: 4.3 against 1.7 s, a fresh install's
+#: first gradient). The rows, blocks and sums are the same either way, so the result is bitwise the same.
+SERIAL_E_BELOW = 2**16
 #: the number of classes whose one-layer kernels are written out class by class (chapter 07's four rating
 #: classes): one loop over the entries for the gradient terms, one for the scatter, where other K take one pass per
 #: class. The binary model's gather is written out too unless this is 0. The operations and their order are the same, so
@@ -454,13 +460,27 @@ def _rowdot(E, PVt, out):  # pragma: no cover - compiled
         _row_scores(E[S - 1], PVt, out[S - 1])
 
 
+@numba.njit(cache=True)
+def _rowdot_serial(E, PVt, out):  # pragma: no cover - compiled
+    """:func:`_rowdot` on one thread (a small ``E``): the same rows, two at a time, the same bits."""
+    S = E.shape[0]
+    for h in range(S // 2):
+        _two_rows_scores(E[2 * h], E[2 * h + 1], PVt, out[2 * h], out[2 * h + 1])
+    if S % 2:
+        _row_scores(E[S - 1], PVt, out[S - 1])
+
+
 def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
     """``E PV`` (|S| x (1 + K)) for the d x (1 + K) matrix ``PV = [p, V]``: one pass over ``E`` (a BLAS
     product with so few columns reads it at a third of the memory bandwidth on two cores)."""
     out = np.empty((E.shape[0], PV.shape[1]), dtype=E.dtype)
+    E, PVt = np.ascontiguousarray(E), np.ascontiguousarray(PV.T)
+    if E.size < SERIAL_E_BELOW:
+        _rowdot_serial(E, PVt, out)
+        return out
     with _LAUNCH:
         _threads()
-        _rowdot(np.ascontiguousarray(E), np.ascontiguousarray(PV.T), out)
+        _rowdot(E, PVt, out)
     return out
 
 
@@ -493,30 +513,45 @@ def _form_row(AB, PVt, s, o):  # pragma: no cover - compiled
             o[j] += a * pv[j]
 
 
+@numba.njit(cache=True, inline="always")
+def _rows_block(b, E, AB, PVt, out, write, R):  # pragma: no cover - compiled
+    """Block ``b`` of :func:`_rows_product`: ``R[b, c] = sum over the rows s of the block of AB[s, c] E[s]``
+    (float64); with ``write`` also row ``s`` of ``grad_E = AB PVt`` into ``out[s]`` (:func:`_form_row`) while
+    ``E[s]`` is in cache."""
+    S = E.shape[0]
+    nb = R.shape[0]
+    Rb = R[b]
+    Rb[:, :] = 0.0
+    s, hi = b * S // nb, (b + 1) * S // nb
+    while s < hi:  # four rows at a time (each partial sum loaded and stored once for four terms), then one
+        q = 4 if s + 4 <= hi else 1
+        if q == 4 and (AB.shape[1] == 5 or AB.shape[1] == 2):
+            _add_four_rows(Rb, AB, E, s)
+        else:
+            _add_rows(Rb, AB, E, s, q)
+        if write:
+            for t in range(s, s + q):
+                _form_row(AB, PVt, t, out[t])
+        s += q
+
+
 @numba.njit(parallel=True, cache=True)
 def _rows_product(E, AB, PVt, out, write, R, workers, taken):  # pragma: no cover - compiled
-    """One pass over ``E`` (|S| x d): ``R[b, c] = sum over the rows s of block b of AB[s, c] E[s]`` (float64), the
-    :data:`ROW_BLOCKS` blocks taken by ``workers`` threads as in :func:`_entries`; with ``write`` also row ``s``
-    of ``grad_E = AB PVt`` into ``out[s]`` (:func:`_form_row`) while ``E[s]`` is in cache."""
-    S = E.shape[0]
+    """One pass over ``E`` (|S| x d): the :data:`ROW_BLOCKS` blocks of :func:`_rows_block` taken by ``workers``
+    threads as in :func:`_entries`."""
     nb = R.shape[0]
     for _ in numba.prange(workers):
         b = _fetch_add(taken, 0)
         while b < nb:
-            Rb = R[b]
-            Rb[:, :] = 0.0
-            s, hi = b * S // nb, (b + 1) * S // nb
-            while s < hi:  # four rows at a time (each partial sum loaded and stored once for four terms), then one
-                q = 4 if s + 4 <= hi else 1
-                if q == 4 and (AB.shape[1] == 5 or AB.shape[1] == 2):
-                    _add_four_rows(Rb, AB, E, s)
-                else:
-                    _add_rows(Rb, AB, E, s, q)
-                if write:
-                    for t in range(s, s + q):
-                        _form_row(AB, PVt, t, out[t])
-                s += q
+            _rows_block(b, E, AB, PVt, out, write, R)
             b = _fetch_add(taken, 0)
+
+
+@numba.njit(cache=True)
+def _rows_product_serial(E, AB, PVt, out, write, R):  # pragma: no cover - compiled
+    """:func:`_rows_product` on one thread (a small ``E``): the same blocks in order, the same bits."""
+    for b in range(R.shape[0]):
+        _rows_block(b, E, AB, PVt, out, write, R)
 
 
 @numba.njit(cache=True, inline="always")
@@ -571,6 +606,13 @@ def _low_rank_rows(AB, PVt, out):  # pragma: no cover - compiled
         _form_row(AB, PVt, s, out[s])
 
 
+@numba.njit(cache=True)
+def _low_rank_rows_serial(AB, PVt, out):  # pragma: no cover - compiled
+    """:func:`_low_rank_rows` on one thread (a small ``grad_E``): the same rows, the same bits."""
+    for s in range(out.shape[0]):
+        _form_row(AB, PVt, s, out[s])
+
+
 @numba.njit(parallel=True, cache=True)
 def _low_rank_rows_streamed(AB, PVt, out):  # pragma: no cover - compiled
     """:func:`_low_rank_rows` with each row formed in a buffer that stays in cache (the same :func:`_form_row`, so the
@@ -592,18 +634,13 @@ def transposed_product(E: np.ndarray, AB: np.ndarray, PVt: np.ndarray | None = N
     write = out is not None
     PVt = np.ascontiguousarray(PVt, dtype=E.dtype) if write else np.empty((AB.shape[1], 1), E.dtype)
     R = np.empty((min(ROW_BLOCKS, max(E.shape[0], 1)), AB.shape[1], E.shape[1]))
-    with _LAUNCH:
-        _threads()
-        _rows_product(
-            E,
-            AB,
-            PVt,
-            out if write else np.empty((1, 1), E.dtype),
-            write,
-            R,
-            numba.get_num_threads(),
-            np.zeros(1, np.int64),
-        )
+    args = (E, AB, PVt, out if write else np.empty((1, 1), E.dtype), write, R)
+    if E.size < SERIAL_E_BELOW:
+        _rows_product_serial(*args)
+    else:
+        with _LAUNCH:
+            _threads()
+            _rows_product(*args, numba.get_num_threads(), np.zeros(1, np.int64))
     return R.sum(axis=0).astype(E.dtype)  # in block order
 
 
@@ -671,6 +708,9 @@ def low_rank_product(AB: np.ndarray, PVt: np.ndarray, out: np.ndarray, stream: b
     elif stream and (why := _stream_layout(out)) is not None:
         raise InvalidArgumentError(f"stream=True: {why}; or pass stream=None, which streams only where it can")
     AB, PVt = np.ascontiguousarray(AB, dtype=out.dtype), np.ascontiguousarray(PVt, dtype=out.dtype)
+    if not stream and out.size < SERIAL_E_BELOW:
+        _low_rank_rows_serial(AB, PVt, out)
+        return out
     with _LAUNCH:
         _threads()
         (_low_rank_rows_streamed if stream else _low_rank_rows)(AB, PVt, out)
