@@ -111,7 +111,7 @@ book: $(STAMP)
 	@# (PYTHONDONTWRITEBYTECODE, common in containers): every page's process would compile what it imports from source
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q lib > /dev/null
 	@if [ "$(COMPILE_KERNELS)" = yes ]; then echo "compiling the kernels beside the book: _build/compile_kernels.log"; \
-	  $(BIN)/python scripts/compile_kernels.py > _build/compile_kernels.log 2>&1 & compiling=$$!; fi; \
+	  $(BIN)/python scripts/compile_kernels.py book > _build/compile_kernels.log 2>&1 & compiling=$$!; fi; \
 	TOKENSEL_PROGRESS=0 HF_DATASETS_DISABLE_PROGRESS_BARS=1 TOKENSEL_RESULTS_DIR=$(CURDIR)/_build/checks PATH=$(CURDIR)/$(BIN):$$PATH \
 	  MPLBACKEND=module://matplotlib_inline.backend_inline \
 	  $(BIN)/jupyter-book build . --builder html -W -n --keep-going; built=$$?; \

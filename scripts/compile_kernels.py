@@ -8,10 +8,13 @@ threaded paths), and reports what numba's cache holds. CI runs it beside the dat
 runs it beside the book's first chapters (which use one core for most of their time), so that the real-data
 chapters find the kernels compiled.
 
-    python scripts/compile_kernels.py [one-layer | two-layer]
+    python scripts/compile_kernels.py [one-layer | two-layer | book]
 
 With a part named, only that part's kernels: the one-layer models' or the two-layer variants'. CI compiles the two
-parts in two processes, beside the data step and the lint.
+parts in two processes, beside the data step and the lint. ``book`` compiles what the book's pages call, in the order
+they first need it: the one-layer kernels in float64 (chapters 1-5) and float32 (chapters 6 and 7), then the two-layer
+ones in float32 (chapter 7; their float64 twins, about 15 s of one core, serve the tests only and would run beside
+chapter 6).
 """
 
 from __future__ import annotations
@@ -46,16 +49,20 @@ def _batch(n: int, num_classes: int | None) -> ts.RaggedBatch:
 
 
 PARTS = ("one-layer", "two-layer")
+#: what the book's pages call, (part, dtype) in the order they first need it
+BOOK = (("one-layer", torch.float64), ("one-layer", torch.float32), ("two-layer", torch.float32))
 
 
-def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
+def compile_all(
+    parts: tuple[str, ...] = PARTS, dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
+) -> list[str]:
     """Call every kernel of ``parts`` once per dtype and path; the (function, dtype, size) calls made, in order: the
     one-layer models' first, float64 before float32 and each in the order of :data:`CASES`, then the two-layer
     variants', the order in which the book's chapters first need them (``make book`` runs this beside its first
     chapters)."""
     done = []
     settings = ts.TrainSettings(steps=2, eval_every=1, progress=False)
-    cases = [(dtype, n, d) for dtype in (torch.float64, torch.float32) for n, d in CASES]
+    cases = [(dtype, n, d) for dtype in dtypes for n, d in CASES]
     if "one-layer" in parts:
         for dtype, n, d in cases:
             binary, multiclass = _batch(n, None), _batch(n, K)
@@ -79,7 +86,7 @@ def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
                 )
                 done.append(f"grad_E streamed ({name})")
     if "two-layer" in parts:
-        for dtype, n in [(dtype, n) for dtype in (torch.float64, torch.float32) for n in SIZES]:
+        for dtype, n in [(dtype, n) for dtype in dtypes for n in SIZES]:
             binary = _batch(n, None)
             name = f"{str(dtype).split('.')[-1]}, n={n}"
             for kind in ("two_layer", "two_layer_wkq"):
@@ -91,10 +98,13 @@ def compile_all(parts: tuple[str, ...] = PARTS) -> list[str]:
 
 def main() -> None:
     parts = tuple(sys.argv[1:]) or PARTS
-    if not set(parts) <= set(PARTS):
-        raise SystemExit(f"compile_kernels.py: parts are {', '.join(PARTS)}; got {' '.join(parts)}")
+    if parts != ("book",) and not set(parts) <= set(PARTS):
+        raise SystemExit(f"compile_kernels.py: parts are {', '.join(PARTS)} and book; got {' '.join(parts)}")
     t0 = time.perf_counter()
-    done = compile_all(parts)
+    if parts == ("book",):
+        done = [call for part, dtype in BOOK for call in compile_all((part,), (dtype,))]
+    else:
+        done = compile_all(parts)
     cache = os.environ.get("NUMBA_CACHE_DIR") or Path(kernels.__file__).parent / "__pycache__"
     took = time.perf_counter() - t0
     print(f"compiled kernels ({', '.join(parts)}): {len(done)} calls in {took:.0f} s; numba's cache: {cache}")
