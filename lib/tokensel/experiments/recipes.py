@@ -70,8 +70,6 @@ PAPER_D = 2048
 RECIPE = dict(data=REVIEW_DATA, settings=SETTINGS, d=Int(min=1), seed=Int(min=0))
 #: ... and what the binary recipes that train take besides: the model's dtype
 TRAINED = dict(RECIPE, dtype=DTYPE)
-#: the binary recipes' dtype by default: a reader's own data trains in double precision
-BINARY_DTYPE = torch.float64
 SPLIT = Choice("train", "test")
 
 
@@ -91,11 +89,7 @@ def _final_scores(history) -> dict:
 
 @declare(error=InvalidParameterError, **TRAINED)
 def train_full(
-    data: ReviewData,
-    settings: TrainSettings | None = None,
-    d: int = PAPER_D,
-    seed: int = 0,
-    dtype: torch.dtype = BINARY_DTYPE,
+    data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
     """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
     vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With
@@ -109,11 +103,7 @@ def train_full(
 
 @declare(error=InvalidParameterError, **TRAINED)
 def train_all(
-    data: ReviewData,
-    settings: TrainSettings | None = None,
-    d: int = PAPER_D,
-    seed: int = 0,
-    dtype: torch.dtype = BINARY_DTYPE,
+    data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
     """The paper's setup with its read-out trained: ``E``, ``p`` and ``v`` trained jointly with full-batch Adam
     from the same initialisation as :func:`train_full` (which keeps ``v`` fixed, as the theory does). Returns
@@ -123,11 +113,7 @@ def train_all(
 
 @declare(error=InvalidParameterError, **TRAINED)
 def train_frozen(
-    data: ReviewData,
-    settings: TrainSettings | None = None,
-    d: int = PAPER_D,
-    seed: int = 0,
-    dtype: torch.dtype = BINARY_DTYPE,
+    data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
     """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
     are trained; ``dtype`` as in :func:`train_full`.
@@ -151,7 +137,7 @@ def train_one_step_then_freeze(
     d: int = PAPER_D,
     seed: int = 0,
     eta0: float | None = None,
-    dtype: torch.dtype = BINARY_DTYPE,
+    dtype=torch.float64,
 ):
     """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
     then ``E`` frozen and only ``p`` and ``v`` trained; ``dtype`` as in :func:`train_full` (the step is taken in
@@ -252,7 +238,7 @@ def one_step_sweep(
     seed: int = 0,
     reference: tuple | None = None,
     progress=None,
-    dtype: torch.dtype = BINARY_DTYPE,
+    dtype=torch.float64,
 ):
     """One step, then freeze (:func:`train_one_step_then_freeze`) at ``eta0 = m * one_step_eta(data)`` for every
     multiple ``m``, against full training with ``v`` trained (:func:`train_all`, or ``reference = (model,
