@@ -37,8 +37,9 @@ SIZES = (60, 6000)
 WIDE = 2048
 #: (sequences, width) of each dtype's calls, in the order the chapters first need them: a small batch with a large E
 #: (chapter 2: the threaded products with E; chapter 1 compiles the serial ones itself), a large batch (the real
-#: data), then a small batch with a small E (the serial products)
-CASES = ((SIZES[0], WIDE), (SIZES[1], WIDE), (SIZES[0], D))
+#: data), then small batches with a small E (the serial products), its width a multiple of 16 (E [p, V] in lane
+#: sums, as every page's width is) and not (the two-rows loop), then a large E of a width not a multiple of 16
+CASES = ((SIZES[0], WIDE), (SIZES[1], WIDE), (SIZES[0], 2 * 16), (SIZES[0], D), (SIZES[0], WIDE - 1))
 
 
 def _batch(n: int, num_classes: int | None) -> ts.RaggedBatch:

@@ -2,6 +2,7 @@
 binary and K-class, float64 and float32, length-1 sequences, repeated tokens, saturated scores;
 bitwise determinism across runs and thread counts."""
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -391,20 +392,114 @@ def test_transposed_product_adds_its_terms_in_the_documented_order_bitwise(r, dt
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("r", [1, 2, 5, 6])
-def test_scores_two_rows_at_a_time_equal_one_row_at_a_time_bitwise(r, dtype, monkeypatch, e_path):
-    # scores_values takes two rows per step (each entry of [p, V] loaded once for both); every dot product must be
-    # the one-row function's, which the Adam pass uses for the next step's scores
+@pytest.mark.parametrize("r", [1, 2, 3, 4, 5, 6, 11])  # every group of columns the lane sums take (five at most)
+def test_scores_equal_the_one_row_function_bitwise(r, dtype, monkeypatch, e_path):
+    # scores_values takes blocks of rows (d a multiple of 16) or two rows at a time (other d); every dot product
+    # must be the one-row function's, which the Adam pass uses for the next step's scores
     monkeypatch.setenv("TOKENSEL_THREADS", "2")
     k = ts.models.kernels
-    for S, d in ((1, 7), (2, 33), (101, 19), (64, 256), (9, 2048)):  # odd S leaves a last row alone
+    acc = np.empty((r, ts.models.lanes.LANES))
+    # odd S leaves a last row alone; 37 and 101 rows end in a partial block of 16; 2048 is IMDB's width
+    for S, d in ((1, 7), (2, 33), (101, 19), (64, 256), (9, 2048), (37, 16), (101, 48), (3, 2000)):
         g = np.random.default_rng(S * d + r)
         E, PV = g.standard_normal((S, d)).astype(dtype), g.standard_normal((d, r)).astype(dtype)
+        E[0, : d // 2] = 0.0  # a row with zeros
         PVt = np.ascontiguousarray(PV.T)
         expected = np.empty((S, r), dtype)
         for s in range(S):
-            k._row_scores(E[s], PVt, expected[s])
+            k._row_scores(E[s], PVt, expected[s], acc)
         assert np.array_equal(k.scores_values(E, PV), expected)
+
+
+def _lane_order(E, PVt):
+    """E PVt^T in the order of tokensel.models.lanes (d a multiple of 16), computed exactly: each of the 16 lanes a
+    chain of fused multiply-adds in float64 (float64 rows) or of float32 products added in float64 (float32 rows),
+    the lanes added as lanes_total documents."""
+    from fractions import Fraction
+
+    S, d = E.shape
+    out = np.empty((S, PVt.shape[0]), E.dtype)
+    for s in range(S):
+        for c in range(PVt.shape[0]):
+            a = [0.0] * 16
+            for j in range(d):
+                if E.dtype == np.float64:  # fma: the exact product plus the sum, rounded once
+                    a[j % 16] = float(Fraction(float(E[s, j])) * Fraction(float(PVt[c, j])) + Fraction(a[j % 16]))
+                else:
+                    a[j % 16] = a[j % 16] + float(np.float32(E[s, j]) * np.float32(PVt[c, j]))
+            if E.dtype == np.float64:
+                v = [(a[q] + a[q + 4]) + (a[q + 8] + a[q + 12]) for q in range(4)]
+            else:
+                v = [((a[q] + a[q + 4]) + a[q + 8]) + a[q + 12] for q in range(4)]
+            out[s, c] = (v[0] + v[2]) + (v[1] + v[3])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scores_follow_the_documented_lane_order_bitwise(dtype, monkeypatch, e_path):
+    # where d is a multiple of 16 the order of every addition of E [p, V] is written out (tokensel.models.lanes), not
+    # left to the compiler: an exact computation of that order gives the same bits, on any machine
+    monkeypatch.setenv("TOKENSEL_THREADS", "2")
+    g = np.random.default_rng(3)
+    for S, d, r in ((3, 32, 5), (20, 48, 2), (17, 16, 6)):
+        E, PV = g.standard_normal((S, d)).astype(dtype), g.standard_normal((d, r)).astype(dtype)
+        assert np.array_equal(ts.models.kernels.scores_values(E, PV), _lane_order(E, np.ascontiguousarray(PV.T)))
+
+
+@numba.njit
+def _four_lane_sum(x, W, c, ref, L):
+    return ts.models.lanes.four_lane_sum(x, W, c, ref, L)
+
+
+@numba.njit
+def _weigh_and_sum(e, counts, lo, W, ref, L):
+    return ts.models.lanes.weigh_and_sum(e, counts, lo, W, ref, L)
+
+
+@numba.njit
+def _add_scaled_four(P, row, G, x):
+    ts.models.lanes.add_scaled_four(P, row, G, x)
+
+
+def _four_lanes(terms):
+    """The terms added in four lanes (j mod 4; those past the last whole four to lane 0), then (s0 + s1) + (s2 + s3)."""
+    s = [0.0] * 4
+    whole = len(terms) // 4 * 4
+    for j, t in enumerate(terms[:whole]):
+        s[j % 4] += t
+    for t in terms[whole:]:
+        s[0] += t
+    return (s[0] + s[1]) + (s[2] + s[3])
+
+
+@pytest.mark.parametrize("counts_dtype", [np.int32, np.int64, np.float32, np.float64])
+def test_attention_lane_sums_follow_the_documented_order_bitwise(counts_dtype):
+    # the attention pass's sums as vectors (tokensel.models.lanes): each term rounded as the scalar code rounds it,
+    # the lanes and the tail in the documented order, for every length up to past three vectors
+    g = np.random.default_rng(5)
+    for L in range(14):
+        W = g.standard_normal((3, L + 2))
+        x, ref, lo = g.random(L + 2), float(g.standard_normal()), 2
+        counts = (g.integers(1, 9, L + lo) + (0.25 if counts_dtype in (np.float32, np.float64) else 0)).astype(
+            counts_dtype
+        )
+        expected = _four_lanes([x[j] * (W[2, j] - ref) for j in range(L)])
+        assert _four_lane_sum(x, W, 2, ref, L) == expected or L == 0 and expected == 0.0
+        e = x.copy()
+        weights = [float(x[j]) * float(counts[lo + j]) for j in range(L)]
+        Z, S = _weigh_and_sum(e, counts, lo, W, ref, L)
+        assert np.array_equal(e[:L], weights) and np.array_equal(e[L:], x[L:])
+        assert Z == _four_lanes(weights) and S == _four_lanes([w * (W[1, j] - ref) for j, w in enumerate(weights)])
+
+
+def test_scaled_row_added_as_one_vector_equals_four_scalar_updates_bitwise():
+    g = np.random.default_rng(6)
+    P, G = g.standard_normal((7, 5)), g.standard_normal(4)
+    expected = P.copy()
+    for c in range(4):
+        expected[3, 1 + c] += G[c] * 0.37
+    _add_scaled_four(P, np.uint64(3), G, 0.37)
+    assert np.array_equal(P, expected)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -426,7 +521,7 @@ def test_small_tables_take_the_serial_kernels_and_large_ones_the_threads(dtype, 
     k = ts.models.kernels
     monkeypatch.setenv("TOKENSEL_THREADS", "2")
     called = []
-    for name in ("_rows_product", "_rows_product_serial", "_rowdot", "_rowdot_serial"):
+    for name in ("_rows_product", "_rows_product_serial", "_score_rows", "_score_rows_serial"):
         kernel = getattr(k, name)
         monkeypatch.setattr(k, name, lambda *a, _k=kernel, _n=name: (called.append(_n), _k(*a))[1])
     for name in ("_low_rank_rows", "_low_rank_rows_serial"):
@@ -446,8 +541,8 @@ def test_small_tables_take_the_serial_kernels_and_large_ones_the_threads(dtype, 
             grad_E = k.low_rank_product(AB, PVt, np.empty_like(E), stream=False)
             results[below] = (product, out, scores, grad_E, tuple(called))
             monkeypatch.setattr(k, "SERIAL_E_BELOW", 2**16)
-        serial = ("_rows_product_serial", "_rowdot_serial", "_low_rank_rows_serial")
-        assert results[10**12][4] == serial and results[0][4] == ("_rows_product", "_rowdot", "_low_rank_rows")
+        serial = ("_rows_product_serial", "_score_rows_serial", "_low_rank_rows_serial")
+        assert results[10**12][4] == serial and results[0][4] == ("_rows_product", "_score_rows", "_low_rank_rows")
         assert results[2**16][4] == (serial if E.size < 2**16 else results[0][4])
         for a, b, c in zip(results[2**16][:4], results[0][:4], results[10**12][:4], strict=True):
             assert np.array_equal(a, b) and np.array_equal(a, c), "the serial and the threaded kernels differ"
@@ -731,7 +826,8 @@ print(json.dumps(seen))
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     # called by the kernels only
-    inner = {"_softplus", "_sum_token", "_row_scores", "_two_rows_scores", "_block", "_exp_shifted"}
+    inner = {"_softplus", "_sum_token", "_row_scores", "_row_scores_loop", "_two_rows_scores", "_block", "_exp_shifted"}
+    inner |= {"_four_of", "_four_terms"}
     two_layer = {"_two_layer_forward", "_two_layer_backward", "token_order", "_sum_by_token"}
     kernels = set(seen) - inner - two_layer
     assert {"_entries", "_entries_serial", "_rows_product", "_rows_product_serial", "_adam_rank2"} <= kernels

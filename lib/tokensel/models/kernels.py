@@ -44,6 +44,7 @@ from numba.extending import intrinsic
 
 from .. import config
 from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
+from .lanes import LANES, add_lane_sums, add_scaled_four, four_lane_sum, lanes_total, weigh_and_sum
 
 #: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
 BLOCKS = 16
@@ -162,23 +163,6 @@ def _softplus(x):
     return x if x > 20.0 else math.log1p(math.exp(x))
 
 
-@numba.njit(cache=True, inline="always")
-def _lanes(x, W, c, ref, L):  # pragma: no cover - compiled
-    """``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four interleaved partial sums (``j`` mod 4) added as
-    ``(s0 + s1) + (s2 + s3)``: a fixed order, with four additions in flight instead of one chain."""
-    s0 = s1 = s2 = s3 = 0.0
-    j = 0
-    while j + 4 <= L:
-        s0 += x[j] * (W[c, j] - ref)
-        s1 += x[j + 1] * (W[c, j + 1] - ref)
-        s2 += x[j + 2] * (W[c, j + 2] - ref)
-        s3 += x[j + 3] * (W[c, j + 3] - ref)
-        j += 4
-    for jj in range(j, L):
-        s0 += x[jj] * (W[c, jj] - ref)
-    return (s0 + s1) + (s2 + s3)
-
-
 # The one-layer kernels below index ``ids`` and the tables with ``np.uint64`` numbers: numba then leaves out its
 # wraparound of negative indices (three instructions per index), a tenth of the binary attention pass at IMDB's size.
 # Every id and offset of an EntryPlan is checked when the plan is built.
@@ -189,8 +173,8 @@ def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - com
     values); then ``e[j] = exp(c_t - c_max) n_t`` (vectorised, :func:`_exp_shifted`), ``Z = sum_j e_j``, and with
     ``r`` the token of the last top-scored entry (the stable reference of :mod:`tokensel.models.core`)
     ``m[0, c] = sum_j e_j (u_tc - u_rc) / Z`` and ``m[1, c] = u_rc``, the sums in the fixed order of
-    :func:`_lanes`. With ``unroll`` = K, and for the binary model (K = 1) with any ``unroll`` but 0, the gather is
-    written out column by column (the same values). Returns ``(Z, r)``."""
+    :func:`tokensel.models.lanes.four_lane_sum`. With ``unroll`` = K, and for the binary model (K = 1) with any
+    ``unroll`` but 0, the gather is written out column by column (the same values). Returns ``(Z, r)``."""
     L = hi - lo
     W = CW.shape[1]
     amax = -np.inf
@@ -229,34 +213,11 @@ def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - com
     _exp_shifted(a, 0, amax, L, e)
     for c in range(W - 1):
         m[1, c] = a[1 + c, k]
-    # Z and the first value's sum in one loop, both as in _lanes
-    z0 = z1 = z2 = z3 = s0 = s1 = s2 = s3 = 0.0
-    ur = m[1, 0]
-    j = 0
-    while j + 4 <= L:
-        e0, e1, e2, e3 = (
-            e[j] * counts[np.uint64(lo + j)],
-            e[j + 1] * counts[np.uint64(lo + j + 1)],
-            e[j + 2] * counts[np.uint64(lo + j + 2)],
-            e[j + 3] * counts[np.uint64(lo + j + 3)],
-        )
-        e[j], e[j + 1], e[j + 2], e[j + 3] = e0, e1, e2, e3
-        z0, z1, z2, z3 = z0 + e0, z1 + e1, z2 + e2, z3 + e3
-        s0, s1, s2, s3 = (
-            s0 + e0 * (a[1, j] - ur),
-            s1 + e1 * (a[1, j + 1] - ur),
-            s2 + e2 * (a[1, j + 2] - ur),
-            s3 + e3 * (a[1, j + 3] - ur),
-        )
-        j += 4
-    for jj in range(j, L):
-        e[jj] *= counts[np.uint64(lo + jj)]
-        z0 += e[jj]
-        s0 += e[jj] * (a[1, jj] - ur)
-    Z = (z0 + z1) + (z2 + z3)
-    m[0, 0] = ((s0 + s1) + (s2 + s3)) / Z
+    # the weights e_j n_t, Z and the first value's sum in one loop, in four_lane_sum's order
+    Z, S = weigh_and_sum(e, counts, lo, a, m[1, 0], L)
+    m[0, 0] = S / Z
     for c in range(1, W - 1):
-        m[0, c] = _lanes(e, a, 1 + c, m[1, c], L) / Z
+        m[0, c] = four_lane_sum(e, a, 1 + c, m[1, c], L) / Z
     return Z, ids[lo + k]
 
 
@@ -306,8 +267,9 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, u
             g1, g2, g3, g4 = G[0], G[1], G[2], G[3]
             r1, r2, r3, r4 = m[1, 0], m[1, 1], m[1, 2], m[1, 3]
             m1, m2, m3, m4 = m[0, 0], m[0, 1], m[0, 2], m[0, 3]
-            # the terms of every entry first, over the values (each read just before): a loop that vectorises,
-            # entries side by side, each term's operations in its own order; then the scatter alone
+            # the score terms of every entry first (over the scores, a[0], no longer needed): a loop that vectorises,
+            # entries side by side, each term's operations in its own order; then the scatter alone, which forms the
+            # value terms h_tc = G_c e_t again, as one vector (add_scaled_four: the same products and sums)
             for j in range(hi - lo):
                 ej = e[j]
                 h1, h2, h3, h4 = g1 * ej, g2 * ej, g3 * ej, g4 * ej
@@ -317,17 +279,10 @@ def _block(b, off, ids, counts, CW, y, binary, blocks, P, F, loss, a, e, m, G, u
                 s += ((a[3, j] - r3) - m3) * h3
                 s += ((a[4, j] - r4) - m4) * h4
                 a[0, j] = s
-                a[1, j] = h1
-                a[2, j] = h2
-                a[3, j] = h3
-                a[4, j] = h4
             for j in range(hi - lo):
-                row = Pb[np.uint64(ids[np.uint64(lo + j)])]
-                row[0] += a[0, j]
-                row[1] += a[1, j]
-                row[2] += a[2, j]
-                row[3] += a[3, j]
-                row[4] += a[4, j]
+                tok = np.uint64(ids[np.uint64(lo + j)])
+                Pb[tok, 0] += a[0, j]
+                add_scaled_four(Pb, tok, G, e[j])
             continue
         # other K in two stages, each loop with its constants in registers: per class, the terms h_tc (written over
         # the values a[1 + c], each read just before) and the score terms' sums over the classes (over the scores,
@@ -421,11 +376,10 @@ _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @numba.njit(fastmath=_FAST, cache=True)
-def _row_scores(r, PVt, out):  # pragma: no cover - compiled
-    """``out[c] = r . PVt[c]`` for one row ``r`` of ``E`` (fastmath lets the dot products vectorise). One compiled
-    function for :func:`_rowdot` and for the Adam pass that leaves the next step's scores
-    (:func:`adam_low_rank`), so both give the same bits. A NaN or inf in ``r`` makes ``out`` NaN or inf (no flag
-    lets the compiler assume finite values)."""
+def _row_scores_loop(r, PVt, out):  # pragma: no cover - compiled
+    """``out[c] = r . PVt[c]`` for one row ``r`` of ``E``, the compiler's vectorised loop (fastmath lets it
+    vectorise): :func:`_row_scores` where ``d`` is not a multiple of :data:`~tokensel.models.lanes.LANES`. A NaN or
+    inf in ``r`` makes ``out`` NaN or inf (no flag lets the compiler assume finite values)."""
     for c in range(PVt.shape[0]):
         acc = 0.0
         for j in range(r.size):
@@ -435,7 +389,7 @@ def _row_scores(r, PVt, out):  # pragma: no cover - compiled
 
 @numba.njit(fastmath=_FAST, cache=True)
 def _two_rows_scores(r0, r1, PVt, o0, o1):  # pragma: no cover - compiled
-    """:func:`_row_scores` for two rows at once: each entry of ``PVt`` is loaded once for two dot products. Each
+    """:func:`_row_scores_loop` for two rows at once: each entry of ``PVt`` is loaded once for two dot products. Each
     sum is the same loop as there, compiled the same way, so the bits are the same (a test checks it)."""
     for c in range(PVt.shape[0]):
         pc = PVt[c]
@@ -448,16 +402,71 @@ def _two_rows_scores(r0, r1, PVt, o0, o1):  # pragma: no cover - compiled
         o1[c] = acc1
 
 
+@numba.njit(cache=True)
+def _row_scores(r, PVt, out, acc):  # pragma: no cover - compiled
+    """``out[c] = r . PVt[c]`` for one row ``r`` of ``E``: where ``d`` is a multiple of
+    :data:`~tokensel.models.lanes.LANES`, the lane sums of :mod:`tokensel.models.lanes` (``acc``, at least
+    columns x 16 float64, is scratch), else :func:`_row_scores_loop`. One function for the Adam pass that leaves the
+    next step's scores (:func:`adam_low_rank`) and, row by row, what :func:`scores_values` computes a block of rows at
+    a time, so both give the same bits."""
+    if r.size % LANES:
+        _row_scores_loop(r, PVt, out)
+        return
+    a = acc[: PVt.shape[0]]
+    a[:, :] = 0.0
+    add_lane_sums(r, PVt, a, 0, r.size)
+    lanes_total(a, out, r.itemsize == 8)
+
+
+#: rows of ``E`` per block of ``_score_rows`` (:func:`scores_values`), and entries of each row per step: a step's 128 entries of up to
+#: five columns of ``[p, V]`` (5 KB in float64) stay in the level-1 cache while the block's rows pass over them (the
+#: whole of ``[p, V]``, 80 KB at IMDB's size, does not: read once per row, it made the pass bound by the level-2 cache)
+SCORE_ROWS = 16
+SCORE_CHUNK = 128
+
+
+@numba.njit(cache=True, inline="always")
+def _score_block(b, E, PVt, out, acc):  # pragma: no cover - compiled
+    """Rows ``[16 b, 16 b + 16)`` of ``out = E PVt^T`` (``d`` a multiple of 16): each row's lane sums
+    (:func:`~tokensel.models.lanes.add_lane_sums`) over :data:`SCORE_CHUNK` entries at a time, the block's rows
+    in turn for each chunk, then added up (:func:`~tokensel.models.lanes.lanes_total`): row by row the sums of
+    :func:`_row_scores`, in its order."""
+    S, d = E.shape
+    lo, hi = b * SCORE_ROWS, min(S, (b + 1) * SCORE_ROWS)
+    acc[:, :, :] = 0.0
+    for j0 in range(0, d, SCORE_CHUNK):
+        j1 = min(d, j0 + SCORE_CHUNK)
+        for s in range(lo, hi):
+            add_lane_sums(E[s], PVt, acc[s - lo], j0, j1)
+    for s in range(lo, hi):
+        lanes_total(acc[s - lo], out[s], E.itemsize == 8)
+
+
+@numba.njit(parallel=True, cache=True)
+def _score_rows(E, PVt, out):  # pragma: no cover - compiled
+    """``out = E PVt^T`` in blocks of :data:`SCORE_ROWS` rows (:func:`_score_block`) between the threads."""
+    for b in numba.prange((E.shape[0] + SCORE_ROWS - 1) // SCORE_ROWS):
+        _score_block(b, E, PVt, out, np.empty((SCORE_ROWS, PVt.shape[0], LANES)))
+
+
+@numba.njit(cache=True)
+def _score_rows_serial(E, PVt, out):  # pragma: no cover - compiled
+    """:func:`_score_rows` on one thread (a small ``E``): the same blocks, the same bits."""
+    acc = np.empty((SCORE_ROWS, PVt.shape[0], LANES))
+    for b in range((E.shape[0] + SCORE_ROWS - 1) // SCORE_ROWS):
+        _score_block(b, E, PVt, out, acc)
+
+
 @numba.njit(parallel=True, cache=True)
 def _rowdot(E, PVt, out):  # pragma: no cover - compiled
-    """``out = E PVt^T``: each row of ``E`` read once for all columns, two rows at a time
-    (:func:`_two_rows_scores`, bitwise :func:`_row_scores`; the order of each sum is fixed by the compiled code, so
-    runs repeat bitwise)."""
+    """``out = E PVt^T`` where ``d`` is not a multiple of 16: each row of ``E`` read once for all columns, two rows at
+    a time (:func:`_two_rows_scores`, bitwise :func:`_row_scores_loop`; the order of each sum is fixed by the
+    compiled code, so runs repeat bitwise)."""
     S = E.shape[0]
     for h in numba.prange(S // 2):
         _two_rows_scores(E[2 * h], E[2 * h + 1], PVt, out[2 * h], out[2 * h + 1])
     if S % 2:
-        _row_scores(E[S - 1], PVt, out[S - 1])
+        _row_scores_loop(E[S - 1], PVt, out[S - 1])
 
 
 @numba.njit(cache=True)
@@ -467,20 +476,23 @@ def _rowdot_serial(E, PVt, out):  # pragma: no cover - compiled
     for h in range(S // 2):
         _two_rows_scores(E[2 * h], E[2 * h + 1], PVt, out[2 * h], out[2 * h + 1])
     if S % 2:
-        _row_scores(E[S - 1], PVt, out[S - 1])
+        _row_scores_loop(E[S - 1], PVt, out[S - 1])
 
 
 def scores_values(E: np.ndarray, PV: np.ndarray) -> np.ndarray:
     """``E PV`` (|S| x (1 + K)) for the d x (1 + K) matrix ``PV = [p, V]``: one pass over ``E`` (a BLAS
-    product with so few columns reads it at a third of the memory bandwidth on two cores)."""
+    product with so few columns reads it at a third of the memory bandwidth on two cores), in blocks of rows where
+    ``d`` is a multiple of 16 (each dot product in the lane sums of ``tokensel.models.lanes``), else two rows at a
+    time. Row by row the bits of the one-row function the Adam pass uses (:func:`adam_low_rank`)."""
     out = np.empty((E.shape[0], PV.shape[1]), dtype=E.dtype)
     E, PVt = np.ascontiguousarray(E), np.ascontiguousarray(PV.T)
+    lanes = E.shape[1] % LANES == 0
     if E.size < SERIAL_E_BELOW:
-        _rowdot_serial(E, PVt, out)
+        (_score_rows_serial if lanes else _rowdot_serial)(E, PVt, out)
         return out
     with _LAUNCH:
         _threads()
-        _rowdot(E, PVt, out)
+        (_score_rows if lanes else _rowdot)(E, PVt, out)
     return out
 
 
@@ -523,9 +535,12 @@ def _rows_block(b, E, AB, PVt, out, write, R):  # pragma: no cover - compiled
     Rb = R[b]
     Rb[:, :] = 0.0
     s, hi = b * S // nb, (b + 1) * S // nb
-    while s < hi:  # four rows at a time (each partial sum loaded and stored once for four terms), then one
-        q = 4 if s + 4 <= hi else 1
-        if q == 4 and (AB.shape[1] == 5 or AB.shape[1] == 2):
+    written_out = AB.shape[1] == 5 or AB.shape[1] == 2
+    while s < hi:  # eight or four rows at a time (each partial sum loaded and stored once for their terms), then one
+        q = 8 if s + 8 <= hi and written_out else (4 if s + 4 <= hi else 1)
+        if q == 8:
+            _add_eight_rows(Rb, AB, E, s)
+        elif q == 4 and written_out:
             _add_four_rows(Rb, AB, E, s)
         else:
             _add_rows(Rb, AB, E, s, q)
@@ -581,6 +596,45 @@ def _add_four_rows(Rb, AB, E, s):  # pragma: no cover - compiled
         R2[j] += (a2 * e0 + b2 * e1) + (c2 * e2 + d2 * e3)
         R3[j] += (a3 * e0 + b3 * e1) + (c3 * e2 + d3 * e3)
         R4[j] += (a4 * e0 + b4 * e1) + (c4 * e2 + d4 * e3)
+
+
+@numba.njit(cache=True)  # a call the compiler inlines (numba's own inlining trips its parallel analysis on tuples)
+def _four_of(AB, s, c):  # pragma: no cover - compiled
+    """``AB[s : s + 4, c]`` as four float64 numbers."""
+    return np.float64(AB[s, c]), np.float64(AB[s + 1, c]), np.float64(AB[s + 2, c]), np.float64(AB[s + 3, c])
+
+
+@numba.njit(cache=True)  # a call the compiler inlines (numba's own inlining trips its parallel analysis on tuples)
+def _four_terms(x, e0, e1, e2, e3):  # pragma: no cover - compiled
+    """``(x0 e0 + x1 e1) + (x2 e2 + x3 e3)``: the terms of four rows, as :func:`_add_four_rows` adds them."""
+    return (x[0] * e0 + x[1] * e1) + (x[2] * e2 + x[3] * e3)
+
+
+@numba.njit(cache=True, inline="always")
+def _add_eight_rows(Rb, AB, E, s):  # pragma: no cover - compiled
+    """:func:`_add_four_rows` for rows ``s`` to ``s + 3`` and then for rows ``s + 4`` to ``s + 7``, in one loop over the
+    row: ``Rb[c] = (Rb[c] + terms of the first four) + terms of the next four``, each partial sum loaded and stored once
+    for eight rows (the pass was bound by moving them through the level-2 cache). The same additions in the same order
+    as two calls of :func:`_add_four_rows`, so the bits are the same."""
+    r0, r1, r2, r3, r4, r5, r6, r7 = E[s], E[s + 1], E[s + 2], E[s + 3], E[s + 4], E[s + 5], E[s + 6], E[s + 7]
+    R0, R1 = Rb[0], Rb[1]
+    x0, x1, y0, y1 = _four_of(AB, s, 0), _four_of(AB, s, 1), _four_of(AB, s + 4, 0), _four_of(AB, s + 4, 1)
+    if AB.shape[1] == 2:
+        for j in range(R0.size):
+            e0, e1, e2, e3, f0, f1, f2, f3 = r0[j], r1[j], r2[j], r3[j], r4[j], r5[j], r6[j], r7[j]
+            R0[j] = (R0[j] + _four_terms(x0, e0, e1, e2, e3)) + _four_terms(y0, f0, f1, f2, f3)
+            R1[j] = (R1[j] + _four_terms(x1, e0, e1, e2, e3)) + _four_terms(y1, f0, f1, f2, f3)
+        return
+    R2, R3, R4 = Rb[2], Rb[3], Rb[4]
+    x2, x3, x4 = _four_of(AB, s, 2), _four_of(AB, s, 3), _four_of(AB, s, 4)
+    y2, y3, y4 = _four_of(AB, s + 4, 2), _four_of(AB, s + 4, 3), _four_of(AB, s + 4, 4)
+    for j in range(R0.size):
+        e0, e1, e2, e3, f0, f1, f2, f3 = r0[j], r1[j], r2[j], r3[j], r4[j], r5[j], r6[j], r7[j]
+        R0[j] = (R0[j] + _four_terms(x0, e0, e1, e2, e3)) + _four_terms(y0, f0, f1, f2, f3)
+        R1[j] = (R1[j] + _four_terms(x1, e0, e1, e2, e3)) + _four_terms(y1, f0, f1, f2, f3)
+        R2[j] = (R2[j] + _four_terms(x2, e0, e1, e2, e3)) + _four_terms(y2, f0, f1, f2, f3)
+        R3[j] = (R3[j] + _four_terms(x3, e0, e1, e2, e3)) + _four_terms(y3, f0, f1, f2, f3)
+        R4[j] = (R4[j] + _four_terms(x4, e0, e1, e2, e3)) + _four_terms(y4, f0, f1, f2, f3)
 
 
 @numba.njit(cache=True, inline="always")
@@ -786,16 +840,19 @@ def _adam_rank2(
     it is used (the binary model; one loop over the row, which vectorises); with ``scores`` also
     ``CW[i] = E[i] PVn^T`` from each updated row while it is in cache (:func:`_row_scores`)."""
     p, v = PV[0], PV[1]
-    for i in numba.prange(E.shape[0]):
-        a, b = AB[i, 0], AB[i, 1]
-        Ei, mi, si = E[i], m[i], s[i]
-        for j in range(Ei.size):
-            g = a * p[j] + b * v[j]
-            Ei[j], mi[j], si[j] = _adam_entry(
-                Ei[j], mi[j], si[j], g, beta1, c1, beta2, c2, step_size, bc2_sqrt, inv_bc2_sqrt, eps
-            )
-        if scores:
-            _row_scores(Ei, PVn, CW[i])
+    S = E.shape[0]
+    for blk in numba.prange(BLOCKS):
+        acc = np.empty((PVn.shape[0], LANES))
+        for i in range(blk * S // BLOCKS, (blk + 1) * S // BLOCKS):
+            a, b = AB[i, 0], AB[i, 1]
+            Ei, mi, si = E[i], m[i], s[i]
+            for j in range(Ei.size):
+                g = a * p[j] + b * v[j]
+                Ei[j], mi[j], si[j] = _adam_entry(
+                    Ei[j], mi[j], si[j], g, beta1, c1, beta2, c2, step_size, bc2_sqrt, inv_bc2_sqrt, eps
+                )
+            if scores:
+                _row_scores(Ei, PVn, CW[i], acc)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -806,7 +863,7 @@ def _adam_low_rank(
     stays in cache (the K-class model), then :func:`_adam_entry` along it; ``scores`` as in :func:`_adam_rank2`."""
     S, d = E.shape
     for blk in numba.prange(BLOCKS):
-        g = np.empty(d, dtype=E.dtype)
+        g, acc = np.empty(d, dtype=E.dtype), np.empty((PVn.shape[0], LANES))
         for i in range(blk * S // BLOCKS, (blk + 1) * S // BLOCKS):
             _form_row(AB, PV, i, g)
             Ei, mi, si = E[i], m[i], s[i]
@@ -815,7 +872,7 @@ def _adam_low_rank(
                     Ei[j], mi[j], si[j], g[j], beta1, c1, beta2, c2, step_size, bc2_sqrt, inv_bc2_sqrt, eps
                 )
             if scores:
-                _row_scores(Ei, PVn, CW[i])
+                _row_scores(Ei, PVn, CW[i], acc)
 
 
 def adam_low_rank(

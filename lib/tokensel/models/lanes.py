@@ -1,0 +1,300 @@
+"""Sums in vector lanes, their order written out: the kernels' dot products where a compiled loop would leave the
+order of its partial sums, or its speed, to the compiler.
+
+A vectorising compiler splits a long sum into lanes (the terms ``j = l mod width`` in lane ``l``) and adds the lanes at
+the end in an order of its choosing; it also decides which sums share a loop. The two intrinsics here are written in
+numba's IR builder (llvmlite) with their lanes explicit, so the order of every addition is fixed by this file:
+
+* :func:`add_lane_sums`: ``acc[c, l] += sum over j in [j0, j1), j = l mod 16, of r_j PVt[c, j]`` for every column
+  ``c`` of ``PVt``, 16 float64 lanes per column as four vectors of four, all columns in one loop that reads each
+  entry of ``r`` once; fused multiply-adds in float64, and in float32 the product rounded to float32 first, then
+  added in float64. :func:`lanes_total` then adds the 16 lanes of each column. This is the order numba's compiled
+  loop of :func:`tokensel.models.kernels._row_scores_loop` has on the x86-64 machines the book is built on (a
+  benchmark prints whether it still does: ``benchmarks/bench_gradient.py``), so ``E [p, V]`` keeps its bits;
+  the chunks ``[j0, j1)`` let a block of rows share the chunk of ``[p, V]`` while it is in the level-1 cache.
+* :func:`four_lane_sum`: ``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four lanes (``j`` mod 4; the terms past the
+  last whole four added to lane 0), then ``(s0 + s1) + (s2 + s3)``: the attention pass's order
+  (:func:`tokensel.models.kernels._attend`), one vector instead of four scalar chains.
+"""
+
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+#: lanes of each dot product of :func:`add_lane_sums`: four vectors of four float64 partial sums
+LANES = 16
+#: the most columns of ``PVt`` one loop of :func:`add_lane_sums` takes (20 vector sums held in registers)
+GROUP = 5
+
+
+def _vector_at(builder, base, at, elt, width):
+    """The ``width`` entries of type ``elt`` from ``base[at]`` as one vector (an unaligned load)."""
+    vty = ir.VectorType(elt, width)
+    ptr = builder.bitcast(builder.gep(base, [at], source_etype=elt), vty.as_pointer())
+    return builder.load(ptr, align=4 if elt == ir.FloatType() else 8, typ=vty)
+
+
+def _is_c_array(ty, dtypes) -> bool:
+    return isinstance(ty, types.Array) and ty.layout == "C" and ty.dtype in dtypes
+
+
+@intrinsic(prefer_literal=True)
+def _lane_sums(typingctx, r, PVt, acc, c0, j0, j1, C):  # pragma: no cover - compiled
+    """``acc[c0 + c, l] += ...`` for the ``C`` columns from ``c0`` (``C`` a literal from 1 to :data:`GROUP`): see
+    :func:`add_lane_sums`. ``r`` (d), ``PVt`` (columns x d) and ``acc`` (columns x 16, float64) C-contiguous,
+    ``j1 - j0`` a multiple of 16."""
+    floats = (types.float32, types.float64)
+    if not (
+        isinstance(C, types.IntegerLiteral)
+        and 1 <= C.literal_value <= GROUP
+        and _is_c_array(r, floats)
+        and _is_c_array(PVt, (r.dtype,) if isinstance(r, types.Array) else ())
+        and _is_c_array(acc, (types.float64,))
+        and r.ndim == 1
+        and PVt.ndim == 2
+        and acc.ndim == 2
+    ):
+        return None
+    ncol = C.literal_value
+    sig = types.void(r, PVt, acc, c0, j0, j1, C)
+
+    def codegen(context, builder, signature, args):
+        rty, pty, aty, c0ty, j0ty, j1ty, _ = signature.args
+        ra = context.make_array(rty)(context, builder, args[0])
+        pa = context.make_array(pty)(context, builder, args[1])
+        aa = context.make_array(aty)(context, builder, args[2])
+        intp = context.get_value_type(types.intp)
+        c0v, j0v, j1v = (
+            context.cast(builder, v, t, types.intp) for v, t in zip(args[3:6], (c0ty, j0ty, j1ty), strict=True)
+        )
+        elt, dbl = context.get_data_type(rty.dtype), ir.DoubleType()
+        v4 = ir.VectorType(dbl, 4)
+        d = builder.extract_value(pa.shape, 1)
+        const = lambda x: ir.Constant(intp, x)  # noqa: E731
+        # the sums of the group's columns, four vectors each, held in stack slots that the compiler keeps in registers
+        slots = []
+        for c in range(ncol):
+            base = builder.mul(builder.add(c0v, const(c)), const(LANES))
+            row = []
+            for q in range(4):
+                slot = cgutils.alloca_once(builder, v4)
+                builder.store(_vector_at(builder, aa.data, builder.add(base, const(4 * q)), dbl, 4), slot)
+                row.append(slot)
+            slots.append(row)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v4, [v4, v4, v4]), "llvm.fma.v4f64")
+        with cgutils.for_range(builder, builder.udiv(builder.sub(j1v, j0v), const(LANES))) as loop:
+            j = builder.add(j0v, builder.mul(loop.index, const(LANES)))
+            xs = [_vector_at(builder, ra.data, builder.add(j, const(4 * q)), elt, 4) for q in range(4)]
+            for c in range(ncol):
+                row_at = builder.add(builder.mul(builder.add(c0v, const(c)), d), j)
+                for q in range(4):
+                    pv = _vector_at(builder, pa.data, builder.add(row_at, const(4 * q)), elt, 4)
+                    a = builder.load(slots[c][q], typ=v4)
+                    if elt == dbl:
+                        s = builder.call(fma, [xs[q], pv, a])
+                    else:  # the product rounded in float32, then added in float64
+                        s = builder.fadd(a, builder.fpext(builder.fmul(xs[q], pv), v4))
+                    builder.store(s, slots[c][q])
+        for c in range(ncol):
+            base = builder.mul(builder.add(c0v, const(c)), const(LANES))
+            for q in range(4):
+                at = builder.gep(aa.data, [builder.add(base, const(4 * q))], source_etype=dbl)
+                builder.store(builder.load(slots[c][q], typ=v4), builder.bitcast(at, v4.as_pointer()), align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# both helpers below are inlined into their callers (a call per row and chunk, with numba's reference counting of its
+# array arguments, cost as much as the sums); a caller compiled with fastmath would let the compiler reorder
+# lanes_total's additions, so none of their callers is
+@numba.njit(cache=True, inline="always")
+def add_lane_sums(r, PVt, acc, j0, j1):  # pragma: no cover - compiled
+    """``acc[c, l] += sum over j in [j0, j1) with j = l mod 16 of r_j PVt[c, j]``, in order of ``j``, for every column
+    ``c`` (``acc`` columns x 16 float64; ``j0`` and ``j1 - j0`` multiples of 16), the columns :data:`GROUP` at a
+    time."""
+    C = PVt.shape[0]
+    c0 = 0
+    while c0 < C:
+        left = C - c0
+        if left >= 5:
+            _lane_sums(r, PVt, acc, c0, j0, j1, 5)
+        elif left == 4:
+            _lane_sums(r, PVt, acc, c0, j0, j1, 4)
+        elif left == 3:
+            _lane_sums(r, PVt, acc, c0, j0, j1, 3)
+        elif left == 2:
+            _lane_sums(r, PVt, acc, c0, j0, j1, 2)
+        else:
+            _lane_sums(r, PVt, acc, c0, j0, j1, 1)
+        c0 += min(left, GROUP)
+
+
+@numba.njit(cache=True, inline="always")
+def lanes_total(acc, out, tree):  # pragma: no cover - compiled
+    """``out[c]`` = the 16 lane sums of ``acc[c]`` added: the four vectors of four (lanes ``l``, ``l + 4``, ``l + 8``,
+    ``l + 12``) as ``(v0 + v1) + (v2 + v3)`` (``tree``, float64) or ``((v0 + v1) + v2) + v3`` (float32), then the four
+    lanes left as ``(l0 + l2) + (l1 + l3)``; rounded to ``out``'s dtype."""
+    for c in range(acc.shape[0]):
+        a = acc[c]
+        if tree:
+            v0 = (a[0] + a[4]) + (a[8] + a[12])
+            v1 = (a[1] + a[5]) + (a[9] + a[13])
+            v2 = (a[2] + a[6]) + (a[10] + a[14])
+            v3 = (a[3] + a[7]) + (a[11] + a[15])
+        else:
+            v0 = ((a[0] + a[4]) + a[8]) + a[12]
+            v1 = ((a[1] + a[5]) + a[9]) + a[13]
+            v2 = ((a[2] + a[6]) + a[10]) + a[14]
+            v3 = ((a[3] + a[7]) + a[11]) + a[15]
+        out[c] = (v0 + v2) + (v1 + v3)
+
+
+@intrinsic
+def four_lane_sum(typingctx, x, W, c, ref, L):  # pragma: no cover - compiled
+    """``sum_j x_j (W[c, j] - ref)`` over ``j < L`` (``x`` and ``W`` C-contiguous float64): four lanes (``j`` mod 4)
+    as one vector, each term ``x_j (W[c, j] - ref)`` rounded in turn (no fused multiply-add), the terms past the last
+    whole four added to lane 0 in order, then ``(s0 + s1) + (s2 + s3)``."""
+    if not (_is_c_array(x, (types.float64,)) and _is_c_array(W, (types.float64,)) and x.ndim == 1 and W.ndim == 2):
+        return None
+    sig = types.float64(x, W, c, ref, L)
+
+    def codegen(context, builder, signature, args):
+        xty, wty, cty, _, lty = signature.args
+        xa = context.make_array(xty)(context, builder, args[0])
+        wa = context.make_array(wty)(context, builder, args[1])
+        intp = context.get_value_type(types.intp)
+        cv, refv, Lv = context.cast(builder, args[2], cty, types.intp), args[3], args[4]
+        Lv = context.cast(builder, Lv, lty, types.intp)
+        dbl, i32 = ir.DoubleType(), ir.IntType(32)
+        v4 = ir.VectorType(dbl, 4)
+        wrow = cgutils.get_item_pointer(context, builder, wty, wa, [cv, ir.Constant(intp, 0)], wraparound=False)
+        refs = ir.Constant(v4, ir.Undefined)
+        for q in range(4):
+            refs = builder.insert_element(refs, refv, ir.Constant(i32, q))
+        acc = cgutils.alloca_once_value(builder, ir.Constant(v4, [0.0] * 4))
+        whole = builder.udiv(Lv, ir.Constant(intp, 4))
+        with cgutils.for_range(builder, whole) as loop:
+            at = builder.mul(loop.index, ir.Constant(intp, 4))
+            xv, wv = _vector_at(builder, xa.data, at, dbl, 4), _vector_at(builder, wrow, at, dbl, 4)
+            builder.store(builder.fadd(builder.load(acc, typ=v4), builder.fmul(xv, builder.fsub(wv, refs))), acc)
+        a = builder.load(acc, typ=v4)
+        s = [builder.extract_element(a, ir.Constant(i32, q)) for q in range(4)]
+        s0 = cgutils.alloca_once_value(builder, s[0])
+        start = builder.mul(whole, ir.Constant(intp, 4))
+        with cgutils.for_range_slice(builder, start, Lv, ir.Constant(intp, 1), inc=True) as (jj, _):
+            xv = builder.load(builder.gep(xa.data, [jj], source_etype=dbl), typ=dbl)
+            wv = builder.load(builder.gep(wrow, [jj], source_etype=dbl), typ=dbl)
+            builder.store(builder.fadd(builder.load(s0, typ=dbl), builder.fmul(xv, builder.fsub(wv, refv))), s0)
+        return builder.fadd(builder.fadd(builder.load(s0, typ=dbl), s[1]), builder.fadd(s[2], s[3]))
+
+    return sig, codegen
+
+
+def _as_double_vector(builder, v, ty):
+    """A vector of numba type ``ty`` (its elements) converted to float64 exactly as numba converts one number."""
+    vd = ir.VectorType(ir.DoubleType(), v.type.count)
+    if isinstance(ty, types.Float):
+        return v if ty == types.float64 else builder.fpext(v, vd)
+    return builder.sitofp(v, vd) if ty.signed else builder.uitofp(v, vd)
+
+
+@intrinsic
+def weigh_and_sum(typingctx, e, counts, lo, W, ref, L):  # pragma: no cover - compiled
+    """``e[j] *= counts[lo + j]`` for ``j < L``, and ``(Z, S)`` with ``Z = sum_j e_j`` and ``S = sum_j e_j (W[1, j] -
+    ref)`` of the weighted ``e``, each in :func:`four_lane_sum`'s four lanes and order: the attention pass's weights
+    and first sums (:func:`tokensel.models.kernels._attend`) in one loop of vectors. ``e`` and ``W`` C-contiguous
+    float64; ``counts`` a C-contiguous array of integers or floats (converted to float64 as numba converts them)."""
+    f64 = (types.float64,)
+    if not (
+        _is_c_array(e, f64)
+        and _is_c_array(W, f64)
+        and _is_c_array(counts, (types.int32, types.int64, types.float32, types.float64))
+        and e.ndim == 1
+        and counts.ndim == 1
+        and W.ndim == 2
+    ):
+        return None
+    sig = types.UniTuple(types.float64, 2)(e, counts, lo, W, ref, L)
+
+    def codegen(context, builder, signature, args):
+        ety, cty, loty, wty, _, lty = signature.args
+        ea = context.make_array(ety)(context, builder, args[0])
+        ca = context.make_array(cty)(context, builder, args[1])
+        wa = context.make_array(wty)(context, builder, args[3])
+        intp = context.get_value_type(types.intp)
+        lov, refv = context.cast(builder, args[2], loty, types.intp), args[4]
+        Lv = context.cast(builder, args[5], lty, types.intp)
+        dbl, i32 = ir.DoubleType(), ir.IntType(32)
+        v4 = ir.VectorType(dbl, 4)
+        celt = context.get_data_type(cty.dtype)
+        one = ir.Constant(intp, 1)
+        wrow = cgutils.get_item_pointer(context, builder, wty, wa, [one, ir.Constant(intp, 0)], wraparound=False)
+        cbase = builder.gep(ca.data, [lov], source_etype=celt)
+        refs = ir.Constant(v4, ir.Undefined)
+        for q in range(4):
+            refs = builder.insert_element(refs, refv, ir.Constant(i32, q))
+        zero4 = ir.Constant(v4, [0.0] * 4)
+        zacc, sacc = cgutils.alloca_once_value(builder, zero4), cgutils.alloca_once_value(builder, zero4)
+        whole = builder.udiv(Lv, ir.Constant(intp, 4))
+        with cgutils.for_range(builder, whole) as loop:
+            at = builder.mul(loop.index, ir.Constant(intp, 4))
+            cv = _as_double_vector(builder, _vector_at(builder, cbase, at, celt, 4), cty.dtype)
+            ev = builder.fmul(_vector_at(builder, ea.data, at, dbl, 4), cv)
+            eptr = builder.bitcast(builder.gep(ea.data, [at], source_etype=dbl), v4.as_pointer())
+            builder.store(ev, eptr, align=8)
+            builder.store(builder.fadd(builder.load(zacc, typ=v4), ev), zacc)
+            wv = _vector_at(builder, wrow, at, dbl, 4)
+            builder.store(builder.fadd(builder.load(sacc, typ=v4), builder.fmul(ev, builder.fsub(wv, refs))), sacc)
+        za, sa = builder.load(zacc, typ=v4), builder.load(sacc, typ=v4)
+        z = [builder.extract_element(za, ir.Constant(i32, q)) for q in range(4)]
+        s = [builder.extract_element(sa, ir.Constant(i32, q)) for q in range(4)]
+        z0, s0 = cgutils.alloca_once_value(builder, z[0]), cgutils.alloca_once_value(builder, s[0])
+        with cgutils.for_range_slice(builder, builder.mul(whole, ir.Constant(intp, 4)), Lv, one, inc=True) as (jj, _):
+            eptr = builder.gep(ea.data, [jj], source_etype=dbl)
+            cnt = builder.load(builder.gep(cbase, [jj], source_etype=celt), typ=celt)
+            cnt = context.cast(builder, cnt, cty.dtype, types.float64)
+            ej = builder.fmul(builder.load(eptr, typ=dbl), cnt)
+            builder.store(ej, eptr)
+            builder.store(builder.fadd(builder.load(z0, typ=dbl), ej), z0)
+            wv = builder.load(builder.gep(wrow, [jj], source_etype=dbl), typ=dbl)
+            builder.store(builder.fadd(builder.load(s0, typ=dbl), builder.fmul(ej, builder.fsub(wv, refv))), s0)
+        Z = builder.fadd(builder.fadd(builder.load(z0, typ=dbl), z[1]), builder.fadd(z[2], z[3]))
+        S = builder.fadd(builder.fadd(builder.load(s0, typ=dbl), s[1]), builder.fadd(s[2], s[3]))
+        return context.make_tuple(builder, signature.return_type, (Z, S))
+
+    return sig, codegen
+
+
+@intrinsic
+def add_scaled_four(typingctx, P, row, G, x):  # pragma: no cover - compiled
+    """``P[row, 1:5] += G[0:4] x`` as one vector of four: each product ``G[c] x`` and each sum rounded as
+    ``P[row, 1 + c] += G[c] * x`` rounds it, so the bits are those of the four scalar updates. ``P`` a C-contiguous
+    float64 table at least five wide, ``G`` C-contiguous float64 with at least four entries (the caller's sizes)."""
+    f64 = (types.float64,)
+    if not (_is_c_array(P, f64) and P.ndim == 2 and _is_c_array(G, f64) and G.ndim == 1 and P.mutable):
+        return None
+    sig = types.void(P, row, G, x)
+
+    def codegen(context, builder, signature, args):
+        pty, rty, gty, xty = signature.args
+        pa = context.make_array(pty)(context, builder, args[0])
+        ga = context.make_array(gty)(context, builder, args[2])
+        intp = context.get_value_type(types.intp)
+        dbl, i32 = ir.DoubleType(), ir.IntType(32)
+        v4 = ir.VectorType(dbl, 4)
+        rowv = context.cast(builder, args[1], rty, types.intp)
+        xv = context.cast(builder, args[3], xty, types.float64)
+        at = builder.add(builder.mul(rowv, builder.extract_value(pa.shape, 1)), ir.Constant(intp, 1))
+        xs = ir.Constant(v4, ir.Undefined)
+        for q in range(4):
+            xs = builder.insert_element(xs, xv, ir.Constant(i32, q))
+        ptr = builder.bitcast(builder.gep(pa.data, [at], source_etype=dbl), v4.as_pointer())
+        g = _vector_at(builder, ga.data, ir.Constant(intp, 0), dbl, 4)
+        builder.store(builder.fadd(builder.load(ptr, align=8, typ=v4), builder.fmul(g, xs)), ptr, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
