@@ -418,9 +418,10 @@ def _row_scores(r, PVt, out, acc):  # pragma: no cover - compiled
     lanes_total(a, out, r.itemsize == 8)
 
 
-#: rows of ``E`` per block of ``_score_rows`` (:func:`scores_values`), and entries of each row per step: a step's 128 entries of up to
-#: five columns of ``[p, V]`` (5 KB in float64) stay in the level-1 cache while the block's rows pass over them (the
-#: whole of ``[p, V]``, 80 KB at IMDB's size, does not: read once per row, it made the pass bound by the level-2 cache)
+#: rows of ``E`` per block of ``_score_rows`` (:func:`scores_values`), and entries of each row per step: a step's 128
+#: entries of up to five columns of ``[p, V]`` (5 KB in float64) stay in the level-1 cache while the block's rows pass
+#: over them (the whole of ``[p, V]``, 80 KB at IMDB's size, does not: read once per row, it made the pass bound by the
+#: level-2 cache)
 SCORE_ROWS = 16
 SCORE_CHUNK = 128
 
