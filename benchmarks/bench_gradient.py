@@ -110,6 +110,20 @@ def parts(name, model, batch, floor, repeat):
     )
 
 
+def lane_order(model) -> None:
+    """Print whether ``E [p, V]`` in the lane sums of :mod:`tokensel.models.lanes` (the library's pass where ``d`` is a
+    multiple of 16) gives the bits of the compiler's own vectorised loop on this machine: the order that the book's
+    recorded numbers were computed in before the lanes were written out."""
+    k = ts.models.kernels
+    E = model.E.numpy()[:64]
+    PVt = np.ascontiguousarray(torch.stack([model.p, model.v]).numpy())
+    loop = np.empty((E.shape[0], 2), E.dtype)
+    for s in range(E.shape[0]):
+        k._row_scores_loop(E[s], PVt, loop[s])
+    same = np.array_equal(k.scores_values(E, PVt.T), loop)
+    print(f"E [p, V]: the lane sums equal the compiler's own loop bit for bit on this machine: {'yes' if same else 'NO'}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     imdb_size_arguments(ap)
@@ -155,6 +169,7 @@ def main():
     )
     del big
 
+    lane_order(model)
     loss, gE, gp = compare("gradient", model, batch, floor, args.repeat, tol)
     peak = peak_rss_gb()
     print(f"peak resident memory (data, model, gradients): {peak:.2f} GB (target <= 4 GB)")

@@ -44,7 +44,7 @@ from numba.extending import intrinsic
 
 from .. import config
 from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
-from .lanes import LANES, add_lane_sums, add_scaled_four, four_lane_sum, lanes_total, weigh_and_sum
+from .lanes import LANES, add_lane_sums, add_scaled_four, four_lane_sum, lanes_total, prefetch_row, weigh_and_sum
 
 #: blocks of sequences (fixed, so that the order of every sum is independent of the thread count)
 BLOCKS = 16
@@ -431,7 +431,9 @@ def _score_block(b, E, PVt, out, acc):  # pragma: no cover - compiled
     """Rows ``[16 b, 16 b + 16)`` of ``out = E PVt^T`` (``d`` a multiple of 16): each row's lane sums
     (:func:`~tokensel.models.lanes.add_lane_sums`) over :data:`SCORE_CHUNK` entries at a time, the block's rows
     in turn for each chunk, then added up (:func:`~tokensel.models.lanes.lanes_total`): row by row the sums of
-    :func:`_row_scores`, in its order."""
+    :func:`_row_scores`, in its order. Each chunk of a row asks for the same chunk of the row a block further on
+    (:func:`~tokensel.models.lanes.prefetch_row`): in a training step ``E`` comes from memory, and the next block then
+    arrives while this one is computed (``E [p, V]`` in the four-class step at IMDB's size: 7.4-7.8 -> 5.6-6.1 ms)."""
     S, d = E.shape
     lo, hi = b * SCORE_ROWS, min(S, (b + 1) * SCORE_ROWS)
     acc[:, :, :] = 0.0
@@ -439,6 +441,8 @@ def _score_block(b, E, PVt, out, acc):  # pragma: no cover - compiled
         j1 = min(d, j0 + SCORE_CHUNK)
         for s in range(lo, hi):
             add_lane_sums(E[s], PVt, acc[s - lo], j0, j1)
+            if s + SCORE_ROWS < S:
+                prefetch_row(E, s + SCORE_ROWS, j0, j1)
     for s in range(lo, hi):
         lanes_total(acc[s - lo], out[s], E.itemsize == 8)
 

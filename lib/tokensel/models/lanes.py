@@ -2,8 +2,8 @@
 order of its partial sums, or its speed, to the compiler.
 
 A vectorising compiler splits a long sum into lanes (the terms ``j = l mod width`` in lane ``l``) and adds the lanes at
-the end in an order of its choosing; it also decides which sums share a loop. The two intrinsics here are written in
-numba's IR builder (llvmlite) with their lanes explicit, so the order of every addition is fixed by this file:
+the end in an order of its choosing; it also decides which sums share a loop. The intrinsics below are written in numba's IR
+builder (llvmlite) with their lanes explicit, so the order of every addition is fixed by this file:
 
 * :func:`add_lane_sums`: ``acc[c, l] += sum over j in [j0, j1), j = l mod 16, of r_j PVt[c, j]`` for every column
   ``c`` of ``PVt``, 16 float64 lanes per column as four vectors of four, all columns in one loop that reads each
@@ -14,7 +14,12 @@ numba's IR builder (llvmlite) with their lanes explicit, so the order of every a
   the chunks ``[j0, j1)`` let a block of rows share the chunk of ``[p, V]`` while it is in the level-1 cache.
 * :func:`four_lane_sum`: ``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four lanes (``j`` mod 4; the terms past the
   last whole four added to lane 0), then ``(s0 + s1) + (s2 + s3)``: the attention pass's order
-  (:func:`tokensel.models.kernels._attend`), one vector instead of four scalar chains.
+  (:func:`tokensel.models.kernels._attend`), one vector instead of four scalar chains; :func:`weigh_and_sum`, its
+  weights and first sums in the same order; :func:`add_scaled_four`, a four-class row of partial sums updated as one
+  vector.
+
+:func:`prefetch_row` asks for a row of ``E`` ahead of its use: where a step's other passes have pushed ``E`` out of
+the cache, ``E [p, V]`` then reads it from memory while computing, not after.
 """
 
 from __future__ import annotations
@@ -295,6 +300,39 @@ def add_scaled_four(typingctx, P, row, G, x):  # pragma: no cover - compiled
         ptr = builder.bitcast(builder.gep(pa.data, [at], source_etype=dbl), v4.as_pointer())
         g = _vector_at(builder, ga.data, ir.Constant(intp, 0), dbl, 4)
         builder.store(builder.fadd(builder.load(ptr, align=8, typ=v4), builder.fmul(g, xs)), ptr, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch_row(typingctx, E, s, j0, j1):  # pragma: no cover - compiled
+    """Ask the processor to bring ``E[s, j0:j1]`` (a C-contiguous 2-D array) into its caches ahead of use: one
+    prefetch per 64 bytes, which changes nothing but the time of the loads that follow."""
+    if not (isinstance(E, types.Array) and E.layout == "C" and E.ndim == 2):
+        return None
+    sig = types.void(E, s, j0, j1)
+
+    def codegen(context, builder, signature, args):
+        ety, sty, j0ty, j1ty = signature.args
+        ea = context.make_array(ety)(context, builder, args[0])
+        intp = context.get_value_type(types.intp)
+        sv, j0v, j1v = (
+            context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], (sty, j0ty, j1ty), strict=True)
+        )
+        elt = context.get_data_type(ety.dtype)
+        per_line = ir.Constant(intp, 64 // context.get_abi_sizeof(elt))
+        row = builder.mul(sv, builder.extract_value(ea.shape, 1))
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
+        )
+        lines = builder.udiv(builder.sub(j1v, j0v), per_line)
+        with cgutils.for_range(builder, lines) as loop:
+            at = builder.add(row, builder.add(j0v, builder.mul(loop.index, per_line)))
+            ptr = builder.bitcast(builder.gep(ea.data, [at], source_etype=elt), i8p)
+            builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen
