@@ -121,7 +121,9 @@ def lane_order(model) -> None:
     for s in range(E.shape[0]):
         k._row_scores_loop(E[s], PVt, loop[s])
     same = np.array_equal(k.scores_values(E, PVt.T), loop)
-    print(f"E [p, V]: the lane sums equal the compiler's own loop bit for bit on this machine: {'yes' if same else 'NO'}")
+    print(
+        f"E [p, V]: the lane sums equal the compiler's own loop bit for bit on this machine: {'yes' if same else 'NO'}"
+    )
 
 
 def main():
