@@ -2,8 +2,8 @@
 order of its partial sums, or its speed, to the compiler.
 
 A vectorising compiler splits a long sum into lanes (the terms ``j = l mod width`` in lane ``l``) and adds the lanes at
-the end in an order of its choosing; it also decides which sums share a loop. The intrinsics below are written in numba's IR
-builder (llvmlite) with their lanes explicit, so the order of every addition is fixed by this file:
+the end in an order of its choosing; it also decides which sums share a loop. The intrinsics below are written in
+numba's IR builder (llvmlite) with their lanes explicit, so the order of every addition is fixed by this file:
 
 * :func:`add_lane_sums`: ``acc[c, l] += sum over j in [j0, j1), j = l mod 16, of r_j PVt[c, j]`` for every column
   ``c`` of ``PVt``, 16 float64 lanes per column as four vectors of four, all columns in one loop that reads each
