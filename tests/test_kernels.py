@@ -452,8 +452,9 @@ def _four_lane_sum(x, W, c, ref, L):
 
 
 @numba.njit
-def _weigh_and_sum(e, counts, lo, W, ref, L):
-    return ts.models.lanes.weigh_and_sum(e, counts, lo, W, ref, L)
+def _weigh_and_sum(e, counts, lo, W, refs, L):
+    one = ts.models.lanes.weigh_and_sum(e.copy(), counts, lo, W, refs, L, 1)
+    return one, ts.models.lanes.weigh_and_sum(e, counts, lo, W, refs, L, 4)
 
 
 @numba.njit
@@ -478,18 +479,19 @@ def test_attention_lane_sums_follow_the_documented_order_bitwise(counts_dtype):
     # the lanes and the tail in the documented order, for every length up to past three vectors
     g = np.random.default_rng(5)
     for L in range(14):
-        W = g.standard_normal((3, L + 2))
-        x, ref, lo = g.random(L + 2), float(g.standard_normal()), 2
+        W = g.standard_normal((5, L + 2))
+        x, refs, lo = g.random(L + 2), g.standard_normal(4), 2
         counts = (g.integers(1, 9, L + lo) + (0.25 if counts_dtype in (np.float32, np.float64) else 0)).astype(
             counts_dtype
         )
-        expected = _four_lanes([x[j] * (W[2, j] - ref) for j in range(L)])
-        assert _four_lane_sum(x, W, 2, ref, L) == expected or L == 0 and expected == 0.0
+        expected = _four_lanes([x[j] * (W[2, j] - refs[0]) for j in range(L)])
+        assert _four_lane_sum(x, W, 2, refs[0], L) == expected or L == 0 and expected == 0.0
         e = x.copy()
         weights = [float(x[j]) * float(counts[lo + j]) for j in range(L)]
-        Z, S = _weigh_and_sum(e, counts, lo, W, ref, L)
+        one, four = _weigh_and_sum(e, counts, lo, W, refs, L)
         assert np.array_equal(e[:L], weights) and np.array_equal(e[L:], x[L:])
-        assert Z == _four_lanes(weights) and S == _four_lanes([w * (W[1, j] - ref) for j, w in enumerate(weights)])
+        sums = [_four_lanes([w * (W[1 + c, j] - refs[c]) for j, w in enumerate(weights)]) for c in range(4)]
+        assert four == (_four_lanes(weights), *sums) and one == (_four_lanes(weights), sums[0])
 
 
 def test_scaled_row_added_as_one_vector_equals_four_scalar_updates_bitwise():

@@ -213,9 +213,14 @@ def _attend(ids, counts, CW, lo, hi, a, e, m, unroll):  # pragma: no cover - com
     _exp_shifted(a, 0, amax, L, e)
     for c in range(W - 1):
         m[1, c] = a[1 + c, k]
-    # the weights e_j n_t, Z and the first value's sum in one loop, in four_lane_sum's order
-    Z, S = weigh_and_sum(e, counts, lo, a, m[1, 0], L)
-    m[0, 0] = S / Z
+    # the weights e_j n_t, Z and the values' sums in one loop (four classes, the binary model), in four_lane_sum's
+    # order; other K: the first value's sum with Z, the others one by one
+    if W == 5 and unroll == 4:
+        Z, s1, s2, s3, s4 = weigh_and_sum(e, counts, lo, a, m[1], L, 4)
+        m[0, 0], m[0, 1], m[0, 2], m[0, 3] = s1 / Z, s2 / Z, s3 / Z, s4 / Z
+        return Z, ids[lo + k]
+    Z, s1 = weigh_and_sum(e, counts, lo, a, m[1], L, 1)
+    m[0, 0] = s1 / Z
     for c in range(1, W - 1):
         m[0, c] = four_lane_sum(e, a, 1 + c, m[1, c], L) / Z
     return Z, ids[lo + k]

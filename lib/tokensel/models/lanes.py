@@ -15,8 +15,8 @@ numba's IR builder (llvmlite) with their lanes explicit, so the order of every a
 * :func:`four_lane_sum`: ``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four lanes (``j`` mod 4; the terms past the
   last whole four added to lane 0), then ``(s0 + s1) + (s2 + s3)``: the attention pass's order
   (:func:`tokensel.models.kernels._attend`), one vector instead of four scalar chains; :func:`weigh_and_sum`, its
-  weights and first sums in the same order; :func:`add_scaled_four`, a four-class row of partial sums updated as one
-  vector.
+  weights and their sums in the same order, all in one loop; :func:`add_scaled_four`, a four-class row of partial
+  sums updated as one vector.
 
 :func:`prefetch_row` asks for a row of ``E`` ahead of its use: where a step's other passes have pushed ``E`` out of
 the cache, ``E [p, V]`` then reads it from memory while computing, not after.
@@ -207,69 +207,87 @@ def _as_double_vector(builder, v, ty):
     return builder.sitofp(v, vd) if ty.signed else builder.uitofp(v, vd)
 
 
-@intrinsic
-def weigh_and_sum(typingctx, e, counts, lo, W, ref, L):  # pragma: no cover - compiled
-    """``e[j] *= counts[lo + j]`` for ``j < L``, and ``(Z, S)`` with ``Z = sum_j e_j`` and ``S = sum_j e_j (W[1, j] -
-    ref)`` of the weighted ``e``, each in :func:`four_lane_sum`'s four lanes and order: the attention pass's weights
-    and first sums (:func:`tokensel.models.kernels._attend`) in one loop of vectors. ``e`` and ``W`` C-contiguous
-    float64; ``counts`` a C-contiguous array of integers or floats (converted to float64 as numba converts them)."""
+@intrinsic(prefer_literal=True)
+def weigh_and_sum(typingctx, e, counts, lo, W, refs, L, C):  # pragma: no cover - compiled
+    """``e[j] *= counts[lo + j]`` for ``j < L``, and ``(Z, S_1, ..., S_C)`` with ``Z = sum_j e_j`` and ``S_c = sum_j
+    e_j (W[c, j] - refs[c - 1])`` of the weighted ``e``, each in :func:`four_lane_sum`'s four lanes and order: the
+    attention pass's weights and sums (:func:`tokensel.models.kernels._attend`) in one loop of vectors that reads each
+    weight once for all of them. ``C`` a literal (1 to 4); ``e``, ``W`` and ``refs`` C-contiguous float64; ``counts`` a
+    C-contiguous array of integers or floats (converted to float64 as numba converts them)."""
     f64 = (types.float64,)
     if not (
-        _is_c_array(e, f64)
+        isinstance(C, types.IntegerLiteral)
+        and 1 <= C.literal_value <= 4
+        and _is_c_array(e, f64)
         and _is_c_array(W, f64)
+        and _is_c_array(refs, f64)
         and _is_c_array(counts, (types.int32, types.int64, types.float32, types.float64))
         and e.ndim == 1
         and counts.ndim == 1
         and W.ndim == 2
+        and refs.ndim == 1
     ):
         return None
-    sig = types.UniTuple(types.float64, 2)(e, counts, lo, W, ref, L)
+    nval = C.literal_value
+    sig = types.UniTuple(types.float64, 1 + nval)(e, counts, lo, W, refs, L, C)
 
     def codegen(context, builder, signature, args):
-        ety, cty, loty, wty, _, lty = signature.args
+        ety, cty, loty, wty, rty, lty, _ = signature.args
         ea = context.make_array(ety)(context, builder, args[0])
         ca = context.make_array(cty)(context, builder, args[1])
         wa = context.make_array(wty)(context, builder, args[3])
+        ra = context.make_array(rty)(context, builder, args[4])
         intp = context.get_value_type(types.intp)
-        lov, refv = context.cast(builder, args[2], loty, types.intp), args[4]
+        lov = context.cast(builder, args[2], loty, types.intp)
         Lv = context.cast(builder, args[5], lty, types.intp)
         dbl, i32 = ir.DoubleType(), ir.IntType(32)
         v4 = ir.VectorType(dbl, 4)
         celt = context.get_data_type(cty.dtype)
-        one = ir.Constant(intp, 1)
-        wrow = cgutils.get_item_pointer(context, builder, wty, wa, [one, ir.Constant(intp, 0)], wraparound=False)
+        const = lambda x: ir.Constant(intp, x)  # noqa: E731
+        wrows = [
+            cgutils.get_item_pointer(context, builder, wty, wa, [const(1 + c), const(0)], wraparound=False)
+            for c in range(nval)
+        ]
+        ref = [builder.load(builder.gep(ra.data, [const(c)], source_etype=dbl), typ=dbl) for c in range(nval)]
+        splats = []
+        for c in range(nval):
+            v = ir.Constant(v4, ir.Undefined)
+            for q in range(4):
+                v = builder.insert_element(v, ref[c], ir.Constant(i32, q))
+            splats.append(v)
         cbase = builder.gep(ca.data, [lov], source_etype=celt)
-        refs = ir.Constant(v4, ir.Undefined)
-        for q in range(4):
-            refs = builder.insert_element(refs, refv, ir.Constant(i32, q))
         zero4 = ir.Constant(v4, [0.0] * 4)
-        zacc, sacc = cgutils.alloca_once_value(builder, zero4), cgutils.alloca_once_value(builder, zero4)
-        whole = builder.udiv(Lv, ir.Constant(intp, 4))
+        accs = [cgutils.alloca_once_value(builder, zero4) for _ in range(1 + nval)]  # Z, then each S_c
+        whole = builder.udiv(Lv, const(4))
         with cgutils.for_range(builder, whole) as loop:
-            at = builder.mul(loop.index, ir.Constant(intp, 4))
+            at = builder.mul(loop.index, const(4))
             cv = _as_double_vector(builder, _vector_at(builder, cbase, at, celt, 4), cty.dtype)
             ev = builder.fmul(_vector_at(builder, ea.data, at, dbl, 4), cv)
-            eptr = builder.bitcast(builder.gep(ea.data, [at], source_etype=dbl), v4.as_pointer())
-            builder.store(ev, eptr, align=8)
-            builder.store(builder.fadd(builder.load(zacc, typ=v4), ev), zacc)
-            wv = _vector_at(builder, wrow, at, dbl, 4)
-            builder.store(builder.fadd(builder.load(sacc, typ=v4), builder.fmul(ev, builder.fsub(wv, refs))), sacc)
-        za, sa = builder.load(zacc, typ=v4), builder.load(sacc, typ=v4)
-        z = [builder.extract_element(za, ir.Constant(i32, q)) for q in range(4)]
-        s = [builder.extract_element(sa, ir.Constant(i32, q)) for q in range(4)]
-        z0, s0 = cgutils.alloca_once_value(builder, z[0]), cgutils.alloca_once_value(builder, s[0])
-        with cgutils.for_range_slice(builder, builder.mul(whole, ir.Constant(intp, 4)), Lv, one, inc=True) as (jj, _):
+            builder.store(ev, builder.bitcast(builder.gep(ea.data, [at], source_etype=dbl), v4.as_pointer()), align=8)
+            builder.store(builder.fadd(builder.load(accs[0], typ=v4), ev), accs[0])
+            for c in range(nval):
+                wv = _vector_at(builder, wrows[c], at, dbl, 4)
+                term = builder.fmul(ev, builder.fsub(wv, splats[c]))
+                builder.store(builder.fadd(builder.load(accs[1 + c], typ=v4), term), accs[1 + c])
+        lanes = []  # per sum its four lanes, lane 0 in a slot that the tail adds to
+        for acc in accs:
+            v = builder.load(acc, typ=v4)
+            parts = [builder.extract_element(v, ir.Constant(i32, q)) for q in range(4)]
+            lanes.append([cgutils.alloca_once_value(builder, parts[0]), *parts[1:]])
+        with cgutils.for_range_slice(builder, builder.mul(whole, const(4)), Lv, const(1), inc=True) as (jj, _):
             eptr = builder.gep(ea.data, [jj], source_etype=dbl)
             cnt = builder.load(builder.gep(cbase, [jj], source_etype=celt), typ=celt)
-            cnt = context.cast(builder, cnt, cty.dtype, types.float64)
-            ej = builder.fmul(builder.load(eptr, typ=dbl), cnt)
+            ej = builder.fmul(builder.load(eptr, typ=dbl), context.cast(builder, cnt, cty.dtype, types.float64))
             builder.store(ej, eptr)
-            builder.store(builder.fadd(builder.load(z0, typ=dbl), ej), z0)
-            wv = builder.load(builder.gep(wrow, [jj], source_etype=dbl), typ=dbl)
-            builder.store(builder.fadd(builder.load(s0, typ=dbl), builder.fmul(ej, builder.fsub(wv, refv))), s0)
-        Z = builder.fadd(builder.fadd(builder.load(z0, typ=dbl), z[1]), builder.fadd(z[2], z[3]))
-        S = builder.fadd(builder.fadd(builder.load(s0, typ=dbl), s[1]), builder.fadd(s[2], s[3]))
-        return context.make_tuple(builder, signature.return_type, (Z, S))
+            builder.store(builder.fadd(builder.load(lanes[0][0], typ=dbl), ej), lanes[0][0])
+            for c in range(nval):
+                wv = builder.load(builder.gep(wrows[c], [jj], source_etype=dbl), typ=dbl)
+                term = builder.fmul(ej, builder.fsub(wv, ref[c]))
+                builder.store(builder.fadd(builder.load(lanes[1 + c][0], typ=dbl), term), lanes[1 + c][0])
+        sums = [
+            builder.fadd(builder.fadd(builder.load(s0, typ=dbl), s1), builder.fadd(s2, s3)) for s0, s1, s2, s3 in lanes
+        ]
+        return context.make_tuple(builder, signature.return_type, sums)
 
     return sig, codegen
 
