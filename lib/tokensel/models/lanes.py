@@ -31,8 +31,6 @@ from numba.extending import intrinsic
 
 #: lanes of each dot product of :func:`add_lane_sums`: four vectors of four float64 partial sums
 LANES = 16
-#: the most columns of ``PVt`` one loop of :func:`add_lane_sums` takes (20 vector sums held in registers)
-GROUP = 5
 
 
 def _vector_at(builder, base, at, elt, width):
@@ -48,13 +46,13 @@ def _is_c_array(ty, dtypes) -> bool:
 
 @intrinsic(prefer_literal=True)
 def _lane_sums(typingctx, r, PVt, acc, c0, j0, j1, C):  # pragma: no cover - compiled
-    """``acc[c0 + c, l] += ...`` for the ``C`` columns from ``c0`` (``C`` a literal from 1 to :data:`GROUP`): see
+    """``acc[c0 + c, l] += ...`` for the ``C`` columns from ``c0`` (``C`` a literal from 1 to 5): see
     :func:`add_lane_sums`. ``r`` (d), ``PVt`` (columns x d) and ``acc`` (columns x 16, float64) C-contiguous,
     ``j1 - j0`` a multiple of 16."""
     floats = (types.float32, types.float64)
     if not (
         isinstance(C, types.IntegerLiteral)
-        and 1 <= C.literal_value <= GROUP
+        and 1 <= C.literal_value <= 5
         and _is_c_array(r, floats)
         and _is_c_array(PVt, (r.dtype,) if isinstance(r, types.Array) else ())
         and _is_c_array(acc, (types.float64,))
@@ -119,23 +117,22 @@ def _lane_sums(typingctx, r, PVt, acc, c0, j0, j1, C):  # pragma: no cover - com
 @numba.njit(cache=True, inline="always")
 def add_lane_sums(r, PVt, acc, j0, j1):  # pragma: no cover - compiled
     """``acc[c, l] += sum over j in [j0, j1) with j = l mod 16 of r_j PVt[c, j]``, in order of ``j``, for every column
-    ``c`` (``acc`` columns x 16 float64; ``j0`` and ``j1 - j0`` multiples of 16), the columns :data:`GROUP` at a
-    time."""
+    ``c`` (``acc`` columns x 16 float64; ``j0`` and ``j1 - j0`` multiples of 16), the columns five (four classes), two
+    (the binary model) or one at a time: three compiled loops, not one per group size (each costs compile time in a
+    fresh install)."""
     C = PVt.shape[0]
     c0 = 0
     while c0 < C:
         left = C - c0
         if left >= 5:
             _lane_sums(r, PVt, acc, c0, j0, j1, 5)
-        elif left == 4:
-            _lane_sums(r, PVt, acc, c0, j0, j1, 4)
-        elif left == 3:
-            _lane_sums(r, PVt, acc, c0, j0, j1, 3)
-        elif left == 2:
+            c0 += 5
+        elif left >= 2:
             _lane_sums(r, PVt, acc, c0, j0, j1, 2)
+            c0 += 2
         else:
             _lane_sums(r, PVt, acc, c0, j0, j1, 1)
-        c0 += min(left, GROUP)
+            c0 += 1
 
 
 @numba.njit(cache=True, inline="always")
