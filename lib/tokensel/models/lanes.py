@@ -8,10 +8,11 @@ numba's IR builder (llvmlite) with their lanes explicit, so the order of every a
 * :func:`add_lane_sums`: ``acc[c, l] += sum over j in [j0, j1), j = l mod 16, of r_j PVt[c, j]`` for every column
   ``c`` of ``PVt``, 16 float64 lanes per column as four vectors of four, all columns in one loop that reads each
   entry of ``r`` once; fused multiply-adds in float64, and in float32 the product rounded to float32 first, then
-  added in float64. :func:`lanes_total` then adds the 16 lanes of each column. This is the order numba's compiled
-  loop of :func:`tokensel.models.kernels._row_scores_loop` has on the x86-64 machines the book is built on (a
-  benchmark prints whether it still does: ``benchmarks/bench_gradient.py``), so ``E [p, V]`` keeps its bits;
-  the chunks ``[j0, j1)`` let a block of rows share the chunk of ``[p, V]`` while it is in the level-1 cache.
+  added in float64. :func:`lanes_total` then adds the 16 lanes of each column. This is the order numba gives its
+  own compiled loop (:func:`tokensel.models.kernels._row_scores_loop`) on an x86-64 processor with AVX-512
+  (``benchmarks/bench_gradient.py`` prints whether it does on the machine it runs on), so ``E [p, V]`` has the bits
+  it had before the order was written out; the chunks ``[j0, j1)`` let a block of rows share the chunk of
+  ``[p, V]`` while it is in the level-1 cache.
 * :func:`four_lane_sum`: ``sum_j x_j (W[c, j] - ref)`` over ``j < L`` in four lanes (``j`` mod 4; the terms past the
   last whole four added to lane 0), then ``(s0 + s1) + (s2 + s3)``: the attention pass's order
   (:func:`tokensel.models.kernels._attend`), one vector instead of four scalar chains; :func:`weigh_and_sum`, its
