@@ -17,7 +17,7 @@ export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../sh
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
 	@echo "make book-student  the student edition: the executed book without solutions (after make book, or runs it)"
-	@echo "make assignments  the chapters as student notebooks with self-checks, no solutions (_build/assignments; grade with python -m tokensel grade)"
+	@echo "make assignments  the chapters as student notebooks with self-checks, no solutions (_build/assignments; grade with python -m tokensel_book grade)"
 	@echo "make format     fix and format the chapters' code cells with ruff, the project's rules (make lint checks them)"
 	@echo "make test       run the test suite (what CI runs)"
 	@echo "make lint       ruff (format and lint) over lib, tests, benchmarks, scripts and the chapters; mypy over the library"
@@ -41,14 +41,14 @@ venv: $(STAMP)
 # UV_ARGS passes it index settings (CI passes pip's configured indexes and find-links, which uv does not read)
 UV ?=
 UV_ARGS ?=
-EXTRAS := .[book,test,lab,replicate]
-$(STAMP): pyproject.toml constraints.txt
+PACKAGES := -e ".[test]" -e "./lib[lab]"
+$(STAMP): pyproject.toml lib/pyproject.toml constraints.txt
 ifeq ($(UV),)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e "$(EXTRAS)"
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(PACKAGES)
 else
 	$(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python $(UV_ARGS) -c constraints.txt -e "$(EXTRAS)"
+	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python $(UV_ARGS) -c constraints.txt $(PACKAGES)
 endif
 	touch $(STAMP)
 
@@ -59,7 +59,7 @@ LINTED := lib tests benchmarks scripts
 lint: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)
-	$(BIN)/python -m tokensel format --check
+	$(BIN)/python -m tokensel_book format --check
 	$(BIN)/mypy
 
 # the tests run in parallel over the machine's cores (pytest-xdist; TEST_WORKERS=1 runs them in one process)
@@ -106,7 +106,7 @@ book: $(STAMP)
 	  *) echo "EXECUTE must be cache or force, got '$(EXECUTE)'" >&2; exit 2 ;; esac
 	@case "$(COMPILE_KERNELS)" in yes|no) ;; \
 	  *) echo "COMPILE_KERNELS must be yes or no, got '$(COMPILE_KERNELS)'" >&2; exit 2 ;; esac
-	$(BIN)/python -c "import tokensel.book.records as r; r.mark_build_start('_build/checks')"
+	$(BIN)/python -c "import tokensel_book.records as r; r.mark_build_start('_build/checks')"
 	@# the library byte-compiled (only what changed) where the environment says not to write bytecode
 	@# (PYTHONDONTWRITEBYTECODE, common in containers): every page's process would compile what it imports from source
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q lib > /dev/null
@@ -119,35 +119,35 @@ book: $(STAMP)
 	  cat _build/compile_kernels.log >&2; echo "compiling the kernels beside the book failed" >&2; exit 1; fi; \
 	exit $$built
 	@# every recorded claim must hold and every chapter must have finished, however a cell handled a failure
-	$(BIN)/python -m tokensel verify _build/checks
+	$(BIN)/python -m tokensel_book verify _build/checks
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 # the student edition: the notebooks executed by `make book` (run first when there are none), every solution
 # left out (sphinx-exercise's hide_solutions; gated solutions removed from the notebooks), nothing executed again
 book-student: $(STAMP)
 	@[ -d _build/jupyter_execute ] || $(MAKE) book
-	$(BIN)/python -m tokensel student _build _build/student
+	$(BIN)/python -m tokensel_book student _build _build/student
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/jupyter-book build _build/student --builder html -W -n --keep-going
 	@echo "The student edition is at $(CURDIR)/_build/student/_build/html/index.html"
 
 # the chapters as a class's assignments: one notebook per chapter without solutions, each exercise's self-check
-# cell tagged (nothing executed); `python -m tokensel grade _build/assignments SUBMISSIONS` grades a class
+# cell tagged (nothing executed); `python -m tokensel_book grade _build/assignments SUBMISSIONS` grades a class
 assignments: $(STAMP)
-	$(BIN)/python -m tokensel assignments _build/assignments
+	$(BIN)/python -m tokensel_book assignments _build/assignments
 
 # the chapters' code cells fixed and formatted by ruff under the project's configuration (the rest of each page
 # untouched); `make lint` and a test fail on a chapter that is not, or that has a finding ruff cannot fix
 format: $(STAMP)
-	$(BIN)/python -m tokensel format
+	$(BIN)/python -m tokensel_book format
 
 # the built book as one PDF (after make book), printed by headless Chromium: _build/pdf/tokensel.pdf, with a
 # title page, the contents, page numbers and a bookmark per chapter
 pdf: $(STAMP)
-	$(BIN)/python -m tokensel pdf _build/html _build/pdf/tokensel.pdf
+	$(BIN)/python -m tokensel_book pdf _build/html _build/pdf/tokensel.pdf
 
 # the student edition as one PDF (after make book-student): no solution, as in its HTML
 pdf-student: $(STAMP)
-	$(BIN)/python -m tokensel pdf _build/student/_build/html _build/pdf/tokensel-student.pdf
+	$(BIN)/python -m tokensel_book pdf _build/student/_build/html _build/pdf/tokensel-student.pdf
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py
@@ -188,12 +188,12 @@ PAGES := intro own_data
 SEEDS ?= 20
 REAL_SEEDS ?= 5
 replicate: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) $(PAGES) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) $(PAGES) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 
 # CI's small replication: chapters 1-5 at the first two fresh seeds on a 2-worker LocalCluster, every task
 # compared claim by claim with the same task of the recorded replication
 replicate-ci: $(STAMP)
 	rm -rf _build/replication-ci
-	PATH=$(CURDIR)/$(BIN):$$PATH TOKENSEL_PROGRESS=0 $(BIN)/python -m tokensel replicate --chapters $(SYNTHETIC) --seeds 2 \
+	PATH=$(CURDIR)/$(BIN):$$PATH TOKENSEL_PROGRESS=0 $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) --seeds 2 \
 	  --workers 2 --out _build/replication-ci --compare book/recorded/replication --strict

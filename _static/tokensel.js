@@ -44,7 +44,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
 // Figures: a PNG cannot reflow, so on a narrow screen a figure is not shrunk below the width at which its
 // smallest text (the tick labels) is 10 px high; it scrolls sideways in its box instead, a panel at a time.
-// The book's theme (tokensel.book.plots.theme: figure.dpi 110, tick labels 10.45 pt) draws that text
+// The book's theme (tokensel_book.plots.theme: figure.dpi 110, tick labels 10.45 pt) draws that text
 // 10.45 * 110 / 72 = 16 px high at a figure's natural width; we aim at 10.2 px (a little above 10, for
 // the rounding of image widths); make browser-check measures the result.
 const TOKENSEL_TICK_PX_AT_NATURAL_WIDTH = 10.45 * 110 / 72;

@@ -1,7 +1,7 @@
 """Benchmark: the parallel efficiency of a replication sweep on Dask.
 
 The same tasks (chapter 01 at ``--seeds`` fresh seeds, each a papermill run in a fresh kernel) are run
-twice through :func:`tokensel.book.replication.run_sweep`, into two empty folders: on a LocalCluster of one
+twice through :func:`tokensel_book.replication.run_sweep`, into two empty folders: on a LocalCluster of one
 worker, then of ``--workers`` workers. Both runs must give the same claim values. Last line:
 ``replicate: t1=<s> tW=<s> workers=W speedup=<t1/tW> efficiency=<speedup/W>``.
 """
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokensel.book import replication as rep
+from tokensel_book import replication as rep
 
 ROOT = Path(__file__).resolve().parents[1]
 

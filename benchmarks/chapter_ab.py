@@ -11,10 +11,10 @@ both alike. Each version's kernels are compiled into its numba cache first (``sc
 with ``--no-warmup``): the first run of a series reads the data from disk, which took 20 s more in chapter 6.
 
 Prints every run's seconds (the chapter's, as its claim record gives them and the status page shows them: from
-``ts.start_chapter`` to its last check; the code cells' time where no record has them), each version's median and its
+``tb.start_chapter`` to its last check; the code cells' time where no record has them), each version's median and its
 ratio to the first version's, and whether every run
 recorded the same claim values, to the last digit, as the first version's first run (the claims each run records with
-``ts.check``, in a folder of its own). On this project's shared two-core machines one build of each version does not
+``tb.check``, in a folder of its own). On this project's shared two-core machines one build of each version does not
 resolve a change of a few seconds (a chapter moved by 20 s between two builds of code that gave the same bits); this
 does, within the spread it prints.
 """
@@ -57,7 +57,7 @@ def _run_chapter(chapter: str, root: Path) -> float:
 def _claims(folder: Path) -> tuple[dict, float | None]:
     """From the claim records a run wrote into ``folder``: ``{(chapter, claim, site): measured}``, each value as
     JSON text (so that a NaN equals a NaN), and the chapter's seconds as its record gives them (from
-    ``ts.start_chapter`` to its last check, the status page's measure), or None where no record has them."""
+    ``tb.start_chapter`` to its last check, the status page's measure), or None where no record has them."""
     values, seconds = {}, None
     for path in sorted(folder.glob("*.json")):
         record = json.loads(path.read_text())

@@ -93,8 +93,8 @@ def main(argv=None) -> int:
     import pandas as pd
     from dask.distributed import Client, LocalCluster, as_completed
 
-    from tokensel.book.replication import _git_commit, _versions  # the replication's own provenance
     from tokensel.training.progress import bar
+    from tokensel_book.replication import _git_commit, _versions  # the replication's own provenance
 
     (args.out / "parts").mkdir(parents=True, exist_ok=True)
     tasks = [(d, i) for d in args.data_seeds for i in args.init_seeds]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tokensel as ts
-from tokensel.book import api
+from tokensel_book import api
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_page_is_up_to_date():
     page = (ROOT / "book" / "api.md").read_text()
     assert page == api.render(ROOT), (
-        "book/api.md is out of date: run python -c 'import tokensel.book.api as a; a.write()'"
+        "book/api.md is out of date: run python -c 'import tokensel_book.api as a; a.write()'"
     )
 
 
@@ -52,7 +52,7 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
     api.escape_bars(lines)
     assert lines == [r"an \|S\| x d table, ``(|S|,)`` stays", ":math:`|x|` and `a|b`_ stay"]
     assert api.canonical("tokensel.train_p") == "tokensel.training.phases.train_p"
-    assert api.canonical("tokensel.checks.check") == "tokensel.book.checks.check"
+    assert api.canonical("tokensel.checks.check") == "tokensel_book.checks.check"
     assert api.canonical("tokensel.statistics") == "tokensel.analysis.statistics"
     assert api.canonical("tokensel.no_such_name") is None and api.canonical("numpy.ndarray") is None
 
@@ -60,7 +60,7 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
 @pytest.mark.slow
 def test_page_builds_under_w_n(tmp_path):
     """A Jupyter Book of the API page alone (the pages it links to as stubs), with the book's own _config.yml
-    (every Sphinx extension, autodoc and tokensel.book.api included; nothing to execute), built as the
+    (every Sphinx extension, autodoc and tokensel_book.api included; nothing to execute), built as the
     Makefile builds the book: -W (warnings are errors) and -n (every reference must resolve)."""
     import shutil
 
@@ -73,7 +73,7 @@ def test_page_builds_under_w_n(tmp_path):
     for name in sorted({"intro", *linked}):
         (tmp_path / "book" / f"{name}.md").write_text(f"---\nsummary: a stub.\n---\n# {name}\n")
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert {"sphinx.ext.autodoc", "tokensel.book.api"} <= set(config["sphinx"]["extra_extensions"])
+    assert {"sphinx.ext.autodoc", "tokensel_book.api"} <= set(config["sphinx"]["extra_extensions"])
     config["execute"]["execute_notebooks"] = "off"
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
     toc = {
@@ -105,7 +105,7 @@ def test_every_public_object_names_the_chapter_that_introduces_it():
     missing = [
         f"{name} ({chapter})" for name, (obj, chapter) in found.items() if not api.names_its_chapter(obj, chapter)
     ]
-    assert missing == [], "run: python -c 'import tokensel.book.api as a; a.name_chapters()'"
+    assert missing == [], "run: python -c 'import tokensel_book.api as a; a.name_chapters()'"
 
 
 def test_name_chapters_reads_a_chapter_number_and_only_that_one():

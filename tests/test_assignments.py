@@ -1,4 +1,4 @@
-"""tokensel.book.assignments: the chapters as a class's notebooks (no solution, plain Markdown, self-checks
+"""tokensel_book.assignments: the chapters as a class's notebooks (no solution, plain Markdown, self-checks
 tagged) and the grader, which executes a student's notebook and then the teacher's self-checks on it."""
 
 import csv
@@ -10,10 +10,10 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from tokensel.book.assignments import KEY, TAG, assignment_notebook, grade, write_assignments
-from tokensel.book.notebooks import standalone_problems
-from tokensel.book.student import find_leaks, leak_evidence
 from tokensel.errors import InvalidArgumentError
+from tokensel_book.assignments import KEY, TAG, assignment_notebook, grade, write_assignments
+from tokensel_book.notebooks import standalone_problems
+from tokensel_book.student import find_leaks, leak_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,10 +66,10 @@ def _assignment():
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
         "cells": [
             _cell("# A chapter\n\n````{exercise} Warm-up: x\n:label: ex-model-alpha\nCompute.\n````\n", "markdown"),
-            _cell("import tokensel as ts"),
+            _cell("import tokensel as ts\nimport tokensel_book as tb"),
             _cell(
                 "alpha_good = None\ngap_good = None\n"
-                'ts.self_check("ex-model-alpha", alpha_good=alpha_good, gap_good=gap_good)'
+                'tb.self_check("ex-model-alpha", alpha_good=alpha_good, gap_good=gap_good)'
             ),
             _cell("````{solution} ex-model-alpha\nIt is zero.\n````\n", "markdown"),
         ],
@@ -115,7 +115,7 @@ def test_the_grader_runs_each_notebook_and_the_teachers_checks(tmp_path):
     assert next(r for r in rows if r["student"] == "cy")["error"].startswith("ZeroDivisionError")
     assert list(csv.DictReader(out.open()))[0]["student"] == "ann"
     cli = subprocess.run(
-        [str(env_python), "-m", "tokensel", "grade", str(tmp_path / "a"), str(tmp_path / "s"), "--out", str(out)],
+        [str(env_python), "-m", "tokensel_book", "grade", str(tmp_path / "a"), str(tmp_path / "s"), "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,

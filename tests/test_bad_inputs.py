@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import tokensel as ts
+import tokensel_book as tb
 from tokensel.errors import DataUnavailableError, InvalidBatchError
 
 
@@ -42,7 +43,7 @@ def _variant(vocab=None):
 
 
 CASES = [
-    ("claim without a name", lambda: ts.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
+    ("claim without a name", lambda: tb.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
     ("no finite pairs to bin", lambda: ts.shapes.binned(np.full(3, np.nan), np.zeros(3)), ValueError, "no finite"),
     (
         "one step on another vocabulary",
@@ -72,13 +73,13 @@ CASES = [
     ),
     (
         "attention weights and words disagree",
-        lambda: ts.display.attention_html(["a", "b", "c"], [0.5], [True, True, False]),
+        lambda: tb.display.attention_html(["a", "b", "c"], [0.5], [True, True, False]),
         ValueError,
         "one weight per in-vocabulary word",
     ),
     (
         "in-vocabulary flags and words disagree",
-        lambda: ts.display.attention_html(["a", "b"], [0.5], [True]),
+        lambda: tb.display.attention_html(["a", "b"], [0.5], [True]),
         ValueError,
         "2 words but 1",
     ),

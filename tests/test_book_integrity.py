@@ -31,9 +31,10 @@ kernelspec:
 
 ```{code-cell} ipython3
 import tokensel as ts
-ts.start_chapter("throwaway")
+import tokensel_book as tb
+tb.start_chapter("throwaway")
 %s
-ts.end_chapter()
+tb.end_chapter()
 ```
 """
 
@@ -64,7 +65,7 @@ def _build(tmp_path, body, header=HEADER):
         return out.returncode, out.stdout + out.stderr
     # the build's last step, as in `make book`: every recorded claim must hold
     check = subprocess.run(
-        [sys.executable, "-m", "tokensel", "verify", str(tmp_path / "checks")],
+        [sys.executable, "-m", "tokensel_book", "verify", str(tmp_path / "checks")],
         capture_output=True,
         text=True,
         env=env,
@@ -76,7 +77,7 @@ def _build(tmp_path, body, header=HEADER):
 
 @pytest.mark.slow
 def test_passing_claim_builds(tmp_path):
-    rc, log = _build(tmp_path, 'ts.check("a true claim", 2.0, 2.0, tol=0.1)')
+    rc, log = _build(tmp_path, 'tb.check("a true claim", 2.0, 2.0, tol=0.1)')
     assert rc == 0, log[-3000:]
     [rec] = [json.loads(p.read_text()) for p in (tmp_path / "checks").glob("throwaway@*.json")]
     assert rec["checks"][0]["passed"] and "finished" in rec
@@ -84,7 +85,7 @@ def test_passing_claim_builds(tmp_path):
 
 @pytest.mark.slow
 def test_false_claim_fails_the_build_and_names_it(tmp_path):
-    rc, log = _build(tmp_path, 'ts.check("a deliberately false claim", 1.0, 2.0, tol=0.1)')
+    rc, log = _build(tmp_path, 'tb.check("a deliberately false claim", 1.0, 2.0, tol=0.1)')
     assert rc != 0
     assert "ClaimFailedError" in log and "a deliberately false claim" in log
 
@@ -93,9 +94,9 @@ def test_false_claim_fails_the_build_and_names_it(tmp_path):
 @pytest.mark.parametrize(
     "body",
     [
-        'try:\n    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)\nexcept Exception:\n    pass',
+        'try:\n    tb.check("a caught false claim", 1.0, 2.0, tol=0.1)\nexcept Exception:\n    pass',
         "import contextlib\nwith contextlib.suppress(AssertionError):\n"
-        '    ts.check("a caught false claim", 1.0, 2.0, tol=0.1)',
+        '    tb.check("a caught false claim", 1.0, 2.0, tol=0.1)',
     ],
     ids=["try-except", "suppress"],
 )
@@ -107,10 +108,10 @@ def test_a_false_claim_fails_the_build_however_it_is_caught(tmp_path, body):
 @pytest.mark.slow
 def test_a_false_claim_in_a_raises_exception_cell_fails_the_build(tmp_path):
     book = HEADER.replace(
-        "ts.end_chapter()\n```",
+        "tb.end_chapter()\n```",
         "```\n\n```{code-cell} ipython3\n:tags: [raises-exception]\n"
-        'ts.check("a tolerated false claim", 1.0, 2.0, tol=0.1)\n```\n\n```{code-cell} ipython3\n'
-        "ts.end_chapter()\n```",
+        'tb.check("a tolerated false claim", 1.0, 2.0, tol=0.1)\n```\n\n```{code-cell} ipython3\n'
+        "tb.end_chapter()\n```",
     )
     rc, log = _build(tmp_path, "pass", header=book)
     assert rc != 0 and "a tolerated false claim" in log, log[-3000:]

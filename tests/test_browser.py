@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book.notebooks import standalone_problems
-from tokensel.book.pdf import WAIT_FOR_MATH, chromium, serve
+from tokensel_book.notebooks import standalone_problems
+from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
 pytestmark = pytest.mark.browser
 
@@ -50,8 +50,8 @@ return {
 
 def book_pages(root: Path) -> list[Path]:
     """Every HTML page of a build, without Sphinx's static and source folders and without the print page
-    that ``make pdf`` adds (``tokensel.book.pdf.PRINT_PAGE``)."""
-    from tokensel.book.pdf import PRINT_PAGE
+    that ``make pdf`` adds (``tokensel_book.pdf.PRINT_PAGE``)."""
+    from tokensel_book.pdf import PRINT_PAGE
 
     return sorted(
         p

@@ -16,8 +16,9 @@ _CHAPTER = (
 
 ```{{code-cell}} ipython3
 import tokensel as ts
-ts.start_chapter("tiny")
-ts.check("a measured value", {value}, at_least=0.0)
+import tokensel_book as tb
+tb.start_chapter("tiny")
+tb.check("a measured value", {value}, at_least=0.0)
 ```
 """
 )

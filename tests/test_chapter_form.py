@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book.toc import toc_numbers
+from tokensel_book.toc import toc_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: chapters not yet rewritten to this form (the test checks that each still fails, so the list only shrinks)
@@ -53,10 +53,10 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
     cell = "```{code-cell} ipython3\n%s\nx = 1\n```\n"
     good = cell % ":tags: [parameters]" + cell % "" * 3 + cell % ":tags: [hide-input]"
     assert form_problems(good) == []
-    hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'ts.check("a", 1, at_least=0)')
+    hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'tb.check("a", 1, at_least=0)')
     assert "a cell with a claim hides its input" in form_problems(hidden_claim)
     assert any("a fifth" in p for p in form_problems(hidden_claim))
-    assert any("kind=" in p for p in form_problems(good.replace("x = 1", "ts.check('a', 1, 0, kind='ge')", 1)))
+    assert any("kind=" in p for p in form_problems(good.replace("x = 1", "tb.check('a', 1, 0, kind='ge')", 1)))
     assert "not exactly one parameters cell" in form_problems(good.replace("parameters", "hide-input"))
 
 
@@ -89,16 +89,16 @@ def test_claim_names_do_not_depend_on_the_seed(page):
 
 
 def test_the_seed_scan_sees_a_seed_in_a_name():
-    cell = '```{code-cell} ipython3\nts.check(f"mass at seed {seed}", x, at_least=0.5)\n```'
+    cell = '```{code-cell} ipython3\ntb.check(f"mass at seed {seed}", x, at_least=0.5)\n```'
     assert seed_in_claim_names(cell) == ["f'mass at seed {seed}'"]
-    cell = '```{code-cell} ipython3\nts.check(f"mass at eta0 = {eta0}", x, at_least=0.5)\n```'
+    cell = '```{code-cell} ipython3\ntb.check(f"mass at eta0 = {eta0}", x, at_least=0.5)\n```'
     assert seed_in_claim_names(cell) == []
 
 
 # ---- every claim links its statement, says where its threshold comes from, and reads no display label ------
 
 #: every page that records claims: the numbered chapters, the landing page and the own-data page
-CLAIM_PAGES = sorted(p.stem for p in (ROOT / "book").glob("*.md") if "ts.start_chapter(" in p.read_text())
+CLAIM_PAGES = sorted(p.stem for p in (ROOT / "book").glob("*.md") if "tb.start_chapter(" in p.read_text())
 
 
 def _cell_source(cell: str) -> str:
@@ -156,7 +156,7 @@ def test_every_claim_links_its_statement_and_threshold_and_reads_named_fields(pa
 
 def test_the_claim_scan_sees_a_missing_link_and_a_display_label():
     cell = "```{code-cell} ipython3\n%s\n```"
-    good = 'ts.check("a", t.gap["mlp"], at_least=0, statement="lem-x", threshold="the lemma")'
+    good = 'tb.check("a", t.gap["mlp"], at_least=0, statement="lem-x", threshold="the lemma")'
     assert claim_problems(cell % good) == []
     assert claim_problems(cell % ("---\nmystnb:\n  figure:\n    name: f\n---\n" + good)) == []
     assert claim_problems(cell % good.replace(', statement="lem-x"', "")) == ["'a': no statement="]

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+import tokensel_book as tb
 from tokensel.__main__ import main
+from tokensel_book.__main__ import main as book_main
 
 
 def test_manifest_command_records_a_folder(tmp_path, capsys):
@@ -36,19 +38,20 @@ def _book(root):
     ``root/checks`` (run as a kernel would: the call site is recorded)."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import tokensel as ts
-
-    cells = ['import tokensel as ts\nts.start_chapter("one")', 'ts.check("holds", 1.0, close_to=1.0, tol=0.0)']
+    cells = [
+        'import tokensel as ts\nimport tokensel_book as tb\ntb.start_chapter("one")',
+        'tb.check("holds", 1.0, close_to=1.0, tol=0.0)',
+    ]
     (root / "_config.yml").write_text("title: t\n")
     (root / "_toc.yml").write_text("format: jb-book\nroot: one\n")
-    body = "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells + ["ts.end_chapter()"])
+    body = "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells + ["tb.end_chapter()"])
     (root / "one.md").write_text(
         "---\njupytext:\n  text_representation:\n    format_name: myst\n"
         "kernelspec:\n  name: python3\n  display_name: Python 3\n---\n# One\n" + body
     )
-    ts.book.records.mark_build_start(root / "checks")
+    tb.records.mark_build_start(root / "checks")
     shell = InteractiveShell.instance()
-    for c in cells + ["ts.end_chapter()"]:
+    for c in cells + ["tb.end_chapter()"]:
         shell.run_cell(c)
 
 
@@ -84,10 +87,10 @@ def test_verify_checks_its_path_inside_a_book(tmp_path, monkeypatch, capsys, kin
     _book(tmp_path)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    assert main(["verify", "checks"]) == 0
+    assert book_main(["verify", "checks"]) == 0
     assert "book claims: 1 hold in 1 chapters" in capsys.readouterr().out
-    assert main(["verify", "checks", "--chapters", "one"]) == 0
-    assert main(["verify", _bad(tmp_path, kind)]) == 1
+    assert book_main(["verify", "checks", "--chapters", "one"]) == 0
+    assert book_main(["verify", _bad(tmp_path, kind)]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == (2 if kind == "empty folder" else 1), err  # the problem listed under
@@ -97,12 +100,12 @@ def test_verify_without_a_folder_reads_the_books_and_says_when_there_is_none(tmp
     _book(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TOKENSEL_RESULTS_DIR")
-    assert main(["verify"]) == 1
+    assert book_main(["verify"]) == 1
     assert "the book has no claim records" in capsys.readouterr().err
 
 
 def test_replicate_refuses_a_bad_out_before_starting_anything(tmp_path, monkeypatch, capsys):
-    import tokensel.book.replication as replication
+    import tokensel_book.replication as replication
 
     def no_cluster(*a, **k):
         pytest.fail("a Dask cluster was started for a command that fails on its path")
@@ -117,7 +120,7 @@ def test_replicate_refuses_a_bad_out_before_starting_anything(tmp_path, monkeypa
         (["--summary", "--out", "missing"], "'missing' does not exist"),
         (["--compare", "missing", "--chapters", "one"], "--compare (the replication to compare with) 'missing'"),
     ]:
-        assert main(["replicate", *argv]) == 1
+        assert book_main(["replicate", *argv]) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, (argv, err)
 
@@ -125,13 +128,13 @@ def test_replicate_refuses_a_bad_out_before_starting_anything(tmp_path, monkeypa
 def test_replicate_shows_an_os_error_in_one_line(tmp_path, monkeypatch, capsys):
     import errno
 
-    import tokensel.book.replication as replication
+    import tokensel_book.replication as replication
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "x.json"))
 
     monkeypatch.setattr(replication, "main", full)
     monkeypatch.chdir(tmp_path)
-    assert main(["replicate", "--out", "out", "--chapters", "one"]) == 1
+    assert book_main(["replicate", "--out", "out", "--chapters", "one"]) == 1
     err = capsys.readouterr().err
     assert "No space left on device (OSError)" in err and "Traceback" not in err and len(err.splitlines()) == 1

@@ -68,7 +68,7 @@ DECLARED = _declared()
 
 #: where an undeclared public callable is allowed, and why: whole modules (and packages) ...
 UNDECLARED_MODULES = {
-    "tokensel.book": "the book's tooling (claims, figures, Sphinx extensions, its commands), not the library's API",
+    "tokensel_book": "the book's tooling (claims, figures, Sphinx extensions, its commands), not the library's API",
     "tokensel.models.kernels": "numba kernels on arrays that their declared callers have checked and laid out",
     "tokensel.validation": "the declaration machinery itself: the check_* functions are what the constraints call",
     "tokensel.__main__": "the command line: argparse parses its arguments, each command calls declared functions",
@@ -77,6 +77,11 @@ UNDECLARED_MODULES = {
 #: ... and single callables: the building blocks of a training step, called once per step (or per evaluation)
 #: by a declared model or loop on arguments already checked, where a declaration would check them again per step
 UNDECLARED = {
+    "tokensel.files.command_failed": "the command lines' one-line report of an error they caught",
+    "tokensel.files.existing": "the command lines' check of a path argument (argparse gives a string)",
+    "tokensel.files.writable": "the command lines' check of an output path (argparse gives a string)",
+    "tokensel.files.path_kind": "what is at a path, for the two checks above",
+    "tokensel.files.one_line": "an exception in one line, for command_failed",
     "tokensel.models.gradients.gradients_of_checked": "the loop's per-step gradients; declared: gradients",
     "tokensel.models.core.fused_outputs": "the fused forward pass of a declared model (forward, predict)",
     "tokensel.models.mixing.mix": "the variants' per-step mixing; its plan comes from a declared model",

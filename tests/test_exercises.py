@@ -1,4 +1,4 @@
-"""tokensel.book.exercises: the exercises' self-checks say right or not yet with a hint, never raise, record no
+"""tokensel_book.exercises: the exercises' self-checks say right or not yet with a hint, never raise, record no
 claim, and each one the chapters call is declared, with the answers and the chapter objects it declares."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.book.assignments import self_checks
-from tokensel.book.exercises import EXERCISES, self_check
+from tokensel_book.assignments import self_checks
+from tokensel_book.exercises import EXERCISES, self_check
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +110,7 @@ def test_every_self_check_of_the_chapters_is_declared_and_called_as_declared():
 def test_every_chapter_has_a_self_checked_exercise():
     """Each numbered chapter asks for at least one number that the reader checks by running a cell (#28 item 2);
     the other exercises ask for a proof, a derivation or an explanation."""
-    from tokensel.book.toc import toc_numbers
+    from tokensel_book.toc import toc_numbers
 
     checked = {Path(page).stem for page, _, _ in _chapter_calls()}
     chapters = {Path(page).name for page in toc_numbers(ROOT)}

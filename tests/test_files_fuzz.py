@@ -20,10 +20,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
+import tokensel_book as tb
 from tokensel.__main__ import main
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import read_manifest, sha256_file, verify
 from tokensel.errors import CheckpointError, DataUnavailableError, TokenselError
+from tokensel_book.__main__ import main as book_main
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 BATCH = ts.synthetic.independent_tokens(40, 12, length=5, delta=0.8, seed=1).batch
@@ -344,7 +346,7 @@ PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unrea
 @pytest.fixture
 def no_cluster(monkeypatch):
     """replicate fails on its path before it starts anything: a Dask cluster started here fails the test."""
-    import tokensel.book.replication as replication
+    import tokensel_book.replication as replication
 
     def refuse(*a, **k):
         pytest.fail("replicate started a Dask cluster for a command that must fail on its path")
@@ -427,7 +429,7 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     copy refuses the whole run in one line. Never a hang (an alarm fails the test) or a traceback."""
     import signal
 
-    from tokensel.book import assignments
+    from tokensel_book import assignments
 
     monkeypatch.chdir(tmp_path)
     check = {"exercise": "ex-a", "answers": ["x"], "given": None}
@@ -450,7 +452,7 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     old = signal.signal(signal.SIGALRM, hung)
     signal.alarm(20)
     try:
-        code = main(["grade", str(a), str(tmp_path / "s"), "--out", str(tmp_path / "g.csv")])
+        code = book_main(["grade", str(a), str(tmp_path / "s"), "--out", str(tmp_path / "g.csv")])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -470,7 +472,7 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
 
 def test_format_check_outside_a_book_does_not_report_success(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["format", "--check"]) == 1
+    assert book_main(["format", "--check"]) == 1
     assert "not inside a book" in capsys.readouterr().err
 
 
@@ -484,13 +486,13 @@ def claim_book(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("claim-book")
     cells = [
-        'import tokensel as ts\nts.start_chapter("fuzz")',
-        'ts.check("abs", 1.0005, close_to=1.0, tol=1e-3)\n'
-        'ts.check("rel", 101.0, close_to=100.0, rel_tol=0.02)\n'
-        'ts.check("le", 0.1, at_most=0.2)\n'
-        'ts.check("ge", 2**53 + 1, at_least=2**53 + 1)\n'
-        'ts.check("truth", True)',
-        "ts.end_chapter()",
+        'import tokensel as ts\nimport tokensel_book as tb\ntb.start_chapter("fuzz")',
+        'tb.check("abs", 1.0005, close_to=1.0, tol=1e-3)\n'
+        'tb.check("rel", 101.0, close_to=100.0, rel_tol=0.02)\n'
+        'tb.check("le", 0.1, at_most=0.2)\n'
+        'tb.check("ge", 2**53 + 1, at_least=2**53 + 1)\n'
+        'tb.check("truth", True)',
+        "tb.end_chapter()",
     ]
     (root / "_config.yml").write_text("title: t\n")
     (root / "_toc.yml").write_text("format: jb-book\nroot: page\n")
@@ -503,7 +505,7 @@ def claim_book(tmp_path_factory):
     saved = os.environ.get("TOKENSEL_RESULTS_DIR")
     os.environ["TOKENSEL_RESULTS_DIR"] = str(d)
     try:
-        ts.book.records.mark_build_start(d)
+        tb.records.mark_build_start(d)
         shell = InteractiveShell.instance()
         for cell in cells:
             assert shell.run_cell(cell).success, cell
@@ -513,7 +515,7 @@ def claim_book(tmp_path_factory):
         else:
             os.environ["TOKENSEL_RESULTS_DIR"] = saved
     [path] = d.glob("fuzz@*.json")
-    return root, path.name, path.read_bytes(), (d / ts.book.records.STAMP).read_bytes()
+    return root, path.name, path.read_bytes(), (d / tb.records.STAMP).read_bytes()
 
 
 def _holds_independently(rec) -> bool:
@@ -557,9 +559,10 @@ def _judge(root, name, original, data, resealed, capsys):
     """Write ``data`` as the record ``name`` of the book at ``root`` and read it back every way: each either
     accepts it, and then the record is exactly valid and (unless ``resealed`` with a digest made to match)
     is the original, or refuses it with a TokenselError; verify passes only if the claims truly hold."""
-    from tokensel.__main__ import main as cli
-    from tokensel.book import records, verification
-    from tokensel.errors import ClaimFailedError, InvalidArgumentError
+    from tokensel.errors import InvalidArgumentError
+    from tokensel_book import records, verification
+    from tokensel_book.__main__ import main as cli
+    from tokensel_book.checks import ClaimFailedError
 
     d = root / "checks"
     for p in d.glob("*.json"):
@@ -669,7 +672,7 @@ def test_a_claim_record_with_any_field_edited_is_refused_or_truly_holds(claim_bo
         parent.append(data.draw(RECORD_VALUES, label="value"))
     reseal = data.draw(st.booleans(), label="reseal")
     try:
-        edited = ts.book.records._sealed(rec) if reseal and isinstance(rec, dict) else rec
+        edited = tb.records._sealed(rec) if reseal and isinstance(rec, dict) else rec
         text = json.dumps(edited, indent=1)
     except (ValueError, TypeError):  # a value JSON cannot hold (an integer past Python's digit limit)
         assume(False)
@@ -689,23 +692,23 @@ def test_any_build_stamp_or_carried_list_is_read_or_refused(claim_book, monkeypa
     root, name, raw, stamp = claim_book
     monkeypatch.chdir(root)
     d = root / "checks"
-    (d / ts.book.records.STAMP).write_bytes(stamp)
-    (d / ts.book.records.CARRIED).unlink(missing_ok=True)
+    (d / tb.records.STAMP).write_bytes(stamp)
+    (d / tb.records.CARRIED).unlink(missing_ok=True)
     (d / which).write_bytes(content)
     (d / name).write_bytes(raw)
     try:
-        recs = ts.book.records.this_build(d)
+        recs = tb.records.this_build(d)
     except TokenselError:
         recs = None
     try:
-        held = ts.book.verification.verify(d)
+        held = tb.verification.verify(d)
     except TokenselError:
         held = None
     if held is not None:  # the record counts only in a build stamped before it started
-        stamped = ts.book.records._stamp(d)
+        stamped = tb.records._stamp(d)
         assert recs and (stamped is None or all(r["started"] >= stamped for r in recs))
-    (d / ts.book.records.CARRIED).unlink(missing_ok=True)
-    (d / ts.book.records.STAMP).write_bytes(stamp)
+    (d / tb.records.CARRIED).unlink(missing_ok=True)
+    (d / tb.records.STAMP).write_bytes(stamp)
 
 
 def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""tokensel.book.formatting: the chapters' code cells formatted by ruff, nothing else of a page touched."""
+"""tokensel_book.formatting: the chapters' code cells formatted by ruff, nothing else of a page touched."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book.formatting import (
+from tokensel.errors import InvalidArgumentError
+from tokensel_book.formatting import (
     code_cells,
     format_page,
     lint_findings,
@@ -14,7 +15,6 @@ from tokensel.book.formatting import (
     project_config,
     unformatted,
 )
-from tokensel.errors import InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ def test_format_page_formats_cells_only_and_keeps_a_trailing_semicolon():
 def test_every_chapter_is_formatted_and_lint_free_under_the_projects_configuration():
     pages = sorted((ROOT / "book").glob("*.md"))
     assert all(project_config(p) == ROOT / "pyproject.toml" for p in pages)
-    assert unformatted(pages) == [], "run `make format` (python -m tokensel format)"
+    assert unformatted(pages) == [], "run `make format` (python -m tokensel_book format)"
     assert lint_findings(pages) == []
 
 

@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
-from tokensel.errors import ClaimFailedError, DivergenceError, TokenselError
+import tokensel_book as tb
+from tokensel.errors import DivergenceError, TokenselError
+from tokensel_book.checks import ClaimFailedError
 
 DATA = ts.synthetic.assumption1_pairs(8, 2, 4, length=(3, 5), seed=0)
 BATCH = DATA.batch
@@ -150,7 +152,7 @@ ENTRY_POINTS = {
         ),
     ),
     "attention_html": (
-        ts.display.attention_html,
+        tb.display.attention_html,
         lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False]),
     ),
     "assumption1_pairs": (
@@ -164,8 +166,8 @@ ENTRY_POINTS = {
     ),
     "load_reviews": (ts.load_reviews, lambda: dict(name="imdb", split="test", data_dir=Path("/nonexistent-tokensel"))),
     "prepare_reviews": (ts.reviews.prepare_reviews, lambda: dict(name="imdb", data_dir=Path("/nonexistent-tokensel"))),
-    "check": (ts.check, lambda: dict(name="x", measured=1.0, expected=1.0, tol=0.1, kind="abs")),
-    "start_chapter": (ts.start_chapter, lambda: dict(chapter="fuzz")),
+    "check": (tb.check, lambda: dict(name="x", measured=1.0, expected=1.0, tol=0.1, kind="abs")),
+    "start_chapter": (tb.start_chapter, lambda: dict(chapter="fuzz")),
 }
 
 
@@ -214,7 +216,7 @@ def test_malformed_arguments_raise_only_tokensel_errors(name, data, tmp_path, mo
                 v.validate()
     except TokenselError:
         if name == "check":  # documented: a malformed claim is recorded as failed before it raises
-            from tokensel.book.records import load_results
+            from tokensel_book.records import load_results
 
             recs = load_results(tmp_path / "checks")
             assert recs and recs[-1]["checks"][-1]["passed"] is False, "a malformed claim must be on record"
@@ -310,20 +312,20 @@ PLAUSIBLE = st.sampled_from(
 def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fails_verify(
     tmp_path, monkeypatch, form, statement, threshold, deviation, preregistered, changes
 ):
-    """``ts.check`` in the keyword form every chapter writes (``threshold=`` too), with up to three of its
+    """``tb.check`` in the keyword form every chapter writes (``threshold=`` too), with up to three of its
     keywords replaced by anything: the call is on record (one claim, exactly) whether it returns or raises;
     it returns only when the recorded claim holds, raises only a TokenselError otherwise, and a failed claim
     (malformed or false) makes ``end_chapter`` and ``verify`` fail, as a claim that holds lets them pass."""
     import tempfile
 
-    from tokensel.book.records import load_results, mark_build_start
-    from tokensel.book.verification import verify
+    from tokensel_book.records import load_results, mark_build_start
+    from tokensel_book.verification import verify
 
     d = Path(tempfile.mkdtemp(dir=tmp_path))
     monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(d))
     monkeypatch.delenv("TOKENSEL_CLAIMS", raising=False)
     mark_build_start(d)
-    ts.start_chapter("fuzz")
+    tb.start_chapter("fuzz")
     kwargs = dict(
         name="claim",
         **CLAIM_FORMS[form],
@@ -335,7 +337,7 @@ def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fail
     kwargs.update(changes)
     raised = None
     try:
-        returned = ts.check(**kwargs)
+        returned = tb.check(**kwargs)
     except TokenselError as exc:
         raised = exc
     except Exception as exc:  # noqa: BLE001 - the point of the test
@@ -349,10 +351,10 @@ def test_every_keyword_claim_is_on_record_before_it_raises_and_a_failed_one_fail
     if not changes:
         assert passed, f"the baseline {form!r} must hold: {rec['checks'][0]}"
     if passed:
-        ts.end_chapter()
+        tb.end_chapter()
         assert verify(d, expected={"fuzz": None}) == (1, 1)
     else:
         with pytest.raises(ClaimFailedError):
-            ts.end_chapter()
+            tb.end_chapter()
         with pytest.raises(ClaimFailedError, match="fuzz: claim failed"):
             verify(d, expected={"fuzz": None})

@@ -36,9 +36,10 @@ For every $x \\in \\mathbb{R}$, $x + x = 2x$.
 
 ```{code-cell} ipython3
 import tokensel as ts
-ts.start_chapter("lab_demo")
+import tokensel_book as tb
+tb.start_chapter("lab_demo")
 x = 3.0  # a reader changes a parameter here
-ts.check("doubling", x + x, 7.0, tol=1e-9)
+tb.check("doubling", x + x, 7.0, tol=1e-9)
 ```
 
 ```{code-cell} ipython3

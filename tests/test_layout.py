@@ -12,7 +12,7 @@ runs the same measurement on a crafted page.
 
 A figure of several panels is shown whole at 1400 px and panel by panel at 400 px: its panels one under the
 other, each within the text column, above the caption, and the whole image hidden
-(``tokensel.book.sphinx_figures``). Measured on every page of the book and on a tiny book built here, with a
+(``tokensel_book.sphinx_figures``). Measured on every page of the book and on a tiny book built here, with a
 negative control (the same tiny book without the book's style sheet shows the whole figure on a phone).
 
 Needs the built book and Chromium (``make browser-check``, ``--browser``).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book.pdf import WAIT_FOR_MATH, chromium, serve
+from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
 pytestmark = pytest.mark.browser
 
@@ -160,10 +160,10 @@ def test_multi_panel_figures_are_shown_panel_by_panel_on_a_phone(measured):
 
 
 def test_every_image_that_records_panels_is_cut_into_them():
-    # a figure of several panels drawn by ts.plots records its panels in its PNG: the book must cut every one
+    # a figure of several panels drawn by tb.plots records its panels in its PNG: the book must cut every one
     import re
 
-    from tokensel.book.plots import png_panels
+    from tokensel_book.plots import png_panels
 
     missed = []
     for page in sorted(HTML.glob("book/*.html")):
@@ -198,9 +198,10 @@ mystnb:
     name: fig-two
 ---
 import tokensel as ts
+import tokensel_book as tb
 
-ts.plots.theme()
-fig, (a, b) = ts.plots.subplots(2)
+tb.plots.theme()
+fig, (a, b) = tb.plots.subplots(2)
 a.plot([1, 2])
 b.plot([2, 1])
 a.set(ylabel="left", xlabel="x")
@@ -214,7 +215,7 @@ mystnb:
     caption: Three panels in rows of two.
     name: fig-three
 ---
-fig, axes = ts.plots.panel_grid(3, ylabel="y")
+fig, axes = tb.plots.panel_grid(3, ylabel="y")
 for ax in axes:
     ax.plot([1, 2, 3]);
 ```
@@ -234,7 +235,7 @@ def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_the
         # the book's own cell time limit: a cell that imports the library and draws a figure took more than the
         # default 30 s on a busy machine (the book's other checks beside this one)
         "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
-        "sphinx:\n  extra_extensions: [tokensel.book.sphinx_figures]\n"
+        "sphinx:\n  extra_extensions: [tokensel_book.sphinx_figures]\n"
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
     (book / "book" / "panels.md").write_text(TINY_PAGE)
@@ -315,7 +316,7 @@ def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
     import matplotlib
 
     matplotlib.use("Agg")
-    from tokensel.book import plots
+    from tokensel_book import plots
 
     plots.theme()
     tick_pt = plots.tick_label_pt()

@@ -1,11 +1,11 @@
-"""tokensel.book.notebooks: streams stored once, solutions out, MyST as plain Markdown; on crafted notebooks."""
+"""tokensel_book.notebooks: streams stored once, solutions out, MyST as plain Markdown; on crafted notebooks."""
 
 import json
 
 import pytest
 
-from tokensel.book import notebooks as nbs
 from tokensel.errors import InvalidArgumentError
+from tokensel_book import notebooks as nbs
 
 
 def _md(text):
@@ -58,7 +58,7 @@ GATED = _notebook(
         "The plain answer is forty two.\n````\n\n````{exercise} Challenge: y\n:label: ex-y\nAnd this.\n````\n\n"
         "````{solution-start} ex-y\n:class: dropdown\n````\n\nThe gated answer follows:\n"
     ),
-    _code("answer = 42\nts.check('exercise: the answer', answer, 42, tol=0)", [_stream("[ok] 42.1234\n")]),
+    _code("answer = 42\ntb.check('exercise: the answer', answer, 42, tol=0)", [_stream("[ok] 42.1234\n")]),
     _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solutions.\n"),
     _code("print('kept')"),
 )
@@ -167,7 +167,7 @@ def test_bib_labels():
 
 
 def test_glued_values_come_back_and_read_as_text_outside_the_book():
-    from tokensel.book.notebooks import glued, restore_glue, standalone_notebook
+    from tokensel_book.notebooks import glued, restore_glue, standalone_notebook
 
     nb = {
         "nbformat": 4,

@@ -1,4 +1,4 @@
-"""tokensel.book.pdf: the built book printed to one PDF by headless Chromium.
+"""tokensel_book.pdf: the built book printed to one PDF by headless Chromium.
 
 The page assembly is tested on crafted pages by the plain test run; the printed book itself (every page of
 ``_toc.yml``, each chapter's title in the text, a plausible page count) after ``make book``, by
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tokensel.book import pdf
-from tokensel.book.sphinx_roadmap import page_title
-from tokensel.book.toc import toc_files
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel_book import pdf
+from tokensel_book.sphinx_roadmap import page_title
+from tokensel_book.toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""tokensel.book.sphinx_equations: every display equation numbered in reading order, labelled ones too."""
+"""tokensel_book.sphinx_equations: every display equation numbered in reading order, labelled ones too."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _build(tmp_path, number_all=True):
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
     (src / "conf.py").write_text(
-        "extensions = ['myst_parser', 'tokensel.book.sphinx_equations']\n"
+        "extensions = ['myst_parser', 'tokensel_book.sphinx_equations']\n"
         "myst_enable_extensions = ['dollarmath', 'amsmath']\n"
         f"tokensel_number_all_equations = {number_all}\n"
     )

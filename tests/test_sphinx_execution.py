@@ -1,5 +1,5 @@
-"""The execution cache (tokensel.book.sphinx_execution) and the carrying over of claim records
-(tokensel.book.records.carry_over / this_build): the key sees the library, the data and the settings; a tiny
+"""The execution cache (tokensel_book.sphinx_execution) and the carrying over of claim records
+(tokensel_book.records.carry_over / this_build): the key sees the library, the data and the settings; a tiny
 book built again and again executes exactly the pages it must, and its records stay those of the outputs."""
 
 import json
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import MYST_FRONT_MATTER
 
-from tokensel.book import records, status, verification
-from tokensel.book import sphinx_execution as ex
-from tokensel.errors import ClaimFailedError, InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
+from tokensel_book import records, status, verification
+from tokensel_book import sphinx_execution as ex
+from tokensel_book.checks import ClaimFailedError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +52,8 @@ def test_the_key_sees_data_content_and_result_settings_not_locations(tmp_path, m
     monkeypatch.setenv("TOKENSEL_DATA_DIR", str(_data(tmp_path / "one", "reviews")))
     key = ex.execution_key(tmp_path, ["book/recorded"])
     assert set(key["parts"]) == {"library", "inputs", "data", "settings", "software"}
-    assert "models/core.py" in key["parts"]["library"] and "book/checks.py" in key["parts"]["library"]
+    lib = key["parts"]["library"]
+    assert "models/core.py" in lib["tokensel"] and "checks.py" in lib["tokensel_book"]
     assert ex.execution_key(tmp_path, ["book/recorded"]) == key  # deterministic
 
     # the same data elsewhere, progress bars, the results folder, the data cache: the same key
@@ -198,8 +200,8 @@ FRONT = MYST_FRONT_MATTER
 
 def _page(name: str, prose: str, extra: str = "") -> str:
     return (
-        FRONT + f"# Page {name}\n\n{prose}\n\n```{{code-cell}} ipython3\nimport tokensel as ts\n\n"
-        f'ts.start_chapter("{name}")\nts.check("{name} holds", 1.0, 1.0, tol=0.0)\n{extra}ts.end_chapter()\n```\n'
+        FRONT + f"# Page {name}\n\n{prose}\n\n```{{code-cell}} ipython3\nimport tokensel_book as tb\n\n"
+        f'tb.start_chapter("{name}")\ntb.check("{name} holds", 1.0, 1.0, tol=0.0)\n{extra}tb.end_chapter()\n```\n'
     )
 
 
@@ -208,7 +210,7 @@ STATUS = (
     + """# Status
 
 ```{code-cell} ipython3
-from tokensel.book import status
+from tokensel_book import status
 
 claims, chapters = status.report(["a", "b"])
 print("claims:", ", ".join(claims["name"]))
@@ -222,7 +224,7 @@ def _tiny_book(tmp_path: Path) -> Path:
     book.mkdir()
     (book / "_config.yml").write_text(
         "title: Tiny\nauthor: t\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: cache\n"
-        "  timeout: 300\nsphinx:\n  extra_extensions:\n    - tokensel.book.sphinx_execution\n  config:\n"
+        "  timeout: 300\nsphinx:\n  extra_extensions:\n    - tokensel_book.sphinx_execution\n  config:\n"
         "    nb_execution_raise_on_error: true\n    tokensel_execute_every_build: [status]\n"
         "    tokensel_execution_inputs: [recorded]\n"
     )
@@ -312,7 +314,7 @@ def test_a_rebuild_executes_only_what_changed(tmp_path):
 
     # b's code and a's prose changed: b executes, a does not
     (book / "a.md").write_text(_page("a", "First words, rewritten."))
-    (book / "b.md").write_text(_page("b", "Other words.", extra='ts.check("b more", 2.0, 2.0, tol=0.0)\n'))
+    (book / "b.md").write_text(_page("b", "Other words.", extra='tb.check("b more", 2.0, 2.0, tol=0.0)\n'))
     _build(book, env, {"b", "status"})
     assert _status_line(book) == "claims: a holds, b holds, b more"
     assert "rewritten" in (book / "_build" / "html" / "a.html").read_text()
@@ -329,7 +331,7 @@ def test_a_rebuild_executes_only_what_changed(tmp_path):
     print(f"tiny book: first build {first:.1f} s, a build with nothing changed {second:.1f} s")
 
     # the student edition finds every executed notebook
-    from tokensel.book.student import prepare_student_sources
+    from tokensel_book.student import prepare_student_sources
 
     out = prepare_student_sources(book, book / "_build", tmp_path / "student")
     assert "a: 1 claims checked" in (out / "a.ipynb").read_text()

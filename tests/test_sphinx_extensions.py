@@ -1,11 +1,11 @@
-"""tokensel.book.sphinx_mathjax and tokensel.book.sphinx_notebooks, called as Sphinx calls them."""
+"""tokensel_book.sphinx_mathjax and tokensel_book.sphinx_notebooks, called as Sphinx calls them."""
 
 from types import SimpleNamespace
 
 import pytest
 from sphinx.errors import ConfigError
 
-from tokensel.book import sphinx_mathjax, sphinx_notebooks
+from tokensel_book import sphinx_mathjax, sphinx_notebooks
 
 
 def test_mathjax_is_installed_and_the_config_is_checked():

@@ -1,4 +1,4 @@
-"""tokensel.book.sphinx_figures: a PNG that records its panels is cut into them (the browser test of
+"""tokensel_book.sphinx_figures: a PNG that records its panels is cut into them (the browser test of
 tests/test_layout.py builds a tiny book and measures how the panels are shown)."""
 
 import matplotlib
@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 
 from PIL import Image
 
-from tokensel.book import plots
-from tokensel.book.sphinx_figures import cut_panels
+from tokensel_book import plots
+from tokensel_book.sphinx_figures import cut_panels
 
 
 def test_the_panels_are_cut_at_the_recorded_boxes_with_the_resolution(tmp_path):

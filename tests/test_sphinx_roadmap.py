@@ -1,12 +1,12 @@
-"""tokensel.book.sphinx_roadmap: the intro's chapter list, generated from _toc.yml."""
+"""tokensel_book.sphinx_roadmap: the intro's chapter list, generated from _toc.yml."""
 
 from pathlib import Path
 
 import pytest
 from sphinx.errors import ExtensionError
 
-from tokensel.book.sphinx_roadmap import front_matter, roadmap_lines
-from tokensel.book.toc import toc_files
+from tokensel_book.sphinx_roadmap import front_matter, roadmap_lines
+from tokensel_book.toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,17 +30,17 @@ def test_a_page_without_summary_stops_the_build(tmp_path):
 
 
 def test_the_readmes_contents_are_the_books():
-    from tokensel.book.sphinx_roadmap import contents_markdown
+    from tokensel_book.sphinx_roadmap import contents_markdown
 
     readme = (ROOT / "README.md").read_text()
-    assert contents_markdown(ROOT) in readme, "README's contents are stale: paste `python -m tokensel contents`"
+    assert contents_markdown(ROOT) in readme, "README's contents are stale: paste `python -m tokensel_book contents`"
 
 
 def test_a_notebook_page_gives_its_summary_and_title_from_its_metadata_and_cells(tmp_path):
     # the student edition builds from executed notebooks, with no .md beside them
     import json
 
-    from tokensel.book.sphinx_roadmap import page_source, page_title
+    from tokensel_book.sphinx_roadmap import page_source, page_title
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: a\n")
     (tmp_path / "intro.md").write_text("# Intro\n")

@@ -1,4 +1,4 @@
-"""tokensel.book.sphinx_statements and the statement a claim tests: ``check(..., statement=)`` records and prints
+"""tokensel_book.sphinx_statements and the statement a claim tests: ``check(..., statement=)`` records and prints
 the label, a failed claim names the statement by kind and title, the HTML links the label to the statement by
 its number, and the proof index lists statements by number and title. A tiny book is built once (slow)."""
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import tokensel as ts
-from tokensel.book.sphinx_statements import plain_title
-from tokensel.book.wording import TESTS, claim_line, statement_title
-from tokensel.errors import ClaimFailedError, InvalidArgumentError
+import tokensel_book as tb
+from tokensel.errors import InvalidArgumentError
+from tokensel_book.checks import ClaimFailedError
+from tokensel_book.sphinx_statements import plain_title
+from tokensel_book.wording import TESTS, claim_line, statement_title
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -82,21 +83,21 @@ def test_a_claim_records_and_prints_the_statement_it_tests(tmp_path, capsys, mon
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "book" / "ch.md").write_text(PAGE)
     monkeypatch.chdir(tmp_path)
-    ts.start_chapter("ch")
-    ts.check("a", 1.0, at_least=0.0, statement="lem-a")
+    tb.start_chapter("ch")
+    tb.check("a", 1.0, at_least=0.0, statement="lem-a")
     assert capsys.readouterr().out.strip() == "[ok] a: 1, required at least 0 (tests lem-a)"
     rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
     assert rec["checks"][0]["statement"] == "lem-a"
     with pytest.raises(ClaimFailedError) as failed:
-        ts.check("b", 1.0, at_most=0.5, statement="lem-a", preregistered=True)
+        tb.check("b", 1.0, at_most=0.5, statement="lem-a", preregistered=True)
     message = str(failed.value)
     assert "(tests lem-a)" in message
     assert "what is tested: Lemma \u201cOne step from $p^0 = 0$\u201d (lem-a)" in message
     assert "where the threshold comes from: fixed before the first run" in message
     for bad in ("", "1abc", "lem a", 3):
         with pytest.raises(InvalidArgumentError, match="statement"):
-            ts.check("c", 1.0, at_least=0.0, statement=bad)
-    from tokensel.book.records import record_problems
+            tb.check("c", 1.0, at_least=0.0, statement=bad)
+    from tokensel_book.records import record_problems
 
     rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
     assert record_problems(rec) == [] and [c["passed"] for c in rec["checks"]][:2] == [True, False]
@@ -123,7 +124,7 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     (book / "_config.yml").write_text(
         "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
         "parse:\n  myst_enable_extensions: [amsmath, dollarmath, colon_fence]\n"
-        "sphinx:\n  extra_extensions: [sphinx_proof, tokensel.book.sphinx_statements]\n"
+        "sphinx:\n  extra_extensions: [sphinx_proof, tokensel_book.sphinx_statements]\n"
         "  config:\n    nb_merge_streams: true\n"
     )
     (book / "_toc.yml").write_text(

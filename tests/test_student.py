@@ -1,4 +1,4 @@
-"""tokensel.book.student: the student edition, the executed book without the exercises' solutions.
+"""tokensel_book.student: the student edition, the executed book without the exercises' solutions.
 
 The source preparation and the leak search are tested on crafted notebooks by the plain test run; the built
 student edition (``make book-student``, after ``make book``) by ``make browser-check`` (``--browser``): every
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tokensel.book.student import (
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel_book.student import (
     drop_claims,
     find_leaks,
     leak_evidence,
@@ -24,8 +25,7 @@ from tokensel.book.student import (
     student_config,
     student_notebook,
 )
-from tokensel.book.toc import toc_files, toc_numbers
-from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel_book.toc import toc_files, toc_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ROOT / "_build" / "html"
@@ -51,7 +51,7 @@ def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
             "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
             "The answer:\n"
         ),
-        _code('answer = 42\nts.check("exercise: the answer", answer, 42, tol=0)'),
+        _code('answer = 42\ntb.check("exercise: the answer", answer, 42, tol=0)'),
         _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
         dict(
             _code("print('kept')"),
@@ -110,7 +110,7 @@ def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
             "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"
         ),
         dict(
-            _code("ts.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
+            _code("tb.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
             outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}],
         ),
         _md("````{solution-end}\n````\n"),
@@ -191,7 +191,7 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
         json.dumps(
             _notebook(
                 _md("# Ch\n````{solution-start} ex\n````\n"),
-                _code("ts.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
+                _code("tb.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
                 _md("````{solution-end}\n````\n"),
             )
         )
@@ -275,10 +275,10 @@ def _artefact_text(path: Path) -> str:
 
 
 def _solution_evidence() -> dict:
-    """What would betray a solution (:func:`~tokensel.book.student.leak_evidence`), from the executed full book:
+    """What would betray a solution (:func:`~tokensel_book.student.leak_evidence`), from the executed full book:
     the solutions' phrases, the values they print or record, and the exercises' checks; what the other pages
     show (the status page without the exercises' checks) proves nothing and is left out."""
-    from tokensel.book.records import load_results
+    from tokensel_book.records import load_results
 
     if not STUDENT.is_dir():
         pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")
@@ -307,7 +307,7 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     significant digits that a solution prints or records, and the names of the exercises' checks."""
     from test_pdf import check_printed_book
 
-    from tokensel.book.pdf import print_book
+    from tokensel_book.pdf import print_book
 
     evidence = _solution_evidence()
     print(
@@ -335,7 +335,7 @@ def test_no_artefact_of_the_student_edition_holds_a_solution(tmp_path):
     assert not problems, f"{len(problems)} solution pieces in the student edition:\n" + "\n".join(problems[:40])
 
 
-#: what a reader sees of a page once every dropdown and toggled cell is open (``tokensel.book.pdf.OPEN_ALL``)
+#: what a reader sees of a page once every dropdown and toggled cell is open (``tokensel_book.pdf.OPEN_ALL``)
 SHOWN_TEXT = "return document.querySelector('main, article, body').innerText;"
 
 
@@ -347,8 +347,8 @@ def test_a_reader_of_the_student_edition_sees_no_solution_at_desktop_and_phone_w
     widths (so the opening and the reading see what a solution would look like)."""
     import urllib.request
 
-    from tokensel.book.notebooks import standalone_problems
-    from tokensel.book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve
+    from tokensel_book.notebooks import standalone_problems
+    from tokensel_book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve
 
     evidence = _solution_evidence()
     chapters = list(toc_numbers(ROOT))

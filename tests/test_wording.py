@@ -1,9 +1,9 @@
-"""tokensel.book.wording: what a check line says, in words a reader reads."""
+"""tokensel_book.wording: what a check line says, in words a reader reads."""
 
 import pytest
 
-from tokensel.book.wording import THRESHOLD_ORIGIN, claim_line, percent, requirement
 from tokensel.errors import InvalidArgumentError
+from tokensel_book.wording import THRESHOLD_ORIGIN, claim_line, percent, requirement
 
 
 def test_conditions_in_words():

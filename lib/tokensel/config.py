@@ -23,7 +23,7 @@ variable                   meaning
 ``TOKENSEL_CLAIMS``        ``raise`` (default): a failed claim raises at once; ``report``: it is shown
                            and recorded, the notebook runs on, and ``end_chapter`` raises
 ``TOKENSEL_GRADES``        a file to which each exercise's self-check appends its verdict (one JSON line;
-                           set by ``python -m tokensel grade``)
+                           set by ``python -m tokensel_book grade``)
 =========================  ==========================================================================
 """
 
@@ -181,7 +181,7 @@ def results_dir(book_root: Path) -> Path:
 
 @declare(book_root=FilePath())
 def book_results_dir(book_root: Path) -> Path:
-    """Where the book's build keeps its claim records, read by ``python -m tokensel verify`` and the status
+    """Where the book's build keeps its claim records, read by ``python -m tokensel_book verify`` and the status
     page: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""
     value = _get(RESULTS_DIR)
     return Path(value).expanduser() if value else book_root / "_build" / "checks"

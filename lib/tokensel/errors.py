@@ -91,7 +91,3 @@ class UnknownWordError(TokenselError, KeyError):
 
 class DataUnavailableError(TokenselError, FileNotFoundError):
     """A data set could be loaded neither from the local data directory nor from the hub."""
-
-
-class ClaimFailedError(TokenselError, AssertionError):
-    """A numerical claim checked with :func:`tokensel.checks.check` does not hold."""

@@ -8,10 +8,11 @@ import contextlib
 import json
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
-from .errors import StorageError
+from .errors import InvalidArgumentError, StorageError, TokenselError
 from .validation import FilePath, Instance, Real, Text, declare
 
 
@@ -130,3 +131,85 @@ def lock(directory: Path, name: str, timeout: float = 120):
     """The lock ``directory/name`` (the folder is created), as a context manager (:func:`file_lock`)."""
     directory = ensure_folder(directory, "the folder of the lock")
     return file_lock(directory / name, timeout=timeout)
+
+
+# ---- paths and errors of the command lines (python -m tokensel, python -m tokensel_book)
+
+
+def path_kind(path: Path) -> str | None:
+    """What is at ``path`` (following links): None when nothing is, else 'file', 'folder', 'a FIFO', ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a dangling link" if os.path.islink(path) else None
+    except NotADirectoryError:  # under a file: nothing is, or can be, there
+        return None
+    except OSError as exc:
+        raise InvalidArgumentError(f"{str(path)!r} cannot be examined ({exc.strerror or exc})") from exc
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
+def _at(value: str, at: Path | None) -> Path:
+    """``value`` as a path, a relative one taken from the folder ``at`` (default: the working directory)."""
+    path = Path(value)
+    return path if at is None or path.is_absolute() else at / path
+
+
+def existing(value: str, want: str, what: str, at: Path | None = None) -> Path:
+    """``value`` (relative to ``at``, if given) as a path to an existing, readable ``want`` ('file' or
+    'folder'), never opened if it is not one (a FIFO would block)."""
+    if not value:
+        raise InvalidArgumentError(f"{what}: an empty path names nothing; give the path of a {want}")
+    path = _at(value, at)
+    kind = path_kind(path)
+    if kind is None:
+        raise InvalidArgumentError(f"{what} {value!r} does not exist")
+    if kind != want:
+        raise InvalidArgumentError(
+            f"{what} {value!r} is {'a ' + kind if kind in ('file', 'folder') else kind}, not a {want}"
+        )
+    if not os.access(path, os.R_OK | (os.X_OK if want == "folder" else 0)):
+        raise InvalidArgumentError(f"{what} {value!r} is not readable")
+    return path
+
+
+def writable(value: str, want: str, what: str, at: Path | None = None) -> Path:
+    """``value`` (relative to ``at``, if given) as a place to write a ``want`` ('file' or 'folder'): nothing
+    else may be in its place."""
+    if not value:
+        raise InvalidArgumentError(f"{what}: an empty path names nothing; give the path of a {want}")
+    path = _at(value, at)
+    kind = path_kind(path)
+    if kind is not None and kind != want:
+        raise InvalidArgumentError(
+            f"{what} {value!r} is {'a ' + kind if kind in ('file', 'folder') else kind}, not a {want}"
+        )
+    for parent in path.absolute().parents:
+        pk = path_kind(parent)
+        if pk is None:
+            continue
+        if pk != "folder":
+            raise InvalidArgumentError(f"{what} {value!r} cannot be written: {str(parent)!r} is {pk}, not a folder")
+        break
+    return path
+
+
+def command_failed(exc: Exception, command: str) -> int:
+    """Say why ``command`` failed in one line on stderr (no traceback) and give its exit status, 1."""
+    if isinstance(exc, TokenselError):
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+    elif isinstance(exc, OSError):  # the file system refused (read-only, full, permissions)
+        where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+        print(f"error:{where} {exc.strerror or exc} ({type(exc).__name__})", file=sys.stderr)
+    else:
+        print(f"error: {command} failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+    return 1
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 2000 else text[:1997] + "..."

@@ -6,17 +6,6 @@
   spreads, bootstrap intervals and controls.
 * :mod:`.maxmargin` — the max-margin (ATT-SVM) problems for a selection, solved with cvxpy.
 * :mod:`.dense` — the same problems, and normalised GD, on dense token features ``(n, T, d)``.
-
-Imports :mod:`tokensel.models`, :mod:`tokensel.data` and the plumbing modules (not training).
 """
 
-import importlib.util
-from typing import TYPE_CHECKING
-
-if not TYPE_CHECKING:  # the type checker sees the folder's modules themselves
-
-    def __getattr__(name: str):
-        """A module of this folder, imported when first used (``ts.models.variants``)."""
-        if importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
+from . import dense, maxmargin, shapes, statistics

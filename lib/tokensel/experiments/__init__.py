@@ -11,10 +11,7 @@
 The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
 """
 
-import importlib.util
-from typing import TYPE_CHECKING
-
-from . import baseline, controls, phase, theory
+from . import baseline, controls, phase, recipes, records, tables, theory
 from .baseline import Baseline, bow_features, logistic_baseline
 from .controls import class_controls, class_shapes, mirror_twin, shape_controls, shuffled_control
 from .recipes import (
@@ -96,12 +93,3 @@ __all__ = [
     "write_run",
     "read_runs",
 ]
-
-
-if not TYPE_CHECKING:  # the type checker sees the folder's modules themselves
-
-    def __getattr__(name: str):
-        """A module of this folder, imported when first used (``ts.models.variants``)."""
-        if importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")

@@ -6,17 +6,6 @@
 * :mod:`.gradients` — full-batch gradients with respect to ``E``, ``p`` and ``v``.
 * :mod:`.mixing` — sparse attention mixing for the two-layer variants.
 * :mod:`.variants` — the model variants (MLP heads, two-layer models).
-
-Imports :mod:`tokensel.data` and the plumbing modules.
 """
 
-import importlib.util
-from typing import TYPE_CHECKING
-
-if not TYPE_CHECKING:  # the type checker sees the folder's modules themselves
-
-    def __getattr__(name: str):
-        """A module of this folder, imported when first used (``ts.models.variants``)."""
-        if importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
+from . import attention, core, gradients, kernels, lanes, mixing, variants

@@ -6,8 +6,8 @@ import html
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-from ..validation import check_real_array
+from tokensel.errors import InvalidArgumentError
+from tokensel.validation import check_real_array
 
 
 def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 102, 172") -> str:
@@ -54,7 +54,7 @@ def attention_html(words, weights, in_vocab, title: str = "", color: str = "33, 
 def review_attention(model, data, i: int) -> str:
     """HTML of test review ``i`` of a :class:`~tokensel.data.reviews.ReviewData` under ``model`` (its attention,
     :meth:`~tokensel.AttentionModel.attention`, over the words the encoding kept)."""
-    from ..data.text import kept_words
+    from tokensel.data.text import kept_words
 
     words = data.test_words[i]
     review = data.test.subset([i])

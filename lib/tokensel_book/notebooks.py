@@ -20,7 +20,7 @@ import copy
 import re
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<arg>.*?)\s*$")
 _CODE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?!.*`)")

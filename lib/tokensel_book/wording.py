@@ -1,7 +1,7 @@
 """What a check line says to a reader: the claim in words ("within 30 % of", "at least"), and on failure the
 statement it tests and where its threshold came from.
 
-:func:`claim_line` is the one place that words a check; :func:`tokensel.book.checks.check` prints what it
+:func:`claim_line` is the one place that words a check; :func:`tokensel_book.checks.check` prints what it
 returns (and puts it in the error of a failed claim)::
 
     [ok] one step: corr(E1 v, alpha): 0.998958, required at least 0.99
@@ -11,7 +11,7 @@ returns (and puts it in the error of a failed claim)::
 
 A claim given the label of the statement it tests (``check(..., statement="lem-one-step")``) ends its line
 with ``(tests <label>)``; the book's HTML shows it as a link to the statement, by its number
-(:mod:`tokensel.book.sphinx_statements`), and a failed claim prints the statement's kind and title, read from
+(:mod:`tokensel_book.sphinx_statements`), and a failed claim prints the statement's kind and title, read from
 the chapters' sources (:func:`statement_title`).
 """
 
@@ -22,7 +22,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
 
 KINDS = ("abs", "rel", "le", "ge", "true")
 #: where a threshold came from, by the ``preregistered`` flag of a check
@@ -89,7 +89,7 @@ def claim_line(
     threshold: str | None = None,
     label: str | None = None,
 ) -> str:
-    """The line(s) :func:`~tokensel.book.checks.check` prints for one claim.
+    """The line(s) :func:`~tokensel_book.checks.check` prints for one claim.
 
     One line ``[ok] name: measured, required <condition>`` (``[deviation]`` for a tripwire that holds,
     ``[FAILED]`` for a claim that does not); a truth claim reads ``name: yes`` / ``no``; ``label``, the label of

@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
 
 #: the groups of ``__all__`` in ``lib/tokensel/__init__.py`` (its comments), as section titles
 GROUPS = (
@@ -102,9 +102,6 @@ FURTHER_MODULES = (
     "experiments.phase",
     "experiments.controls",
     "files",
-    "book.records",
-    "book.verification",
-    "book.status",
 )
 
 

@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ArgumentTypeError, InvalidArgumentError
-from ..files import write_json_atomic
-from ..validation import check_int
-from ..version import __version__
+from tokensel.errors import ArgumentTypeError, InvalidArgumentError
+from tokensel.files import write_json_atomic
+from tokensel.validation import check_int
+from tokensel.version import __version__
 
 FRESH_BASE = 1000
 STRIDE = 100
@@ -353,7 +353,7 @@ def run_sweep(
     """Run every (chapter, seed) not already finished in ``settings.out`` on Dask and return the outcomes
     of all of them (finished before or now). A task that crashes or times out is recorded as such.
     ``settings.retry`` reruns tasks recorded as crashed or timed out."""
-    from ..training.progress import bar
+    from tokensel.training.progress import bar
 
     root = Path(root or Path.cwd()).resolve()
     if not isinstance(chapters, list) or not chapters or not all(isinstance(c, str) for c in chapters):
@@ -442,7 +442,7 @@ def run_sweep(
     _append_provenance(
         out,
         dict(
-            command=command or "python -m tokensel replicate",
+            command=command or "python -m tokensel_book replicate",
             commit=commit,
             versions=_versions(),
             chapters=chapters,
@@ -463,7 +463,7 @@ def run_sweep(
 
 
 def _append_provenance(out: Path, sweep: dict) -> None:
-    from ..files import lock
+    from tokensel.files import lock
 
     path = out / "provenance.json"
     with lock(out, ".provenance.lock"):  # two sweeps into one folder (other chapters) finish without losing an entry
@@ -486,7 +486,7 @@ def load_replication(out: Path, root: Path | None = None) -> tuple[list[dict], l
     if not (out / "tasks").is_dir():
         raise InvalidArgumentError(
             f"{str(out)!r} holds no replication (no tasks/ folder): run "
-            f"`python -m tokensel replicate --out {shlex.quote(str(out))}` first"
+            f"`python -m tokensel_book replicate --out {shlex.quote(str(out))}` first"
         )
     digests: dict[str, str | None] = {}
     results, claims = [], []
@@ -721,11 +721,11 @@ def summary_text(out: Path) -> str:
 
 
 def main(argv=None, root: Path | None = None, default_chapters: list[str] | None = None) -> int:
-    """``python -m tokensel replicate``: run chapters at fresh seeds on Dask and summarise them. ``root``: the
+    """``python -m tokensel_book replicate``: run chapters at fresh seeds on Dask and summarise them. ``root``: the
     book's folder (default the working directory); ``default_chapters``: what runs without ``--chapters``."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m tokensel replicate", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tokensel_book replicate", description=main.__doc__)
     ap.add_argument(
         "--chapters",
         nargs="+",
@@ -775,7 +775,7 @@ def main(argv=None, root: Path | None = None, default_chapters: list[str] | None
             timeout=args.timeout,
             retry=args.retry,
         )
-        command = "python -m tokensel replicate " + " ".join(shlex.quote(a) for a in (argv or sys.argv[2:]))
+        command = "python -m tokensel_book replicate " + " ".join(shlex.quote(a) for a in (argv or sys.argv[2:]))
         run_sweep(chapters, seeds, settings, root=root, command=command.strip())
     print(summary_text(out))
     if args.compare:
@@ -801,7 +801,7 @@ def _num(x) -> str:
 
 def status_table(claims, out: Path, root: Path | None = None):
     """For the status page: every claim of this build (``claims``, the frame of
-    ``tokensel.book.status.report``) with how it fared at the fresh seeds of the replication in ``out``:
+    ``tokensel_book.status.report``) with how it fared at the fresh seeds of the replication in ``out``:
     ``held in k of N``, min / median / max of the measured value, and a verdict (``robust``: held in every
     seed; ``held in most``: in at least 90 %; ``seed-dependent``: in fewer; ``not replicated``)."""
     import pandas as pd

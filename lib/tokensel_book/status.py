@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError
+from tokensel.errors import ArgumentTypeError, InvalidArgumentError
+from tokensel_book.checks import ClaimFailedError
+
 from .records import MALFORMED, _stamp, _this_build, book_results_dir, book_root
 from .verification import problems
 
@@ -17,7 +19,7 @@ def report(expected: list[str], directory: Path | None = None):
     """Tables for the status page: ``(claims, chapters)`` as DataFrames, from the latest record of each
     chapter in ``expected``.
 
-    Raises :class:`~tokensel.errors.ClaimFailedError` when a chapter in ``expected`` has no complete record
+    Raises :class:`~tokensel_book.checks.ClaimFailedError` when a chapter in ``expected`` has no complete record
     from this build, lacks a claim its source makes, or any recorded claim failed (so a status page cannot
     vouch for a failed or missing claim)."""
     import pandas as pd
@@ -166,10 +168,10 @@ def claims_table(claims, deviations: bool | None = None, links: bool = False):
     """The status page's table of claims (from :func:`report`): one row per claim with its chapter, name,
     measured value, the relation it must satisfy, the expected value, the tolerance and its status:
     ``holds``, ``deviation`` (a tripwire that recorded a departure from the paper, see
-    :func:`~tokensel.book.checks.check`) or
+    :func:`~tokensel_book.checks.check`) or
     ``FAILED``; and when its threshold was set: ``before the first run`` (``preregistered=True`` in
-    :func:`~tokensel.book.checks.check`) or ``with a run in view``, followed by where it comes from when the
-    claim says so (``threshold=`` of :func:`~tokensel.book.checks.check`, the column ``source``: ``with a run
+    :func:`~tokensel_book.checks.check`) or ``with a run in view``, followed by where it comes from when the
+    claim says so (``threshold=`` of :func:`~tokensel_book.checks.check`, the column ``source``: ``with a run
     in view: the 30 % bound of Lemma 2.1 at eta0 = 30``). ``deviations=False`` keeps the claims of the
     paper's results,
     ``True`` the deviations. ``links=True`` writes each chapter as an HTML link to its page (``<chapter>.html``,

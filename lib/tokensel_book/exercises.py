@@ -11,9 +11,9 @@ An exercise that asks for a number has, right after it, a cell the student runs:
 the chapter's own objects where the exercise is about them (``given=dict(batch=batch, seed=seed)``): no
 reference value is typed into the book or stored in a notebook, so the student edition holds none. It prints
 ``right`` or ``not yet: <hint>`` per answer, never raises and records no claim (a self-check is the student's,
-not a claim of the book). With ``TOKENSEL_GRADES`` set (``python -m tokensel grade``), each verdict is also
+not a claim of the book). With ``TOKENSEL_GRADES`` set (``python -m tokensel_book grade``), each verdict is also
 appended to that file as one JSON line, which is how a class's notebooks are graded
-(:mod:`tokensel.book.assignments`).
+(:mod:`tokensel_book.assignments`).
 
 Each exercise with a self-check is declared once in :data:`EXERCISES` (:func:`exercise`): the answers' names,
 tolerances and hints, the chapter objects it needs, and the function that computes the references.
@@ -27,7 +27,7 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import config
+from tokensel import config
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,8 @@ def _self_check(label, given, answers) -> bool | None:
     ),
 )
 def _model_alpha(given, answers):
-    from ..analysis.statistics import alpha, posterior_gap
-    from ..data.batch import RaggedBatch
+    from tokensel.analysis.statistics import alpha, posterior_gap
+    from tokensel.data.batch import RaggedBatch
 
     good = 0  # two positive sequences with `good` once, two negative ones, one with `good` twice (T = 4)
     batch = RaggedBatch.from_sequences(
@@ -200,7 +200,7 @@ def _model_alpha(given, answers):
     given=("batch", "eta0", "seed", "slope", "intercept"),
 )
 def _one_step_quadruple(given, answers):
-    from ..experiments.theory import one_step_error
+    from tokensel.experiments.theory import one_step_error
 
     predicted = math.exp(given["intercept"]) * 16384 ** given["slope"]
     return {"predicted": predicted, "measured": one_step_error(given["batch"], given["eta0"], 16384, given["seed"])}
@@ -232,9 +232,9 @@ def _one_step_width(given, answers):
     given=("batch", "important", "d", "seed"),
 )
 def _div_small_eta(given, answers):
-    from ..analysis.statistics import value_lead
-    from ..models.attention import AttentionModel
-    from ..training.phases import one_step
+    from tokensel.analysis.statistics import value_lead
+    from tokensel.models.attention import AttentionModel
+    from tokensel.training.phases import one_step
 
     batch = given["batch"]
     m1 = one_step(AttentionModel.init(batch.vocab_size, d=given["d"], seed=given["seed"]), batch, eta0=1.0)
@@ -279,10 +279,10 @@ def _sel_gap(given, answers):
 def _div_rate(given, answers):
     import torch
 
-    from ..analysis.maxmargin import max_margin_for_selection
-    from ..data.synthetic import assumption1_pairs
-    from ..models.attention import AttentionModel
-    from ..training.phases import one_step
+    from tokensel.analysis.maxmargin import max_margin_for_selection
+    from tokensel.data.synthetic import assumption1_pairs
+    from tokensel.models.attention import AttentionModel
+    from tokensel.training.phases import one_step
 
     seed = given["seed"]
     more = assumption1_pairs(n_pairs=100, n_important=3, n_irrelevant=120, length=8, seed=seed)
@@ -309,7 +309,7 @@ def _mm_by_hand(given, answers):
     import numpy as np
     import torch
 
-    from ..analysis.maxmargin import max_margin
+    from tokensel.analysis.maxmargin import max_margin
 
     keys = torch.eye(2, 4, dtype=torch.float64)  # e_k and e_j, orthonormal in four dimensions
     svm = max_margin(keys, np.array([[0, 1]]))  # token 0 (e_k) selected against token 1 (e_j)
@@ -358,8 +358,8 @@ def _mm_naive(given, answers):
     ),
 )
 def _real_gap(given, answers):
-    from ..analysis.statistics import posterior_gap
-    from ..data.batch import RaggedBatch
+    from tokensel.analysis.statistics import posterior_gap
+    from tokensel.data.batch import RaggedBatch
 
     word, once = 0, 1  # 30 positive and 30 negative reviews; `word` in 30 of the positive, 10 of the negative
     reviews = [[word, 2]] * 30 + [[word, 3]] * 10 + [[3, 4]] * 19 + [[once, 4]]
@@ -404,7 +404,7 @@ def _real_ends(given, answers):
 def _beyond_one_word(given, answers):
     import torch
 
-    from ..data.batch import RaggedBatch
+    from tokensel.data.batch import RaggedBatch
 
     model, word = given["model"], given["vocab"].id("great")
     review = RaggedBatch.from_sequences([[word]], [1], vocab_size=int(model.E.shape[0]))

@@ -38,7 +38,7 @@ def _check_config(app, config):
 
     if config.mathjax_path != LOCAL_PATH:
         raise ConfigError(
-            f"tokensel.book.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
+            f"tokensel_book.sphinx_mathjax expects mathjax_path = {LOCAL_PATH!r} in _config.yml "
             f"(got {config.mathjax_path!r})"
         )
 

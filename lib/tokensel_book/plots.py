@@ -4,7 +4,7 @@
 :func:`mosaic` and the figure types built on them) records where each panel lies in the PNG it is saved as:
 a text chunk ``tokensel-panels`` with one box ``[left, top, right, bottom]`` per panel, in fractions of the
 image, the boxes cut halfway between neighbouring panels (labels and ticks included). The book's HTML
-(``tokensel.book.sphinx_figures``) cuts the image into its panels and, on a screen of 640 px or less,
+(``tokensel_book.sphinx_figures``) cuts the image into its panels and, on a screen of 640 px or less,
 shows them one under the other above the caption instead of the whole figure.
 """
 
@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
 
 #: colours safe for the common colour-vision deficiencies (Okabe and Ito's palette)
 PALETTE = {"positive": "#0072B2", "negative": "#D55E00", "irrelevant": "#999999", "p": "#009E73", "v": "#CC79A7"}
@@ -230,8 +230,8 @@ def binned_band(ax, table, label: str | None = None, color=None, spread: str = "
     :func:`tokensel.analysis.shapes.binned`. Empty bins are left out.
 
     Introduced in chapter 05."""
-    from ..analysis.shapes import standard_errors
-    from ..validation import check_choice
+    from tokensel.analysis.shapes import standard_errors
+    from tokensel.validation import check_choice
 
     check_choice(spread, "spread", ("std", "se", "quantiles"))
     t = table[table["count"] > 0]
@@ -310,7 +310,7 @@ def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, 
     labels of a narrow panel never run into each other.
 
     Introduced in chapter 02."""
-    from ..validation import check_int
+    from tokensel.validation import check_int
 
     check_int(n, "n", min=1)
     check_int(ncols, "ncols", min=1)

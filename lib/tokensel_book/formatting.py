@@ -5,8 +5,8 @@ code of every cell is put into a throw-away notebook, ``ruff check --fix`` and `
 notebook cells (so a trailing ``;`` that hides a cell's value is kept, and imports may open any cell), and
 each cell's code is written back in its place. The rules are those of the project's ``pyproject.toml``
 (the library's, the tests' and the scripts'), found above the pages; only the formatter's line length is
-the book's text column, 88 characters. ``python -m tokensel format`` fixes and formats the chapters,
-``python -m tokensel format --check`` (``make lint`` and a test) fails on a chapter that is not formatted
+the book's text column, 88 characters. ``python -m tokensel_book format`` fixes and formats the chapters,
+``python -m tokensel_book format --check`` (``make lint`` and a test) fails on a chapter that is not formatted
 or has a lint finding that ruff cannot fix.
 """
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import InvalidArgumentError
+from tokensel.errors import InvalidArgumentError
 
 #: the formatter's line length: what a code cell shows without scrolling in the book's text column
 LINE_LENGTH = 88

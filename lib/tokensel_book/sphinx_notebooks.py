@@ -4,7 +4,7 @@ sphinx-book-theme lists an ``.ipynb`` download only when a page's context has ``
 it sets itself only when launch buttons (Binder, JupyterHub, ...) are configured. This extension sets
 it for every page that myst-nb executed: the executed notebook (``_build/jupyter_execute/<page>.ipynb``,
 with its outputs) is written next to the page's source under ``_sources/`` before the theme builds its
-buttons, made to stand alone (:func:`tokensel.book.notebooks.standalone_notebook`): classic Jupyter, Colab
+buttons, made to stand alone (:func:`tokensel_book.notebooks.standalone_notebook`): classic Jupyter, Colab
 and VS Code show its lemmas, proofs and exercises as plain Markdown with the book's numbers, and its first
 cell says how to install ``tokensel`` (from ``tokensel_repository`` in the Sphinx configuration when set).
 
@@ -82,7 +82,7 @@ def _numbers(app) -> dict:
 
 def book_labels(app) -> dict[str, str]:
     """Every label of the executed pages and every entry of the bibliography, as the book numbers and cites
-    them (:func:`~tokensel.book.notebooks.collect_labels`), read once per build."""
+    them (:func:`~tokensel_book.notebooks.collect_labels`), read once per build."""
     cached = getattr(app, "_tokensel_labels", None)
     if cached is not None:
         return cached

@@ -4,8 +4,8 @@
 types, its digest, a verdict its own numbers contradict: tamper-evident against accidental and hand edits,
 not against an author who recomputes the unkeyed digest, see ``_digest``); :func:`mark_build_start`,
 :func:`carry_over` and :func:`this_build` tell this build's records from older ones (the execution cache
-carries a reused chapter's records over). Written by :mod:`tokensel.book.checks`, verified by
-:mod:`tokensel.book.verification`.
+carries a reused chapter's records over). Written by :mod:`tokensel_book.checks`, verified by
+:mod:`tokensel_book.verification`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from .. import config
-from ..errors import ArgumentTypeError, InvalidArgumentError, StorageError
-from ..files import check_regular_file, describe_os_error, lock, write_json_atomic
+from tokensel import config
+from tokensel.errors import ArgumentTypeError, InvalidArgumentError, StorageError
+from tokensel.files import check_regular_file, describe_os_error, lock, write_json_atomic
 
 RESULTS_ENV = "TOKENSEL_RESULTS_DIR"
 
@@ -60,7 +60,7 @@ def results_dir() -> Path:
 
 
 def book_results_dir() -> Path:
-    """Where the book's build records claims and :func:`~tokensel.book.verification.verify` reads them by default
+    """Where the book's build records claims and :func:`~tokensel_book.verification.verify` reads them by default
     (:func:`tokensel.config.book_results_dir`)."""
     return config.book_results_dir(book_root())
 
@@ -96,7 +96,7 @@ def _digest(rec: dict) -> str:
 
 
 def _sealed(rec: dict) -> dict:
-    """``rec`` with the digest of its canonical content (what :func:`~tokensel.book.verification.verify` recomputes)."""
+    """``rec`` with the digest of its canonical content (what :func:`~tokensel_book.verification.verify` recomputes)."""
     out = {k: v for k, v in rec.items() if k != "digest"}
     out["digest"] = _digest(out)
     return out
@@ -367,7 +367,7 @@ CARRIED = "CARRIED_OVER"
 
 
 def carry_over(records: list, directory: Path | None = None) -> list[str]:
-    """Count records of an earlier build in this one: the execution cache (``tokensel.book.sphinx_execution``)
+    """Count records of an earlier build in this one: the execution cache (``tokensel_book.sphinx_execution``)
     reuses a chapter's cached outputs without executing it, and hands over the records that execution wrote.
 
     Each record file is copied into ``directory`` unchanged and listed, with its SHA-256, in ``CARRIED_OVER``

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InvalidArgumentError, StorageError
-from ..files import check_regular_file
+from tokensel.errors import InvalidArgumentError, StorageError
+from tokensel.files import check_regular_file
+
 from .records import book_root
 
 TOC = "_toc.yml"

@@ -1,13 +1,13 @@
 """Assignments for a class: the chapters as student notebooks, and a grader that runs the students' notebooks.
 
-:func:`write_assignments` (``make assignments``, ``python -m tokensel assignments``) writes one notebook per
+:func:`write_assignments` (``make assignments``, ``python -m tokensel_book assignments``) writes one notebook per
 chapter, ``<out>/<chapter>.ipynb``, from the chapters' sources: every solution taken out
-(:func:`~tokensel.book.notebooks.split_solutions`), MyST turned into plain Markdown so that it opens anywhere
-(:func:`~tokensel.book.notebooks.standalone_notebook`), no outputs. Each exercise's self-check cell (a call of
-:func:`tokensel.book.exercises.self_check`) is tagged ``self-check`` and carries in its metadata
+(:func:`~tokensel_book.notebooks.split_solutions`), MyST turned into plain Markdown so that it opens anywhere
+(:func:`~tokensel_book.notebooks.standalone_notebook`), no outputs. Each exercise's self-check cell (a call of
+:func:`tokensel_book.exercises.self_check`) is tagged ``self-check`` and carries in its metadata
 (``tokensel``) the exercise's label, the names of its answers and the chapter objects it is given.
 
-:func:`grade` (``python -m tokensel grade``) grades a class: for each submitted notebook it executes the
+:func:`grade` (``python -m tokensel_book grade``) grades a class: for each submitted notebook it executes the
 student's notebook from the top in a fresh kernel, then, in that kernel, the self-check of every exercise of
 the assignment *as the teacher's copy writes it*, reading the student's answer variables; each verdict
 (``right``, ``not yet``, ``missing``) is read from the checks themselves (``TOKENSEL_GRADES``), not from the
@@ -25,8 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..errors import DataUnavailableError, InvalidArgumentError
-from ..files import check_regular_file
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel.files import check_regular_file
 
 #: the cell tag of an exercise's self-check
 TAG = "self-check"
@@ -124,7 +124,7 @@ One notebook per chapter, without solutions. Each exercise that asks for a numbe
 
 To grade a class, collect the notebooks as `SUBMISSIONS/<student>/<chapter>.ipynb` and run
 
-    python -m tokensel grade ASSIGNMENTS SUBMISSIONS --out grades.csv
+    python -m tokensel_book grade ASSIGNMENTS SUBMISSIONS --out grades.csv
 
 Each submission is executed from the top in a fresh kernel (it needs `tokensel` installed), then every
 self-check of the assignment is run as this folder's copy writes it, on the student's answer variables.
@@ -136,7 +136,7 @@ def _grading_cell(check: dict) -> dict:
     answers = ", ".join(f"{n}=globals().get({n!r})" for n in check["answers"])
     given = check["given"] or "None"
     source = (
-        "import tokensel.book.exercises as _tokensel_exercises\n"
+        "import tokensel_book.exercises as _tokensel_exercises\n"
         f"try:\n    _tokensel_given = {given}\nexcept NameError:\n    _tokensel_given = None\n"
         f"_tokensel_exercises.self_check({check['exercise']!r}, given=_tokensel_given"
         + (f", {answers}" if answers else "")

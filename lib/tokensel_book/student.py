@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import DataUnavailableError, InvalidArgumentError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
+
 from .notebooks import repair_streams, restore_glue, split_solutions
 
 #: files of the book's root that every build reads, besides the pages
@@ -38,9 +39,9 @@ TITLE_SUFFIX = " (student edition: exercises without solutions)"
 
 def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
     """A copy of ``notebook`` (nbformat 4 as a dict) fit for the student edition, and the solutions taken out:
-    every solution removed (:func:`~tokensel.book.notebooks.split_solutions`: ``{solution}`` blocks, gated
+    every solution removed (:func:`~tokensel_book.notebooks.split_solutions`: ``{solution}`` blocks, gated
     ones with their code cells and outputs) and every cell's streams stored once
-    (:func:`~tokensel.book.notebooks.repair_streams`)."""
+    (:func:`~tokensel_book.notebooks.repair_streams`)."""
     out, solutions = split_solutions(notebook)
     cells = [
         dict(c, outputs=repair_streams(c.get("outputs") or [])) if c.get("cell_type") == "code" else c
@@ -174,7 +175,7 @@ def prepare_student_sources(root, built, out) -> Path:
     out.mkdir(parents=True)
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     (out / "_config.yml").write_text(
-        "# written by tokensel.book.student from the book's _config.yml\n"
+        "# written by tokensel_book.student from the book's _config.yml\n"
         + yaml.safe_dump(student_config(config), sort_keys=False),
         encoding="utf-8",
     )
@@ -242,7 +243,7 @@ def leak_evidence(
     notebooks: list[dict], records: Sequence[dict] = (), elsewhere: Sequence[str] = ()
 ) -> dict[str, list[str]]:
     """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
-    ``records`` (:func:`~tokensel.book.records.load_results`): ``phrases``, every run of five or more words of a
+    ``records`` (:func:`~tokensel_book.records.load_results`): ``phrases``, every run of five or more words of a
     solution's text (between formulas and punctuation), and ``values``, every number of three or more
     significant digits that a solution's cells print or its claims record (measured and expected value, as
     the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers

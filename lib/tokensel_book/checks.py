@@ -11,22 +11,21 @@ exploratory reruns never touch the book's records (:func:`tokensel.config.result
 
 Every call of :func:`check` is on record before anything can raise: a claim that does not hold, and a
 claim that is malformed (no name, unknown kind, a bad tolerance or expected value, values that cannot be
-converted) are recorded as failed, with the reason, and then raise (:class:`~tokensel.errors.ClaimFailedError`,
+converted) are recorded as failed, with the reason, and then raise (:class:`ClaimFailedError`,
 or :class:`~tokensel.errors.InvalidArgumentError` for a malformed one). A claim checked before
-:func:`start_chapter` is recorded too, in a record of its own that :func:`~tokensel.book.verification.verify` refuses.
+:func:`start_chapter` is recorded too, in a record of its own that :func:`~tokensel_book.verification.verify` refuses.
 
-:func:`~tokensel.book.verification.verify` (run by ``make book`` after the build, ``python -m tokensel verify``) fails
-on any recorded
-failure, on any chapter that started but did not finish, on any record that is not valid (strict types,
-its digest, a verdict its own numbers contradict) and on any claim the chapter's source makes but its
-record lacks: every finished run of a chapter must have recorded every ``check(...)`` call site of its page's
+:func:`~tokensel_book.verification.verify` (run by ``make book`` after the build)
+fails on any recorded failure, on any chapter that started but did not finish, on any record that is not
+valid (strict types, its digest, a verdict its own numbers contradict) and on any claim the chapter's source makes but
+its record lacks: every finished run of a chapter must have recorded every ``check(...)`` call site of its page's
 code cells (found in the ``.md`` source of each page of ``_toc.yml`` by
-:func:`~tokensel.book.verification.expected_claims`, which skips no page), so a cell that failed before its check,
+:func:`~tokensel_book.verification.expected_claims`, which skips no page), so a cell that failed before its check,
 or a ``check`` replaced by the chapter, fails the build; so do a claim made elsewhere than at a call site of its
 page (an alias or wrapper of ``check``, another module), a claiming cell that stopped with an error
 (:func:`start_chapter` notes it in IPython), and a claim written in a form whose every execution the build
-cannot count (:func:`~tokensel.book.verification.claim_form_problems`; the limit of what is counted is in
-:mod:`tokensel.book.verification`). Each recorded claim carries its call site (``site``:
+cannot count (:func:`~tokensel_book.verification.claim_form_problems`; the limit of what is counted is in
+:mod:`tokensel_book.verification`). Each recorded claim carries its call site (``site``:
 a digest of the code cell it is in, as the kernel compiles it, and the call's place among the cell's
 ``check`` calls), the same whether the chapter ran from its ``.md``, from an ``.ipynb`` or under papermill,
 and whatever the order of its cells.
@@ -52,15 +51,15 @@ import uuid
 
 import numpy as np
 
-from .. import config
-from ..errors import (
+from tokensel import config
+from tokensel.errors import (
     ArgumentTypeError,
-    ClaimFailedError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     TokenselError,
 )
-from ..files import write_json_atomic
+from tokensel.files import write_json_atomic
+
 from . import replication, wording
 from .records import (
     KINDS,
@@ -78,6 +77,11 @@ from .records import (
     book_root,
     results_dir,
 )
+
+
+class ClaimFailedError(TokenselError, AssertionError):
+    """A numerical claim checked with :func:`check` does not hold."""
+
 
 _state: dict = {"chapter": None, "checks": []}
 
@@ -126,7 +130,7 @@ def start_chapter(chapter: str) -> None:
     a process records one run at a time) or in a process of this host that has ended (a kernel that
     crashed). A record holding a failed claim and a record that is not valid are kept (until the next
     build clears the folder), so running a setup cell twice never erases a failure.
-    :func:`~tokensel.book.verification.verify` requires every finished run of a chapter to hold every claim
+    :func:`~tokensel_book.verification.verify` requires every finished run of a chapter to hold every claim
     of the chapter's source.
 
     Introduced in chapter 01.
@@ -159,7 +163,7 @@ def start_chapter(chapter: str) -> None:
 def _watch_cells() -> None:
     """In IPython (a kernel executing the chapter), have every cell that makes claims and stops with an error
     noted in the run's record (``interrupted``): the claims after the error were never made, and
-    :func:`~tokensel.book.verification.verify` refuses the run, also where execution went on (a cell tagged
+    :func:`~tokensel_book.verification.verify` refuses the run, also where execution went on (a cell tagged
     ``raises-exception``, cells run by hand). Registered once per shell; outside IPython, nothing."""
     try:
         from IPython import get_ipython
@@ -196,7 +200,7 @@ def _after_cell(result) -> None:
 def end_chapter() -> float:
     """Finish the chapter's record and return its execution time in seconds.
 
-    Raises :class:`~tokensel.errors.ClaimFailedError` if any claim of this run failed (even one whose
+    Raises :class:`ClaimFailedError` if any claim of this run failed (even one whose
     exception was caught).
 
     Introduced in chapter 01."""
@@ -454,8 +458,8 @@ def _fmt(x) -> str:
 
 
 def _line(rec: dict) -> str:
-    """What a check prints: the claim in words (:func:`tokensel.book.wording.claim_line`) and, when the book's
-    recorded replication covers it, in how many fresh seeds it held (:func:`tokensel.book.replication.note`)."""
+    """What a check prints: the claim in words (:func:`tokensel_book.wording.claim_line`) and, when the book's
+    recorded replication covers it, in how many fresh seeds it held (:func:`tokensel_book.replication.note`)."""
     kind = rec["kind"]
     if kind == MALFORMED:
         return f"[FAILED] {rec['name']}: {_fmt(rec['measured'])} (malformed claim)" + (
@@ -546,7 +550,7 @@ def check(
     ``statement`` is the label of the statement the claim tests (a lemma, a definition, an equation:
     ``statement="lem-one-step"``): recorded with the claim, its line ends with ``(tests lem-one-step)``, which
     the book's HTML shows as a link to the statement by its number, and a failed claim prints the statement's
-    kind and title (``tokensel.book.wording.statement_title``) and where its threshold came from.
+    kind and title (``tokensel_book.wording.statement_title``) and where its threshold came from.
 
     The comparison is said by one keyword: ``check(name, m, at_least=e)`` (``m >= e``),
     ``check(name, m, at_most=e)`` (``m <= e``), ``check(name, m, close_to=e, tol=t)`` (``|m - e| <= t``) or
@@ -568,7 +572,7 @@ def check(
     characters on one line, recorded with the claim and shown on the status page. A failed claim prints it
     as ``where the threshold comes from: ...``; without it, that line gives the generic sentence for a
     preregistered threshold or for one set with a run in view
-    (``tokensel.book.wording.THRESHOLD_ORIGIN``).
+    (``tokensel_book.wording.THRESHOLD_ORIGIN``).
 
     Every call is recorded before anything can raise. A claim whose definition is malformed (no name,
     unknown kind, missing, NaN or negative tolerance, missing or NaN expected value, an expected value given
@@ -576,8 +580,8 @@ def check(
     :class:`~tokensel.errors.InvalidArgumentError` (:class:`~tokensel.errors.ArgumentTypeError` for a value of
     the wrong type); one whose measurement is
     NaN, inf, non-numeric, unreadable or (for ``kind="true"``) not a boolean is recorded as failed and raises
-    :class:`~tokensel.errors.ClaimFailedError`. A claim checked before :func:`start_chapter` is recorded in a
-    record of its own, which :func:`~tokensel.book.verification.verify` refuses.
+    :class:`ClaimFailedError`. A claim checked before :func:`start_chapter` is recorded in a
+    record of its own, which :func:`~tokensel_book.verification.verify` refuses.
 
     Introduced in chapter 01.
     """
@@ -624,7 +628,7 @@ def check(
 
 def _show_failure(message: str) -> None:
     """``TOKENSEL_CLAIMS=report``: make a failed claim impossible to miss and let the notebook run on
-    (the record says it failed; ``end_chapter`` and ``python -m tokensel verify`` raise)."""
+    (the record says it failed; ``end_chapter`` and ``python -m tokensel_book verify`` raise)."""
     import html
     import warnings
 

@@ -3,7 +3,7 @@
 With ``execute_notebooks: cache`` myst-nb reuses a page's outputs from jupyter-cache when the page's code
 cells are unchanged. jupyter-cache keys on those cells only, so on its own it would reuse outputs computed
 by an older library, other data or other software. This extension adds the rest of the key, and keeps the
-claim records (:mod:`tokensel.book.checks`) in step with the outputs they vouch for:
+claim records (:mod:`tokensel_book.checks`) in step with the outputs they vouch for:
 
 * **The key** (:func:`execution_key`): the content of every file of the installed ``tokensel`` package,
   the content of the files named by ``tokensel_execution_inputs`` (files the pages read, e.g. recorded
@@ -15,7 +15,7 @@ claim records (:mod:`tokensel.book.checks`) in step with the outputs they vouch 
 * **Claim records.** A page that executes writes its records into the build's results folder; after it
   is read they are archived beside the cache entry of the executed notebook (by its jupyter-cache hash).
   Before pages are read, every notebook page whose current code matches a cache entry gets that entry's
-  records carried over into the build (:func:`tokensel.book.records.carry_over`), so ``verify`` and the
+  records carried over into the build (:func:`tokensel_book.records.carry_over`), so ``verify`` and the
   status page count the records of exactly the execution whose outputs the page shows. A page whose code
   matches no entry, or an entry without archived records, is read and executed, whether Sphinx thinks it
   changed or not; so is a page without its executed notebook in ``jupyter_execute/`` (which the student
@@ -42,10 +42,11 @@ from pathlib import Path
 from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
-from .. import config
-from ..data.manifest import sha256_file
-from ..errors import InvalidArgumentError
-from ..files import write_json_atomic
+from tokensel import config
+from tokensel.data.manifest import sha256_file
+from tokensel.errors import InvalidArgumentError
+from tokensel.files import write_json_atomic
+
 from .records import carry_over
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,10 @@ def execution_key(root: Path, inputs=()) -> dict:
         )
     env = {k: v for k, v in os.environ.items() if (k.startswith("TOKENSEL_") and k not in WHERE_ONLY) or k in SETTINGS}
     parts = {
-        "library": tree_digests(Path(tokensel.__file__).parent),
+        "library": {
+            "tokensel": tree_digests(Path(tokensel.__file__).parent),
+            "tokensel_book": tree_digests(Path(__file__).parent),
+        },
         "inputs": {p: tree_digests(root / p) for p in sorted(inputs)},
         "data": data_identity(),
         "settings": dict(sorted(env.items())),
@@ -271,7 +275,7 @@ def before_read(app, env, docnames: list) -> None:
     if env.mystnb_config.execution_mode != "cache":
         return
     if app.parallel > 1:
-        raise ExtensionError("tokensel.book.sphinx_execution reads pages one at a time: build without -j")
+        raise ExtensionError("tokensel_book.sphinx_execution reads pages one at a time: build without -j")
     root = Path(app.srcdir)
     cache_path = Path(env.mystnb_config.execution_cache_path)
     try:

@@ -1,6 +1,6 @@
 """Verification of a build's claims: what each chapter must record (every ``check(...)`` call site of its
 source, :func:`expected_claims`) against what it recorded (:func:`problems`, :func:`verify`); the command
-``python -m tokensel verify``.
+``python -m tokensel_book verify``.
 
 What the build knows, and its limit. The build counts call sites, not claims: a ``check(...)`` in a loop
 makes one claim per iteration, and how many iterations there are is the chapter's data, which no source
@@ -29,7 +29,9 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import ArgumentTypeError, ClaimFailedError, InvalidArgumentError, TokenselError
+from tokensel.errors import ArgumentTypeError, InvalidArgumentError, TokenselError
+from tokensel_book.checks import ClaimFailedError
+
 from .checks import _calls, _cell_sites
 from .records import _this_build, book_results_dir, book_root
 from .toc import TOC, page_sources
@@ -218,7 +220,7 @@ def expected_claims(root: Path | None = None, chapters: list[str] | None = None)
 
     No page is skipped: a ``_toc.yml`` that is missing or cannot be read, and a page it lists whose source is
     missing, is a notebook, or cannot be read, raise a :class:`~tokensel.errors.TokenselError` naming
-    ``_toc.yml``, the page and the fix (``tokensel.book.toc.page_sources``)."""
+    ``_toc.yml``, the page and the fix (``tokensel_book.toc.page_sources``)."""
     root = Path(root or book_root())
     out, issues, unreadable = {}, [], []
     owner: dict[str, str] = {}
@@ -277,7 +279,7 @@ def _expectations(expected) -> tuple[dict[str, dict[str, str] | None], list[str]
 
 def problems(expected, directory: Path | None = None) -> list[str]:
     """What stops the results from vouching for the book: records that are not valid (see
-    :func:`~tokensel.book.records.record_problems`), problems of the chapters' sources (see :func:`expected_claims`),
+    :func:`~tokensel_book.records.record_problems`), problems of the chapters' sources (see :func:`expected_claims`),
     chapters of
     ``expected`` without a record from this build, claims checked before ``start_chapter``, records that
     started but did not finish, every failed claim (by name), and every claim of a chapter's source that a
@@ -285,7 +287,7 @@ def problems(expected, directory: Path | None = None) -> list[str]:
     run is checked on its own, so a complete run cannot cover for an incomplete one. Where a chapter's call
     sites are known, a run must also hold no claim made elsewhere (site None or not one of them: an alias or
     wrapper of ``check``, another module) and no cell that makes claims may have stopped with an error
-    (``interrupted``, see :func:`~tokensel.book.checks.start_chapter`).
+    (``interrupted``, see :func:`~tokensel_book.checks.start_chapter`).
 
     ``expected``: chapter names (call sites from the book's pages), ``{chapter: {site: where}}`` (``{}``: a
     chapter whose page makes no claim; None instead of the sites: records only, claims from anywhere), or None
@@ -346,7 +348,7 @@ def verify(directory: Path | None = None, expected=None) -> tuple[int, int]:
     """Check the results of a build: return ``(claims that hold, chapters)``.
 
     ``expected`` as in :func:`problems` (default: every chapter of the book, with the call sites of its
-    source). Raises :class:`~tokensel.errors.ClaimFailedError` listing every problem of :func:`problems`;
+    source). Raises :class:`~tokensel_book.checks.ClaimFailedError` listing every problem of :func:`problems`;
     outside a book (no ``_toc.yml``), or when ``_toc.yml`` or a page it lists cannot be read, the
     :class:`~tokensel.errors.TokenselError` of :func:`expected_claims`; a results folder with anything but a
     folder in its place, :class:`~tokensel.errors.StorageError`."""
@@ -359,7 +361,7 @@ def verify(directory: Path | None = None, expected=None) -> tuple[int, int]:
 
 
 def main(argv=None) -> int:
-    """``python -m tokensel verify [DIR] [--chapters A,B]``: exit 1 with every problem named, else print a
+    """``python -m tokensel_book verify [DIR] [--chapters A,B]``: exit 1 with every problem named, else print a
     summary. ``--chapters`` expects those chapters only (each with the claims of its source), not the whole
     book."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -367,12 +369,12 @@ def main(argv=None) -> int:
     if "--chapters" in argv:
         i = argv.index("--chapters")
         if i + 1 >= len(argv):
-            print("usage: python -m tokensel verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
+            print("usage: python -m tokensel_book verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
             return 2
         chapters = [c for c in argv[i + 1].split(",") if c]
         del argv[i : i + 2]
     if not argv or argv[0] != "verify" or len(argv) > 2:
-        print("usage: python -m tokensel verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
+        print("usage: python -m tokensel_book verify [RESULTS_DIR] [--chapters A,B]", file=sys.stderr)
         return 2
     d = Path(argv[1]) if len(argv) == 2 else book_results_dir()
     try:

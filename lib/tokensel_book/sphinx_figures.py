@@ -1,6 +1,6 @@
 """Sphinx extension: a figure of several panels is shown panel by panel on a phone.
 
-A PNG made by :mod:`tokensel.book.plots` records the box of each of its panels (``tokensel-panels``). For every
+A PNG made by :mod:`tokensel_book.plots` records the box of each of its panels (``tokensel-panels``). For every
 such image in a figure, this extension cuts the PNG into its panels (the same resolution, recorded in each
 file) and puts them after the whole image: the whole image is marked ``tokensel-panels-whole``, the panels sit
 in a block ``tokensel-panels-stacked``, and ``_static/tokensel.css`` shows the whole figure on a wide screen

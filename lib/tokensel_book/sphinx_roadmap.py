@@ -76,7 +76,7 @@ def _summary(root: Path, page: str) -> str:
 def contents_markdown(root: Path) -> str:
     """The README's list of contents: ``N. **title**: summary`` for every numbered chapter of ``_toc.yml``
     (numbered as the book's sidebar numbers them) and ``- **title**: summary`` for the other pages, in order
-    (``python -m tokensel contents`` prints it; a test keeps the README equal to it)."""
+    (``python -m tokensel_book contents`` prints it; a test keeps the README equal to it)."""
     from .toc import toc_files, toc_numbers
 
     numbers = toc_numbers(root)

@@ -9,7 +9,7 @@ included) are left out of print. :func:`print_book` serves the HTML folder on lo
 headless Chromium, waits for MathJax, opens every dropdown, and prints each part by itself (so the page on
 which each starts is known), then the contents with those numbers; :func:`assemble` joins the parts with
 pypdf, stamps the page numbers and adds the bookmarks. ``make pdf`` prints the book, ``make pdf-student`` the
-student edition; ``python -m tokensel pdf [HTML_DIR] [OUT]`` either.
+student edition; ``python -m tokensel_book pdf [HTML_DIR] [OUT]`` either.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import DataUnavailableError, InvalidArgumentError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 PRINT_PAGE = "book/print.html"
 CHROMIUM_FLAGS = (

@@ -1,0 +1,218 @@
+"""Command line of the book's machinery: ``python -m tokensel_book <command>`` (run from the project folder).
+
+* ``verify [RESULTS_DIR] [--chapters A,B]``: check a built book's claim records; exits 1 naming every failed
+  claim and unfinished chapter.
+* ``contents``: the book's contents, one line per page of ``_toc.yml`` with its title and summary.
+* ``pdf [HTML_DIR] [OUT]``: print the built book to one PDF with headless Chromium.
+* ``student [BUILD_DIR] [OUT]``: write the student edition's sources, without solutions.
+* ``format [--check] [PAGE ...]``: fix and format the chapters' code cells with ruff.
+* ``replicate ...``: execute chapters at fresh seeds on Dask (``replicate --help``).
+* ``assignments [OUT]``: the chapters as student notebooks with self-checks and no solutions.
+* ``grade ASSIGNMENTS SUBMISSIONS [--out CSV]``: grade ``SUBMISSIONS/<student>/<chapter>.ipynb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tokensel.errors import InvalidArgumentError as UsageError
+from tokensel.files import command_failed as _failed
+from tokensel.files import existing as _existing
+from tokensel.files import path_kind as _kind
+from tokensel.files import writable as _output
+
+
+def _book() -> Path:
+    """The book's root at or above the working directory: refuses to act outside a book."""
+    from .records import book_root
+
+    root = book_root()
+    if _kind(root / "_config.yml") != "file" or _kind(root / "_toc.yml") != "file":
+        raise UsageError(
+            f"{str(Path.cwd())!r} is not inside a book (no _config.yml and _toc.yml here or above): "
+            "run this from the project folder"
+        )
+    return root
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["replicate"]:
+        return _replicate(argv[1:])
+    ap = argparse.ArgumentParser(
+        prog="python -m tokensel_book", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="check the claim records of a built book")
+    v.add_argument("results_dir", nargs="?", help="the folder of claim records (default: the book's, _build/checks)")
+    v.add_argument("--chapters", metavar="A,B", help="expect these chapters only (each with the claims of its source)")
+    sub.add_parser("contents", help="print the book's contents (from _toc.yml and each page's summary)")
+    pp = sub.add_parser("pdf", help="print the built book to one PDF with headless Chromium")
+    pp.add_argument("html_dir", nargs="?", default="_build/html")
+    pp.add_argument("out", nargs="?", default="_build/pdf/tokensel.pdf")
+    st = sub.add_parser("student", help="write the student edition's sources from a built book")
+    st.add_argument("build_dir", nargs="?", default="_build")
+    st.add_argument("out", nargs="?", default="_build/student")
+    asg = sub.add_parser("assignments", help="write the chapters as student notebooks with self-checks (no solutions)")
+    asg.add_argument("out", nargs="?", default="_build/assignments")
+    gr = sub.add_parser("grade", help="grade a class's notebooks: SUBMISSIONS/<student>/<chapter>.ipynb")
+    gr.add_argument("assignments")
+    gr.add_argument("submissions")
+    gr.add_argument("--out", default="grades.csv", help="the CSV file of verdicts (default grades.csv)")
+    gr.add_argument("--timeout", type=int, default=1800, help="seconds a cell may run (default 1800)")
+    fm = sub.add_parser(
+        "format", help="fix and format the code cells of the chapters with ruff (the project's configuration)"
+    )
+    fm.add_argument("--check", action="store_true", help="change nothing; exit 1 naming unformatted pages")
+    fm.add_argument("pages", nargs="*")
+    sub.add_parser("replicate", help="execute chapters at fresh seeds on Dask (see `replicate --help`)")
+    args = ap.parse_args(argv)
+
+    try:
+        if args.command == "verify":
+            from .records import book_results_dir
+            from .verification import main as verify_main
+
+            _book()  # the claims each chapter must record are read from the book's pages
+            if args.results_dir is not None:
+                results = _existing(args.results_dir, "folder", "the results folder")
+            elif _kind(book_results_dir()) is None:
+                raise UsageError(f"the book has no claim records ({str(book_results_dir())!r}): build it first")
+            else:
+                results = _existing(str(book_results_dir()), "folder", "the book's results folder")
+            chapters = ["--chapters", args.chapters] if args.chapters is not None else []
+            return verify_main(["verify", str(results), *chapters])
+        if args.command == "contents":
+            from .sphinx_roadmap import contents_markdown
+
+            print(contents_markdown(_book()))
+            return 0
+        if args.command == "pdf":
+            from .pdf import print_book
+            from .toc import toc_files
+
+            root = _book()
+            html = _existing(args.html_dir, "folder", "the built book")
+            _existing(str(html / "index.html"), "file", "the built book's front page")
+            out = print_book(html, _output(args.out, "file", "the PDF"), toc_files(root))
+            print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
+            return 0
+        if args.command == "student":
+            from .student import prepare_student_sources
+
+            root = _book()
+            built = _existing(args.build_dir, "folder", "the build folder")
+            out = _output(args.out, "folder", "the student edition's folder")
+            if _kind(out) == "folder" and any(out.iterdir()) and _kind(out / "_toc.yml") != "file":
+                raise UsageError(
+                    f"the student edition's folder {args.out!r} holds files that are not a student "
+                    "edition (it is emptied first): give a new or empty folder"
+                )
+            print(f"wrote the student edition's sources to {prepare_student_sources(root, built, out)}")
+            return 0
+        if args.command == "assignments":
+            from .assignments import write_assignments
+
+            written = write_assignments(_book(), _output(args.out, "folder", "the assignments' folder"))
+            print(f"wrote {len(written)} assignments to {args.out} (and README.md: how to grade them)")
+            return 0
+        if args.command == "grade":
+            from collections import Counter
+
+            from .assignments import grade
+
+            rows = grade(
+                _existing(args.assignments, "folder", "the assignments"),
+                _existing(args.submissions, "folder", "the submissions"),
+                _output(args.out, "file", "the grades"),
+                timeout=args.timeout,
+            )
+            right = Counter(r["student"] for r in rows if r["verdict"] == "right")
+            total = Counter(r["student"] for r in rows)
+            unreadable = {(r["student"], r["chapter"]) for r in rows if r["error"].startswith("unreadable:")}
+            for student in sorted(total):
+                bad = sorted(chapter for who, chapter in unreadable if who == student)
+                note = f" (unreadable, graded missing: {', '.join(bad)})" if bad else ""
+                print(f"{student}: {right[student]} of {total[student]} answers right{note}")
+            print(f"wrote {args.out}")
+            return 0
+        if args.command == "format":
+            from .formatting import format_pages, lint_findings, unformatted
+
+            if args.pages:
+                pages = [str(_existing(page, "file", "the page")) for page in args.pages]
+            else:
+                pages = sorted(str(p) for p in (_book() / "book").glob("*.md"))
+                if not pages:
+                    raise UsageError("the book has no chapters (book/*.md) to format")
+            if args.check:
+                bad = unformatted(pages)
+                for page in bad:
+                    print(f"not formatted: {page} (run `python -m tokensel_book format`)")
+                findings = lint_findings(pages)
+                for line in findings:
+                    print(f"lint: {line}")
+                return 1 if bad or findings else 0
+            for page in format_pages(pages):
+                print(f"formatted {page}")
+            for line in lint_findings(pages):
+                print(f"{line} (ruff cannot fix this one: change the code)")
+            return 0
+    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
+        return _failed(exc, args.command)
+    return 2
+
+
+class _Refused(Exception):
+    """The replicate options could not be read here: the replicate command's own parser reports it."""
+
+
+class _Options(argparse.ArgumentParser):
+    def error(self, message):
+        raise _Refused(message)
+
+
+def _replicate_paths(argv: list[str], root: Path) -> None:
+    """Check the paths among replicate's options before anything runs (no Dask cluster is started for a bad
+    path): ``--out`` a folder or a place for one (with ``--summary``, an existing folder), ``--compare`` an
+    existing folder. Options the command's own parser would refuse are left to it."""
+    from .replication import RECORDED
+
+    ap = _Options(add_help=False)
+    ap.add_argument("--out", default=str(RECORDED))
+    ap.add_argument("--compare")
+    ap.add_argument("--summary", action="store_true")
+    try:
+        args, _ = ap.parse_known_args(argv)
+    except _Refused:
+        return
+
+    if args.summary:
+        _existing(args.out, "folder", "--out (the replication's folder)", at=root)
+    else:
+        _output(args.out, "folder", "--out (the replication's folder)", at=root)
+    if args.compare is not None:
+        _existing(args.compare, "folder", "--compare (the replication to compare with)", at=root)
+
+
+def _replicate(argv: list[str]) -> int:
+    """``python -m tokensel_book replicate ...``: the paths checked first, every error one line."""
+    from .records import book_root
+
+    try:
+        root = book_root()
+        _replicate_paths(argv, root)
+        from .replication import main as replicate_main
+        from .verification import checked_chapters
+
+        chapters = checked_chapters(root) if os.path.lexists(root / "_toc.yml") else None
+        return replicate_main(argv, root=root, default_chapters=chapters)
+    except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
+        return _failed(exc, "replicate")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
