@@ -94,7 +94,8 @@ def main(argv=None) -> int:
     from dask.distributed import Client, LocalCluster, as_completed
 
     from tokensel.training.progress import bar
-    from tokensel_book.replication import _git_commit, _versions  # the replication's own provenance
+    from tokensel_book.replication import software
+    from tokensel_book.status import commit as git_commit
 
     (args.out / "parts").mkdir(parents=True, exist_ok=True)
     tasks = [(d, i) for d in args.data_seeds for i in args.init_seeds]
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
         f"{len(tasks) - len(todo)} already done in {args.out}, {len(todo)} to run"
     )
     start = time.time()
-    commit = _git_commit(ROOT, args.out)  # the code the tasks run, taken when they start (its own output aside)
+    commit = git_commit(ROOT)  # the code the tasks run, taken when they start
     if todo:
         if args.scheduler:
             client, cluster = Client(args.scheduler), None
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
         {
             "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
             "commit": commit,
-            "versions": _versions(),
+            "versions": software(),
             "data_seeds": args.data_seeds,
             "init_seeds": args.init_seeds,
             "ran": len(todo),

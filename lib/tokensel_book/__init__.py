@@ -1,7 +1,7 @@
 """tokensel_book: the book's machinery beside the library ``tokensel``, which never imports it.
 
-* claims — :func:`check`, :func:`start_chapter`, :func:`end_chapter` (:mod:`.checks`), their records
-  (:mod:`.records`), the build's verification (:mod:`.verification`) and the status page (:mod:`.status`);
+* claims — :func:`check`, :func:`start_chapter`, :func:`end_chapter` and each chapter's claims table
+  (:mod:`.claims`), the build's verification (:mod:`.verification`) and the status page (:mod:`.status`);
 * the replication of every claim across fresh seeds (:mod:`.replication`);
 * the shared figures (:mod:`.plots`) and HTML views of attention (:mod:`.display`);
 * the exercises' self-checks (:func:`self_check`), the student edition, assignments and their grader;
@@ -10,8 +10,8 @@
 ``python -m tokensel_book --help`` lists its commands.
 """
 
-from . import checks, display, plots, records, replication, status, toc, verification
-from .checks import check, end_chapter, start_chapter
+from . import claims, display, plots, replication, status, toc, verification
+from .claims import check, end_chapter, start_chapter
 from .exercises import self_check
 
 __all__ = [
@@ -19,10 +19,9 @@ __all__ = [
     "start_chapter",
     "end_chapter",
     "self_check",
-    "checks",
+    "claims",
     "display",
     "plots",
-    "records",
     "replication",
     "status",
     "toc",

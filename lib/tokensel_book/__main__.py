@@ -1,7 +1,7 @@
 """Command line of the book's machinery: ``python -m tokensel_book <command>`` (run from the project folder).
 
-* ``verify [RESULTS_DIR] [--chapters A,B]``: check a built book's claim records; exits 1 naming every failed
-  claim and unfinished chapter.
+* ``verify [BUILD_DIR] [--chapters A,B]``: check the claims of a built book (default ``_build``); exits 1 naming
+  every claim that does not hold and every chapter without a complete record.
 * ``contents``: the book's contents, one line per page of ``_toc.yml`` with its title and summary.
 * ``pdf [HTML_DIR] [OUT]``: print the built book to one PDF with headless Chromium.
 * ``student [BUILD_DIR] [OUT]``: write the student edition's sources, without solutions.
@@ -27,15 +27,9 @@ from tokensel.files import writable as _output
 
 def _book() -> Path:
     """The book's root at or above the working directory: refuses to act outside a book."""
-    from .records import book_root
+    from .toc import root_or_error
 
-    root = book_root()
-    if _kind(root / "_config.yml") != "file" or _kind(root / "_toc.yml") != "file":
-        raise UsageError(
-            f"{str(Path.cwd())!r} is not inside a book (no _config.yml and _toc.yml here or above): "
-            "run this from the project folder"
-        )
-    return root
+    return root_or_error()
 
 
 def main(argv=None) -> int:
@@ -46,9 +40,9 @@ def main(argv=None) -> int:
         prog="python -m tokensel_book", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("verify", help="check the claim records of a built book")
-    v.add_argument("results_dir", nargs="?", help="the folder of claim records (default: the book's, _build/checks)")
-    v.add_argument("--chapters", metavar="A,B", help="expect these chapters only (each with the claims of its source)")
+    v = sub.add_parser("verify", help="check the claims of a built book")
+    v.add_argument("build_dir", nargs="?", default="_build", help="the build folder (default _build)")
+    v.add_argument("--chapters", metavar="A,B", help="verify these chapters only (book/01_model,...)")
     sub.add_parser("contents", help="print the book's contents (from _toc.yml and each page's summary)")
     pp = sub.add_parser("pdf", help="print the built book to one PDF with headless Chromium")
     pp.add_argument("html_dir", nargs="?", default="_build/html")
@@ -62,7 +56,7 @@ def main(argv=None) -> int:
     gr.add_argument("assignments")
     gr.add_argument("submissions")
     gr.add_argument("--out", default="grades.csv", help="the CSV file of verdicts (default grades.csv)")
-    gr.add_argument("--timeout", type=int, default=1800, help="seconds a cell may run (default 1800)")
+    gr.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
     fm = sub.add_parser(
         "format", help="fix and format the code cells of the chapters with ruff (the project's configuration)"
     )
@@ -73,18 +67,13 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "verify":
-            from .records import book_results_dir
-            from .verification import main as verify_main
+            from .verification import summary, verify
 
-            _book()  # the claims each chapter must record are read from the book's pages
-            if args.results_dir is not None:
-                results = _existing(args.results_dir, "folder", "the results folder")
-            elif _kind(book_results_dir()) is None:
-                raise UsageError(f"the book has no claim records ({str(book_results_dir())!r}): build it first")
-            else:
-                results = _existing(str(book_results_dir()), "folder", "the book's results folder")
-            chapters = ["--chapters", args.chapters] if args.chapters is not None else []
-            return verify_main(["verify", str(results), *chapters])
+            root = _book()
+            build = _existing(args.build_dir, "folder", "the build folder", at=root)
+            pages = None if args.chapters is None else [c.strip() for c in args.chapters.split(",") if c.strip()]
+            print(summary(verify(root, build, pages)))
+            return 0
         if args.command == "contents":
             from .sphinx_roadmap import contents_markdown
 
@@ -125,18 +114,20 @@ def main(argv=None) -> int:
             from .assignments import grade
 
             rows = grade(
+                _book(),
                 _existing(args.assignments, "folder", "the assignments"),
                 _existing(args.submissions, "folder", "the submissions"),
                 _output(args.out, "file", "the grades"),
                 timeout=args.timeout,
             )
             right = Counter(r["student"] for r in rows if r["verdict"] == "right")
-            total = Counter(r["student"] for r in rows)
-            unreadable = {(r["student"], r["chapter"]) for r in rows if r["error"].startswith("unreadable:")}
-            for student in sorted(total):
-                bad = sorted(chapter for who, chapter in unreadable if who == student)
-                note = f" (unreadable, graded missing: {', '.join(bad)})" if bad else ""
-                print(f"{student}: {right[student]} of {total[student]} answers right{note}")
+            for student in sorted({r["student"] for r in rows}):
+                mine = [r for r in rows if r["student"] == student]
+                notes = sorted({f"{r['chapter']}: {r['error'] or r['flag']}" for r in mine if r["error"] or r["flag"]})
+                print(
+                    f"{student}: {right[student]} of {len(mine)} answers right"
+                    + (f" ({'; '.join(notes)})" if notes else "")
+                )
             print(f"wrote {args.out}")
             return 0
         if args.command == "format":
@@ -200,15 +191,15 @@ def _replicate_paths(argv: list[str], root: Path) -> None:
 
 def _replicate(argv: list[str]) -> int:
     """``python -m tokensel_book replicate ...``: the paths checked first, every error one line."""
-    from .records import book_root
+    from .toc import book_root
 
     try:
-        root = book_root()
+        root = book_root() or Path.cwd()
         _replicate_paths(argv, root)
         from .replication import main as replicate_main
-        from .verification import checked_chapters
+        from .verification import claiming_pages
 
-        chapters = checked_chapters(root) if os.path.lexists(root / "_toc.yml") else None
+        chapters = [Path(p).name for p in claiming_pages(root)] if os.path.lexists(root / "_toc.yml") else None
         return replicate_main(argv, root=root, default_chapters=chapters)
     except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback
         return _failed(exc, "replicate")

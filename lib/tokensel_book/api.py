@@ -186,7 +186,7 @@ def render(root: Path | None = None) -> str:
     """The text of ``book/api.md`` for the library as imported and the pages of ``_toc.yml`` under ``root``."""
     import tokensel
 
-    from .records import book_root
+    from .toc import root_or_error as book_root
     from .toc import toc_files
 
     root = Path(root) if root is not None else book_root()
@@ -237,7 +237,7 @@ def render(root: Path | None = None) -> str:
 
 def write(root: Path | None = None) -> Path:
     """Write :func:`render` to ``book/api.md`` under ``root`` (default the book's root); returns the path."""
-    from .records import book_root
+    from .toc import root_or_error as book_root
 
     root = Path(root) if root is not None else book_root()
     path = root / "book" / "api.md"
@@ -268,7 +268,7 @@ def public_objects() -> dict[str, Any]:
 def introducing_chapters(root: Path | None = None) -> dict[str, tuple[Any, str]]:
     """For every object of :func:`public_objects` that a numbered chapter uses, ``name -> (object, chapter)``: the
     first chapter of ``_toc.yml`` whose code uses ``ts.NAME`` (the chapter that introduces it)."""
-    from .records import book_root
+    from .toc import root_or_error as book_root
     from .toc import toc_files
 
     root = Path(root) if root is not None else book_root()

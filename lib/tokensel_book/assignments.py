@@ -1,19 +1,17 @@
-"""Assignments for a class: the chapters as student notebooks, and a grader that runs the students' notebooks.
+"""A class's assignments: the chapters as student notebooks, and a grader a student cannot fool from a notebook.
 
-:func:`write_assignments` (``make assignments``, ``python -m tokensel_book assignments``) writes one notebook per
-chapter, ``<out>/<chapter>.ipynb``, from the chapters' sources: every solution taken out
-(:func:`~tokensel_book.notebooks.split_solutions`), MyST turned into plain Markdown so that it opens anywhere
-(:func:`~tokensel_book.notebooks.standalone_notebook`), no outputs. Each exercise's self-check cell (a call of
-:func:`tokensel_book.exercises.self_check`) is tagged ``self-check`` and carries in its metadata
-(``tokensel``) the exercise's label, the names of its answers and the chapter objects it is given.
+:func:`write_assignments` writes one notebook per chapter without solutions or outputs, as the book's downloads
+are (plain Markdown, labels and citations resolved). :func:`grade` grades ``<submissions>/<student>/<chapter>.ipynb``:
 
-:func:`grade` (``python -m tokensel_book grade``) grades a class: for each submitted notebook it executes the
-student's notebook from the top in a fresh kernel, then, in that kernel, the self-check of every exercise of
-the assignment *as the teacher's copy writes it*, reading the student's answer variables; each verdict
-(``right``, ``not yet``, ``missing``) is read from the checks themselves (``TOKENSEL_GRADES``), not from the
-outputs stored in the submission. The result is one CSV row per student, exercise and answer.
+* the references are computed in a clean run of the teacher's copy (its data, its seed), with the answer key
+  (``book/answers.py``), which no student notebook can import;
+* each submission runs on its own in a fresh kernel, in a folder of its own, without the key and with a time
+  limit; its self-checks only note the student's answers (``TOKENSEL_GRADES``), so a notebook that redefines the
+  comparison, rebinds the chapter's objects or reads the installed packages changes nothing but its own answers;
+* answers are compared with the references here, in the teacher's process; a changed ``parameters`` cell (say, the
+  seed) is flagged; a notebook that is unreadable, fails or runs out of time is graded on its own and named.
 
-Layout of a class's submissions: ``<submissions>/<student>/<chapter>.ipynb`` (one folder per student).
+Limit: a submission is code run on the grading machine; grade in a container when the class cannot be trusted.
 """
 
 from __future__ import annotations
@@ -25,92 +23,82 @@ import os
 import tempfile
 from pathlib import Path
 
-from tokensel.errors import DataUnavailableError, InvalidArgumentError
-from tokensel.files import check_regular_file
+from tokensel.errors import InvalidArgumentError, StorageError
 
-#: the cell tag of an exercise's self-check
+from .exercises import GRADES_ENV, KEY_ENV, REFERENCES_ENV, load_key
+
 TAG = "self-check"
-#: the key of a self-check cell's metadata
-KEY = "tokensel"
+MARK = ".tokensel-assignments"  # the folder was written by write_assignments: only such a folder is written over
+FIELDS = ["student", "chapter", "exercise", "answer", "verdict", "flag", "error"]
 
 
 def self_checks(source: str) -> list[dict]:
-    """The self-checks a code cell's ``source`` makes: ``{"exercise", "answers", "given"}`` for each call of
-    ``self_check("label", name=..., given=...)`` (``given`` the source of its argument, or None)."""
+    """``{"exercise", "answers"}`` of each ``self_check("label", name=...)`` call in a code cell's source."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    found = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "self_check"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            given = next((k.value for k in node.keywords if k.arg == "given"), None)
-            found.append(
-                {
-                    "exercise": node.args[0].value,
-                    "answers": [k.arg for k in node.keywords if k.arg and k.arg != "given"],
-                    "given": ast.get_source_segment(source, given) if given is not None else None,
-                }
-            )
-    return found
+    return [
+        {"exercise": n.args[0].value, "answers": [k.arg for k in n.keywords if k.arg not in (None, "given")]}
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", None)) == "self_check"
+        and n.args
+        and isinstance(n.args[0], ast.Constant)
+        and isinstance(n.args[0].value, str)
+    ]
 
 
-def assignment_notebook(notebook: dict, chapter: int | None = None) -> dict:
-    """A chapter's notebook (nbformat 4 as a dict, e.g. read by jupytext from its ``.md``) as a student's
-    assignment: no solution, plain Markdown, no outputs, self-check cells tagged (see the module)."""
+def assignment_notebook(notebook: dict, labels: dict, chapter: int | None = None) -> dict:
+    """A chapter's notebook as a student's assignment: no solution, no output, self-check cells tagged."""
     from .notebooks import split_solutions, standalone_notebook
 
     rest, _ = split_solutions(notebook)
-    nb = standalone_notebook(rest, chapter=chapter)
-    exercises = []
+    nb = standalone_notebook(rest, labels, chapter)
     for cell in nb["cells"]:
-        if cell.get("cell_type") != "code":
-            continue
-        cell["outputs"], cell["execution_count"] = [], None
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        checks = self_checks(source)
-        if checks:
-            meta = cell.setdefault("metadata", {})
-            meta["tags"] = sorted(set(meta.get("tags", [])) | {TAG})
-            meta[KEY] = {"self_checks": checks}
-            exercises += [c["exercise"] for c in checks]
-    nb.setdefault("metadata", {})[KEY] = {"exercises": exercises}
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+            if self_checks(_text(cell["source"])):
+                cell.setdefault("metadata", {})["tags"] = sorted({*cell["metadata"].get("tags", []), TAG})
     return nb
 
 
-def write_assignments(root, out, pages: list[str] | None = None) -> list[Path]:
-    """Write the assignment of every numbered chapter of ``_toc.yml`` (or of ``pages``) to ``out`` and return the
-    paths; ``out/README.md`` says how to hand them out and grade them."""
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else source
+
+
+def prepare_folder(out: Path, mark: str) -> Path:
+    """``out``, created, or emptied only when an earlier run of the same command made it (it holds ``mark``)."""
+    import shutil
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / mark).is_file())):
+        raise StorageError(f"{str(out)!r} exists and was not written by this command: give a new or empty folder")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / mark).write_text("written by tokensel_book: removed and written again by the same command\n")
+    return out
+
+
+def write_assignments(root: Path, out: Path) -> list[Path]:
+    """Write one assignment per numbered chapter of ``_toc.yml`` into ``out``, and ``out/README.md``."""
     import jupytext
 
-    from .toc import toc_numbers
+    from .notebooks import bib_labels, collect_labels
+    from .toc import page_source, toc_files, toc_numbers
 
-    root, out = Path(root), Path(out)
-    if not (root / "_toc.yml").is_file():
-        raise InvalidArgumentError(f"root={str(root)!r} has no _toc.yml: pass the book's root folder")
     numbers = toc_numbers(root)
-    pages = list(numbers) if pages is None else list(pages)
-    unknown = [p for p in pages if p not in numbers]
-    if unknown:
-        raise InvalidArgumentError(f"pages {unknown} are not numbered chapters of _toc.yml ({sorted(numbers)})")
-    out.mkdir(parents=True, exist_ok=True)
+    pages = [p for p in toc_files(root) if Path(p).name in numbers]
+    notebooks = {p: json.loads(jupytext.writes(jupytext.read(page_source(root, p)), fmt="ipynb")) for p in pages}
+    labels = bib_labels((Path(root) / "references.bib").read_text(encoding="utf-8"))
+    for p, nb in notebooks.items():
+        labels |= collect_labels(nb, numbers[Path(p).name], Path(p).name)
+    out = prepare_folder(out, MARK)
     written = []
-    for page in pages:
-        source = root / f"{page}.md"
-        if not source.is_file():
-            raise DataUnavailableError(f"the chapter {page!r} has no source {str(source)!r}")
-        notebook = json.loads(jupytext.writes(jupytext.read(source), fmt="ipynb"))
-        target = out / f"{Path(page).name}.ipynb"
-        target.write_text(
-            json.dumps(assignment_notebook(notebook, numbers[page]), indent=1, ensure_ascii=False) + "\n",
-            encoding="utf-8",
-        )
+    for p, nb in notebooks.items():
+        target = out / f"{Path(p).name}.ipynb"
+        target.write_text(json.dumps(assignment_notebook(nb, labels, numbers[Path(p).name]), indent=1) + "\n")
         written.append(target)
     (out / "README.md").write_text(README, encoding="utf-8")
     return written
@@ -118,196 +106,131 @@ def write_assignments(root, out, pages: list[str] | None = None) -> list[Path]:
 
 README = """# Assignments
 
-One notebook per chapter, without solutions. Each exercise that asks for a number has a cell tagged
-`self-check`: the student replaces each `None` by an answer and runs the cell, which says `right` or
-`not yet` with a hint.
-
-To grade a class, collect the notebooks as `SUBMISSIONS/<student>/<chapter>.ipynb` and run
+One notebook per chapter, without solutions. Each exercise that asks for numbers has a cell tagged `self-check`:
+the student replaces each `None` by an answer and runs it. Collect the notebooks as
+`SUBMISSIONS/<student>/<chapter>.ipynb` and, in the book's folder (the answer key is `book/answers.py`), run
 
     python -m tokensel_book grade ASSIGNMENTS SUBMISSIONS --out grades.csv
 
-Each submission is executed from the top in a fresh kernel (it needs `tokensel` installed), then every
-self-check of the assignment is run as this folder's copy writes it, on the student's answer variables.
-`grades.csv` has one row per student, chapter, exercise and answer: `right`, `not yet` or `missing`.
+`grades.csv` has one row per student, chapter, exercise and answer: `right`, `not yet` or `missing`, a flag when
+the student changed the parameters cell, and the error of a notebook that failed or ran out of time.
 """
 
 
-def _grading_cell(check: dict) -> dict:
-    answers = ", ".join(f"{n}=globals().get({n!r})" for n in check["answers"])
-    given = check["given"] or "None"
-    source = (
-        "import tokensel_book.exercises as _tokensel_exercises\n"
-        f"try:\n    _tokensel_given = {given}\nexcept NameError:\n    _tokensel_given = None\n"
-        f"_tokensel_exercises.self_check({check['exercise']!r}, given=_tokensel_given"
-        + (f", {answers}" if answers else "")
-        + ")\n"
-    )
-    return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+def _parameters(nb) -> str | None:
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    return cells[0].source.strip() if cells else None
 
 
-def grade_notebook(assignment: dict, submission: dict, workdir, timeout: int = 1800) -> list[dict]:
-    """Execute ``submission`` (a student's notebook) and then the self-checks of ``assignment`` (the teacher's
-    copy) in one fresh kernel; one row per exercise and answer: ``exercise``, ``answer``, ``verdict``
-    (``right``, ``not yet``, ``missing`` when the answer is None or the check could not run) and ``error``
-    (the first error of the student's cells, or empty)."""
-    import nbformat
+def run_notebook(nb, folder: Path, env: dict, timeout: int) -> str:
+    """Execute ``nb`` in a fresh kernel in ``folder`` with ``env`` set; the first error, or empty."""
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    checks = _self_checks_of(assignment)
-    nb = nbformat.from_dict(submission)
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    grades = workdir / "grades.jsonl"
-    saved = {k: os.environ.get(k) for k in ("TOKENSEL_GRADES", "TOKENSEL_CLAIMS", "TOKENSEL_RESULTS_DIR")}
-    os.environ.update(
-        TOKENSEL_GRADES=str(grades), TOKENSEL_CLAIMS="report", TOKENSEL_RESULTS_DIR=str(workdir / "checks")
-    )
-    first_error = ""
+    saved = dict(os.environ)
+    os.environ.update(env)
+    for k in (KEY_ENV, GRADES_ENV, REFERENCES_ENV):
+        if k not in env:
+            os.environ.pop(k, None)
     try:
-        client = NotebookClient(
-            nb,
-            timeout=timeout,
-            allow_errors=True,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(workdir)}},
-        )
-        with client.setup_kernel():
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                client.execute_cell(cell, index)
-                error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
-                if error and not first_error:
-                    first_error = f"{error.get('ename')}: {error.get('evalue')}"[:200]
-            grades.write_text("", encoding="utf-8")  # only the grader's own checks count
-            for check in checks:
-                cell = nbformat.from_dict(_grading_cell(check))
-                nb.cells.append(cell)
-                client.execute_cell(cell, len(nb.cells) - 1)
+        NotebookClient(
+            nb, timeout=timeout, allow_errors=True, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+        ).execute()
+    except (CellTimeoutError, TimeoutError):
+        return f"ran out of time ({timeout} s a cell)"
+    except DeadKernelError as exc:
+        return f"its kernel died ({exc})"[:200]
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    verdicts: dict[str, dict] = {}
-    if grades.is_file():
-        for line in grades.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            verdicts[rec["exercise"]] = rec["answers"]
-    rows = []
-    for check in checks:
-        got = verdicts.get(check["exercise"], {})
-        for name in check["answers"]:
-            verdict = got.get(name, "missing")
-            rows.append(
-                {
-                    "exercise": check["exercise"],
-                    "answer": name,
-                    "verdict": verdict,
-                    "error": first_error,
-                }
-            )
-    return rows
+        os.environ.clear()
+        os.environ.update(saved)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    return f"{errors[0].ename}: {errors[0].evalue}"[:200] if errors else ""
 
 
-def _self_checks_of(notebook: dict) -> list[dict]:
-    """The self-checks an assignment notebook's tagged cells carry (see :func:`assignment_notebook`)."""
-    return [
-        c
-        for cell in notebook.get("cells", [])
-        if isinstance(cell, dict)
-        for c in ((cell.get("metadata") or {}).get(KEY) or {}).get("self_checks", [])
-    ]
-
-
-def _read_notebook(path: Path, what: str) -> dict:
-    """The notebook at ``path`` as a dict with a list of cells; anything else (a folder, a FIFO, which would
-    block the reader, a dangling link, an unreadable file, invalid UTF-8 or JSON, JSON that is not a notebook)
-    raises :class:`DataUnavailableError` naming ``what`` it is, in one line and without opening a non-file."""
-    check_regular_file(path, what, DataUnavailableError)
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: invalid UTF-8 or JSON
-        raise DataUnavailableError(f"{what} {str(path)!r} cannot be read as a notebook ({exc})") from exc
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        raise DataUnavailableError(f"{what} {str(path)!r} is not a notebook (no list of cells)")
-    return notebook
-
-
-def _teacher_copy(path: Path) -> tuple[dict, list[dict]]:
-    """The teacher's copy at ``path`` and its self-checks; a copy that cannot be read, or whose self-checks
-    are not those :func:`assignment_notebook` writes, raises :class:`DataUnavailableError`: the assignments
-    must be written again, and no student is graded against a broken copy."""
-    assignment = _read_notebook(path, "the assignment")
-    try:
-        checks = _self_checks_of(assignment)
-        valid = all(
-            isinstance(c["exercise"], str) and all(isinstance(n, str) and n.isidentifier() for n in c["answers"])
-            for c in checks
-        )
-    except (AttributeError, KeyError, TypeError):
-        valid = False
-    if not valid:
-        raise DataUnavailableError(
-            f"the assignment {str(path)!r} has malformed self-check metadata: run `make assignments` again"
-        )
-    return assignment, checks
-
-
-def grade(assignments, submissions, out=None, timeout: int = 1800) -> list[dict]:
-    """Grade every ``<submissions>/<student>/<chapter>.ipynb`` against ``<assignments>/<chapter>.ipynb``
-    (:func:`grade_notebook`); rows ``student, chapter, exercise, answer, verdict, error``, written to the CSV
-    file ``out`` when given.
-
-    Every path is checked before it is read, and before any notebook is executed: a teacher's copy that is
-    not a readable notebook, or a student folder that cannot be listed, raises :class:`DataUnavailableError`
-    (nothing is graded); a submission that is not a readable notebook (a folder, a FIFO, which is never
-    opened, a dangling link, an unreadable file, invalid JSON) is graded ``missing``, its error
-    ``unreadable: ...`` naming why."""
-    assignments, submissions = Path(assignments), Path(submissions)
-    if not assignments.is_dir() or not any(assignments.glob("*.ipynb")):
-        raise InvalidArgumentError(
-            f"assignments={str(assignments)!r} holds no assignment notebooks: run `make assignments`"
-        )
-    if not submissions.is_dir():
-        raise InvalidArgumentError(f"submissions={str(submissions)!r} is not a folder of <student>/<chapter>.ipynb")
-    work: list[tuple[str, Path, Path]] = []
-    try:
-        students = sorted(p for p in submissions.iterdir() if p.is_dir())
-    except OSError as exc:
-        raise DataUnavailableError(
-            f"submissions={str(submissions)!r} cannot be listed ({exc.strerror or exc})"
-        ) from exc
-    for student in students:
-        if not os.access(student, os.R_OK | os.X_OK):
-            raise DataUnavailableError(
-                f"the student folder {str(student)!r} cannot be listed (permissions): make it readable"
-            )
-        for path in sorted(student.glob("*.ipynb")):
-            teacher = assignments / path.name
-            if os.path.lexists(teacher):  # a submission for no assignment is not graded
-                work.append((student.name, path, teacher))
-    teachers = {teacher: _teacher_copy(teacher) for _, _, teacher in work}
-    rows = []
-    for student_name, path, teacher in work:
-        assignment, checks = teachers[teacher]
+def _lines(path: Path) -> list[dict]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
         try:
-            submission = _read_notebook(path, "the submission")
-            with tempfile.TemporaryDirectory(prefix="tokensel-grade-") as folder:
-                graded = grade_notebook(assignment, submission, folder, timeout=timeout)
-        except (DataUnavailableError, ValueError, KeyError, TypeError) as exc:
-            graded = [
-                {"exercise": c["exercise"], "answer": n, "verdict": "missing", "error": f"unreadable: {exc}"[:200]}
-                for c in checks
-                for n in c["answers"]
-            ]
-        rows += [{"student": student_name, "chapter": path.stem, **r} for r in graded]
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("exercise"), str):
+            out.append(item)
+    return out
+
+
+def references(assignment, key_path: Path, timeout: int) -> dict[str, dict]:
+    """The references of every exercise, from a clean run of the teacher's copy with the answer key."""
+    with tempfile.TemporaryDirectory(prefix="tokensel-key-") as folder:
+        refs = Path(folder) / "references.jsonl"
+        error = run_notebook(assignment, Path(folder), {KEY_ENV: str(key_path), REFERENCES_ENV: str(refs)}, timeout)
+        found = {item["exercise"]: item["references"] for item in _lines(refs)}
+    if error and not found:
+        raise InvalidArgumentError(f"the teacher's copy does not run ({error}): write the assignments again")
+    return found
+
+
+def grade_submission(path: Path, assignment, refs: dict, timeout: int) -> tuple[dict, str, str]:
+    """``(answers by exercise, flag, error)`` of one submission, run on its own."""
+    import nbformat
+
+    if not path.is_file():
+        return {}, "", "unreadable: not a regular file"
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is graded as such, and the class goes on
+        return {}, "", f"unreadable: {type(exc).__name__}: {exc}"[:200]
+    flag = "parameters changed" if _parameters(nb) != _parameters(assignment) else ""
+    with tempfile.TemporaryDirectory(prefix="tokensel-grade-") as folder:
+        answers = Path(folder) / "answers.jsonl"
+        error = run_notebook(nb, Path(folder), {GRADES_ENV: str(answers)}, timeout)
+        found: dict[str, dict] = {}
+        for item in _lines(answers):
+            found.setdefault(item["exercise"], {}).update(item.get("answers") or {})
+    return found, flag, error
+
+
+def grade(root: Path, assignments: Path, submissions: Path, out: Path | None = None, timeout: int = 600) -> list[dict]:
+    """Grade every ``<submissions>/<student>/<chapter>.ipynb`` against ``<assignments>/<chapter>.ipynb``."""
+    import nbformat
+
+    key_path = Path(os.environ.get(KEY_ENV) or Path(root) / "book" / "answers.py")
+    key = load_key(key_path)
+    if not key:
+        raise InvalidArgumentError(f"no answer key at {str(key_path)!r}: grade in the book's folder")
+    if not (Path(assignments) / MARK).is_file():
+        raise InvalidArgumentError(f"{str(assignments)!r} was not written by `python -m tokensel_book assignments`")
+    rows = []
+    for teacher in sorted(Path(assignments).glob("*.ipynb")):
+        assignment = nbformat.read(teacher, as_version=4)
+        checks = [c for cell in assignment.cells if cell.cell_type == "code" for c in self_checks(cell.source)]
+        if not checks:
+            continue
+        refs = references(nbformat.from_dict(json.loads(json.dumps(assignment))), key_path, timeout)
+        for student in sorted(p for p in Path(submissions).iterdir() if p.is_dir()):
+            path = student / teacher.name
+            if not path.exists():
+                answers, flag, error = {}, "", "not handed in"
+            else:
+                answers, flag, error = grade_submission(path, assignment, refs, timeout)
+            for check in checks:
+                ex = key[check["exercise"]]
+                for a in ex.answers:
+                    value = answers.get(ex.label, {}).get(a.name)
+                    ref = refs.get(ex.label, {}).get(a.name)
+                    verdict = (
+                        "missing"
+                        if value is None
+                        else "right"
+                        if ref is not None and a.holds(value, ref)
+                        else "not yet"
+                    )
+                    row = [student.name, teacher.stem, ex.label, a.name, verdict, flag, error]
+                    rows.append(dict(zip(FIELDS, row, strict=True)))
     if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=["student", "chapter", "exercise", "answer", "verdict", "error"])
+        with open(out, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
             writer.writeheader()
             writer.writerows(rows)
     return rows

@@ -22,6 +22,8 @@ from typing import Any
 
 from tokensel.errors import InvalidArgumentError
 
+from .claims import MIME
+
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<arg>.*?)\s*$")
 _CODE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?!.*`)")
 _OPTION = re.compile(r"^\s*:(?P<key>[\w-]+):\s*(?P<value>.*?)\s*$")
@@ -77,7 +79,8 @@ def _check_notebook(notebook) -> None:
 
 
 def repair_streams(outputs: list) -> list:
-    """A cell's outputs with one stream per name (``stdout``, ``stderr``), each line once, in place of the first.
+    """A cell's outputs with one stream per name (``stdout``, ``stderr``), each line once, in place of the first,
+    and without the run's record (it names the build's files).
 
     A stored first stream that already ends with the later ones (myst-nb's in-place merge) is kept as it is
     and the later ones dropped; otherwise the later ones are appended to it, as Jupyter shows them."""
@@ -94,6 +97,8 @@ def repair_streams(outputs: list) -> list:
                 first[name], later[name] = out, []
     result = []
     for out in outputs:
+        if isinstance(out, dict) and MIME in (out.get("data") or {}):  # a run's record: the build's, not the reader's
+            out = dict(out, data={k: v for k, v in out["data"].items() if k != MIME})
         if not (isinstance(out, dict) and out.get("output_type") == "stream"):
             result.append(out)
             continue

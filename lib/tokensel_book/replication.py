@@ -1,865 +1,408 @@
-"""Replication across fresh seeds: every chapter's claims rerun at seeds the book never used.
+"""Replication across fresh seeds: every chapter's claims run again at seeds the book never used, on Dask.
 
-A *task* is one (chapter, seed): the chapter's MyST source is turned into a notebook (jupytext), its
-cell tagged ``parameters`` is given ``seed`` (papermill injects the value after it) and the notebook is
-executed in a fresh kernel, with failed claims reported rather than fatal (``TOKENSEL_CLAIMS=report``),
-so that every claim of the chapter is measured even when one fails. Each task records its claims in a
-folder of its own; its outcome (``ok``, ``claims failed``, ``crashed``, ``timed out``) is written to
-``result.json`` beside them, so nothing is dropped and a stopped sweep resumes where it stopped.
-
-Tasks run on Dask: a ``distributed.LocalCluster`` sized to the machine (one thread per worker, as many
-workers as cores divided by the threads each chapter uses), or an existing cluster given by its scheduler
-address. Results land in one folder::
-
-    OUT/provenance.json                  every sweep: command, commit, versions, seeds, workers, wall time
-    OUT/tasks/<chapter>/seed-<seed>/     result.json, the executed notebook, the claim records
-
-:func:`summarize` reads such a folder: for every claim, in how many of the seeds it held, and the min /
-median / max of its measured value. A claim that held in fewer than ``SEED_DEPENDENT`` (90 %) of the seeds
-is *seed-dependent*. :func:`threshold_changes` compares the thresholds recorded by the sweep with those of
-a build: a threshold changed after the sweep must have its reason in ``OUT/threshold_changes.json``.
-
-Fresh seeds are ``FRESH_BASE + STRIDE * i``. A chapter derives every random choice from its ``seed``
-parameter as ``seed + k`` with ``0 <= k < STRIDE`` (a test checks the chapters), and the book is built at
-``seed = 0``: the seeds of the book and of any two fresh runs never meet.
+A *task* is one (chapter, seed). It runs in a Dask worker's own process, in one IPython shell kept warm between
+tasks (its namespace reset, the modules already imported), one task at a time per worker. It carries what the sweep
+needs (its settings, the versions of the software it expects): a worker started elsewhere gets the submitting
+shell's settings, and a worker whose software or hash seed differs is refused with one line. Each task writes
+``OUT/tasks/<chapter>/seed-<seed>/result.json`` (sealed) and the chapter's record; a task is *current* while the
+chapter's code, every project file its run imported or read, the software and the settings are the sweep's. A
+resumed sweep runs the others again, and the summary counts current tasks only. Fresh seeds are
+``FRESH_BASE + STRIDE * i``; a chapter draws ``seed + k`` with ``0 <= k < STRIDE``; the book is built at seed 0.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import math
 import os
 import platform
-import shlex
-import socket
-import subprocess
-import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
-from tokensel.errors import ArgumentTypeError, InvalidArgumentError
+from tokensel.errors import InvalidArgumentError, TokenselError
 from tokensel.files import write_json_atomic
-from tokensel.validation import check_int
-from tokensel.version import __version__
 
-FRESH_BASE = 1000
-STRIDE = 100
-SEED_DEPENDENT = 0.9
-STATUSES = ("ok", "claims failed", "crashed", "timed out")
+from .claims import claims_table, record_problems, seal
+from .toc import book_root, page_source
+
+FRESH_BASE, STRIDE, SEED_DEPENDENT = 1000, 100, 0.9
 RECORDED = Path("book") / "recorded" / "replication"
+PACKAGES = ("torch", "numpy", "scipy", "pandas", "numba", "cvxpy", "clarabel", "datasets", "pyarrow", "ipython")
+#: settings a task carries from the submitting shell (the rest of a worker's environment is its own)
+CARRIED = ("TOKENSEL_", "HF_")
+#: settings that a process fixes when it starts: a worker must have been started with the sweep's
+AT_START = ("PYTHONHASHSEED",)
 
 
 def fresh_seeds(n: int, start: int = 0) -> list[int]:
-    """The fresh seeds number ``start`` to ``start + n - 1``: ``FRESH_BASE + STRIDE * i``."""
-    n = check_int(n, "n", min=1, max=100_000)
-    start = check_int(start, "start", min=0, max=1_000_000)
     return [FRESH_BASE + STRIDE * i for i in range(start, start + n)]
 
 
-@dataclass(frozen=True)
-class Task:
-    """One chapter executed at one seed."""
-
-    chapter: str
-    seed: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.chapter}/seed-{self.seed}"
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson interval of a frequency ``k / n``."""
+    if n == 0:
+        return (0.0, 1.0)
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
-@dataclass
-class SweepSettings:
-    """How a sweep runs: where, with how many workers, and for how long a task may run."""
-
-    out: Path
-    workers: int | None = None
-    threads: int = 1
-    scheduler: str | None = None
-    timeout: float = 1800.0
-    retry: bool = False
-    memory_limit: str = "auto"
-    extra_params: dict = field(default_factory=dict)
+def software() -> dict:
+    """What a task's numbers depend on besides the project's files: Python, the packages, the hash seed."""
+    return {"python": platform.python_version(), **{p: version(p) for p in PACKAGES}} | {
+        k: os.environ.get(k, "") for k in AT_START
+    }
 
 
-def _chapter_source(root: Path, chapter: str) -> Path:
-    src = root / "book" / f"{chapter}.md"
-    if not src.is_file():
-        raise InvalidArgumentError(
-            f"chapters: no chapter {chapter!r} ({src.name} is not in book/); "
-            f"name chapters as in _toc.yml, e.g. 01_model"
-        )
-    return src
+def code_cells(root: Path, chapter: str) -> tuple[list[str], int]:
+    """A chapter's code cells and the index of its ``parameters`` cell (a chapter without one has no seed to set)."""
+    import jupytext
+
+    cells = [c for c in jupytext.read(page_source(root, chapter)).cells if c.cell_type == "code"]
+    tagged = [i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])]
+    if len(tagged) != 1:
+        raise InvalidArgumentError(f"{chapter} needs exactly one code cell tagged `parameters` (its seed)")
+    return [c.source for c in cells], tagged[0]
 
 
 def code_digest(root: Path, chapter: str) -> str:
-    """SHA-256 of a chapter's code cells (their source and tags), in order: what its claims depend on in the
-    chapter itself. Edits to the prose leave it unchanged; a task recorded under another digest is stale."""
-    import hashlib
-
-    import jupytext
-
-    nb = jupytext.read(_chapter_source(Path(root), chapter))
-    h = hashlib.sha256()
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            h.update(json.dumps([cell.source, sorted(cell.metadata.get("tags", []))]).encode())
-            h.update(b"\0")
-    return h.hexdigest()
+    return hashlib.sha256(json.dumps(code_cells(root, chapter)).encode()).hexdigest()
 
 
-def _task_dir(out: Path, task: Task) -> Path:
-    return Path(out) / "tasks" / task.chapter / f"seed-{task.seed}"
+def settings_now() -> dict:
+    """The settings of the submitting shell that travel with each task (data locations too)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(CARRIED) and k != "TOKENSEL_CLAIMS"}
 
 
-def read_result(out: Path, task: Task) -> dict | None:
-    """The recorded outcome of ``task`` in ``out``, or None when it has none (or an unreadable one)."""
-    path = _task_dir(out, task) / "result.json"
-    try:
-        res = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if (
-        not isinstance(res, dict)
-        or res.get("chapter") != task.chapter
-        or res.get("seed") != task.seed
-        or res.get("status") not in STATUSES
-    ):
-        return None
-    return res
+#: settings that say where things are, not what is computed (the data's content is compared instead)
+WHERE = ("TOKENSEL_DATA_DIR", "TOKENSEL_CACHE_DIR", "TOKENSEL_IMDB_ARCHIVE", "TOKENSEL_PROGRESS", "HF_HOME")
 
 
-def run_task(
-    root: str, out: str, chapter: str, seed: int, timeout: float, threads: int = 1, extra_params: dict | None = None
-) -> dict:
-    """Execute ``chapter`` at ``seed`` in a fresh kernel (papermill) and record the outcome.
+def settings_key(settings: dict) -> dict:
+    """What a task records of its settings: digests of the values (a value may be a secret), the places left out,
+    the content of the data folder and archive in their stead."""
+    from .execution import tree_digest
 
-    Runs in a Dask worker or anywhere else: everything it needs is in its arguments, and it writes only
-    inside its own task folder. Returns the outcome written to ``result.json``."""
-    root_p, task = Path(root), Task(chapter, int(seed))
-    folder = _task_dir(Path(out), task)
-    records = folder / "records"
-    if records.exists():  # a task started before and stopped: its partial records do not count
-        for p in records.glob("*.json"):
-            p.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    src = _chapter_source(root_p, chapter)
-    digest = code_digest(root_p, chapter)
-    import jupytext
+    key = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in settings.items() if not k.startswith(WHERE)}
+    for k in ("TOKENSEL_DATA_DIR", "TOKENSEL_IMDB_ARCHIVE"):
+        if settings.get(k) and Path(settings[k]).exists():
+            key[f"{k} content"] = tree_digest(Path(settings[k]))
+    return key
 
-    nb = jupytext.read(src)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source_nb = folder / "source.ipynb"
-    jupytext.write(nb, source_nb)
-    params = {"seed": int(seed), **(extra_params or {})}
-    env = {
-        **os.environ,
-        "TOKENSEL_RESULTS_DIR": str(records),
-        "TOKENSEL_CLAIMS": "report",
-        "TOKENSEL_PROGRESS": "0",
-        "TOKENSEL_THREADS": str(threads),
-        "MPLBACKEND": "Agg",
-        "PYTHONHASHSEED": "0",
-        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-        "OMP_NUM_THREADS": str(threads),
-        "NUMBA_NUM_THREADS": str(threads),
+
+def project_files(record: dict, root: Path) -> dict[str, str | None]:
+    """The project files a run imported or read, relative to the book's root, with their digests."""
+    out = {}
+    for f, d in record["depends"]["files"].items():
+        try:
+            out[str(Path(f).relative_to(root))] = d
+        except ValueError:
+            continue
+    return out
+
+
+# ------------------------------------------------------------------------------------------- a task, on a worker
+
+_SHELL_LOCK = threading.Lock()  # one chapter at a time per worker process, whatever its thread count
+
+
+def _execute(cells: list[str], at: int, seed: int, timeout: float) -> tuple[dict | None, str]:
+    """Run a chapter's cells in this process's IPython shell (namespace reset), the parameters cell followed by
+    ``seed = <seed>``; its record and the first error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=False)
+    deadline, error = time.monotonic() + timeout, ""
+    with capture_output(display=True) as shown:
+        for i, cell in enumerate(cells):
+            if time.monotonic() > deadline:
+                error = f"timed out after {timeout:.0f} s"
+                break
+            result = shell.run_cell(cell + (f"\nseed = {seed}" if i == at else ""), store_history=False)
+            if result.error_in_exec is not None or result.error_before_exec is not None:
+                exc = result.error_in_exec or result.error_before_exec
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                break
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    records = [o.data[k] for o in shown.outputs for k in o.data if k.endswith("tokensel.record+json")]
+    return (records[-1] if records else None), error
+
+
+def run_task(spec: dict) -> dict:
+    """Run one task of a sweep (in a Dask worker) and write its result; see the module."""
+    folder = Path(spec["out"]) / "tasks" / spec["chapter"] / f"seed-{spec['seed']}"
+    mine = software()
+    differ = [f"{k} {mine.get(k)!r} (the sweep's: {v!r})" for k, v in spec["software"].items() if mine.get(k) != v]
+    result = {k: spec[k] for k in ("chapter", "seed", "code", "software")} | {
+        "settings": settings_key(spec["settings"])
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "papermill",
-        str(source_nb),
-        str(folder / "executed.ipynb"),
-        "-y",
-        json.dumps(params),
-        "-k",
-        "python3",
-        "--cwd",
-        str(root_p / "book"),
-        "--no-progress-bar",
-        "--no-log-output",
-        "--execution-timeout",
-        str(max(1, int(timeout))),
-    ]
-    t0 = time.perf_counter()
-    rc, tail, timed_out = _run_bounded(cmd, env, timeout)
-    seconds = time.perf_counter() - t0
-    source_nb.unlink(missing_ok=True)
-    claims = _task_claims(records)
-    finished = any(r.get("finished") for r in _records(records))
-    if timed_out:
-        status = "timed out"
-    elif finished and all(c.get("passed") is True for c in claims):
-        status = "ok" if rc == 0 else "crashed"
-    elif finished:
-        status = "claims failed"
+    if differ:
+        result.update(status="refused", error=f"worker {platform.node()} has {'; '.join(differ)}", seconds=0.0)
+        return result
+    with _SHELL_LOCK:
+        saved = dict(os.environ)
+        os.environ.update(spec["settings"], TOKENSEL_CLAIMS="report", TOKENSEL_PROGRESS="0", MPLBACKEND="Agg")
+        cwd = os.getcwd()
+        t0 = time.perf_counter()
+        try:
+            os.chdir(spec["root"])
+            record, error = _execute(spec["cells"], spec["at"], spec["seed"], spec["timeout"])
+        finally:
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(saved)
+        seconds = time.perf_counter() - t0
+    if record is not None and record.get("seed") != spec["seed"]:
+        error, record = (
+            f"the chapter ran at seed {record.get('seed')!r}, not {spec['seed']}: is `seed` its parameter?",
+            None,
+        )
+    if record is not None:  # the chapter finished: end_chapter raises on a failed claim, which the record holds
+        status, error = ("claims failed" if any(not c["passed"] for c in record["checks"]) else "ok"), ""
     else:
-        status = "crashed"
-    result = dict(
-        chapter=chapter,
-        seed=int(seed),
-        status=status,
-        seconds=round(seconds, 2),
-        code=digest,
-        returncode=rc,
-        claims=len(claims),
-        failed=sum(c.get("passed") is not True for c in claims),
-        host=socket.gethostname(),
-        params=params,
-    )
-    if status in ("crashed", "timed out"):
-        result["error"] = _last_error(tail)
-    _keep_notebook(folder / "executed.ipynb", status)
+        status = "timed out" if error.startswith("timed out") else "crashed"
+    result.update(status=status, error=error, seconds=round(seconds, 2), worker=platform.node())
+    if record is not None:
+        result.update(chapter_seconds=round(record["seconds"], 2), files=project_files(record, Path(spec["root"])))
+        write_json_atomic(folder / "record.json", record)
+    result["seal"] = seal(result)
     write_json_atomic(folder / "result.json", result)
     return result
 
 
-def _run_bounded(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str, bool]:
-    """Run ``cmd`` in a session of its own for at most ``timeout`` seconds; on time-out the whole session
-    (papermill and its kernel) is killed. Returns (exit code or None, the end of stderr, timed out)."""
-    import signal
-    import tempfile
-
-    with tempfile.TemporaryFile(mode="w+") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            rc, timed_out = None, True
-        err.seek(0)
-        tail = err.read()[-4000:]
-    if "CellTimeoutError" in tail or "Cell execution timed out" in tail:
-        timed_out = True
-    return rc, tail, timed_out
+# ------------------------------------------------------------------------------------------- reading a sweep
 
 
-def _keep_notebook(path: Path, status: str) -> None:
-    """Keep the executed notebook of a task that crashed or timed out, without its images (for diagnosis);
-    drop it otherwise (the claim records hold what a replication reports)."""
-    if not path.exists():
-        return
-    if status in ("ok", "claims failed"):
-        path.unlink()
-        return
-    import nbformat
-
+def read_task(folder: Path, root: Path, current: dict | None = None) -> tuple[dict | None, dict | None, str]:
+    """``(result, record, why it does not count)`` of a task folder; ``current``: the sweep's code and software,
+    else what this tree has now (a task of another version, or a hand-edited one, does not count)."""
     try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - a half-written notebook is kept as it is
-        return
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data")
-            if data:
-                for key in [k for k in data if k.startswith("image/")]:
-                    del data[key]
-    nbformat.write(nb, path)
+        result = json.loads((folder / "result.json").read_text())
+        record = json.loads((folder / "record.json").read_text()) if (folder / "record.json").is_file() else None
+    except (OSError, ValueError) as exc:
+        return None, None, f"unreadable ({exc})"
+    if not isinstance(result, dict) or result.get("seal") != seal(result):
+        return None, None, "result.json does not match its seal"
+    chapter = result["chapter"]
+    viewing = current is None  # what counts on a page: the code, files and packages, not the viewer's settings
+    if current is None:
+        current = {"code": code_digest(root, chapter), "software": software(), "settings": None}
+    if result["code"] != current["code"]:
+        return result, None, "the chapter's code changed"
+    mine = {k: v for k, v in result["software"].items() if not (viewing and k in AT_START)}
+    if mine != {k: v for k, v in current["software"].items() if not (viewing and k in AT_START)}:
+        return result, None, "other software"
+    if current["settings"] is not None and result["settings"] != current["settings"]:
+        return result, None, "other settings"
+    from .claims import file_digest
+
+    changed = [f for f, d in (result.get("files") or {}).items() if file_digest(str(root / f)) != d]
+    if changed:
+        return result, None, f"{changed[0]} changed"
+    if record is not None:
+        problems = record_problems(record, claims_table(page_source(root, chapter)))
+        problems = [p for p in problems if not p.startswith("claim failed")]
+        if problems or record.get("seed") != result["seed"] or result.get("files") != project_files(record, root):
+            return None, None, f"its record cannot be trusted ({(problems or ['another seed or other files'])[0]})"
+    return result, record, ""
 
 
-def _records(records: Path) -> list[dict]:
-    out = []
-    for p in sorted(Path(records).glob("*.json")):
-        try:
-            r = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(r, dict) and isinstance(r.get("checks"), list):
-            out.append(r)
-    return out
+def load(out: Path, root: Path, chapter: str = "*") -> tuple[list[dict], list[dict], list[str]]:
+    """The current tasks of a sweep folder (results), their records, and why the others do not count."""
+    results, records, skipped = [], [], []
+    for folder in sorted(Path(out).glob(f"tasks/{chapter}/seed-*")):
+        result, record, why = read_task(folder, root)
+        if why:
+            skipped.append(f"{folder.parent.name} at {folder.name}: {why}")
+        elif result is not None and result["status"] != "refused":
+            results.append(result)
+            records += [record] if record is not None else []
+    return results, records, skipped
 
 
-def _task_claims(records: Path) -> list[dict]:
-    return [c for r in _records(records) for c in r["checks"] if isinstance(c, dict) and isinstance(c.get("name"), str)]
-
-
-def _last_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    errs = [ln for ln in lines if "Error" in ln or "Exception" in ln]
-    return (errs[-1] if errs else (lines[-1] if lines else "no output"))[:500]
-
-
-def _git_commit(root: Path, out: Path | None = None) -> str:
-    """The commit the sweep runs, marked "+uncommitted changes" when a tracked file outside the sweep's own
-    output folder ``out`` differs from it (the sweep's records are its output, not a change to its code)."""
-    exclude = []
-    if out is not None:
-        try:
-            exclude = [f":(exclude){Path(out).resolve().relative_to(Path(root).resolve()).as_posix()}"]
-        except ValueError:  # the output folder is outside the repository
-            exclude = []
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return head.stdout.strip() + ("+uncommitted changes" if dirty else "") if head.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _versions() -> dict:
-    import importlib.metadata as md
-
-    vs = {"python": platform.python_version(), "tokensel": __version__}
-    for name in ("torch", "numpy", "dask", "distributed", "papermill", "jupytext", "numba"):
-        try:
-            vs[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
-    return vs
-
-
-def default_workers(threads: int = 1) -> int:
-    """Workers for a LocalCluster on this machine: cores // threads per task, at least 1."""
-    return max(1, (os.cpu_count() or 1) // max(1, threads))
-
-
-def _cluster(settings: SweepSettings):
-    from dask.distributed import Client, LocalCluster
-
-    if settings.scheduler:
-        client = Client(settings.scheduler, timeout="30s")
-        info = client.scheduler_info()
-        workers = len(info.get("workers", {}))
-        return client, None, f"the cluster at {settings.scheduler} ({workers} workers)", workers
-    workers = settings.workers or default_workers(settings.threads)
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=settings.memory_limit,
-        dashboard_address=None,
-    )
-    client = Client(cluster)
-    mem = [w.get("memory_limit") for w in client.scheduler_info().get("workers", {}).values()]
-    per = f", {mem[0] / 2**30:.1f} GiB per worker" if mem and mem[0] else ""
-    return client, cluster, f"a LocalCluster of {workers} workers x 1 task each{per}", workers
-
-
-def run_sweep(
-    chapters: list[str], seeds: list[int], settings: SweepSettings, root: Path | None = None, command: str | None = None
-) -> list[dict]:
-    """Run every (chapter, seed) not already finished in ``settings.out`` on Dask and return the outcomes
-    of all of them (finished before or now). A task that crashes or times out is recorded as such.
-    ``settings.retry`` reruns tasks recorded as crashed or timed out."""
-    from tokensel.training.progress import bar
-
-    root = Path(root or Path.cwd()).resolve()
-    if not isinstance(chapters, list) or not chapters or not all(isinstance(c, str) for c in chapters):
-        raise ArgumentTypeError(f"chapters must be a non-empty list of chapter names, got {chapters!r}")
-    if not isinstance(seeds, list) or not seeds:
-        raise ArgumentTypeError(f"seeds must be a non-empty list of integers, got {seeds!r}")
-    seeds = [check_int(s, "seeds", min=0) for s in seeds]
-    if len(set(seeds)) != len(seeds):
-        raise InvalidArgumentError(f"seeds: each seed once, got {seeds}")
-    threads = check_int(settings.threads, "threads", min=1, max=256)
-    if (
-        isinstance(settings.timeout, bool)
-        or not isinstance(settings.timeout, (int, float))
-        or not math.isfinite(settings.timeout)
-        or settings.timeout <= 0
-    ):
-        raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {settings.timeout!r}")
-    if settings.workers is not None:
-        check_int(settings.workers, "workers", min=1, max=10_000)
-    for c in chapters:
-        _chapter_source(root, c)
-    out = Path(settings.out).resolve()
-    tasks = [Task(c, s) for c in chapters for s in seeds]
-    digests = {c: code_digest(root, c) for c in chapters}
-    done, todo = {}, []
-    for t in tasks:
-        res = read_result(out, t)
-        if res is not None and res.get("code") != digests[t.chapter]:
-            res = None  # the chapter's code changed since: run it again
-        if res is not None and (not settings.retry or res["status"] in ("ok", "claims failed")):
-            done[t] = res
-        else:
-            todo.append(t)
-    print(
-        f"replicate: {len(tasks)} tasks ({len(chapters)} chapters x {len(seeds)} seeds), "
-        f"{len(done)} already finished in {out}, {len(todo)} to run"
-    )
-    started, wall, where, workers = time.time(), 0.0, "nothing to run", 0
-    commit = _git_commit(root, out)  # before the sweep writes anything
-    if todo:
-        from dask.distributed import as_completed
-
-        client, cluster, where, workers = _cluster(settings)
-        print(f"replicate: running on {where}")
-        t0 = time.perf_counter()
-        try:
-            futures = {
-                client.submit(
-                    run_task,
-                    str(root),
-                    str(out),
-                    t.chapter,
-                    t.seed,
-                    float(settings.timeout),
-                    threads,
-                    settings.extra_params,
-                    key=f"replicate-{t.chapter}-{t.seed}",
-                    pure=False,
-                ): t
-                for t in todo
-            }
-            with bar(len(futures), "chapters x seeds") as pbar:
-                for fut in as_completed(futures):
-                    t = futures[fut]
-                    try:
-                        res = fut.result()
-                    except Exception as exc:  # the worker died: recorded, never dropped
-                        res = dict(
-                            chapter=t.chapter,
-                            seed=t.seed,
-                            status="crashed",
-                            seconds=None,
-                            error=f"{type(exc).__name__}: {exc}"[:500],
-                            claims=0,
-                            failed=0,
-                        )
-                        write_json_atomic(_task_dir(out, t) / "result.json", res)
-                    done[t] = res
-                    pbar.update(1)
-                    pbar.set_postfix(last=f"{t.chapter}@{t.seed}: {res['status']}")
-        finally:
-            wall = time.perf_counter() - t0
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    _append_provenance(
-        out,
-        dict(
-            command=command or "python -m tokensel_book replicate",
-            commit=commit,
-            versions=_versions(),
-            chapters=chapters,
-            seeds=seeds,
-            ran=[t.key for t in todo],
-            wall_seconds=round(wall, 1),
-            cluster=where,
-            workers=workers,
-            threads_per_task=threads,
-            host=socket.gethostname(),
-            cores=os.cpu_count(),
-            started=started,
-            finished=time.time(),
-            timeout=settings.timeout,
-        ),
-    )
-    return [done[t] for t in tasks]
-
-
-def _append_provenance(out: Path, sweep: dict) -> None:
-    from tokensel.files import lock
-
-    path = out / "provenance.json"
-    with lock(out, ".provenance.lock"):  # two sweeps into one folder (other chapters) finish without losing an entry
-        try:
-            prov = json.loads(path.read_text())
-            if not isinstance(prov, dict) or not isinstance(prov.get("sweeps"), list):
-                raise ValueError("not a provenance file")
-        except (OSError, ValueError):
-            prov = {"about": "tokensel replication: each (chapter, seed) executed as one task", "sweeps": []}
-        prov["sweeps"].append(sweep)
-        write_json_atomic(path, prov)
-
-
-def load_replication(out: Path, root: Path | None = None) -> tuple[list[dict], list[dict]]:
-    """The task outcomes and the claim records (each with ``chapter`` and ``seed``) of a replication folder.
-
-    With ``root`` (the book's folder), tasks whose chapter code has changed since they ran are left out
-    (:func:`stale_tasks` lists them)."""
-    out = Path(out)
-    if not (out / "tasks").is_dir():
-        raise InvalidArgumentError(
-            f"{str(out)!r} holds no replication (no tasks/ folder): run "
-            f"`python -m tokensel_book replicate --out {shlex.quote(str(out))}` first"
-        )
-    digests: dict[str, str | None] = {}
-    results, claims = [], []
-    for folder in sorted((out / "tasks").glob("*/seed-*")):
-        chapter, seed_s = folder.parent.name, folder.name.removeprefix("seed-")
-        if not seed_s.isdigit():
-            continue
-        res = read_result(out, Task(chapter, int(seed_s)))
-        if res is None:
-            continue
-        if root is not None:
-            if chapter not in digests:
-                try:
-                    digests[chapter] = code_digest(Path(root), chapter)
-                except InvalidArgumentError:
-                    digests[chapter] = None
-            if res.get("code") != digests[chapter]:
-                continue
-        results.append(res)
-        for c in _task_claims(folder / "records"):
-            claims.append({**c, "chapter": chapter, "seed": int(seed_s)})
-    return results, claims
-
-
-def stale_tasks(out: Path, root: Path) -> list[str]:
-    """Tasks of ``out`` recorded on chapter code that has changed since (or on a chapter that is gone)."""
-    every, _ = load_replication(out)
-    current, _ = load_replication(out, root)
-    keep = {(r["chapter"], r["seed"]) for r in current}
-    return [f"{r['chapter']}/seed-{r['seed']}" for r in every if (r["chapter"], r["seed"]) not in keep]
-
-
-def _threshold(c: dict) -> tuple:
-    return (c.get("kind"), c.get("expected"), c.get("tol"))
-
-
-def summarize(out: Path, root: Path | None = None):
-    """One row per claim of a replication: seeds run, seeds where it held, the fraction, min / median /
-    max of the measured value, and whether it is seed-dependent (held in fewer than 90 % of the seeds).
-
-    A task that crashed or timed out counts against every claim of its chapter that it did not record
-    (the claim was not shown to hold there)."""
+def summarize(out: Path, root: Path, chapter: str = "*"):
+    """One row per claim of the chapters' tables: in how many current tasks it held (``k`` of ``n``; a task that
+    crashed before a claim counts against it), its 95 % interval, and min / median / max of its value."""
     import numpy as np
     import pandas as pd
 
-    results, claims = load_replication(out, root)
-    seeds_by_chapter: dict[str, set] = {}
+    results, records, _ = load(out, root, chapter)
+    by_chapter: dict[str, list] = {}
     for r in results:
-        seeds_by_chapter.setdefault(r["chapter"], set()).add(r["seed"])
+        by_chapter.setdefault(r["chapter"], []).append(r)
+    made = {(r["chapter"], r["seed"]): {c["id"]: c for c in r["checks"]} for r in records}
     rows = []
-    by_claim: dict[tuple, list[dict]] = {}
-    for c in claims:
-        by_claim.setdefault((c["chapter"], c["name"]), []).append(c)
-    for (chapter, name), cs in by_claim.items():
-        seeds = seeds_by_chapter.get(chapter, set())
-        held = {c["seed"] for c in cs if c.get("passed") is True}
-        failed = {c["seed"] for c in cs if c.get("passed") is not True}
-        held -= failed  # a claim checked several times in one run holds only if it held every time
-        vals = [
-            float(c["measured"])
-            for c in cs
-            if isinstance(c.get("measured"), (int, float)) and not isinstance(c.get("measured"), bool)
-        ]
-        vals = [v for v in vals if math.isfinite(v)]
-        n = len(seeds)
-        rows.append(
-            dict(
-                chapter=chapter,
-                claim=name,
-                seeds=n,
-                held=len(held),
-                fraction=len(held) / n if n else float("nan"),
-                min=min(vals) if vals else None,
-                median=float(np.median(vals)) if vals else None,
-                max=max(vals) if vals else None,
-                kind=cs[0].get("kind"),
-                expected=cs[0].get("expected"),
-                tol=cs[0].get("tol"),
-                seed_dependent=bool(n and len(held) / n < SEED_DEPENDENT),
-                failed_seeds=sorted(seeds - held),
-            )
-        )
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "chapter",
-            "claim",
-            "seeds",
-            "held",
-            "fraction",
-            "min",
-            "median",
-            "max",
-            "kind",
-            "expected",
-            "tol",
-            "seed_dependent",
-            "failed_seeds",
-        ],
-    )
-    if len(frame):
-        frame = frame.sort_values(["chapter", "claim"], kind="stable").reset_index(drop=True)
-    return frame
-
-
-def threshold_changes(out: Path, build_claims: list[dict], root: Path | None = None) -> list[dict]:
-    """Claims whose threshold (kind, expected value, tolerance) in a build differs from the one the sweep
-    recorded, each with the reason from ``OUT/threshold_changes.json`` (None when none is given)."""
-    _, claims = load_replication(out, root)
-    swept: dict[tuple, tuple] = {}
-    for c in claims:
-        swept.setdefault((c["chapter"], c["name"]), _threshold(c))
-    reasons = {}
-    path = Path(out) / "threshold_changes.json"
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as exc:
-            raise InvalidArgumentError(
-                f'{str(path)!r} is not JSON ({exc}): it lists [{{"chapter": ..., "claim": ..., "reason": ...}}]'
-            ) from exc
-        if not isinstance(data, list) or not all(
-            isinstance(d, dict) and isinstance(d.get("reason"), str) for d in data
-        ):
-            raise InvalidArgumentError(
-                f'{str(path)!r} must be a list of {{"chapter": ..., "claim": ..., "reason": ...}}'
-            )
-        reasons = {(d.get("chapter"), d.get("claim")): d["reason"] for d in data}
-    changed = []
-    for c in build_claims:
-        key = (c.get("chapter"), c.get("name"))
-        if key in swept and swept[key] != _threshold(c):
-            changed.append(
-                dict(chapter=key[0], claim=key[1], swept=swept[key], now=_threshold(c), reason=reasons.get(key))
-            )
-    return changed
-
-
-def chapter_times(out: Path):
-    """Median seconds per task for each chapter of a replication (for planning a sweep)."""
-    import pandas as pd
-
-    results, _ = load_replication(out)
-    frame = pd.DataFrame(results)
-    if frame.empty:
-        return frame
-    return frame.groupby("chapter").seconds.median()
-
-
-def _allowed(claim: dict, m: float, e: float, rtol: float) -> float:
-    """How far two measurements of one claim may differ and still count as the same: ``rtol`` of their size,
-    or ``10 * rtol`` of the claim's own scale (its tolerance for ``abs``, tolerance x expected for ``rel``, the
-    expected value for ``le`` / ``ge``), whichever is larger: round-off in a value far below its threshold
-    (an error of 1e-16 against a tolerance of 1e-13) is not a difference."""
-    exp, tol, kind = claim.get("expected"), claim.get("tol"), claim.get("kind")
-    scale = 0.0
-    num = (int, float)
-    if kind == "abs" and isinstance(tol, num):
-        scale = abs(tol)
-    elif kind == "rel" and isinstance(tol, num) and isinstance(exp, num):
-        scale = abs(tol * exp)
-    elif kind in ("le", "ge") and isinstance(exp, num):
-        scale = abs(exp)
-    return max(rtol * max(abs(m), abs(e)), 10 * rtol * scale)
-
-
-def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[str]:
-    """Differences between the tasks of ``out`` and the same (chapter, seed) tasks of ``recorded``, both on the
-    chapters' present code: a task that did not finish, a claim recorded in one and not the other, a claim that
-    held in one and failed in the other, or a measured value that differs by more than ``rtol`` of its size or of
-    the claim's scale (``_allowed``). Empty when ``out`` reproduces the recorded replication."""
-    got_results, got = load_replication(out, root)
-    ref_results, ref = load_replication(recorded, root)
-    ref_tasks = {(r["chapter"], r["seed"]) for r in ref_results}
-    problems = [
-        f"{r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}"
-        for r in got_results
-        if r["status"] in ("crashed", "timed out")
-    ]
-    index: dict[tuple, list[dict]] = {}
-    for c in ref:
-        index.setdefault((c["chapter"], c["seed"], c["name"]), []).append(c)
-    seen = set()
-    for c in got:
-        key = (c["chapter"], c["seed"], c["name"])
-        if key[:2] not in ref_tasks:
-            continue
-        seen.add(key)
-        if key not in index:
-            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} is not in the recorded replication")
-            continue
-        r = index[key][0]
-        if (c.get("passed") is True) != (r.get("passed") is True):
-            problems.append(
-                f"{key[0]} at seed {key[1]}: {key[2]!r} {'held' if c.get('passed') else 'failed'} here, "
-                f"{'held' if r.get('passed') else 'failed'} in the recorded replication"
-            )
-        m, e = c.get("measured"), r.get("measured")
-        if isinstance(m, (int, float)) and isinstance(e, (int, float)) and not isinstance(m, bool):
-            if abs(m - e) > _allowed(r, m, e, rtol):
-                problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} measured {m!r} here, {e!r} recorded")
-    compared = {(r["chapter"], r["seed"]) for r in got_results} & ref_tasks
-    for key in index:
-        if key[:2] in compared and key not in seen:
-            problems.append(f"{key[0]} at seed {key[1]}: {key[2]!r} recorded, missing here")
-    if not compared:
-        problems.append("no task of this run is in the recorded replication (other chapters, seeds or code)")
-    return problems
-
-
-def summary_text(out: Path) -> str:
-    """The summary of a replication folder as lines for a terminal."""
-    frame = summarize(out)
-    results, _ = load_replication(out)
-    counts = {s: sum(r["status"] == s for r in results) for s in STATUSES}
-    lines = [f"replication in {out}: {len(results)} tasks: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
-    for r in results:
-        if r["status"] in ("crashed", "timed out"):
-            lines.append(f"  {r['chapter']} at seed {r['seed']}: {r['status']}: {r.get('error', '')}")
-    dep = frame[frame.seed_dependent] if len(frame) else frame
-    lines.append(
-        f"{len(frame)} claims; held in every seed: {int((frame.fraction == 1).sum()) if len(frame) else 0}; "
-        f"seed-dependent (held in < {SEED_DEPENDENT:.0%}): {len(dep)}"
-    )
-    for row in frame.itertuples() if len(frame) else []:
-        if row.held < row.seeds:
-            lines.append(
-                f"  {row.chapter}: {row.claim}: held in {row.held} of {row.seeds} seeds"
-                f"{' (seed-dependent)' if row.seed_dependent else ''}"
-            )
-    return "\n".join(lines)
-
-
-def main(argv=None, root: Path | None = None, default_chapters: list[str] | None = None) -> int:
-    """``python -m tokensel_book replicate``: run chapters at fresh seeds on Dask and summarise them. ``root``: the
-    book's folder (default the working directory); ``default_chapters``: what runs without ``--chapters``."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m tokensel_book replicate", description=main.__doc__)
-    ap.add_argument(
-        "--chapters",
-        nargs="+",
-        metavar="CHAPTER",
-        help="chapters to run (names as in _toc.yml, e.g. 01_model); default: every numbered chapter",
-    )
-    ap.add_argument("--seeds", type=int, default=2, help="how many fresh seeds (default 2)")
-    ap.add_argument(
-        "--first-seed",
-        type=int,
-        default=0,
-        metavar="I",
-        help="start at fresh seed number I (default 0: seeds 1000, 1100, ...)",
-    )
-    ap.add_argument("--out", default=str(RECORDED), help=f"results folder (default {RECORDED})")
-    ap.add_argument("--workers", type=int, help="LocalCluster workers (default: cores / threads)")
-    ap.add_argument("--threads", type=int, default=1, help="threads each chapter may use (default 1)")
-    ap.add_argument("--scheduler", metavar="ADDRESS", help="use the Dask cluster at ADDRESS instead of a LocalCluster")
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds a task may run (default 1800)")
-    ap.add_argument("--retry", action="store_true", help="run again the tasks recorded as crashed or timed out")
-    ap.add_argument("--summary", action="store_true", help="run nothing; summarise the results folder")
-    ap.add_argument(
-        "--compare",
-        metavar="DIR",
-        help="after the run, compare every task with the same task of the replication in DIR "
-        "(exit 1 on any difference)",
-    )
-    ap.add_argument(
-        "--strict",
-        action="store_true",
-        help="exit 1 when a task crashed or timed out, or a chapter's claims differ between seeds in number",
-    )
-    args = ap.parse_args(argv)
-    root = Path(root or Path.cwd())
-    out = Path(args.out)
-    out = out if out.is_absolute() else root / out
-    if not args.summary:
-        chapters = args.chapters or default_chapters
-        if not chapters:
-            raise InvalidArgumentError("--chapters: name the chapters to run (e.g. --chapters 01_model 02_one_step)")
-        seeds = fresh_seeds(args.seeds, args.first_seed)
-        settings = SweepSettings(
-            out=out,
-            workers=args.workers,
-            threads=args.threads,
-            scheduler=args.scheduler,
-            timeout=args.timeout,
-            retry=args.retry,
-        )
-        command = "python -m tokensel_book replicate " + " ".join(shlex.quote(a) for a in (argv or sys.argv[2:]))
-        run_sweep(chapters, seeds, settings, root=root, command=command.strip())
-    print(summary_text(out))
-    if args.compare:
-        ref = Path(args.compare)
-        diffs = compare(out, ref if ref.is_absolute() else root / ref, root)
-        for line in diffs:
-            print(f"  differs: {line}")
-        print(f"replicate: {'reproduces' if not diffs else 'does NOT reproduce'} the replication in {args.compare}")
-        if diffs:
-            return 1
-    if args.strict:
-        results, _ = load_replication(out)
-        bad = [r for r in results if r["status"] in ("crashed", "timed out")]
-        if bad:
-            print(f"replicate: {len(bad)} tasks crashed or timed out", file=sys.stderr)
-            return 1
-    return 0
-
-
-def _num(x) -> str:
-    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
-
-
-def status_table(claims, out: Path, root: Path | None = None):
-    """For the status page: every claim of this build (``claims``, the frame of
-    ``tokensel_book.status.report``) with how it fared at the fresh seeds of the replication in ``out``:
-    ``held in k of N``, min / median / max of the measured value, and a verdict (``robust``: held in every
-    seed; ``held in most``: in at least 90 %; ``seed-dependent``: in fewer; ``not replicated``)."""
-    import pandas as pd
-
-    summary = summarize(out, root)
-    index = {(r.chapter, r.claim): r for r in summary.itertuples()} if len(summary) else {}
-    rows = []
-    for c in claims.itertuples():
-        r = index.get((c.chapter, c.name))
-        if r is None:
+    for chapter, tasks in sorted(by_chapter.items()):
+        for cid, row in claims_table(page_source(root, chapter)).items():
+            got = [made.get((chapter, t["seed"]), {}).get(cid) for t in tasks]
+            held = [t["seed"] for t, c in zip(tasks, got, strict=True) if c is not None and c["passed"]]
+            values = [c["measured"] for c in got if c is not None and isinstance(c["measured"], (int, float))]
+            values = [float(v) for v in values if math.isfinite(v)]
+            lo, hi = wilson(len(held), len(tasks))
             rows.append(
                 dict(
-                    chapter=c.chapter,
-                    claim=c.name,
-                    **{"fresh seeds": "not replicated"},
-                    min="",
-                    median="",
-                    max="",
-                    verdict="not replicated",
+                    chapter=chapter, id=cid, claim=row.claim, k=len(held), n=len(tasks), low=lo, high=hi,
+                    min=min(values, default=None), median=float(np.median(values)) if values else None,
+                    max=max(values, default=None), seed_dependent=len(held) < SEED_DEPENDENT * len(tasks),
+                    failed_seeds=" ".join(str(t["seed"]) for t in tasks if t["seed"] not in held),
                 )
-            )
-            continue
-        verdict = "robust" if r.held == r.seeds else "seed-dependent" if r.seed_dependent else "held in most"
-        rows.append(
-            dict(
-                chapter=c.chapter,
-                claim=c.name,
-                **{"fresh seeds": f"held in {r.held} of {r.seeds}"},
-                min=_num(r.min),
-                median=_num(r.median),
-                max=_num(r.max),
-                verdict=verdict,
-            )
-        )
-    return pd.DataFrame(rows, columns=["chapter", "claim", "fresh seeds", "min", "median", "max", "verdict"])
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["chapter", "id", "claim", "k", "n"])
+
+
+def write_summary(out: Path, root: Path) -> Path:
+    frame = summarize(out, root)
+    path = Path(out) / "summary.csv"
+    frame.to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g")
+    return path
 
 
 _NOTES: dict = {}
 
 
-def note(root: Path, chapter: str, claim: str) -> str | None:
-    """What the recorded replication of the book in ``root`` says of one claim, in words for the chapter's
-    check line: ``fresh seeds: held in k of N (min .. max)``, marked *seed-dependent* below 90 %; None when
-    the claim was not replicated on the chapter's present code. Read once per process and chapter."""
-    key = (str(root), chapter)
-    if key not in _NOTES:
-        recorded = Path(root) / RECORDED
-        table = {}
-        try:
-            if (recorded / "tasks" / chapter).is_dir():
-                frame = summarize(recorded, root)
-                table = {r.claim: r for r in frame.itertuples() if r.chapter == chapter}
-        except (InvalidArgumentError, OSError, ValueError):
-            table = {}
-        _NOTES[key] = table
-    r = _NOTES[key].get(claim)
+def note(root: Path | None, chapter: str, claim_id: str) -> str | None:
+    """What the book's recorded replication says of one claim, for its check line (None: not replicated)."""
+    if root is None:
+        return None
+    if (root, chapter) not in _NOTES:
+        path = Path(root) / RECORDED / "summary.csv"
+        rows = list(csv.DictReader(path.open())) if path.is_file() else []
+        _NOTES[(root, chapter)] = {r["id"]: r for r in rows if r["chapter"] == chapter}
+    r = _NOTES[(root, chapter)].get(claim_id)
     if r is None:
         return None
-    spread = f"; measured {_num(r.min)} .. {_num(r.max)}" if r.min is not None else ""
-    flag = ", seed-dependent" if r.seed_dependent else ""
-    return f"fresh seeds: held in {r.held} of {r.seeds}{flag}{spread}"
+    flag = ", seed-dependent" if r["seed_dependent"] == "True" else ""
+    return (
+        f"fresh seeds: held in {r['k']} of {r['n']} (95 % interval {float(r['low']):.2f}-{float(r['high']):.2f}){flag}"
+    )
+
+
+def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[str]:
+    """Every difference between the tasks of ``out`` and the same tasks of ``recorded`` (a verdict, a value beyond
+    ``rtol`` and the claim's own tolerance, a claim made in one only)."""
+    ours, theirs = (load(p, root) for p in (out, recorded))
+    index = {(r["chapter"], r["seed"]): {c["id"]: c for c in r["checks"]} for r in theirs[1]}
+    problems = [f"not current: {s}" for s in ours[2]]
+    for r in ours[1]:
+        ref = index.get((r["chapter"], r["seed"]))
+        if ref is None:
+            problems.append(f"{r['chapter']} at seed {r['seed']}: not in the recorded replication")
+            continue
+        mine = {c["id"]: c for c in r["checks"]}
+        for cid in sorted(set(mine) | set(ref)):
+            a, b = mine.get(cid), ref.get(cid)
+            where = f"{r['chapter']} at seed {r['seed']}: {cid!r}"
+            if a is None or b is None:
+                problems.append(f"{where} made in one run only")
+            elif a["passed"] != b["passed"]:
+                problems.append(f"{where} {'held' if a['passed'] else 'failed'} here, not in the recorded run")
+            elif isinstance(a["measured"], float) and isinstance(b["measured"], float):
+                allowed = max(rtol * abs(b["measured"]), 1e-12, (b["tol"] or 0.0) if b["kind"] == "abs" else 0.0)
+                if abs(a["measured"] - b["measured"]) > allowed:
+                    problems.append(f"{where} measured {a['measured']:.6g} here, {b['measured']:.6g} recorded")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------- a sweep
+
+
+def sweep(root: Path, chapters: list[str], seeds: list[int], out: Path, scheduler: str | None = None,
+          workers: int = 2, timeout: float = 1800.0) -> list[dict]:  # fmt: skip
+    """Run every (chapter, seed) not current in ``out`` on a Dask cluster (``scheduler``'s, else a LocalCluster of
+    ``workers`` single-threaded workers); print one line per task; write ``summary.csv`` beside the tasks."""
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    root, out = Path(root), Path(out)
+    for chapter in chapters:
+        if not page_source(root, chapter).is_file():
+            raise InvalidArgumentError(f"{chapter!r} is not a page of the book (no {page_source(root, chapter)})")
+    cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, processes=True)
+    client = Client(scheduler or cluster)
+    try:
+        expected, settings = software(), settings_now()
+        found = client.run(software)
+        if not found:
+            raise TokenselError(f"the cluster at {scheduler} has no worker: start one (`dask worker {scheduler}`)")
+        seeds_found = {s.get("PYTHONHASHSEED") for s in found.values()}
+        expected["PYTHONHASHSEED"] = max(
+            seeds_found, key=lambda v: sum(s.get("PYTHONHASHSEED") == v for s in found.values())
+        )
+        for w, s in found.items():
+            d = [k for k in expected if s.get(k) != expected[k]]
+            if d:
+                what = ", ".join(f"{k} ({s.get(k)!r}, not {expected[k]!r})" for k in d)
+                raise TokenselError(f"worker {w} differs from the sweep in {what}: start every worker alike")
+        specs = []
+        for chapter in chapters:
+            (cells, at), code = code_cells(root, chapter), code_digest(root, chapter)
+            current = {"code": code, "software": expected, "settings": settings_key(settings)}
+            for seed in seeds:
+                folder = out / "tasks" / chapter / f"seed-{seed}"
+                result, _, why = (
+                    read_task(folder, root, current) if (folder / "result.json").is_file() else (0, 0, "new")
+                )
+                if why or result is None or result["status"] not in ("ok", "claims failed"):
+                    specs.append(dict(root=str(root), out=str(out), chapter=chapter, seed=seed, cells=cells, at=at,
+                                      code=code, software=expected, settings=settings, timeout=timeout))  # fmt: skip
+        print(f"replicate: {len(specs)} tasks to run ({len(chapters) * len(seeds) - len(specs)} current)", flush=True)
+        results = []
+        futures = [client.submit(run_task, s, pure=False, key=f"{s['chapter']}-{s['seed']}") for s in specs]
+        for future in as_completed(futures):
+            r = future.result()
+            results.append(r)
+            print(f"  {r['chapter']} seed {r['seed']}: {r['status']} in {r['seconds']:.1f} s {r.get('error', '')}",
+                  flush=True)  # fmt: skip
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    write_summary(out, root)
+    return results
+
+
+def main(argv=None, root: Path | None = None, default_chapters: list[str] | None = None) -> int:
+    """``python -m tokensel_book replicate``: run chapters at fresh seeds and summarise them."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tokensel_book replicate", description=main.__doc__)
+    ap.add_argument("--chapters", nargs="+", metavar="CHAPTER", help="e.g. 01_model (default: every chapter)")
+    ap.add_argument("--seeds", type=int, default=2, help="how many fresh seeds (default 2)")
+    ap.add_argument("--first-seed", type=int, default=0, metavar="I", help="start at fresh seed number I")
+    ap.add_argument("--out", default=str(RECORDED), help=f"results folder (default {RECORDED})")
+    ap.add_argument("--workers", type=int, default=2, help="LocalCluster workers (default 2)")
+    ap.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler of a running cluster")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds a task may run (default 1800)")
+    ap.add_argument("--compare", metavar="DIR", help="then compare every task with the same task of DIR")
+    args = ap.parse_args(argv)
+    root = Path(root or book_root() or Path.cwd())
+    out = Path(args.out) if Path(args.out).is_absolute() else root / args.out
+    chapters = args.chapters or default_chapters
+    if not chapters:
+        raise InvalidArgumentError("--chapters: name the chapters to run (e.g. --chapters 01_model 02_one_step)")
+    if args.seeds < 1:
+        raise InvalidArgumentError(f"--seeds must be at least 1, got {args.seeds}")
+    results = sweep(root, chapters, fresh_seeds(args.seeds, args.first_seed), out, args.scheduler, args.workers,
+                    args.timeout)  # fmt: skip
+    bad = [r for r in results if r["status"] in ("crashed", "timed out", "refused")]
+    print(
+        f"replicate: {len(results)} tasks run, {len(bad)} crashed, timed out or refused; summary: {out / 'summary.csv'}"
+    )
+    if args.compare:
+        ref = Path(args.compare) if Path(args.compare).is_absolute() else root / args.compare
+        diffs = compare(out, ref, root)
+        for line in diffs:
+            print(f"  differs: {line}")
+        print(f"replicate: {'reproduces' if not diffs else 'does NOT reproduce'} the replication in {args.compare}")
+        return 1 if diffs or bad else 0
+    return 1 if bad else 0

@@ -1,7 +1,7 @@
 """Sphinx extension: statements by their numbers and titles, for readers.
 
 * **Check lines link what they test.** A claim checked with ``statement="lem-one-step"`` prints
-  ``... (tests lem-one-step)`` (:mod:`tokensel_book.wording`); in the HTML, that label becomes a link to the
+  ``... (tests lem-one-step)`` (:mod:`tokensel_book.claims`); in the HTML, that label becomes a link to the
   statement, shown by its number (``Lemma 2.1``, ``(1.2)`` for an equation), in every cell output of the
   book. A label that names no statement of the book is a build warning (an error under ``-W``).
 * **The proof index by number and title.** sphinx-proof's index (``prf-prf``, "Proof Index") lists statements
@@ -21,7 +21,7 @@ from sphinx.domains import Index
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
-from .wording import TESTS
+from .claims import TESTS
 
 logger = logging.getLogger(__name__)
 

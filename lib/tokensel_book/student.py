@@ -249,7 +249,9 @@ def leak_evidence(
     the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers
     that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
     are left out (they prove nothing)."""
-    from .status import _shown
+
+    def _shown(x) -> str:
+        return f"{x:.6g}" if isinstance(x, float) else str(x)
 
     phrases, values, names = [], [], []
     outside = [normalise(t) for t in elsewhere]

@@ -1,0 +1,470 @@
+"""Checked claims: a chapter asserts each numerical claim in one line, and a false claim fails the build.
+
+A chapter declares its claims once, in a ``claims:`` table of its front matter, keyed by a short id::
+
+    claims:
+      orth:
+        claim: "one step, p0 = 0: |dE orthogonal to v| / |dE|"
+        tests: lem-one-step                     # the statement it tests (a label of the book)
+        threshold: "an identity of Lemma 2.1: floating-point rounding"   # where the bound comes from
+        preregistered: true                     # the bound was written down before any run (default false)
+        deviation: true                         # a recorded departure from the paper (default false)
+
+and claims it in one call, ``tb.check("orth", value, close_to=0.0, tol=1e-13)``. A claim's text may hold
+``{fields}`` filled from the call (``tb.check("err", e, at_most=0.03, d=4096)``).
+
+:func:`end_chapter` shows the run's record (every claim, the chapter's seed, and what the run imported and read)
+as an output of the notebook, so the record travels with the outputs it vouches for: ``python -m tokensel_book
+verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while everything
+the record lists is unchanged (:mod:`.execution`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokensel.errors import InvalidArgumentError, TokenselError
+
+from .toc import book_root, front_matter, page_source
+
+MIME = "application/vnd.tokensel.record+json"
+SCHEMA = 3
+ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+LABEL = re.compile(r"[A-Za-z][\w:.-]*")
+TESTS = re.compile(r"\(tests (?P<label>[A-Za-z][\w:.-]*)\)")  # how a check line names its statement
+KINDS = ("abs", "rel", "le", "ge", "true")
+CLAIMS_ENV = "TOKENSEL_CLAIMS"  # "raise" (default): a failed claim raises at once; "report": it is shown, run on
+#: where a bound comes from, by the preregistered flag, when the table says nothing more precise
+THRESHOLD_ORIGIN = {
+    True: "fixed before the first run, from the paper's claim or from theory",
+    False: "the theory's value with a tolerance chosen after a first run showed the size of finite-size effects",
+}
+
+
+class ClaimFailedError(TokenselError, AssertionError):
+    """A claim does not hold."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of a chapter's claims table."""
+
+    claim: str
+    tests: str | None = None
+    threshold: str | None = None
+    preregistered: bool = False
+    deviation: bool = False
+
+
+def table_digest(table: dict[str, Claim] | None) -> str | None:
+    """What identifies a claims table (a run's record keeps it: the table is not a file the record lists)."""
+    rows = None if table is None else {k: vars(v) for k, v in sorted(table.items())}
+    return None if rows is None else hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def claims_table(path: Path) -> dict[str, Claim]:
+    """The ``claims:`` table of a chapter's front matter, checked: ids, field names and types."""
+    table = front_matter(path).get("claims", {})
+    where = f"the claims table of {Path(path).name}"
+    if not isinstance(table, dict):
+        raise InvalidArgumentError(f"{where} must map claim ids to their fields")
+    out = {}
+    for cid, row in table.items():
+        if not isinstance(cid, str) or not ID.fullmatch(cid):
+            raise InvalidArgumentError(f"{where}: id {cid!r} must be lower-case letters, digits and '-'")
+        if not isinstance(row, dict) or not isinstance(row.get("claim"), str) or not row["claim"].strip():
+            raise InvalidArgumentError(f"{where}: {cid} needs `claim: <what is claimed, in words>`")
+        unknown = set(row) - set(Claim.__dataclass_fields__)
+        if unknown:
+            raise InvalidArgumentError(f"{where}: {cid} has unknown fields {sorted(unknown)}")
+        for key in ("preregistered", "deviation"):
+            if not isinstance(row.get(key, False), bool):
+                raise InvalidArgumentError(f"{where}: {cid}.{key} must be true or false")
+        for key in ("tests", "threshold"):
+            if row.get(key) is not None and not (isinstance(row[key], str) and row[key].strip()):
+                raise InvalidArgumentError(f"{where}: {cid}.{key} must be a non-empty text")
+        if row.get("tests") is not None and not LABEL.fullmatch(row["tests"]):
+            raise InvalidArgumentError(f"{where}: {cid}.tests must be a statement's label, got {row['tests']!r}")
+        out[cid] = Claim(**row)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- a claim
+
+
+def _real(x, what: str) -> float:
+    """A finite real number (a 0-d tensor or array too) as a float; else a clear error naming ``what``."""
+    if hasattr(x, "item") and getattr(x, "shape", None) == ():
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and type(x).__module__ != "numpy":
+        raise InvalidArgumentError(f"{what} must be a real number, got {type(x).__name__}")
+    try:
+        value = float(x)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(f"{what} must be a real number that a float can hold ({exc})") from None
+    if not math.isfinite(value):
+        raise InvalidArgumentError(f"{what} must be finite, got {value}")
+    return value
+
+
+def comparison(
+    at_least=None, at_most=None, close_to=None, tol=None, rel_tol=None
+) -> tuple[str, float | None, float | None]:
+    """``(kind, expected, tol)`` of a claim's keywords: one of at_least, at_most, close_to (with tol or rel_tol),
+    or none of them for a truth claim."""
+    given = {k: v for k, v in (("at_least", at_least), ("at_most", at_most), ("close_to", close_to)) if v is not None}
+    if len(given) > 1:
+        raise InvalidArgumentError(f"a claim takes one of at_least=, at_most=, close_to=; got {sorted(given)}")
+    if "close_to" in given:
+        if (tol is None) == (rel_tol is None):
+            raise InvalidArgumentError("close_to= needs exactly one of tol= (absolute) and rel_tol= (relative)")
+        t = _real(tol if tol is not None else rel_tol, "tol" if tol is not None else "rel_tol")
+        if t < 0:
+            raise InvalidArgumentError(f"a tolerance must be >= 0, got {t}")
+        return ("abs" if tol is not None else "rel"), _real(close_to, "close_to"), t
+    if tol is not None or rel_tol is not None:
+        raise InvalidArgumentError("tol= and rel_tol= go with close_to=")
+    if not given:
+        return "true", None, None
+    ((key, value),) = given.items()
+    return ("ge" if key == "at_least" else "le"), _real(value, key), None
+
+
+def holds(c: dict) -> bool:
+    """The verdict of a recorded claim's own numbers."""
+    m, e, t, kind = c["measured"], c.get("expected"), c.get("tol"), c["kind"]
+    if kind == "true":
+        return m is True
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
+        return False
+    return {
+        "abs": lambda: abs(m - e) <= t,
+        "rel": lambda: abs(m - e) <= t * abs(e),
+        "le": lambda: m <= e,
+        "ge": lambda: m >= e,
+    }[kind]()
+
+
+def _measured(x, kind: str):
+    """What a claim records as measured: a bool for a truth claim, else a float (NaN kept: it fails)."""
+    if hasattr(x, "item") and getattr(x, "shape", None) == ():
+        x = x.item()
+    if kind == "true":
+        return x if isinstance(x, bool) else bool(x) if type(x).__name__ == "bool_" else repr(x)[:80]
+    if isinstance(x, (bool, str, bytes)):
+        return repr(x)[:80]
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        return repr(x)[:80]
+
+
+def _number(x) -> str:
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def requirement(c: dict) -> str:
+    """The condition of a claim in words: ``"at most 3"``, ``"within 30 % of 0.5"``."""
+    e, t = c.get("expected"), c.get("tol")
+    return {
+        "le": lambda: f"at most {_number(e)}",
+        "ge": lambda: f"at least {_number(e)}",
+        "rel": lambda: f"within {100 * t:.4g} % of {_number(e)}",
+        "abs": lambda: f"exactly {_number(e)}" if t == 0 else f"within {_number(t)} of {_number(e)}",
+        "true": lambda: "yes",
+    }[c["kind"]]()
+
+
+def claim_line(c: dict, statement: str | None = None) -> str:
+    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a failed claim adds
+    what it tests and where its bound comes from."""
+    verdict = ("deviation" if c.get("deviation") else "ok") if c["passed"] else "FAILED"
+    m = c["measured"]
+    if c["kind"] == "true":
+        body = {True: "yes", False: "no"}.get(m, str(m)) + ("" if c["passed"] else ", required yes")
+    else:
+        body = f"{_number(m)}, required {requirement(c)}"
+        if c["kind"] == "rel" and isinstance(m, float) and c["expected"]:
+            body += f" (off by {100 * abs(m - c['expected']) / abs(c['expected']):.2g} %)"
+    line = f"[{verdict}] {c['name']}: {body}" + (f" (tests {c['tests']})" if c.get("tests") else "")
+    if c.get("deviation") and c["passed"]:
+        line += " (a recorded departure from the paper, checked in its direction)"
+    if not c["passed"]:
+        line += f"\n    what is tested: {statement or c.get('tests') or c['name']}"
+        origin = c.get("threshold") or THRESHOLD_ORIGIN[bool(c.get("preregistered"))]
+        line += f"\n    where the threshold comes from: {origin}"
+    return line
+
+
+# ---------------------------------------------------------------------------------------------------- a run
+
+_run: dict = {}
+
+
+def claims_mode() -> str:
+    mode = os.environ.get(CLAIMS_ENV, "raise")
+    if mode not in ("raise", "report"):
+        raise InvalidArgumentError(f"{CLAIMS_ENV} must be 'raise' or 'report', got {mode!r}")
+    return mode
+
+
+def start_chapter(chapter: str) -> None:
+    """Begin a run of ``chapter``: its claims table is read from ``book/<chapter>.md`` when the notebook runs inside
+    the book (outside it, a claim is named by its id). Introduced in chapter 01."""
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", chapter):
+        raise InvalidArgumentError(f"chapter must be a page's name such as '01_model', got {chapter!r}")
+    mode = claims_mode()
+    root = book_root()
+    source = page_source(root, chapter) if root is not None else None
+    table = claims_table(source) if source is not None and source.is_file() else None
+    _run.clear()
+    _run.update(chapter=chapter, table=table, mode=mode, checks=[], started=time.time(), t0=time.perf_counter())
+    _watch_files()
+
+
+def check(claim_id: str, measured, *, at_least=None, at_most=None, close_to=None, tol=None, rel_tol=None, **fields):
+    """Assert the claim ``claim_id`` of the chapter's table on ``measured`` and return ``measured``.
+
+    ``at_least=e`` (``m >= e``), ``at_most=e``, ``close_to=e`` with ``tol=t`` (``|m - e| <= t``) or ``rel_tol=r``
+    (``|m - e| <= r |e|``); none of them claims that ``measured`` is True. ``fields`` fill the claim's text.
+    A claim that does not hold raises :class:`ClaimFailedError` (``TOKENSEL_CLAIMS=report``: it is shown and the
+    run goes on; :func:`end_chapter` raises). Introduced in chapter 01."""
+    if not _run:
+        raise InvalidArgumentError("call tb.start_chapter(name) before the chapter's first claim")
+    table = _run["table"]
+    if table is not None and claim_id not in table:
+        raise InvalidArgumentError(f"claim {claim_id!r} is not in the claims table of {_run['chapter']}.md")
+    row = table[claim_id] if table is not None else Claim(claim=str(claim_id))
+    kind, expected, tol = comparison(at_least, at_most, close_to, tol, rel_tol)
+    try:
+        name = row.claim.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InvalidArgumentError(f"claim {claim_id!r}: its text needs the field {exc} (give it to check)") from None
+    c = {"id": claim_id, "name": name, "measured": _measured(measured, kind), "expected": expected, "tol": tol}
+    c.update(kind=kind, tests=row.tests, threshold=row.threshold)
+    c.update(preregistered=row.preregistered, deviation=row.deviation)
+    c["passed"] = holds(c)
+    _run["checks"].append(c)
+    line = claim_line(c)
+    print(line + _replication_note(c))
+    if not c["passed"]:
+        if _run["mode"] == "report":
+            import warnings
+
+            warnings.warn(f"claim failed: {line}", stacklevel=2)
+        else:
+            raise ClaimFailedError(f"claim failed in chapter {_run['chapter']!r}: {line}")
+    return measured
+
+
+def end_chapter() -> dict:
+    """Finish the run: show its record as an output of the notebook and raise if any claim failed.
+    Introduced in chapter 01."""
+    if not _run:
+        raise InvalidArgumentError("end_chapter() without start_chapter(): call tb.start_chapter(name) first")
+    caller = sys._getframe(1).f_globals
+    record = {
+        "schema": SCHEMA,
+        "chapter": _run["chapter"],
+        "seed": caller.get("seed") if isinstance(caller.get("seed"), int) else None,
+        "started": _run["started"],
+        "seconds": time.perf_counter() - _run["t0"],
+        "checks": _run["checks"],
+        "table": table_digest(_run["table"]),
+        "depends": dependencies(_run.get("opened", set())),
+    }
+    record["seal"] = seal(record)
+    failed = [c["name"] for c in _run["checks"] if not c["passed"]]
+    summary = f"{record['chapter']}: {len(record['checks'])} claims checked" + (
+        f", {len(failed)} failed: {failed}" if failed else f", all hold; executed in {record['seconds']:.1f} s"
+    )
+    _show(record, summary)
+    _run.clear()
+    if failed:
+        raise ClaimFailedError(summary)
+    return record
+
+
+def _show(record: dict, summary: str) -> None:
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is not None:
+            display({MIME: record, "text/plain": summary}, raw=True)
+            return
+    except ImportError:
+        pass
+    print(summary)
+
+
+def _replication_note(c: dict) -> str:
+    """In how many fresh seeds the book's recorded replication saw this claim hold, when it covers it."""
+    try:
+        from .replication import note
+
+        text = note(book_root(), _run["chapter"], c["id"])
+    except Exception:  # noqa: BLE001 - a courtesy line: the claim is already checked
+        text = None
+    return f"\n    ({text})" if text else ""
+
+
+# ---------------------------------------------------------------------------------------------------- records
+
+
+def seal(record: dict) -> str:
+    """SHA-256 of a record's content without its seal: a record edited by hand no longer matches it."""
+    body = {k: v for k, v in record.items() if k != "seal"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
+_CLAIM_TYPES = {
+    "id": str, "name": str, "kind": str, "passed": bool, "preregistered": bool, "deviation": bool,
+    "measured": (bool, int, float, str), "expected": (int, float, type(None)), "tol": (int, float, type(None)),
+    "tests": (str, type(None)), "threshold": (str, type(None)),
+}  # fmt: skip
+
+
+def _no_bool(t) -> bool:
+    return bool not in (t if isinstance(t, tuple) else (t,))
+
+
+def record_problems(record, table: dict[str, Claim] | None = None) -> list[str]:
+    """Why ``record`` (as read back from a notebook) cannot be trusted; empty when it can. Strict types, its
+    seal, each verdict against its own numbers, and with ``table`` every claim of the table made, none else."""
+    if not isinstance(record, dict):
+        return ["the record is not a JSON object"]
+    if record.get("schema") != SCHEMA:
+        return [f"the record's schema is {record.get('schema')!r}, not {SCHEMA} (another version of the book)"]
+    if record.get("seal") != seal(record):
+        return ["the record does not match its seal: it was changed after the run"]
+    checks = record.get("checks")
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        return ["the record's checks are not a list of claims"]
+    out = []
+    for c in checks:
+        if set(c) != set(_CLAIM_TYPES) or c["kind"] not in KINDS:
+            out.append(f"claim {c.get('id')!r} has fields {sorted(c)} or kind {c.get('kind')!r} of no claim")
+            continue
+        wrong = [
+            k for k, t in _CLAIM_TYPES.items() if not isinstance(c[k], t) or (_no_bool(t) and isinstance(c[k], bool))
+        ]
+        if wrong:
+            out.append(f"claim {c['id']!r}: {', '.join(wrong)} of the wrong type")
+        elif c["passed"] != holds(c):
+            out.append(f"claim {c['id']!r}: passed is {c['passed']} but its numbers say {holds(c)}")
+        elif not c["passed"]:
+            out.append(f"claim failed: {claim_line(c).splitlines()[0]}")
+    if table is not None:
+        if record.get("table") != table_digest(table):
+            out.append("the chapter's claims table changed since the run: build the book again")
+        made = {c.get("id") for c in checks}
+        out += [f"claim {i!r} of the table was never made (its cell did not run)" for i in sorted(set(table) - made)]
+        out += [f"claim {i!r} is not in the chapter's claims table" for i in sorted(made - set(table), key=str)]
+    return out
+
+
+def notebook_record(nb) -> dict | None:
+    """The record an executed notebook (an ``nbformat`` node or a dict) shows; None when it shows none."""
+    found = [
+        out["data"][MIME]
+        for cell in nb["cells"]
+        if cell.get("cell_type") == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") in ("display_data", "execute_result") and MIME in out.get("data", {})
+    ]
+    return found[-1] if found else None
+
+
+# ---------------------------------------------------------------------------------------------------- what a run read
+
+_SKIP = ("/proc/", "/sys/", "/dev/")
+_STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library (Python's version is recorded instead)
+#: variables that change between two runs of the same thing, never what is computed
+NOISE = re.compile(
+    r"(JPY_|PYDEVD_|KERNEL_|_$|PWD$|OLDPWD$|SHLVL$|TERM|COLUMNS$|LINES$|CLICOLOR|FORCE_COLOR|PAGER|GIT_PAGER)"
+)
+
+
+def _watch_files() -> None:
+    """Note every file a run opens for reading (Python's audit hook; files opened by compiled code are not seen:
+    the execution cache keys the data folders and the recorded runs as a whole)."""
+    _run["opened"] = set()
+    if not getattr(sys, "_tokensel_audit", False):
+
+        def hook(event, args):
+            if event == "open" and _run.get("opened") is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+                mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
+                if "r" in mode and "+" not in mode:
+                    _run["opened"].add(os.fsdecode(args[0]))
+
+        sys.addaudithook(hook)
+        sys._tokensel_audit = True  # type: ignore[attr-defined]
+
+
+def file_digest(path: str) -> str | None:
+    """What identifies a file's content: SHA-256 of its bytes (of its size and time for a compiled library, which
+    only an install changes); None when it is gone."""
+    try:
+        st = os.stat(path)
+        if path.endswith((".so", ".pyd", ".dylib")) or st.st_size > 2**28:
+            return f"{st.st_size}:{st.st_mtime_ns}"
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(2**20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def dependencies(opened=()) -> dict:
+    """What a run depended on: the files of every module it imported (the standard library aside) and every file
+    it opened for reading, by content; IPython's start-up files; the environment."""
+    files = {getattr(m, "__file__", None) for m in list(sys.modules.values())} | set(opened)
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:
+            folder = Path(shell.profile_dir.location)
+            files |= {str(p) for p in folder.rglob("*.py")} | {str(p) for p in folder.rglob("*.json")}
+    except ImportError:
+        pass
+    keep = sorted(
+        str(Path(f).resolve())
+        for f in files
+        if isinstance(f, str)
+        and os.path.isfile(f)
+        and not f.startswith(_SKIP)
+        and (not f.startswith(_STDLIB) or "site-packages" in f)
+        and "__pycache__" not in f
+        and not f.endswith(".md")  # a page's source: jupyter-cache keys its code, the record its claims table
+    )
+    return {"files": {f: file_digest(f) for f in keep}, "env": _environment(), "python": sys.version}
+
+
+def _environment() -> dict[str, str]:
+    """The environment by digests of its values (a record is kept with the outputs; a value may be a secret)."""
+    return {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in os.environ.items() if not NOISE.match(k)}
+
+
+def dependency_changes(depends: dict, env: bool = True) -> list[str]:
+    """What changed since a run recorded ``depends``: the files it imported and read, with ``env`` its environment
+    (which only a process started as the run was can compare) and Python."""
+    out = [f"{f} changed" for f, d in depends["files"].items() if file_digest(f) != d]
+    if not env:
+        return out
+    now = _environment()
+    out += [f"${k} changed" for k in sorted(set(now) | set(depends["env"])) if now.get(k) != depends["env"].get(k)]
+    if sys.version != depends["python"]:
+        out.append("Python changed")
+    return out

@@ -1,0 +1,246 @@
+"""tokensel_book.claims: the claims table, one-line checks, the record a run shows, and what it depended on."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tokensel_book as tb
+from tokensel.errors import InvalidArgumentError
+from tokensel_book.claims import (
+    MIME,
+    ClaimFailedError,
+    claims_table,
+    dependency_changes,
+    record_problems,
+    seal,
+)
+
+TABLE = """---
+claims:
+  lead:
+    claim: "min value lead after the step"
+    tests: prop-mass-bound
+    threshold: "the proposition's assumption"
+  err:
+    claim: "err at d = {d} ({n} seeds)"
+    preregistered: true
+  flat:
+    claim: "values NOT monotone"
+    deviation: true
+  truth:
+    claim: "every sign right"
+---
+# A chapter
+"""
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch):
+    """A book folder with one chapter whose table is TABLE, as the working directory."""
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "ch.md").write_text(TABLE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_claim_is_one_call_and_its_line_says_what_was_claimed(book, capsys):
+    tb.start_chapter("ch")
+    assert tb.check("lead", torch.tensor(0.41), at_least=0.0) == torch.tensor(0.41)
+    tb.check("err", np.float64(0.021), at_most=0.03, d=4096, n=5)
+    tb.check("flat", 0.42, at_most=0.9)
+    tb.check("truth", np.bool_(True))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "[ok] min value lead after the step: 0.41, required at least 0 (tests prop-mass-bound)"
+    assert out[1] == "[ok] err at d = 4096 (5 seeds): 0.021, required at most 0.03"
+    assert out[2].startswith("[deviation] values NOT monotone: 0.42, required at most 0.9 (a recorded departure")
+    assert out[3] == "[ok] every sign right: yes"
+    record = tb.end_chapter()
+    assert [c["id"] for c in record["checks"]] == ["lead", "err", "flat", "truth"]
+    assert record["checks"][1]["preregistered"] and record_problems(record, claims_table(book / "book" / "ch.md")) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "passes"),
+    [
+        (dict(close_to=1.0, tol=0.1), True),
+        (dict(close_to=1.0, tol=0.01), False),
+        (dict(close_to=1.0, rel_tol=0.06), True),
+        (dict(close_to=1.0, rel_tol=0.04), False),
+        (dict(at_least=1.1), False),
+        (dict(at_most=1.1), True),
+    ],
+)
+def test_each_comparison_holds_or_fails_by_its_numbers(book, kwargs, passes):
+    tb.start_chapter("ch")
+    if passes:
+        tb.check("lead", 1.05, **kwargs)
+    else:
+        with pytest.raises(ClaimFailedError, match="what is tested: .*\n.*where the threshold comes from"):
+            tb.check("lead", 1.05, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: tb.check("nope", 1.0, at_least=0), "not in the claims table"),
+        (lambda: tb.check("err", 1.0, at_most=2), "needs the field"),
+        (lambda: tb.check("lead", 1.0, at_least=0, at_most=2), "one of at_least"),
+        (lambda: tb.check("lead", 1.0, close_to=1.0), "exactly one of tol"),
+        (lambda: tb.check("lead", 1.0, close_to=1.0, rel_tol=10**400), "a float can hold"),
+        (lambda: tb.check("lead", 1.0, close_to=float("nan"), tol=1), "must be finite"),
+        (lambda: tb.check("lead", 1.0, close_to=1.0, tol=-1), ">= 0"),
+        (lambda: tb.check("lead", 1.0, at_least="0"), "real number"),
+        (lambda: tb.check("lead", 1.0, tol=1), "go with close_to"),
+    ],
+)
+def test_a_malformed_claim_is_a_clear_error_naming_what_to_fix(book, call, match):
+    tb.start_chapter("ch")
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+def test_a_measurement_that_is_not_a_finite_number_fails_and_a_truth_needs_a_boolean(book):
+    tb.start_chapter("ch")
+    for bad in (float("nan"), float("inf"), "0.5", [1.0]):
+        with pytest.raises(ClaimFailedError):
+            tb.check("lead", bad, at_least=0.0)
+    with pytest.raises(ClaimFailedError, match="required yes"):
+        tb.check("truth", "True")
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "", "../x", "a b", 7])
+def test_a_chapter_needs_a_plain_name(book, name):
+    with pytest.raises(InvalidArgumentError, match="page's name"):
+        tb.start_chapter(name)
+
+
+def test_claims_before_a_chapter_and_a_mistyped_mode_are_refused(book, monkeypatch):
+    tb.claims._run.clear()
+    with pytest.raises(InvalidArgumentError, match="start_chapter"):
+        tb.check("lead", 1.0, at_least=0)
+    with pytest.raises(InvalidArgumentError, match="start_chapter"):
+        tb.end_chapter()
+    monkeypatch.setenv("TOKENSEL_CLAIMS", "reprot")
+    with pytest.raises(InvalidArgumentError, match="TOKENSEL_CLAIMS must be"):
+        tb.start_chapter("ch")
+
+
+def test_in_report_mode_a_failed_claim_warns_and_end_chapter_raises(book, monkeypatch):
+    monkeypatch.setenv("TOKENSEL_CLAIMS", "report")
+    tb.start_chapter("ch")
+    with pytest.warns(UserWarning, match="claim failed"):
+        tb.check("lead", -1.0, at_least=0.0)
+    with pytest.raises(ClaimFailedError, match="1 failed"):
+        tb.end_chapter()
+
+
+def test_outside_a_book_a_claim_is_named_by_its_id(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    tb.start_chapter("ch")
+    tb.check("anything", 2.0, close_to=2.0, tol=0.0)
+    assert capsys.readouterr().out.startswith("[ok] anything: 2, required exactly 2")
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        ("claims: [a]", "map claim ids"),
+        ("claims:\n  Bad_Id:\n    claim: x", "lower-case"),
+        ("claims:\n  a:\n    threshold: x", "needs `claim"),
+        ("claims:\n  a:\n    claim: x\n    bound: 3", "unknown fields"),
+        ("claims:\n  a:\n    claim: x\n    deviation: 'yes'", "true or false"),
+        ("claims:\n  a:\n    claim: x\n    tests: 'not a label'", "statement's label"),
+        ("claims:\n  a: &x\n    claim: x\n  b: *x", "aliases are not allowed"),
+    ],
+)
+def test_a_malformed_table_is_refused(tmp_path, table, match):
+    path = tmp_path / "ch.md"
+    path.write_text(f"---\n{table}\n---\n")
+    with pytest.raises(InvalidArgumentError, match=match):
+        claims_table(path)
+
+
+def _record(book):
+    tb.start_chapter("ch")
+    for cid in ("lead", "flat"):
+        tb.check(cid, 0.5, at_most=0.9)
+    tb.check("err", 0.01, at_most=0.03, d=1, n=1)
+    tb.check("truth", True)
+    seed = 1234  # noqa: F841 - end_chapter reads the chapter's seed from its caller's namespace
+    return tb.end_chapter()
+
+
+def test_the_record_is_sealed_and_every_edit_is_seen(book):
+    record = _record(book)
+    table = claims_table(book / "book" / "ch.md")
+    assert record["seed"] is None  # `seed` above is a local of this function, not a global of the chapter
+    assert record_problems(record, table) == []
+    edits = {
+        "a measured value": lambda r: r["checks"][0].update(measured=0.1),
+        "a verdict, resealed": lambda r: (r["checks"][0].update(measured=5.0), r.update(seal=seal(r))),
+        "a claim removed, resealed": lambda r: (r["checks"].pop(), r.update(seal=seal(r))),
+        "a type, resealed": lambda r: (r["checks"][0].update(passed="true"), r.update(seal=seal(r))),
+    }
+    found = {}
+    for what, edit in edits.items():
+        r = json.loads(json.dumps(record))
+        edit(r)
+        found[what] = record_problems(r, table)
+    assert "changed after the run" in found["a measured value"][0]
+    assert (
+        "claim failed" in " ".join(found["a verdict, resealed"])
+        or "but its numbers say" in found["a verdict, resealed"][0]
+    )
+    assert "never made" in found["a claim removed, resealed"][0]
+    assert "wrong type" in found["a type, resealed"][0]
+
+
+def test_the_record_lists_what_the_run_imported_read_and_was_set_to(book, monkeypatch):
+    helper = book / "helper.py"
+    helper.write_text("VALUE = 1\n")
+    data = book / "data.txt"
+    data.write_text("1\n")
+    monkeypatch.syspath_prepend(str(book))
+    monkeypatch.setenv("NUMBA_OPT", "3")
+    tb.start_chapter("ch")
+    import helper as _imported  # noqa: F401
+
+    data.read_text()
+    for cid in ("lead", "flat"):
+        tb.check(cid, 0.5, at_most=0.9)
+    tb.check("err", 0.01, at_most=0.03, d=1, n=1)
+    tb.check("truth", True)
+    depends = tb.end_chapter()["depends"]
+    sys.modules.pop("helper")
+    assert str(helper.resolve()) in depends["files"] and str(data.resolve()) in depends["files"]
+    assert dependency_changes(depends) == []
+    helper.write_text("VALUE = 2\n")
+    data.write_text("2\n")
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    changes = dependency_changes(depends)
+    assert {f"{helper.resolve()} changed", f"{data.resolve()} changed", "$NUMBA_OPT changed"} <= set(changes)
+    assert all("3" not in v for k, v in depends["env"].items() if k == "NUMBA_OPT")  # values are kept as digests
+
+
+def test_in_ipython_the_record_is_an_output_of_the_notebook(book):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    with capture_output() as shown:
+        shell.run_cell("import tokensel_book as tb\nseed = 7\ntb.start_chapter('ch')", store_history=False)
+        shell.run_cell(
+            "tb.check('lead', 1, at_least=0); tb.check('err', 0.0, at_most=1, d=1, n=1)\n"
+            "tb.check('flat', 0, at_most=1); tb.check('truth', True)",
+            store_history=False,
+        )
+        shell.run_cell("tb.end_chapter();", store_history=False)
+    [bundle] = [o.data for o in shown.outputs if MIME in o.data]
+    assert bundle[MIME]["seed"] == 7 and bundle["text/plain"].startswith("ch: 4 claims checked, all hold")
+    assert os.path.basename(__file__) not in json.dumps(bundle[MIME]["checks"])

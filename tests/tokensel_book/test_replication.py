@@ -1,0 +1,152 @@
+"""tokensel_book.replication: fresh seeds on Dask, warm workers, settings that travel, resume keyed on what the
+runs depended on, Wilson intervals, and a real cluster of separate scheduler and worker processes."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokensel.errors import InvalidArgumentError
+from tokensel_book import replication as rep
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTER = """---
+kernelspec:
+  name: python3
+  display_name: Python 3
+claims:
+  small:
+    claim: "a draw below 0.8"
+  setting:
+    claim: "the sweep's setting reached the worker"
+---
+# A chapter
+
+```{code-cell} ipython3
+import os
+import sys
+import numpy as np
+import tokensel_book as tb
+sys.path.insert(0, "book")
+import helper
+tb.start_chapter("ch")
+```
+
+```{code-cell} ipython3
+:tags: [parameters]
+seed = 0
+```
+
+```{code-cell} ipython3
+tb.check("small", float(np.random.default_rng(seed).random()) * helper.SCALE, at_most=0.8)
+tb.check("setting", os.environ.get("TOKENSEL_TEST_SETTING") == "on")
+tb.end_chapter()
+```
+"""
+
+
+def tiny_book(root: Path) -> Path:
+    (root / "_config.yml").write_text("title: t\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
+    (root / "book").mkdir(exist_ok=True)
+    (root / "book" / "ch.md").write_text(CHAPTER)
+    (root / "book" / "helper.py").write_text("SCALE = 1.0\n")
+    return root
+
+
+def test_wilson_intervals_and_fresh_seeds():
+    assert rep.wilson(0, 0) == (0.0, 1.0)
+    lo, hi = rep.wilson(20, 20)
+    assert hi == 1.0 and abs(lo - 0.8389) < 1e-3
+    lo, hi = rep.wilson(9, 20)
+    assert abs(lo - 0.258) < 1e-3 and abs(hi - 0.658) < 1e-3
+    assert rep.fresh_seeds(3, 1) == [1100, 1200, 1300]
+
+
+@pytest.mark.slow(seconds=60)
+def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, monkeypatch):
+    root, out = tiny_book(tmp_path), tmp_path / "out"
+    monkeypatch.setenv("TOKENSEL_TEST_SETTING", "on")
+    seeds = rep.fresh_seeds(4)
+    first = rep.sweep(root, ["ch"], seeds, out, workers=2)
+    assert sorted(r["seed"] for r in first) == seeds and {r["status"] for r in first} <= {"ok", "claims failed"}
+    frame = rep.summarize(out, root).set_index("id")
+    draws = [json.loads((out / f"tasks/ch/seed-{s}/record.json").read_text())["checks"][0] for s in seeds]
+    assert frame.loc["small", "k"] == sum(c["passed"] for c in draws) and frame.loc["small", "n"] == 4
+    assert frame.loc["setting", "k"] == 4  # the shell's setting travelled with every task
+    assert (frame.loc["small", "low"], frame.loc["small", "high"]) == rep.wilson(frame.loc["small", "k"], 4)
+    assert (out / "summary.csv").read_text().startswith("chapter,id,claim,k,n,low,high")
+    assert rep.sweep(root, ["ch"], seeds, out, workers=2) == []  # resumed: everything current
+    (root / "book" / "helper.py").write_text("SCALE = 2.0\n")  # a file the runs imported
+    assert len(rep.load(out, root)[0]) == 0 and "helper.py changed" in rep.load(out, root)[2][0]
+    assert len(rep.sweep(root, ["ch"], seeds[:2], out, workers=2)) == 2
+    assert rep.summarize(out, root).set_index("id").loc["small", "n"] == 2  # never two versions together
+    record = out / f"tasks/ch/seed-{seeds[0]}/record.json"
+    edited = json.loads(record.read_text())
+    edited["checks"][0]["passed"] = not edited["checks"][0]["passed"]
+    record.write_text(json.dumps(edited))
+    assert "cannot be trusted" in rep.load(out, root)[2][0]
+
+
+def test_a_chapter_without_a_parameters_cell_is_refused(tmp_path):
+    root = tiny_book(tmp_path)
+    text = (root / "book" / "ch.md").read_text().replace(":tags: [parameters]\n", "")
+    (root / "book" / "ch.md").write_text(text)
+    with pytest.raises(InvalidArgumentError, match="tagged `parameters`"):
+        rep.sweep(root, ["ch"], [1000], tmp_path / "out")
+
+
+def start(program: str, *args, env: dict) -> subprocess.Popen:
+    """A Dask scheduler or worker process, without its dashboard and with ``env`` alone."""
+    cmd = [sys.executable, "-m", f"distributed.cli.{program}", *args, "--no-dashboard"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for(address: str, n: int) -> None:
+    from dask.distributed import Client
+
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(n, timeout=60)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow(seconds=60)
+def test_a_cluster_of_separate_scheduler_and_workers_runs_the_sweep_and_refuses_a_worker_that_differs(tmp_path):
+    """A scheduler and two workers started on loopback with none of this shell's settings; a sweep through
+    --scheduler gets its settings to them; a third worker started with another hash seed is refused in one line."""
+    root, port = tiny_book(tmp_path), _port()
+    bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONHASHSEED": "0"}
+    bare |= {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    procs = []
+    try:
+        address = f"tcp://127.0.0.1:{port}"
+        procs.append(start("dask_scheduler", "--host", "127.0.0.1", "--port", str(port), env=bare))
+        procs += [start("dask_worker", address, "--nthreads", "1", env=bare) for _ in range(2)]
+        env = dict(os.environ, TOKENSEL_TEST_SETTING="on", PYTHONHASHSEED="0")
+        cmd = [sys.executable, "-m", "tokensel_book", "replicate", "--chapters", "ch", "--seeds", "2", "--out",
+               str(tmp_path / "out"), "--scheduler", address]  # fmt: skip
+        wait_for(address, 2)
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode in (0, 1) and "2 tasks run" in done.stdout, done.stdout + done.stderr
+        frame = rep.summarize(tmp_path / "out", root).set_index("id")
+        assert frame.loc["setting", "k"] == 2 and {r["worker"] for r in rep.load(tmp_path / "out", root)[0]}
+        procs.append(start("dask_worker", address, "--nthreads", "1", "--no-nanny", env=dict(bare, PYTHONHASHSEED="1")))
+        wait_for(address, 3)
+        refused = subprocess.run([*cmd, "--first-seed", "2"], cwd=root, env=env, capture_output=True, text=True,
+                                 timeout=120)  # fmt: skip
+        errors = [ln for ln in refused.stderr.splitlines() if ln.startswith("error:")]
+        assert refused.returncode == 1 and len(errors) == 1 and "PYTHONHASHSEED ('1', not '6640')" in errors[0], refused
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
