@@ -91,7 +91,8 @@ def write_assignments(root: Path, out: Path) -> list[Path]:
     numbers = toc_numbers(root)
     pages = [p for p in toc_files(root) if Path(p).name in numbers]
     notebooks = {p: json.loads(jupytext.writes(jupytext.read(page_source(root, p)), fmt="ipynb")) for p in pages}
-    labels = bib_labels((Path(root) / "references.bib").read_text(encoding="utf-8"))
+    bib = Path(root) / "references.bib"
+    labels = bib_labels(bib.read_text(encoding="utf-8")) if bib.is_file() else {}
     for p, nb in notebooks.items():
         labels |= collect_labels(nb, numbers[Path(p).name], Path(p).name)
     out = prepare_folder(out, MARK)

@@ -49,8 +49,9 @@ class Exercise:
     given: tuple[str, ...] = field(default=())
 
 
-#: the exercises of the loaded answer key, by label
+#: the exercises an answer key declares while it is loaded, by label
 EXERCISES: dict[str, Exercise] = {}
+_KEYS: dict[tuple, dict[str, Exercise]] = {}
 
 
 def exercise(label: str, *answers: Answer, given: tuple[str, ...] = ()):
@@ -70,11 +71,16 @@ def load_key(path: Path | None = None) -> dict[str, Exercise]:
 
     root = book_root()
     path = Path(path or os.environ.get(KEY_ENV) or (root / "book" / "answers.py" if root else "")).resolve()
-    if not EXERCISES and path.is_file():
+    if not path.is_file():
+        return {}
+    stamp = (path, path.stat().st_mtime_ns)
+    if stamp not in _KEYS:
+        EXERCISES.clear()
         spec = importlib.util.spec_from_file_location("tokensel_answer_key", path)
         assert spec is not None and spec.loader is not None
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    return EXERCISES
+        _KEYS[stamp] = dict(EXERCISES)
+    return _KEYS[stamp]
 
 
 def number(value) -> float | None:
