@@ -1,8 +1,6 @@
-"""Chapters read as chapters (issue 23 item 6): at most a fifth of a chapter's code cells hide their input and
-never one with a claim, every claim says its comparison by keyword (``at_least=``, ``at_most=``,
-``close_to=`` with ``tol=`` or ``rel_tol=``, or ``check(name, flag)``), and each chapter has one ``parameters``
-cell. Chapters not yet rewritten are listed in :data:`PENDING`; a pending chapter that passes must leave the
-list, so it only shrinks."""
+"""Chapters read as chapters: at most a fifth of a chapter's code cells hide their input and never one with a
+claim, each chapter has one ``parameters`` cell, claims read named fields and not the seed, and captions glue
+the parameters they quote."""
 
 import re
 from pathlib import Path
@@ -12,8 +10,6 @@ import pytest
 from tokensel_book.toc import toc_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
-#: chapters not yet rewritten to this form (the test checks that each still fails, so the list only shrinks)
-PENDING: set[str] = set()
 CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)\n```$", re.S | re.M)
 
 
@@ -33,8 +29,6 @@ def form_problems(text: str) -> list[str]:
     if len(hidden) * 5 > len(cells):
         problems.append(f"{len(hidden)} of {len(cells)} code cells hide their input (at most a fifth)")
     problems += ["a cell with a claim hides its input" for c in hidden if re.search(r"\bcheck\(", c)]
-    if re.search(r"\bkind\s*=", text):
-        problems.append("a claim written with kind= (say the comparison by keyword)")
     if sum("parameters" in tags(c) for c in cells) != 1:
         problems.append("not exactly one parameters cell")
     return problems
@@ -42,11 +36,7 @@ def form_problems(text: str) -> list[str]:
 
 @pytest.mark.parametrize("page", sorted(toc_numbers(ROOT)))
 def test_each_chapter_reads_as_a_chapter(page):
-    problems = form_problems((ROOT / f"{page}.md").read_text(encoding="utf-8"))
-    if page in PENDING:
-        assert problems, f"{page} now reads as a chapter: take it out of PENDING"
-    else:
-        assert not problems, problems
+    assert form_problems((ROOT / f"{page}.md").read_text(encoding="utf-8")) == []
 
 
 def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
@@ -56,29 +46,28 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
     hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'tb.check("a", 1, at_least=0)')
     assert "a cell with a claim hides its input" in form_problems(hidden_claim)
     assert any("a fifth" in p for p in form_problems(hidden_claim))
-    assert any("kind=" in p for p in form_problems(good.replace("x = 1", "tb.check('a', 1, 0, kind='ge')", 1)))
     assert "not exactly one parameters cell" in form_problems(good.replace("parameters", "hide-input"))
 
 
 def seed_in_claim_names(text: str) -> list[str]:
-    """Claims whose name is an f-string that formats ``seed`` (or ``seed + k``): such a name differs from one
-    seed to the next, so a replication sees a new claim at every seed instead of one claim held at some."""
+    """Claims whose text is filled from the seed (a field of the call that reads ``seed``): such a claim would
+    read differently from one seed to the next."""
     import ast
 
     found = []
     for cell in CELL.findall(text):
-        source = "\n".join(line for line in cell.split("\n") if not line.startswith(("---", "tags:", ":tags:")))
         try:
-            tree = ast.parse(source)
+            tree = ast.parse(_cell_source(cell))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check":
-                name = node.args[0] if node.args else None
-                if isinstance(name, ast.JoinedStr) and any(
-                    isinstance(n, ast.Name) and n.id == "seed" for n in ast.walk(name)
-                ):
-                    found.append(ast.unparse(name)[:80])
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "check":
+                fields = [
+                    k for k in node.keywords if k.arg not in ("at_least", "at_most", "close_to", "tol", "rel_tol")
+                ]
+                found += [
+                    k.arg for k in fields if any(isinstance(n, ast.Name) and n.id == "seed" for n in ast.walk(k.value))
+                ]
     return found
 
 
@@ -89,9 +78,9 @@ def test_claim_names_do_not_depend_on_the_seed(page):
 
 
 def test_the_seed_scan_sees_a_seed_in_a_name():
-    cell = '```{code-cell} ipython3\ntb.check(f"mass at seed {seed}", x, at_least=0.5)\n```'
-    assert seed_in_claim_names(cell) == ["f'mass at seed {seed}'"]
-    cell = '```{code-cell} ipython3\ntb.check(f"mass at eta0 = {eta0}", x, at_least=0.5)\n```'
+    cell = '```{code-cell} ipython3\ntb.check("mass", x, at_least=0.5, at=seed + 1)\n```'
+    assert seed_in_claim_names(cell) == ["at"]
+    cell = '```{code-cell} ipython3\ntb.check("mass", x, at_least=seed, eta0=eta0)\n```'
     assert seed_in_claim_names(cell) == []
 
 
@@ -117,10 +106,10 @@ def _display_label(node) -> bool:
 
 
 def claim_problems(text: str) -> list[str]:
-    """The claims of MyST notebook ``text`` that link no statement (``statement=``), do not say where their
-    threshold comes from (``threshold=``), or take a value by a display label (a table's row or column label
+    """The claims of MyST notebook ``text`` that take a value by a display label (a table's row or column label
     with spaces or symbols, or a test on a display string's ``startswith``/``endswith``): a claim reads named
-    fields, so a relabelled table cannot change what it checks."""
+    fields, so a relabelled table cannot change what it checks. (Its claims table names the statement each claim
+    tests and where its bound comes from: ``tokensel_book.claims.claims_table`` refuses a row without them.)"""
     import ast
 
     problems = []
@@ -136,10 +125,6 @@ def claim_problems(text: str) -> list[str]:
             ):
                 continue
             name = ast.unparse(node.args[0])[:70] if node.args else "?"
-            keywords = {k.arg for k in node.keywords}
-            for needed in ("statement", "threshold"):
-                if needed not in keywords:
-                    problems.append(f"{name}: no {needed}=")
             for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
                 for sub in ast.walk(arg):
                     if isinstance(sub, ast.Subscript) and _display_label(sub):
@@ -150,17 +135,15 @@ def claim_problems(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", CLAIM_PAGES)
-def test_every_claim_links_its_statement_and_threshold_and_reads_named_fields(page):
+def test_every_claim_reads_named_fields(page):
     assert claim_problems((ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")) == []
 
 
-def test_the_claim_scan_sees_a_missing_link_and_a_display_label():
+def test_the_claim_scan_sees_a_display_label():
     cell = "```{code-cell} ipython3\n%s\n```"
-    good = 'tb.check("a", t.gap["mlp"], at_least=0, statement="lem-x", threshold="the lemma")'
+    good = 'tb.check("a", t.gap["mlp"], at_least=0)'
     assert claim_problems(cell % good) == []
     assert claim_problems(cell % ("---\nmystnb:\n  figure:\n    name: f\n---\n" + good)) == []
-    assert claim_problems(cell % good.replace(', statement="lem-x"', "")) == ["'a': no statement="]
-    assert claim_problems(cell % good.replace(', threshold="the lemma"', "")) == ["'a': no threshold="]
     label = good.replace('t.gap["mlp"]', 't.loc["one layer", "U-gap (std)"]')
     assert claim_problems(cell % label) == ["'a': reads a display label (t.loc['one layer', 'U-gap (std)'])"]
     prefix = good.replace('t.gap["mlp"]', 't.at[0, "svm"].startswith("infeasible")')

@@ -89,17 +89,17 @@ def write_assignments(root: Path, out: Path) -> list[Path]:
     from .toc import page_source, toc_files, toc_numbers
 
     numbers = toc_numbers(root)
-    pages = [p for p in toc_files(root) if Path(p).name in numbers]
+    pages = [p for p in toc_files(root) if p in numbers]
     notebooks = {p: json.loads(jupytext.writes(jupytext.read(page_source(root, p)), fmt="ipynb")) for p in pages}
     bib = Path(root) / "references.bib"
     labels = bib_labels(bib.read_text(encoding="utf-8")) if bib.is_file() else {}
     for p, nb in notebooks.items():
-        labels |= collect_labels(nb, numbers[Path(p).name], Path(p).name)
+        labels |= collect_labels(nb, numbers[p], Path(p).name)
     out = prepare_folder(out, MARK)
     written = []
     for p, nb in notebooks.items():
         target = out / f"{Path(p).name}.ipynb"
-        target.write_text(json.dumps(assignment_notebook(nb, labels, numbers[Path(p).name]), indent=1) + "\n")
+        target.write_text(json.dumps(assignment_notebook(nb, labels, numbers[p]), indent=1) + "\n")
         written.append(target)
     (out / "README.md").write_text(README, encoding="utf-8")
     return written

@@ -58,7 +58,7 @@ class Claim:
     """One row of a chapter's claims table."""
 
     claim: str
-    tests: str | None = None
+    tests: str | None = None  # required in a table; None for a claim made outside the book
     threshold: str | None = None
     preregistered: bool = False
     deviation: bool = False
@@ -89,9 +89,11 @@ def claims_table(path: Path) -> dict[str, Claim]:
             if not isinstance(row.get(key, False), bool):
                 raise InvalidArgumentError(f"{where}: {cid}.{key} must be true or false")
         for key in ("tests", "threshold"):
-            if row.get(key) is not None and not (isinstance(row[key], str) and row[key].strip()):
-                raise InvalidArgumentError(f"{where}: {cid}.{key} must be a non-empty text")
-        if row.get("tests") is not None and not LABEL.fullmatch(row["tests"]):
+            if not (isinstance(row.get(key), str) and row[key].strip()):
+                raise InvalidArgumentError(
+                    f"{where}: {cid} needs `{key}:` (the statement it tests; where its bound comes from)"
+                )
+        if not LABEL.fullmatch(row["tests"]):
             raise InvalidArgumentError(f"{where}: {cid}.tests must be a statement's label, got {row['tests']!r}")
         out[cid] = Claim(**row)
     return out

@@ -15,33 +15,10 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 
-import yaml
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 
-
-def page_source(root: Path, page: str) -> Path:
-    """The source file of a page of ``_toc.yml``: its MyST Markdown file, or its notebook where it has no
-    ``.md`` (the student edition builds from the executed notebooks)."""
-    md = root / f"{page}.md"
-    nb = root / f"{page}.ipynb"
-    return nb if nb.is_file() and not md.is_file() else md
-
-
-def front_matter(path: Path) -> dict:
-    """The YAML front matter of a MyST Markdown file, or the metadata of a notebook (empty when it has
-    none)."""
-    if path.suffix == ".ipynb":
-        import json
-
-        data = json.loads(path.read_text(encoding="utf-8")).get("metadata")
-        return data if isinstance(data, dict) else {}
-    text = path.read_text(encoding="utf-8")
-    if not text.startswith("---"):
-        return {}
-    end = text.find("\n---", 3)
-    data = yaml.safe_load(text[3:end]) if end > 0 else None
-    return data if isinstance(data, dict) else {}
+from .toc import front_matter, page_source
 
 
 def page_title(path: Path) -> str:

@@ -16,7 +16,6 @@ pages, page sources, notebook downloads, search index, PDF) holds a solution's t
 
 from __future__ import annotations
 
-import ast
 import html
 import json
 import re
@@ -51,65 +50,36 @@ def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
 
 
 def solution_claims(solutions: list[dict]) -> list[str]:
-    """The names of the claims checked (``check("name", ...)``, ``ts.check(...)``) by solutions' code cells."""
-    names = []
+    """The ids of the claims that solutions' code cells check (``tb.check("id", ...)``)."""
+    ids = []
     for sol in solutions:
         for code in sol.get("code", []):
-            try:
-                tree = ast.parse(code)
-            except SyntaxError:  # a cell with IPython syntax: its claims by pattern
-                names += re.findall(r"""\bcheck\(\s*["']([^"'\n]+)["']""", code)
-                continue
-            for node in ast.walk(tree):
-                if (
-                    isinstance(node, ast.Call)
-                    and node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
-                    and getattr(node.func, "attr", getattr(node.func, "id", None)) == "check"
-                ):
-                    names.append(node.args[0].value)
-    return list(dict.fromkeys(names))
+            ids += re.findall(r"""\bcheck\(\s*["']([a-z0-9][a-z0-9-]*)["']""", code)
+    return list(dict.fromkeys(ids))
 
 
-_ROW = re.compile(r"<tr\b.*?</tr>", re.S)
+_ROW = re.compile(r"<tr\b[^>]*\bdata-claim=\"[^\"]*/(?P<id>[a-z0-9-]+)\".*?</tr>", re.S)
 
 
-def drop_claims(notebook: dict, names: list[str]) -> tuple[dict, int]:
-    """A copy of ``notebook`` whose outputs no longer mention the claims ``names`` (the status page's rows of
-    exercises' checks): every HTML table row and every line of text that names one is removed; and how many."""
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        raise InvalidArgumentError("notebook must be an nbformat-4 notebook as a dict (with a 'cells' list)")
-    if not names:
-        return notebook, 0
-    escaped = [html.escape(n) for n in names] + [html.escape(n, quote=False) for n in names] + list(names)
+def drop_claims(notebook: dict, ids: list[str]) -> tuple[dict, int]:
+    """A copy of ``notebook`` without the status table's rows of the claims ``ids`` (the exercises' checks), and
+    how many rows went."""
     removed = 0
 
-    def rows(text):
+    def rows(text: str) -> str:
         nonlocal removed
-        kept = _ROW.sub(lambda m: "" if any(e in m.group(0) for e in escaped) else m.group(0), text)
-        removed += text != kept
+        kept = _ROW.sub(lambda m: "" if m["id"] in ids else m.group(0), text)
+        removed += len(_ROW.findall(text)) - len(_ROW.findall(kept))
         return kept
-
-    def lines(text):
-        nonlocal removed
-        kept = [ln for ln in text.splitlines(keepends=True) if not any(n in ln for n in names)]
-        removed += len(text.splitlines()) - len(kept)
-        return "".join(kept)
 
     cells = []
     for cell in notebook["cells"]:
         if cell.get("cell_type") == "code" and cell.get("outputs"):
-            outputs = []
-            for out in cell["outputs"]:
-                out = json.loads(json.dumps(out))
-                if out.get("output_type") == "stream":
-                    out["text"] = lines("".join(out.get("text", "")))
-                for key, value in (out.get("data") or {}).items():
-                    if isinstance(value, (str, list)) and key.startswith("text/"):
-                        text = "".join(value)
-                        out["data"][key] = rows(text) if key == "text/html" else lines(text)
-                outputs.append(out)
+            outputs = json.loads(json.dumps(cell["outputs"]))
+            for out in outputs:
+                data = out.get("data") or {}
+                if "text/html" in data:
+                    data["text/html"] = rows("".join(data["text/html"]))
             cell = dict(cell, outputs=outputs)
         cells.append(cell)
     return dict(notebook, cells=cells), removed
@@ -138,8 +108,7 @@ def prepare_student_sources(root, built, out) -> Path:
     ``root`` is the book's root (with ``_config.yml`` and ``_toc.yml``), ``built`` the first build's folder
     (``_build``, with ``jupyter_execute/``). Every page of ``_toc.yml`` is taken from ``built`` when it was
     executed there, else from ``root`` (a page without code)."""
-    from .sphinx_roadmap import front_matter
-    from .toc import toc_files
+    from .toc import front_matter, toc_files
 
     root, built, out = Path(root), Path(built), Path(out)
     if not (root / "_config.yml").is_file() or not (root / "_toc.yml").is_file():
@@ -202,6 +171,12 @@ def prepare_student_sources(root, built, out) -> Path:
             dest.write_text(json.dumps(notebook, indent=1, ensure_ascii=False), encoding="utf-8")
         else:
             shutil.copy2(src, dest)
+    downloads = built / "downloads"  # the status page's claims.json and citation, without the exercises' claims
+    if (downloads / "claims.json").is_file():
+        rows = [r for r in json.loads((downloads / "claims.json").read_text()) if r["id"] not in names]
+        (out / "_build" / "downloads").mkdir(parents=True)
+        (out / "_build" / "downloads" / "claims.json").write_text(json.dumps(rows, indent=1))
+        shutil.copy2(downloads / "tokensel.bib", out / "_build" / "downloads" / "tokensel.bib")
     return out
 
 

@@ -80,20 +80,27 @@ def toc_files(root: Path | None = None) -> list[str]:
 
 
 def toc_numbers(root: Path | None = None) -> dict[str, int]:
-    """Chapter numbers as the book shows them: the pages named ``NN_name`` in the order of ``_toc.yml``."""
+    """Chapter numbers as the book shows them, by page (``book/01_model``): the pages named ``NN_name`` in order."""
     chapters = [p for p in toc_files(root) if Path(p).name[:2].isdigit()]
-    return {Path(p).name: i for i, p in enumerate(chapters, 1)}
+    return {p: i for i, p in enumerate(chapters, 1)}
 
 
 def page_source(root: Path, page: str) -> Path:
-    """The ``.md`` source of a page of the book (``page`` as in ``_toc.yml`` or its last part)."""
+    """The source of a page (``page`` as in ``_toc.yml`` or its last part): its ``.md``, or its notebook where it
+    has none (the student edition builds from the executed notebooks)."""
     path = Path(root) / (page if "/" in page else f"book/{page}")
-    return path.with_suffix(".md")
+    md, nb = path.parent / f"{path.name}.md", path.parent / f"{path.name}.ipynb"
+    return nb if nb.is_file() and not md.is_file() else md
 
 
 def front_matter(path: Path) -> dict:
-    """The YAML front matter of a MyST page (an empty mapping when it has none)."""
+    """The YAML front matter of a MyST page, or a notebook's metadata (an empty mapping when it has none)."""
     text = _text(Path(path), "the page")
+    if Path(path).suffix == ".ipynb":
+        import json
+
+        meta = json.loads(text).get("metadata")
+        return meta if isinstance(meta, dict) else {}
     if not text.startswith("---\n"):
         return {}
     end = text.find("\n---\n", 4)

@@ -27,12 +27,18 @@ claims:
     threshold: "the proposition's assumption"
   err:
     claim: "err at d = {d} ({n} seeds)"
+    tests: lem-rate
+    threshold: "3 % at the largest width"
     preregistered: true
   flat:
     claim: "values NOT monotone"
+    tests: obs-shape
+    threshold: "a rank correlation of 0.9"
     deviation: true
   truth:
     claim: "every sign right"
+    tests: lem-rate
+    threshold: "exact"
 ---
 # A chapter
 """
@@ -57,9 +63,9 @@ def test_a_claim_is_one_call_and_its_line_says_what_was_claimed(book, capsys):
     tb.check("truth", np.bool_(True))
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[ok] min value lead after the step: 0.41, required at least 0 (tests prop-mass-bound)"
-    assert out[1] == "[ok] err at d = 4096 (5 seeds): 0.021, required at most 0.03"
-    assert out[2].startswith("[deviation] values NOT monotone: 0.42, required at most 0.9 (a recorded departure")
-    assert out[3] == "[ok] every sign right: yes"
+    assert out[1] == "[ok] err at d = 4096 (5 seeds): 0.021, required at most 0.03 (tests lem-rate)"
+    assert out[2].startswith("[deviation] values NOT monotone: 0.42, required at most 0.9 (tests obs-shape) (a record")
+    assert out[3] == "[ok] every sign right: yes (tests lem-rate)"
     record = tb.end_chapter()
     assert [c["id"] for c in record["checks"]] == ["lead", "err", "flat", "truth"]
     assert record["checks"][1]["preregistered"] and record_problems(record, claims_table(book / "book" / "ch.md")) == []
@@ -155,7 +161,9 @@ def test_outside_a_book_a_claim_is_named_by_its_id(tmp_path, monkeypatch, capsys
         ("claims:\n  a:\n    threshold: x", "needs `claim"),
         ("claims:\n  a:\n    claim: x\n    bound: 3", "unknown fields"),
         ("claims:\n  a:\n    claim: x\n    deviation: 'yes'", "true or false"),
-        ("claims:\n  a:\n    claim: x\n    tests: 'not a label'", "statement's label"),
+        ("claims:\n  a:\n    claim: x\n    threshold: y", "needs `tests:`"),
+        ("claims:\n  a:\n    claim: x\n    tests: lem-a", "needs `threshold:`"),
+        ("claims:\n  a:\n    claim: x\n    tests: 'not a label'\n    threshold: y", "statement's label"),
         ("claims:\n  a: &x\n    claim: x\n  b: *x", "aliases are not allowed"),
     ],
 )

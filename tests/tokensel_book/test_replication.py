@@ -21,8 +21,12 @@ kernelspec:
 claims:
   small:
     claim: "a draw below 0.8"
+    tests: lem-draw
+    threshold: "a uniform draw is below 0.8 four times in five"
   setting:
     claim: "the sweep's setting reached the worker"
+    tests: lem-draw
+    threshold: "exact"
 ---
 # A chapter
 

@@ -11,7 +11,9 @@ from tokensel.errors import InvalidArgumentError
 from tokensel_book.claims import MIME, ClaimFailedError
 from tokensel_book.verification import source_problems, summary, verify
 
-TABLE = "claims:\n  a:\n    claim: 'claim a'\n  b:\n    claim: 'claim b'\n"
+TABLE = "claims:\n" + "".join(
+    f"  {c}:\n    claim: 'claim {c}'\n    tests: lem-{c}\n    threshold: exact\n" for c in "ab"
+)
 START = "import tokensel_book as tb\ntb.start_chapter('ch')"
 A, B, END = "tb.check('a', 1.0, at_least=0)", "tb.check('b', True)", "tb.end_chapter()"
 
