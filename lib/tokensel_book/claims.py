@@ -390,9 +390,10 @@ def notebook_record(nb) -> dict | None:
 
 _SKIP = ("/proc/", "/sys/", "/dev/")
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library (Python's version is recorded instead)
-#: variables that change between two runs of the same thing, never what is computed
+#: variables that change between two runs of the same thing, or that a kernel sets for itself (the book's figures
+#: always use the inline backend), never what is computed
 NOISE = re.compile(
-    r"(JPY_|PYDEVD_|KERNEL_|_$|PWD$|OLDPWD$|SHLVL$|TERM|COLUMNS$|LINES$|CLICOLOR|FORCE_COLOR|PAGER|GIT_PAGER)"
+    r"(JPY|PYDEVD|KERNEL)_.*|TERM.*|CLICOLOR.*|_|PWD|OLDPWD|SHLVL|COLUMNS|LINES|FORCE_COLOR|.*PAGER|MPLBACKEND"
 )
 
 
@@ -456,7 +457,7 @@ def dependencies(opened=()) -> dict:
 
 def _environment() -> dict[str, str]:
     """The environment by digests of its values (a record is kept with the outputs; a value may be a secret)."""
-    return {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in os.environ.items() if not NOISE.match(k)}
+    return {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in os.environ.items() if not NOISE.fullmatch(k)}
 
 
 def dependency_changes(depends: dict, env: bool = True) -> list[str]:

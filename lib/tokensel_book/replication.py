@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import sys
 import threading
 import time
 from importlib.metadata import version
@@ -153,12 +154,14 @@ def run_task(spec: dict) -> dict:
     with _SHELL_LOCK:
         saved = dict(os.environ)
         os.environ.update(spec["settings"], TOKENSEL_CLAIMS="report", TOKENSEL_PROGRESS="0", MPLBACKEND="Agg")
-        cwd = os.getcwd()
+        cwd, here = os.getcwd(), str(page_source(Path(spec["root"]), spec["chapter"]).parent)
         t0 = time.perf_counter()
         try:
-            os.chdir(spec["root"])
+            os.chdir(here)  # as the book runs a page: in its own folder, which it can import from
+            sys.path.insert(0, here)
             record, error = _execute(spec["cells"], spec["at"], spec["seed"], spec["timeout"])
         finally:
+            sys.path.remove(here)
             os.chdir(cwd)
             os.environ.clear()
             os.environ.update(saved)

@@ -32,10 +32,8 @@ claims:
 
 ```{code-cell} ipython3
 import os
-import sys
 import numpy as np
 import tokensel_book as tb
-sys.path.insert(0, "book")
 import helper
 tb.start_chapter("ch")
 ```

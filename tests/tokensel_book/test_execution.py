@@ -1,0 +1,91 @@
+"""tokensel_book.execution: ``make book`` reuses a page's outputs only while everything its run depended on holds,
+and a false claim fails the build by name. Built with jupyter-book itself, on a one-page book."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIG = """title: t
+execute:
+  execute_notebooks: cache
+  timeout: 120
+sphinx:
+  extra_extensions: [tokensel_book.execution]
+  config:
+    nb_execution_raise_on_error: true
+"""
+CHAPTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+claims:
+  value:
+    claim: "the helper's value"
+    tests: lem-a
+    threshold: "exact"
+---
+# A page
+
+```{code-cell} ipython3
+import tokensel_book as tb
+
+import helper  # beside the page: a page executes in its own folder
+
+tb.start_chapter("ch")
+data = open("data/x.txt").read()
+tb.check("value", helper.VALUE + len(data) * 0, at_least=LEAST)
+tb.end_chapter()
+```
+"""
+
+
+def build(root: Path, env: dict) -> str:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.stdout + done.stderr
+
+
+@pytest.mark.slow(seconds=150)
+def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(tmp_path):
+    root, elsewhere = tmp_path / "book_root", tmp_path / "elsewhere"
+    (root / "book").mkdir(parents=True)
+    elsewhere.mkdir()
+    (root / "_config.yml").write_text(CONFIG)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
+    (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "0"))
+    (root / "book" / "helper.py").write_text("VALUE = 1\n")
+    (elsewhere / "x.txt").write_text("a\n")
+    (root / "book" / "data").symlink_to(elsewhere)  # a data folder assembled from links
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00.py").write_text("X = 1\n")
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path / "ipython"))
+    executes = "execution cache: book/ch executes"
+    assert executes in build(root, env)
+    assert executes not in build(root, env)  # nothing changed: reused
+    changes = {
+        "a helper module outside the library": lambda: (root / "book" / "helper.py").write_text("VALUE = 2\n"),
+        "a file under a linked folder": lambda: (elsewhere / "x.txt").write_text("b\n"),
+        "an IPython start-up file": lambda: (startup / "00.py").write_text("X = 2\n"),
+        "a setting (NUMBA_OPT)": lambda: env.update(NUMBA_OPT="0"),
+    }
+    for what, change in changes.items():
+        change()
+        assert executes in build(root, env), what
+    assert executes not in build(root, env)
+    (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "3"))  # a false claim
+    log = build(root, env)
+    assert "ClaimFailedError" in log and "the helper's value" in log
