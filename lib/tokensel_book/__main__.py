@@ -157,45 +157,12 @@ def main(argv=None) -> int:
     return 2
 
 
-class _Refused(Exception):
-    """The replicate options could not be read here: the replicate command's own parser reports it."""
-
-
-class _Options(argparse.ArgumentParser):
-    def error(self, message):
-        raise _Refused(message)
-
-
-def _replicate_paths(argv: list[str], root: Path) -> None:
-    """Check the paths among replicate's options before anything runs (no Dask cluster is started for a bad
-    path): ``--out`` a folder or a place for one (with ``--summary``, an existing folder), ``--compare`` an
-    existing folder. Options the command's own parser would refuse are left to it."""
-    from .replication import RECORDED
-
-    ap = _Options(add_help=False)
-    ap.add_argument("--out", default=str(RECORDED))
-    ap.add_argument("--compare")
-    ap.add_argument("--summary", action="store_true")
-    try:
-        args, _ = ap.parse_known_args(argv)
-    except _Refused:
-        return
-
-    if args.summary:
-        _existing(args.out, "folder", "--out (the replication's folder)", at=root)
-    else:
-        _output(args.out, "folder", "--out (the replication's folder)", at=root)
-    if args.compare is not None:
-        _existing(args.compare, "folder", "--compare (the replication to compare with)", at=root)
-
-
 def _replicate(argv: list[str]) -> int:
-    """``python -m tokensel_book replicate ...``: the paths checked first, every error one line."""
+    """``python -m tokensel_book replicate ...``: every error in one line."""
     from .toc import book_root
 
     try:
         root = book_root() or Path.cwd()
-        _replicate_paths(argv, root)
         from .replication import main as replicate_main
         from .verification import claiming_pages
 

@@ -388,8 +388,12 @@ def main(argv=None, root: Path | None = None, default_chapters: list[str] | None
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds a task may run (default 1800)")
     ap.add_argument("--compare", metavar="DIR", help="then compare every task with the same task of DIR")
     args = ap.parse_args(argv)
+    from tokensel.files import existing, writable
+
     root = Path(root or book_root() or Path.cwd())
-    out = Path(args.out) if Path(args.out).is_absolute() else root / args.out
+    out = writable(args.out, "folder", "--out (the replication's folder)", at=root)
+    if args.compare is not None:
+        existing(args.compare, "folder", "--compare (the replication to compare with)", at=root)
     chapters = args.chapters or default_chapters
     if not chapters:
         raise InvalidArgumentError("--chapters: name the chapters to run (e.g. --chapters 01_model 02_one_step)")

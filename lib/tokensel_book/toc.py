@@ -88,7 +88,8 @@ def toc_numbers(root: Path | None = None) -> dict[str, int]:
 def page_source(root: Path, page: str) -> Path:
     """The source of a page (``page`` as in ``_toc.yml`` or its last part): its ``.md``, or its notebook where it
     has none (the student edition builds from the executed notebooks)."""
-    path = Path(root) / (page if "/" in page else f"book/{page}")
+    bare = "/" not in page and not (Path(root) / f"{page}.md").is_file()
+    path = Path(root) / (f"book/{page}" if bare else page)
     md, nb = path.parent / f"{path.name}.md", path.parent / f"{path.name}.ipynb"
     return nb if nb.is_file() and not md.is_file() else md
 

@@ -100,10 +100,12 @@ def executed_problems(root: Path, page: str, build: Path) -> tuple[list[str], di
 def verify(root: Path, build: Path, pages: list[str] | None = None) -> list[dict]:
     """The records of the book's claiming pages (or of ``pages``); raises :class:`ClaimFailedError` naming every
     problem found."""
+    if pages is not None and not pages:
+        raise InvalidArgumentError("no chapter to verify: name at least one")
     known = claiming_pages(root)
     pages = known if pages is None else pages
     if not pages:
-        raise InvalidArgumentError("no chapter to verify: name at least one")
+        raise InvalidArgumentError("the book has no chapter that makes claims (tb.start_chapter)")
     unknown = [p for p in pages if p not in known]
     if unknown:
         raise InvalidArgumentError(f"{unknown} are not chapters of the book; its chapters are {known}")
