@@ -202,16 +202,24 @@ def grade(root: Path, assignments: Path, submissions: Path, out: Path | None = N
         raise InvalidArgumentError(f"no answer key at {str(key_path)!r}: grade in the book's folder")
     if not (Path(assignments) / MARK).is_file():
         raise InvalidArgumentError(f"{str(assignments)!r} was not written by `python -m tokensel_book assignments`")
+    copies = {}
+    for teacher in sorted(Path(assignments).glob("*.ipynb")):  # every teacher's copy read before any grading
+        try:
+            if not teacher.is_file():
+                raise OSError("not a regular file")
+            copies[teacher] = nbformat.read(teacher, as_version=4)
+        except Exception as exc:  # noqa: BLE001 - any damage: the assignments are written again
+            raise InvalidArgumentError(f"the teacher's copy {str(teacher)!r} cannot be read ({exc}): write the "
+                                       "assignments again") from None  # fmt: skip
     rows = []
-    for teacher in sorted(Path(assignments).glob("*.ipynb")):
-        assignment = nbformat.read(teacher, as_version=4)
+    for teacher, assignment in copies.items():
         checks = [c for cell in assignment.cells if cell.cell_type == "code" for c in self_checks(cell.source)]
         if not checks:
             continue
         refs = references(nbformat.from_dict(json.loads(json.dumps(assignment))), key_path, timeout)
         for student in sorted(p for p in Path(submissions).iterdir() if p.is_dir()):
             path = student / teacher.name
-            if not path.exists():
+            if not os.path.lexists(path):
                 answers, flag, error = {}, "", "not handed in"
             else:
                 answers, flag, error = grade_submission(path, assignment, refs, timeout)

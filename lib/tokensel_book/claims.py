@@ -335,6 +335,16 @@ _CLAIM_TYPES = {
 }  # fmt: skip
 
 
+def _form_problems(c: dict) -> list[str]:
+    """The fields of a well-typed claim that do not have its kind's form (finite numbers where it needs them)."""
+    out = [k for k in ("expected", "tol") if isinstance(c[k], float) and not math.isfinite(c[k])]
+    if c["kind"] == "true":
+        return out + [k for k in ("expected", "tol") if c[k] is not None]
+    has_tol = c["kind"] in ("abs", "rel")
+    out += ["expected"] if c["expected"] is None else []
+    return out + (["tol"] if (c["tol"] is not None) != has_tol or (has_tol and c["tol"] < 0) else [])
+
+
 def _no_bool(t) -> bool:
     return bool not in (t if isinstance(t, tuple) else (t,))
 
@@ -359,8 +369,10 @@ def record_problems(record, table: dict[str, Claim] | None = None) -> list[str]:
         wrong = [
             k for k, t in _CLAIM_TYPES.items() if not isinstance(c[k], t) or (_no_bool(t) and isinstance(c[k], bool))
         ]
+        if not wrong:  # the form each kind takes, once the types are right
+            wrong = _form_problems(c)
         if wrong:
-            out.append(f"claim {c['id']!r}: {', '.join(wrong)} of the wrong type")
+            out.append(f"claim {c['id']!r}: {', '.join(sorted(set(wrong)))} of the wrong type or form")
         elif c["passed"] != holds(c):
             out.append(f"claim {c['id']!r}: passed is {c['passed']} but its numbers say {holds(c)}")
         elif not c["passed"]:
@@ -368,7 +380,7 @@ def record_problems(record, table: dict[str, Claim] | None = None) -> list[str]:
     if table is not None:
         if record.get("table") != table_digest(table):
             out.append("the chapter's claims table changed since the run: build the book again")
-        made = {c.get("id") for c in checks}
+        made = {c.get("id") for c in checks if isinstance(c.get("id"), str)}
         out += [f"claim {i!r} of the table was never made (its cell did not run)" for i in sorted(set(table) - made)]
         out += [f"claim {i!r} is not in the chapter's claims table" for i in sorted(made - set(table), key=str)]
     return out
