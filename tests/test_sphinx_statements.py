@@ -1,10 +1,9 @@
-"""tokensel_book.sphinx_statements and the statement a claim tests: ``check(..., statement=)`` records and prints
-the label, a failed claim names the statement by kind and title, the HTML links the label to the statement by
+"""tokensel_book.sphinx_statements and the statement a claim tests: a claim's line names the label its table
+gives, a failed claim names the statement by kind and title, the HTML links the label to the statement by
 its number, and the proof index lists statements by number and title. A tiny book is built once (slow)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -14,10 +13,8 @@ from pathlib import Path
 import pytest
 
 import tokensel_book as tb
-from tokensel.errors import InvalidArgumentError
-from tokensel_book.checks import ClaimFailedError
+from tokensel_book.claims import TESTS, ClaimFailedError, statement_title
 from tokensel_book.sphinx_statements import plain_title
-from tokensel_book.wording import TESTS, claim_line, statement_title
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -78,43 +75,28 @@ Text with {glue:text}`n:,d` sequences.
 """
 
 
-def test_a_claim_records_and_prints_the_statement_it_tests(tmp_path, capsys, monkeypatch):
+def test_a_failed_claim_names_the_statement_it_tests_by_kind_and_title(tmp_path, monkeypatch):
     (tmp_path / "book").mkdir()
     (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "book" / "ch.md").write_text(PAGE)
+    (tmp_path / "_toc.yml").write_text("root: book/ch\n")
+    table = "claims:\n  b:\n    claim: b\n    tests: lem-a\n    threshold: x\n    preregistered: true\n"
+    (tmp_path / "book" / "ch.md").write_text(PAGE.replace("---\n# Chapter", table + "---\n# Chapter"))
     monkeypatch.chdir(tmp_path)
     tb.start_chapter("ch")
-    tb.check("a", 1.0, at_least=0.0, statement="lem-a")
-    assert capsys.readouterr().out.strip() == "[ok] a: 1, required at least 0 (tests lem-a)"
-    rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
-    assert rec["checks"][0]["statement"] == "lem-a"
     with pytest.raises(ClaimFailedError) as failed:
-        tb.check("b", 1.0, at_most=0.5, statement="lem-a", preregistered=True)
+        tb.check("b", 1.0, at_most=0.5)
     message = str(failed.value)
     assert "(tests lem-a)" in message
     assert "what is tested: Lemma \u201cOne step from $p^0 = 0$\u201d (lem-a)" in message
-    assert "where the threshold comes from: fixed before the first run" in message
-    for bad in ("", "1abc", "lem a", 3):
-        with pytest.raises(InvalidArgumentError, match="statement"):
-            tb.check("c", 1.0, at_least=0.0, statement=bad)
-    from tokensel_book.records import record_problems
-
-    rec = json.loads(next((tmp_path / "checks").glob("ch@*.json")).read_text())
-    assert record_problems(rec) == [] and [c["passed"] for c in rec["checks"]][:2] == [True, False]
+    assert "where the threshold comes from: x" in message
 
 
 def test_statement_titles_and_plain_titles():
     assert statement_title("lem-one-step", ROOT) == "Lemma \u201cOne step from $p^0 = 0$\u201d (lem-one-step)"
-    assert statement_title("eq-alpha-gap", ROOT) == "equation eq-alpha-gap of 01_model (eq-alpha-gap)"
     assert statement_title("nothing-here", ROOT) == "nothing-here"
-    with pytest.raises(InvalidArgumentError, match="label"):
-        statement_title("not a label", ROOT)
     assert plain_title("One step from $p^0 = 0$") == "One step from p⁰ = 0"
     assert plain_title("Divergence of $\\|p_t\\|$ (our precise version)") == "Divergence of ‖pₜ‖ (our precise version)"
-    line = claim_line("x", 1.0, 0.0, None, "ge", True, label="lem-a")
-    assert TESTS.search(line)["label"] == "lem-a"
-    with pytest.raises(InvalidArgumentError, match="label"):
-        claim_line("x", 1.0, 0.0, None, "ge", True, label="no label")
+    assert TESTS.search("[ok] x: 1, required at least 0 (tests lem-a)")["label"] == "lem-a"
 
 
 @pytest.mark.slow

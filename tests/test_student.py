@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError, StorageError
 from tokensel_book.student import (
     drop_claims,
     find_leaks,
@@ -51,7 +51,7 @@ def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
             "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
             "The answer:\n"
         ),
-        _code('answer = 42\ntb.check("exercise: the answer", answer, 42, tol=0)'),
+        _code('answer = 42\ntb.check("exercise-answer", answer, close_to=42, tol=0)'),
         _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
         dict(
             _code("print('kept')"),
@@ -66,38 +66,20 @@ def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
     assert "ex-x" in text and "Do it." in text and "After the solution." in text and "kept" in text
     assert "{solution" not in text and "forty two" not in text and "answer = 42" not in text and "so 42" not in text
     assert out["cells"][-1]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
-    assert solution_claims(solutions) == ["exercise: the answer"]
+    assert solution_claims(solutions) == ["exercise-answer"]
     assert len(nb["cells"]) == 4  # the input is not changed
 
 
 def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
     table = (
-        "<table><tr><th>name</th></tr><tr><td>one step: corr</td><td>0.998958</td></tr>"
-        "<tr><td>exercise: err at d = 16384 within 30% of the fit&#x27;s prediction</td><td>0.0117035</td></tr>"
-        "</table>"
+        '<table><tr data-claim="02_one_step/corr"><td>one step: corr</td><td>0.998958</td></tr>'
+        '<tr data-claim="02_one_step/exercise-err"><td>exercise: err</td><td>0.0117035</td></tr></table>'
     )
-    name = "exercise: err at d = 16384 within 30% of the fit's prediction"
-    nb = _notebook(
-        dict(
-            _code("claims_table(...)"),
-            outputs=[
-                {
-                    "output_type": "execute_result",
-                    "data": {"text/html": table, "text/plain": f"x\n{name} 0.0117035\ny\n"},
-                    "metadata": {},
-                    "execution_count": 1,
-                },
-                {"output_type": "stream", "name": "stdout", "text": f"[ok] {name}: 0.0117035\n[ok] other\n"},
-            ],
-        )
-    )
-    out, removed = drop_claims(nb, [name])
+    output = {"output_type": "display_data", "data": {"text/html": table, "text/plain": "x"}, "metadata": {}}
+    out, removed = drop_claims(_notebook(dict(_code("HTML(...)"), outputs=[output])), ["exercise-err"])
     text = json.dumps(out)
-    assert "0.0117035" not in text and "fit" not in text and removed == 3
-    assert "one step: corr" in text and "0.998958" in text and "[ok] other" in text
-    assert drop_claims(nb, []) == (nb, 0)
-    with pytest.raises(InvalidArgumentError, match="notebook"):
-        drop_claims({"cells": None}, [name])
+    assert "0.0117035" not in text and "exercise: err" not in text and removed == 1
+    assert "one step: corr" in text and "0.998958" in text
 
 
 def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
@@ -110,25 +92,20 @@ def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
             "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"
         ),
         dict(
-            _code("tb.check('exercise: rate', rate2, svm2.norm, tol=0.05, kind='rel')"),
+            _code("tb.check('exercise-rate', rate2, close_to=svm2.norm, rel_tol=0.05)"),
             outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}],
         ),
         _md("````{solution-end}\n````\n"),
     )
-    records = [
-        {
-            "chapter": "ch",
-            "checks": [
-                {"name": "exercise: rate", "measured": 2.41234567, "expected": 2.3871},
-                {"name": "other", "measured": 9.87654, "expected": 1.0},
-            ],
-        }
+    claims = [
+        {"id": "exercise-rate", "measured": 2.41234567, "expected": 2.3871},
+        {"id": "other", "measured": 9.87654, "expected": 1.0},
     ]
-    evidence = leak_evidence([nb], records)
+    evidence = leak_evidence([nb], claims)
     assert "each token needs its own score below every important one" in evidence["phrases"]
     assert not any("rate goes up" in p for p in evidence["phrases"])  # also in the chapter's own text
     assert {"2.39", "2.4123", "2.41235", "2.3871"} <= set(evidence["values"]) and "9.87654" not in evidence["values"]
-    assert evidence["claims"] == ["exercise: rate"]
+    assert evidence["claims"] == ["exercise-rate"]
     student, _ = student_notebook(nb)
     assert find_leaks(json.dumps(student), evidence) == []
     page = "<p>Each token needs its own <em>score</em> below&nbsp;every\nimportant one</p><td>2.41235</td>"
@@ -180,9 +157,9 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     with pytest.raises(DataUnavailableError, match="make book"):
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book").mkdir(parents=True)
+    rows = '<tr data-claim="ch/exercise-e"><td>1.23456</td></tr><tr data-claim="ch/kept"><td>2</td></tr>'
     status = dict(
-        _code("table"),
-        outputs=[{"output_type": "stream", "name": "stdout", "text": "[ok] exercise: e: 1.23456\n[ok] kept: 2\n"}],
+        _code("table"), outputs=[{"output_type": "display_data", "data": {"text/html": rows}, "metadata": {}}]
     )
     (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(_notebook(_md("# T\n"), status)))
     with pytest.raises(DataUnavailableError, match="book/ch"):  # a code page that was not executed
@@ -191,7 +168,7 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
         json.dumps(
             _notebook(
                 _md("# Ch\n````{solution-start} ex\n````\n"),
-                _code("tb.check('exercise: e', 1.23456, 1.0, tol=0.5)"),
+                _code("tb.check('exercise-e', 1.23456, close_to=1.0, tol=0.5)"),
                 _md("````{solution-end}\n````\n"),
             )
         )
@@ -206,7 +183,14 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     cells = json.loads((out / "book" / "ch.ipynb").read_text())["cells"]
     assert [c["cell_type"] for c in cells] == ["markdown"] and "solution" not in cells[0]["source"]
     intro = json.loads((out / "book" / "intro.ipynb").read_text())  # a page that lists the exercise's check
-    assert intro["cells"][1]["outputs"][0]["text"] == "[ok] kept: 2\n"
+    assert intro["cells"][1]["outputs"][0]["data"]["text/html"] == '<tr data-claim="ch/kept"><td>2</td></tr>'
+    prepare_student_sources(root, built, out)  # its own folder: written again
+    thesis = tmp_path / "thesis"
+    (thesis / ".git").mkdir(parents=True)
+    (thesis / "_toc.yml").write_text("root: x\n")  # a book of someone else's
+    with pytest.raises(StorageError, match="was not written by this command"):
+        prepare_student_sources(root, built, thesis)
+    assert (thesis / ".git").is_dir() and (thesis / "_toc.yml").is_file()
     with pytest.raises(InvalidArgumentError, match="root"):
         prepare_student_sources(tmp_path / "nothing", built, tmp_path / "out2")
 
@@ -278,8 +262,6 @@ def _solution_evidence() -> dict:
     """What would betray a solution (:func:`~tokensel_book.student.leak_evidence`), from the executed full book:
     the solutions' phrases, the values they print or record, and the exercises' checks; what the other pages
     show (the status page without the exercises' checks) proves nothing and is left out."""
-    from tokensel_book.records import load_results
-
     if not STUDENT.is_dir():
         pytest.fail(f"no student edition at {STUDENT}: run `make book-student` first")
     executed = ROOT / "_build" / "jupyter_execute"
@@ -297,7 +279,8 @@ def _solution_evidence() -> dict:
             elsewhere.append(_artefact_text_of(other))
         else:
             elsewhere.append((ROOT / f"{page}.md").read_text(encoding="utf-8"))
-    return leak_evidence(chapters, load_results(ROOT / "_build" / "checks"), elsewhere=elsewhere)
+    claims = json.loads((ROOT / "_build" / "downloads" / "claims.json").read_text())
+    return leak_evidence(chapters, claims, elsewhere=elsewhere)
 
 
 @pytest.mark.browser

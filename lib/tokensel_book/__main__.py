@@ -21,7 +21,6 @@ from pathlib import Path
 from tokensel.errors import InvalidArgumentError as UsageError
 from tokensel.files import command_failed as _failed
 from tokensel.files import existing as _existing
-from tokensel.files import path_kind as _kind
 from tokensel.files import writable as _output
 
 
@@ -95,11 +94,6 @@ def main(argv=None) -> int:
             root = _book()
             built = _existing(args.build_dir, "folder", "the build folder")
             out = _output(args.out, "folder", "the student edition's folder")
-            if _kind(out) == "folder" and any(out.iterdir()) and _kind(out / "_toc.yml") != "file":
-                raise UsageError(
-                    f"the student edition's folder {args.out!r} holds files that are not a student "
-                    "edition (it is emptied first): give a new or empty folder"
-                )
             print(f"wrote the student edition's sources to {prepare_student_sources(root, built, out)}")
             return 0
         if args.command == "assignments":

@@ -206,6 +206,21 @@ def claim_line(c: dict, statement: str | None = None) -> str:
     return line
 
 
+_STATEMENT = re.compile(r"^(`{3,}|:{3,})\{prf:(?P<kind>\w+)\}[ \t]*(?P<title>.*?)\s*\n:label:\s*(?P<label>\S+)", re.M)
+
+
+def statement_title(label: str, root: Path | None = None) -> str:
+    """What a failed claim says it tests: the kind and title of the statement ``label`` in the book's pages
+    (``Lemma “One step from $p^0 = 0$” (lem-one-step)``), or the label alone."""
+    root = root or book_root()
+    for path in sorted(Path(root).glob("book/*.md")) if root else []:
+        for m in _STATEMENT.finditer(path.read_text(encoding="utf-8")):
+            if m["label"] == label:
+                title = f" \u201c{m['title']}\u201d" if m["title"] else ""
+                return f"{m['kind'].capitalize()}{title} ({label})"
+    return label
+
+
 # ---------------------------------------------------------------------------------------------------- a run
 
 _run: dict = {}
@@ -255,7 +270,7 @@ def check(claim_id: str, measured, *, at_least=None, at_most=None, close_to=None
     c.update(preregistered=row.preregistered, deviation=row.deviation)
     c["passed"] = holds(c)
     _run["checks"].append(c)
-    line = claim_line(c)
+    line = claim_line(c, None if c["passed"] or row.tests is None else statement_title(row.tests))
     print(line + _replication_note(c))
     if not c["passed"]:
         if _run["mode"] == "report":

@@ -139,9 +139,9 @@ def prepare_student_sources(root, built, out) -> Path:
                 f"page {page!r} was not executed in {str(executed)!r}: run `make book` "
                 "first (the student edition shows the outputs of that build)"
             )
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    from .assignments import prepare_folder
+
+    prepare_folder(out, ".tokensel-student")  # only a folder this command made is written over
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     (out / "_config.yml").write_text(
         "# written by tokensel_book.student from the book's _config.yml\n"
@@ -215,13 +215,13 @@ def _values(text: str) -> list[str]:
 
 
 def leak_evidence(
-    notebooks: list[dict], records: Sequence[dict] = (), elsewhere: Sequence[str] = ()
+    notebooks: list[dict], claims: Sequence[dict] = (), elsewhere: Sequence[str] = ()
 ) -> dict[str, list[str]]:
-    """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its claim
-    ``records`` (:func:`~tokensel_book.records.load_results`): ``phrases``, every run of five or more words of a
+    """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its
+    ``claims`` (the rows of ``claims.json``): ``phrases``, every run of five or more words of a
     solution's text (between formulas and punctuation), and ``values``, every number of three or more
     significant digits that a solution's cells print or its claims record (measured and expected value, as
-    the status page prints them); and ``claims``, the names of the claims its cells check. Phrases and numbers
+    the status page prints them); and ``claims``, the ids of the claims its cells check. Phrases and numbers
     that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
     are left out (they prove nothing)."""
 
@@ -245,14 +245,13 @@ def leak_evidence(
                 for k, v in (o.get("data") or {}).items()
                 if k.startswith("text/")
             ]
-    for rec in records:
-        for claim in rec.get("checks", []):
-            if claim.get("name") in names:
-                values += [
-                    _shown(claim[k]).lstrip("-")
-                    for k in ("measured", "expected")
-                    if isinstance(claim.get(k), float) and _significant(_shown(claim[k])) >= 3
-                ]
+    for claim in claims:
+        if claim.get("id") in names:
+            values += [
+                _shown(claim[k]).lstrip("-")
+                for k in ("measured", "expected")
+                if isinstance(claim.get(k), float) and _significant(_shown(claim[k])) >= 3
+            ]
     shown = " \n ".join(outside)
     phrases = [p for p in dict.fromkeys(phrases) if p not in shown]
     values = [v for v in dict.fromkeys(values) if not re.search(rf"(?<![\d.]){re.escape(v)}(?!\d)", shown)]
