@@ -13,9 +13,9 @@ A chapter declares its claims once, in a ``claims:`` table of its front matter, 
 and claims it in one call, ``tb.check("orth", value, close_to=0.0, tol=1e-13)``. A claim's text may hold
 ``{fields}`` filled from the call (``tb.check("err", e, at_most=0.03, d=4096)``).
 
-:func:`end_chapter` shows the run's record (every claim, the chapter's seed, and what the run imported and read)
-as an output of the notebook, so the record travels with the outputs it vouches for: ``python -m tokensel_book
-verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while everything
+:func:`end_chapter` keeps the run's record (every claim, the chapter's seed, and what the run imported and read)
+in the metadata of an output of the notebook, so it travels with the outputs it vouches for: ``python -m
+tokensel_book verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while everything
 the record lists is unchanged (:mod:`.execution`).
 """
 
@@ -316,7 +316,7 @@ def _show(record: dict, summary: str) -> None:
         from IPython.display import display
 
         if get_ipython() is not None:
-            display({MIME: record, "text/plain": summary}, raw=True)
+            display({"text/plain": summary}, metadata={MIME: record}, raw=True)  # kept, not rendered
             return
     except ImportError:
         pass
@@ -404,11 +404,11 @@ def record_problems(record, table: dict[str, Claim] | None = None) -> list[str]:
 def notebook_record(nb) -> dict | None:
     """The record an executed notebook (an ``nbformat`` node or a dict) shows; None when it shows none."""
     found = [
-        out["data"][MIME]
+        out["metadata"][MIME]
         for cell in nb["cells"]
         if cell.get("cell_type") == "code"
         for out in cell.get("outputs", [])
-        if out.get("output_type") in ("display_data", "execute_result") and MIME in out.get("data", {})
+        if out.get("output_type") in ("display_data", "execute_result") and MIME in (out.get("metadata") or {})
     ]
     return found[-1] if found else None
 

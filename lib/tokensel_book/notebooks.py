@@ -97,8 +97,8 @@ def repair_streams(outputs: list) -> list:
                 first[name], later[name] = out, []
     result = []
     for out in outputs:
-        if isinstance(out, dict) and MIME in (out.get("data") or {}):  # a run's record: the build's, not the reader's
-            out = dict(out, data={k: v for k, v in out["data"].items() if k != MIME})
+        if isinstance(out, dict) and MIME in (out.get("metadata") or {}):  # a run's record: the build's, not yours
+            out = dict(out, metadata={k: v for k, v in out["metadata"].items() if k != MIME})
         if not (isinstance(out, dict) and out.get("output_type") == "stream"):
             result.append(out)
             continue

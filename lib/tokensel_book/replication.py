@@ -27,7 +27,7 @@ from pathlib import Path
 from tokensel.errors import InvalidArgumentError, TokenselError
 from tokensel.files import write_json_atomic
 
-from .claims import claims_table, record_problems, seal
+from .claims import MIME, claims_table, record_problems, seal
 from .toc import book_root, page_source
 
 FRESH_BASE, STRIDE, SEED_DEPENDENT = 1000, 100, 0.9
@@ -136,7 +136,7 @@ def _execute(cells: list[str], at: int, seed: int, timeout: float) -> tuple[dict
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    records = [o.data[k] for o in shown.outputs for k in o.data if k.endswith("tokensel.record+json")]
+    records = [o.metadata[MIME] for o in shown.outputs if MIME in (o.metadata or {})]
     return (records[-1] if records else None), error
 
 

@@ -94,8 +94,8 @@ def test_a_notebook_that_is_not_the_sources_or_was_edited_or_ran_on_other_files_
     assert "helper.py changed" in _problems(root)
     helper.write_text("X = 1\n")
     nb = json.loads(executed.read_text())
-    [out] = [o for c in nb["cells"] for o in c.get("outputs", []) if MIME in o.get("data", {})]
-    out["data"][MIME]["checks"][0]["measured"] = 2.0
+    [out] = [o for c in nb["cells"] for o in c.get("outputs", []) if MIME in o.get("metadata", {})]
+    out["metadata"][MIME]["checks"][0]["measured"] = 2.0
     executed.write_text(json.dumps(nb))
     assert "changed after the run" in _problems(root)
     _book(tmp_path, [START + "\nimport sys; sys.path.insert(0, 'book'); import helper", A, B, END + "\n1"])
