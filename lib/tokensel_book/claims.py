@@ -15,8 +15,8 @@ and claims it in one call, ``tb.check("orth", value, close_to=0.0, tol=1e-13)``.
 
 :func:`end_chapter` keeps the run's record (every claim, the chapter's seed, and what the run imported and read)
 in the metadata of an output of the notebook, so it travels with the outputs it vouches for: ``python -m
-tokensel_book verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while everything
-the record lists is unchanged (:mod:`.execution`).
+tokensel_book verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while
+everything the record lists is unchanged (:mod:`.execution`).
 """
 
 from __future__ import annotations
