@@ -185,7 +185,7 @@ SYNTHETIC := 01_model 02_one_step 03_divergence 04_selection 05_max_margin
 # the other pages that record claims: the landing page and the own-data page (the Yelp sample), at SEEDS seeds
 PAGES := intro own_data
 SEEDS ?= 20
-REAL_SEEDS ?= 5
+REAL_SEEDS ?= 10
 replicate: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) $(PAGES) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
@@ -195,4 +195,4 @@ replicate: $(STAMP)
 replicate-ci: $(STAMP)
 	rm -rf _build/replication-ci
 	PATH=$(CURDIR)/$(BIN):$$PATH TOKENSEL_PROGRESS=0 $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) --seeds 2 \
-	  --workers 2 --out _build/replication-ci --compare book/recorded/replication --strict
+	  --workers 2 --out _build/replication-ci --compare book/recorded/replication

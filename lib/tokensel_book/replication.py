@@ -175,7 +175,7 @@ def run_task(spec: dict) -> dict:
         status, error = ("claims failed" if any(not c["passed"] for c in record["checks"]) else "ok"), ""
     else:
         status = "timed out" if error.startswith("timed out") else "crashed"
-    result.update(status=status, error=error, seconds=round(seconds, 2), worker=platform.node())
+    result.update(status=status, error=error, seconds=round(seconds, 2), worker=platform.node(), ended=time.time())
     if record is not None:
         result.update(chapter_seconds=round(record["seconds"], 2), files=project_files(record, Path(spec["root"])))
         write_json_atomic(folder / "record.json", record)
