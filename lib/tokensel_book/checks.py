@@ -52,12 +52,7 @@ import uuid
 import numpy as np
 
 from tokensel import config
-from tokensel.errors import (
-    ArgumentTypeError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    TokenselError,
-)
+from tokensel.errors import ArgumentTypeError, InvalidArgumentError, TokenselError
 from tokensel.files import write_json_atomic
 
 from . import replication, wording
@@ -334,7 +329,7 @@ def _threshold_problem(threshold) -> tuple[type[Exception], str] | None:
     if threshold is None:
         return None
     if not isinstance(threshold, str):
-        return InvalidArgumentTypeError, (
+        return ArgumentTypeError, (
             f"threshold must be a short phrase saying where the threshold comes from, got "
             f"{type(threshold).__name__} {_safe(threshold, 60)}"
         )
