@@ -246,17 +246,11 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
     expected = expected_sha256(location) if sha256 is None else sha256
     digest = sha256_file(archive)
     if expected is not None and digest != expected:
+        given = "TOKENSEL_IMDB_SHA256" if config.imdb_sha256() else "the published checksum of the Stanford release"
         raise DataUnavailableError(
-            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, "
-            f"not the expected {expected}"
-            + (
-                " (TOKENSEL_IMDB_SHA256)"
-                if config.imdb_sha256()
-                else " (the published checksum of the Stanford release)"
-            )
-            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, "
-            "or correct "
-            "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
+            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, not the "
+            f"expected {expected} ({given}): it is truncated, damaged or another file, and nothing was parsed or "
+            "cached. Fetch it again, or correct TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
         )
     if expected is None and digest != CANONICAL_SHA256:
         warnings.warn(
@@ -286,18 +280,9 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
                 pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
             files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
             rows = {s: tables[s].num_rows for s in SPLITS}
-            write_json_atomic(
-                tmp / MANIFEST,
-                {
-                    "files": files,
-                    "archive_sha256": digest,
-                    "source": config.redact(location),
-                    "verified": expected is not None,
-                    "parser": PARSER_VERSION,
-                    "rows": rows,
-                    "seal": seal(key, digest, files, rows),
-                },
-            )
+            manifest = dict(files=files, archive_sha256=digest, source=config.redact(location))
+            manifest.update(verified=expected is not None, parser=PARSER_VERSION, rows=rows)
+            write_json_atomic(tmp / MANIFEST, dict(manifest, seal=seal(key, digest, files, rows)))
             if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace
                 shutil.rmtree(folder)
             elif folder.exists() or folder.is_symlink():

@@ -65,16 +65,10 @@ class ReviewData:
         }
         for split, b in (("train", self.train), ("test", self.test)):
             L = b.lengths.double()
-            out.update(
-                {
-                    f"{split} reviews": b.n,
-                    f"{split} tokens": b.num_tokens,
-                    f"{split} mean length": float(L.mean()),
-                    f"{split} median length": float(L.median()),
-                    f"{split} max length": int(L.max()),
-                    f"{split} positive": float((b.labels > 0).double().mean()),
-                }
-            )
+            numbers = {"reviews": b.n, "tokens": b.num_tokens, "mean length": float(L.mean())}
+            numbers |= {"median length": float(L.median()), "max length": int(L.max())}
+            numbers["positive"] = float((b.labels > 0).double().mean())
+            out.update({f"{split} {k}": x for k, x in numbers.items()})
         return out
 
 
@@ -176,20 +170,12 @@ def prepare_reviews(
     vocab = build_vocabulary(tr_words, min_df=min_df)
     btr, kept_tr = encode(tr_words, labels_from_01(np.asarray(tr_cols["label"])), vocab, max_len=max_len)
     bte, kept_te = encode(te_words, labels_from_01(np.asarray(te_cols["label"])), vocab, max_len=max_len)
-    ratings = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
-    data = ReviewData(
-        name,
-        btr,
-        bte,
-        vocab,
-        [te_words[i] for i in kept_te],
-        ratings(te_cols, kept_te),
-        ratings(tr_cols, kept_tr),
-        source
-        + (f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""),
-        is_sample,
-        (len(tr_words) - btr.n, len(te_words) - bte.n),
-    )
+    rate = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
+    if is_sample:
+        source += f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test"
+    words, dropped = [te_words[i] for i in kept_te], (len(tr_words) - btr.n, len(te_words) - bte.n)
+    ratings = rate(te_cols, kept_te), rate(tr_cols, kept_tr)
+    data = ReviewData(name, btr, bte, vocab, words, *ratings, source, is_sample, dropped)
     if key is not None:
         _write_prepared(key, data)
     return data
@@ -341,20 +327,9 @@ def _from_arrays(key: str, files: dict) -> ReviewData:
         )
     text = files["test_words"].tobytes().decode()
     test_words = [doc.split(" ") for doc in text.split("\n")] if text else []
-    ratings = {s: files.get(f"{s}_ratings") for s in ("train", "test")}
-    dropped = meta["dropped"]
-    return ReviewData(
-        meta["name"],
-        batches["train"],
-        batches["test"],
-        vocab,
-        test_words,
-        ratings["test"],
-        ratings["train"],
-        meta["source"],
-        bool(meta["is_sample"]),
-        (dropped[0], dropped[1]),
-    )
+    train, test, (a, b) = batches["train"], batches["test"], meta["dropped"]
+    ratings = files.get("test_ratings"), files.get("train_ratings")
+    return ReviewData(meta["name"], train, test, vocab, test_words, *ratings, meta["source"], meta["is_sample"], (a, b))
 
 
 @declare(labels=Column(), name=Text())
@@ -443,18 +418,8 @@ def prepare_texts(
         f"{name}: {len(texts)} documents, labels {classes[0]!r} -> -1 and {classes[1]!r} -> +1, "
         f"{1 - test_fraction:.0%}/{test_fraction:.0%} train/test split by seed {seed}"
     )
-    return ReviewData(
-        name,
-        btr,
-        bte,
-        vocab,
-        [te_words[i] for i in kept_te],
-        None,
-        None,
-        source,
-        False,
-        (len(tr_words) - btr.n, len(te_words) - bte.n),
-    )
+    words, dropped = [te_words[i] for i in kept_te], (len(tr_words) - btr.n, len(te_words) - bte.n)
+    return ReviewData(name, btr, bte, vocab, words, None, None, source, False, dropped)
 
 
 @declare(source=Source(), text=Text(), label=Text())

@@ -447,13 +447,8 @@ def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: 
     for label, dt in delta_tildes.items():
         draws = assumption1_frequency(seeds, n=n, n_polar=n_polar, n_irrelevant=n_irrelevant, length=T, delta_tilde=dt)
         p_one = T * (1 - dt) * dt ** (T - 1)
-        rows[label] = dict(
-            delta_tilde=float(dt),
-            holds=float(draws.holds.mean()),
-            one_each=float(draws.one_each.mean()),
-            binomial=float(p_one),
-            se=float(np.sqrt(p_one * (1 - p_one) / (n * len(draws)))),
-            min_alpha_irrelevant=float(draws.max_alpha_irrelevant.min()),
-            max_alpha_irrelevant=float(draws.max_alpha_irrelevant.max()),
-        )
+        row = dict(delta_tilde=float(dt), holds=float(draws.holds.mean()), one_each=float(draws.one_each.mean()))
+        row.update(binomial=float(p_one), se=float(np.sqrt(p_one * (1 - p_one) / (n * len(draws)))))
+        alpha = draws.max_alpha_irrelevant
+        rows[label] = dict(row, min_alpha_irrelevant=float(alpha.min()), max_alpha_irrelevant=float(alpha.max()))
     return pd.DataFrame.from_dict(rows, orient="index")

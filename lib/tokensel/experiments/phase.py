@@ -53,16 +53,7 @@ COLUMNS = (
 )
 
 
-def _own_direction(
-    m: AttentionModel,
-    batch,
-    tol_scale: float,
-    trap_t: float,
-    budget: int | None,
-    implicit_budget: int | None = None,
-    digits: int | None = None,
-    followed: list | None = None,
-) -> tuple[float, float, str]:
+def _own_direction(m: AttentionModel, batch, trap_t: float, budget, implicit_budget, digits, followed: list):
     """Flow a trapped run on to ``trap_t``; the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with the
     max-margin direction of its final selection, and the status. A stiff flow goes on by :func:`implicit_flow`
     once ``budget`` is spent, in ``digits`` digits once ``implicit_budget`` is too, ``followed`` receiving that
@@ -76,32 +67,23 @@ def _own_direction(
 
     solved = "solved"
     try:
-        traj = gradient_flow(
-            m,
-            batch,
-            t_max=trap_t,
-            records=records,
-            rtol=1e-8,
-            atol=1e-12,
-            monitor=keep,
-            max_evaluations=budget,
-        )
+        flow = dict(t_max=trap_t, records=records, monitor=keep)
+        traj = gradient_flow(m, batch, rtol=1e-8, atol=1e-12, max_evaluations=budget, **flow)
     except SolverError:  # stiff: model.p is still where the flow to t_max left it
         kept.clear()
         try:
-            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, max_evaluations=implicit_budget)
+            traj = implicit_flow(m, batch, max_evaluations=implicit_budget, **flow)
             solved = "solved (implicit)"
         except SolverError:  # model.p is still where the run stood
             if digits is None:
                 return float("nan"), float("nan"), STIFF
             kept.clear()
-            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, digits=digits)
+            traj = implicit_flow(m, batch, digits=digits, **flow)
             solved = PRECISE
-            if followed is not None:
-                followed.extend((float(t), p.detach().cpu().tolist()) for t, p in zip(traj.t, kept, strict=True))
+            followed.extend((float(t), p.detach().cpu().tolist()) for t, p in zip(traj.t, kept, strict=True))
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
-    sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
+    sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
     try:
         svm = max_margin_for_selection(m.E, batch, sel)
     except InfeasibleSVMError:
@@ -114,19 +96,7 @@ def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
     return one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
 
 
-def _run(
-    data,
-    d: int,
-    eta0: float,
-    init_seed: int,
-    t_max: float,
-    own_svm: bool,
-    trap_t: float,
-    budget: int | None = None,
-    implicit_budget: int | None = None,
-    digits: int | None = None,
-    followed: list | None = None,
-) -> dict:
+def _run(data, d: int, eta0: float, init_seed: int, followed: list, t_max, own_svm, **follow) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
     m = _stepped(batch, d, eta0, init_seed)
@@ -140,23 +110,11 @@ def _run(
     trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
     mass = statistics.selected_mass(batch, m.attention(batch), data.important_occurrences)
     positive = batch.labels > 0
-    row = dict(
-        predicted=predicted,
-        loss_gap=loss_gap,
-        selected=selected,
-        full=selected == 1.0,
-        trapped=trapped,
-        mass_pos=float(mass[positive].min()),
-        mass_neg=float(mass[~positive].min()),
-        p_dot_v=float(m.p @ m.v),
-        cos_own_mid=float("nan"),
-        cos_own=float("nan"),
-        own_status="",
-    )
+    row = dict(predicted=predicted, loss_gap=loss_gap, selected=selected, full=selected == 1.0, trapped=trapped)
+    row.update(mass_pos=float(mass[positive].min()), mass_neg=float(mass[~positive].min()), p_dot_v=float(m.p @ m.v))
+    row.update(cos_own_mid=float("nan"), cos_own=float("nan"), own_status="")
     if trapped and own_svm:
-        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(
-            m, batch, 1e-9, trap_t, budget, implicit_budget, digits, followed
-        )
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, followed=followed, **follow)
     return row
 
 
@@ -199,8 +157,9 @@ def phase_runs(
         if len(set(seeds)) != len(seeds):
             raise InvalidArgumentError(f"{name} must be distinct, got {seeds}")
 
-    rows = []
-    followed: dict = {}
+    rows, followed = [], {}
+    options = dict(t_max=t_max, own_svm=own_svm, trap_t=trap_t, budget=follow_evaluations)
+    options.update(implicit_budget=implicit_evaluations, digits=digits)
     total = len(data_seeds) * len(widths) * len(steps) * len(init_seeds)
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
         for ds in data_seeds:
@@ -209,19 +168,7 @@ def phase_runs(
                 for eta0 in steps:
                     for s in init_seeds:
                         path: list = []
-                        row = _run(
-                            data,
-                            d,
-                            eta0,
-                            s,
-                            t_max,
-                            own_svm,
-                            trap_t,
-                            follow_evaluations,
-                            implicit_evaluations,
-                            digits,
-                            path,
-                        )
+                        row = _run(data, d, eta0, s, path, **options)
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         if path:
                             followed[(ds, d, float(eta0), s)] = path

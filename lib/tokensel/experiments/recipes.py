@@ -300,29 +300,13 @@ def implicit_bias_with_v(
         selected = statistics.selection(batch, c, tol=1e-9 * max(1.0, float(model.p.norm())))
         svm = max_margin_for_selection(model.E, batch, selected)
         final[name] = (model.p.clone(), selected)
-        rows.append(
-            dict(
-                run=name,
-                cos_pmm=cosine(model.p, svm.p),
-                norm_p=float(model.p.norm()),
-                norm_v=float(model.v.norm()),
-                loss=float(traj.loss.iloc[-1]),
-                train_acc=float(traj.train_acc.iloc[-1]),
-                pairs=len(svm.pairs),
-                norm_pmm=svm.norm,
-            )
-        )
+        row = dict(run=name, cos_pmm=cosine(model.p, svm.p), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
+        row.update(loss=float(traj.loss.iloc[-1]), train_acc=float(traj.train_acc.iloc[-1]))
+        rows.append(dict(row, pairs=len(svm.pairs), norm_pmm=svm.norm))
     (pa, sa), (pb, sb) = final["v fixed"], final["v trained"]
     differs = torch.zeros(batch.n, dtype=torch.float64).index_add_(0, batch.seg, (sa != sb).double())
-    return ImplicitBias(
-        pd.DataFrame(rows).set_index("run"),
-        cosine(pa, pb),
-        float((differs == 0).double().mean()),
-        batch.n,
-        batch.vocab_size,
-        d,
-        eta0,
-    )
+    same = float((differs == 0).double().mean())
+    return ImplicitBias(pd.DataFrame(rows).set_index("run"), cosine(pa, pb), same, batch.n, batch.vocab_size, d, eta0)
 
 
 #: IMDB's star ratings 1-2, 3-4, 7-8 and 9-10 as classes 0..3 (``np.digitize`` edges)
@@ -656,18 +640,8 @@ def run_model(
         # kind "one_layer" is the AttentionModel, every other kind a VariantModel (variants.make)
         token_values = model.token_values().cpu() if isinstance(model, variants.VariantModel) else values
     bp, bv, u, rho = shapes.shape_summary(gap, scores, values)
-    return Run(
-        kind,
-        model,
-        traj.to_frame(),
-        bp,
-        bv,
-        u,
-        rho,
-        seconds,
-        int(torch.isfinite(gap).sum()),
-        bins_h=shapes.binned(gap, token_values),
-    )
+    words, bins_h = int(torch.isfinite(gap).sum()), shapes.binned(gap, token_values)
+    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, words, bins_h=bins_h)
 
 
 KINDS = Subset(*MODEL_NAMES)
