@@ -191,7 +191,7 @@ def _check_shape(actual: tuple, shape, name: str, dims: dict, what: str) -> None
 
 
 class Constraint:
-    """What one argument must be (None passes when ``allow_none``): :meth:`check` gives its canonical value or
+    """What one argument must be (None passes when ``allow_none``): ``check`` gives its canonical value or
     raises an error naming it; ``what`` says what it must be. ``tests/test_declared.py`` knows, for each kind,
     values it refuses and one it accepts."""
 

@@ -74,9 +74,9 @@ READINGS = {"values": "bins_v", "token_values": "bins_h"}
 
 @declare(runs=RUNS, z=Real(min=0.0, min_inclusive=False))
 def bin_noise(runs: dict, z: float = 2.0):
-    """Per model kind, for both readings of the values: the rank correlation, :func:`~tokensel.analysis.shapes.
-    bin_noise_summary` and :func:`~tokensel.analysis.shapes.positive_side_rise` of the bins, for claims.
-    Introduced in chapter 07."""
+    """Per model kind, for both readings of the values: the bins' rank correlation, their noise
+    (:func:`~tokensel.analysis.shapes.bin_noise_summary`) and their rise
+    (:func:`~tokensel.analysis.shapes.positive_side_rise`), for claims. Introduced in chapter 07."""
     import pandas as pd
 
     rows = {}
