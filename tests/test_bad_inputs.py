@@ -53,10 +53,10 @@ CASES = [
     ),
     ("empty subset", lambda: _batch().subset([]), InvalidBatchError, "empty"),
     (
-        "documents and labels disagree",
-        lambda: ts.data.text.encode([["a", "b"]], [1, -1], ts.data.text.build_vocabulary([["a", "b"]], min_df=1)),
+        "texts and labels disagree",
+        lambda: ts.prepare_texts(["a good film", "a bad film", "a film"], [1, 0]),
         InvalidBatchError,
-        "1 documents but 2 labels",
+        "same length, got 3 texts and 2 labels",
     ),
     (
         "variant on a multi-class batch",

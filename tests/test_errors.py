@@ -1,4 +1,5 @@
-"""tokensel.errors: one base class, and each error also the built-in exception a caller would catch."""
+"""tokensel.errors: one base class, one family for bad arguments, and each error also the built-in exception a
+caller would catch."""
 
 import inspect
 
@@ -8,24 +9,25 @@ from tokensel import errors
 
 
 def test_every_error_is_a_tokensel_error_and_a_builtin():
-    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(classes) >= 12
-    for cls in classes:
-        assert issubclass(cls, errors.TokenselError)
-        if cls is not errors.TokenselError:
-            assert any(
-                issubclass(cls, b)
-                for b in (
-                    ValueError,
-                    TypeError,
-                    KeyError,
-                    FileNotFoundError,
-                    RuntimeError,
-                    ArithmeticError,
-                    AssertionError,
-                    OSError,
-                )
-            ), cls
+    classes = {c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__}
+    assert len(classes) == 10, sorted(c.__name__ for c in classes)
+    builtins = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, ArithmeticError, OSError)
+    for cls in classes - {errors.TokenselError}:
+        assert issubclass(cls, errors.TokenselError) and issubclass(cls, builtins), cls
+
+
+def test_one_family_for_bad_arguments():
+    """A bad value is a ValueError, a wrong type also a TypeError, and ``except InvalidArgumentError`` catches
+    both; the older names of the family are the same class."""
+    assert issubclass(errors.InvalidArgumentError, ValueError) and not issubclass(
+        errors.InvalidArgumentError, TypeError
+    )
+    assert issubclass(errors.ArgumentTypeError, TypeError) and issubclass(
+        errors.ArgumentTypeError, errors.InvalidArgumentError
+    )
+    assert errors.InvalidBatchError is errors.InvalidParameterError is errors.InvalidArgumentError
+    assert issubclass(errors.InfeasibleSVMError, errors.InvalidArgumentError)
+    assert not issubclass(errors.SolverError, errors.InvalidArgumentError)
 
 
 def test_divergence_error_carries_its_step():

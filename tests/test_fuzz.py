@@ -137,9 +137,7 @@ ENTRY_POINTS = {
     ),
     "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
     "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
-    "build_vocabulary": (ts.data.text.build_vocabulary, lambda: dict(tokenized=WORDS, min_df=1, max_df=None)),
-    "encode": (ts.data.text.encode, lambda: dict(tokenized=WORDS, labels=[1, -1, 1], vocab=VOCAB, max_len=None)),
-    "decode": (ts.data.text.decode, lambda: dict(ids=[0, 1], vocab=VOCAB)),
+    "prepare_texts": (ts.prepare_texts, lambda: dict(texts=["a good film"] * 6, labels=[1, 0] * 3, min_df=1)),
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
     "train_variant": (

@@ -312,7 +312,7 @@ def test_a_follow_on_in_many_digits_is_kept_and_written(tmp_path):
     co = ts.synthetic.co_selected(16, pools=(4, 2, 2), length=5, seed=0)
     m = ts.one_step(ts.AttentionModel.init(co.batch.vocab_size, 16, seed=0), co.batch, 100.0)
     followed: list = []
-    cos_mid, cos_end, status = phase._own_direction(m, co.batch, 1e-9, 1e8, 1, 1, 40, followed)
+    cos_mid, cos_end, status = phase._own_direction(m, co.batch, 1e8, 1, 1, 40, followed)
     assert status == phase.PRECISE and abs(cos_mid) <= 1 and abs(cos_end) <= 1
     assert followed[0][0] == 0.0 and followed[-1][0] == 1e8 and all(type(x) is float for x in followed[-1][1])
     assert followed[-1][1] == m.p.tolist()  # the model is left at the follow-on's end

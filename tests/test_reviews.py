@@ -1,7 +1,5 @@
 """Real-data preparation (tokensel.reviews) on tiny local parquet files."""
 
-import pickle
-
 import tokensel as ts
 
 
@@ -116,7 +114,7 @@ def test_prepare_texts_refuses_bad_inputs(texts, labels, kw, error, match):
 
 def test_encode_and_shape_summary_return_named_results():
     vocab = ts.data.text.build_vocabulary([["a", "b"], ["b"]], min_df=1)
-    enc = ts.data.text.encode([["a", "b"], ["z"], ["b"]], [1, -1, 1], vocab)
+    enc = ts.data.text.encode([["a", "b"], ["z"], ["b"]], torch.tensor([1.0, -1.0, 1.0]), vocab)
     batch, kept = enc
     assert enc.batch is batch and enc.kept.tolist() == kept.tolist() == [0, 2]
     x = np.linspace(-1, 1, 200)
@@ -167,38 +165,13 @@ def test_prepared_data_are_kept_and_read_back_the_same(data_dir, tmp_path, monke
     assert tokenized == [] and _kept(tmp_path) == [path]
     _same(fresh, first)
     _same(fresh, again)
-    # read back, the words are split review by review as they are asked for, and are the same words
-    assert isinstance(again.test_words, reviews_module.Words) and isinstance(fresh.test_words, list)
-    assert again.examples(1, 0, 1000) == fresh.examples(1, 0, 1000)
-    assert again.test_words[-1] == fresh.test_words[-1] and again.test_words[1:3] == fresh.test_words[1:3]
+    # read back, the words are the same words
+    assert again.test_words == fresh.test_words and again.examples(1, 0, 1000) == fresh.examples(1, 0, 1000)
     # other arguments are another preparation (and another file)
     monkeypatch.undo()
     monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path))
     other = ts.reviews.prepare_reviews(name, min_df=1, data_dir=data_dir)
     assert len(_kept(tmp_path)) == 2 and other.vocab.min_df == 1 and fresh.vocab.min_df == 2
-
-
-def test_words_are_split_when_asked_for_and_equal_their_lists():
-    docs = ["a good film", "bad", "very very long review here"]
-    lists = [d.split(" ") for d in docs]
-    words = reviews_module.Words(list(docs))
-    assert len(words) == 3 and repr(words) == "Words(3 reviews)"
-    assert words._words == [None, None, None]  # nothing split yet
-    assert words.lengths().tolist() == [3, 1, 5] and words._words == [None, None, None]  # counted, not split
-    assert words[1] == ["bad"] and words._words[1] == ["bad"] and words._words[0] is None
-    assert words[-1] == lists[-1] and words[0:2] == lists[0:2] and words[::2] == [lists[0], lists[2]]
-    assert words == lists and lists == words and words == reviews_module.Words(list(docs))
-    assert words != lists[:2] and words != reviews_module.Words(docs[:1] + ["a good movie"] + docs[2:])
-    assert list(words) == lists and (words == "a good film") is False
-    with pytest.raises(IndexError):
-        words[3]
-    with pytest.raises(TypeError):
-        hash(words)
-    assert words != tuple(lists)  # as a list is not equal to a tuple
-    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        assert pickle.loads(pickle.dumps(words, protocol)) == lists
-    with pytest.raises(ts.errors.ArgumentTypeError, match="docs must be a list of str"):
-        reviews_module.Words("a good film")
 
 
 def test_prepared_data_of_other_texts_are_not_read(data_dir, tmp_path_factory, monkeypatch):

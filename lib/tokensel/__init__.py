@@ -30,9 +30,11 @@ from .data.batch import RaggedBatch, labels_from_01
 from .data.loaders import load_reviews
 from .data.reviews import from_frame, prepare_texts
 from .errors import (
+    ArgumentTypeError,
     DataUnavailableError,
     InfeasibleSVMError,
-    InvalidBatchError,
+    InvalidArgumentError,
+    InvalidBatchError,  # the former names of InvalidArgumentError, for readers' code
     InvalidParameterError,
     TokenselError,
 )
@@ -106,9 +108,9 @@ __all__ = [
     "rng",
     "seed_everything",
     # errors
+    "ArgumentTypeError",
     "DataUnavailableError",
     "InfeasibleSVMError",
-    "InvalidBatchError",
-    "InvalidParameterError",
+    "InvalidArgumentError",
     "TokenselError",
 ]

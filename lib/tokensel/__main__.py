@@ -64,12 +64,12 @@ def main(argv=None) -> int:
             from .data.manifest import sha256_file, verify
 
             root = existing(args.data_dir, "folder", "the data folder")
-            writable(args.archive, "file", "the archive")
+            archive = writable(args.archive, "file", "the archive")
             tables = {}
             for split in ("train", "test"):
                 verify(root, f"imdb/{split}.parquet")
                 tables[split] = pq.read_table(root / "imdb" / f"{split}.parquet")
-            path = write_archive(tables, args.archive)
+            path = write_archive(tables, archive)
             print(f"wrote {path} (SHA-256 {sha256_file(path)})")
             return 0
     except Exception as exc:  # noqa: BLE001 - the command line never shows a traceback

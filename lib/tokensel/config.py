@@ -34,7 +34,7 @@ import re
 from pathlib import Path
 
 from .errors import InvalidArgumentError
-from .validation import FilePath, Instance, declare
+from .validation import FilePath, declare
 
 DATA_DIR = "TOKENSEL_DATA_DIR"
 CACHE_DIR = "TOKENSEL_CACHE_DIR"
@@ -76,7 +76,6 @@ def _whole(value: str, digits: int) -> int | None:
     return int(value.replace("_", ""))
 
 
-@declare(location=Instance(str, what="a str"))
 def redact(location: str) -> str:
     """``location`` safe to print: the password (and any user name) of a URL replaced by ``***``."""
     from urllib.parse import urlsplit, urlunsplit
@@ -92,7 +91,6 @@ def redact(location: str) -> str:
         return "<an unparseable URL>" if "@" in location else location
 
 
-@declare(text=Instance(str, what="a str"))
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it replaced by ``***`` (for error messages)."""
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)

@@ -23,10 +23,8 @@ def describe_os_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:160] if text else ''}"
 
 
-@declare(folder=FilePath(), what=Text())
 def ensure_folder(folder: Path, what: str) -> Path:
-    """``folder``, created if needed; a file, a dangling link or an unwritable place in its stead raises
-    :class:`StorageError` naming ``what`` it is for."""
+    """``folder``, created if needed; anything else in its stead raises :class:`StorageError` naming ``what``."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -70,10 +68,8 @@ def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
 
 @declare(path=FilePath(), data=Instance(dict, list, str, int, float, what="JSON data (a dict, list, string or number)"))
 def write_json_atomic(path: Path, data) -> None:
-    """Write ``data`` as JSON to ``path`` through a uniquely named temporary file in the same folder and
-    an atomic rename: readers see the old or the new file, never a part, and concurrent writers never
-    collide on the temporary name. A file system that refuses (read-only, full, a folder at ``path``)
-    raises :class:`StorageError` and leaves ``path`` as it was."""
+    """Write ``data`` as JSON to ``path`` through a unique temporary file and an atomic rename: readers see the
+    old or the new file, and a refusing file system raises :class:`StorageError`, leaving ``path`` as it was."""
     path = Path(path)
     ensure_folder(path.parent, "the folder of")
     text = json.dumps(data, indent=1)  # a value JSON cannot hold fails here, before any file is touched
@@ -97,11 +93,9 @@ def write_json_atomic(path: Path, data) -> None:
         raise
 
 
-@declare(path=FilePath(), timeout=Real(min=0.0))
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = 120):
-    """Hold the ``filelock.FileLock`` at ``path``; a lock path taken by a folder, an unwritable folder
-    or a lock still held after ``timeout`` seconds raises :class:`StorageError`."""
+    """Hold the ``filelock.FileLock`` at ``path``, or raise :class:`StorageError` after ``timeout`` seconds."""
     from filelock import FileLock, Timeout
 
     path = Path(path)

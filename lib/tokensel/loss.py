@@ -20,9 +20,7 @@ def logistic(margin: torch.Tensor) -> torch.Tensor:
 
 @declare(margin=_MARGIN)
 def logistic_slope(margin: torch.Tensor) -> torch.Tensor:
-    """The derivative ``l'(m) = -sigmoid(-m)`` elementwise (in ``(-1, 0)``).
-
-    Introduced in chapter 02."""
+    """The derivative ``l'(m) = -sigmoid(-m)`` elementwise (in ``(-1, 0)``). Introduced in chapter 02."""
     return -torch.sigmoid(-margin)
 
 

@@ -1,10 +1,6 @@
-"""The one place where randomness and thread counts are set.
-
-Every function of tokensel that draws random numbers takes a ``seed`` and builds its own
-``torch.Generator`` through :func:`generator`, so results never depend on global state or
-on the order in which chapters run. :func:`seed_everything` additionally fixes the global
-generators of Python, NumPy and torch and the number of torch threads, for code that uses them.
-"""
+"""The one place where randomness and thread counts are set: every function that draws takes a ``seed`` and
+builds its own generator (:func:`generator`, :func:`rng`), so results never depend on global state or on the
+order in which chapters run; :func:`seed_everything` fixes the global ones for code that uses them."""
 
 from __future__ import annotations
 
@@ -22,14 +18,8 @@ _FROM_CONFIG = object()
 
 @declare(seed=Int(min=0), threads=Int(min=1, max=4096, allow_none=True))
 def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) -> None:
-    """Seed Python, NumPy and torch, and fix torch's intra-op thread count (default
-    :func:`tokensel.config.threads`, i.e. ``TOKENSEL_THREADS`` or 2; None leaves it as it is).
-
-    A fixed thread count matters for bitwise determinism: the order of floating-point
-    reductions in torch's CPU kernels depends on how work is split between threads.
-
-    Introduced in chapter 01.
-    """
+    """Seed Python, NumPy and torch, and fix torch's thread count (default ``TOKENSEL_THREADS`` or 2; None leaves
+    it): the order of torch's CPU reductions depends on how work is split between threads. Introduced in chapter 01."""
     if threads is _FROM_CONFIG:
         threads = config.threads()
     random.seed(seed)
@@ -41,7 +31,7 @@ def seed_everything(seed: int = 0, threads: int | None | object = _FROM_CONFIG) 
 
 @declare(seed=Int(min=0), device=Device())
 def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
-    """A fresh torch generator seeded with ``seed`` (an int; numpy ints are accepted)."""
+    """A fresh torch generator seeded with ``seed``."""
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g

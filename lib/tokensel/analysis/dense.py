@@ -1,42 +1,9 @@
-"""Dense token features: the ATT-SVM and normalised gradient descent in the notation of the max-margin
-attention literature (Tarzanagh, Li, Zhang and Oymak, 2023; Tarzanagh, Li, Thrampoulidis and Oymak, 2023).
-
-There a sequence is a matrix ``X_i`` of ``T`` token features of dimension ``d`` (here an array ``X`` of
-shape ``(n, T, d)``; shorter sequences are padded and ``mask`` marks the real positions), the attention
-of a ``<cls>``-like vector ``p`` is ``softmax(X_i p)`` and the model's output is
-``f(X_i) = v^T X_i^T softmax(X_i p)``. This module gives
-
-* :func:`att_svm_dense` -- the ATT-SVM for ``p``:
-  ``min ||p||  s.t.  p^T (x_{i,t} - x_{i,t'}) >= 1`` for every sequence ``i``, every selected position
-  ``t`` and every unselected position ``t'`` of ``i``;
-* :func:`att_svm_kq` -- the same for a key-query matrix ``W`` with the score ``x_{i,t}^T W z_i`` of a
-  query ``z_i``: the constraints are linear in ``W`` (``<W, (x_{i,t} - x_{i,t'}) z_i^T> >= 1``), so
-  the problem is the ATT-SVM for ``p = vec(W)`` on the lifted features ``vec(x_{i,t} z_i^T)``;
-* :func:`normalized_gd` -- the loop ``p <- p - lr * grad / ||grad||`` on the logistic loss of ``f``;
-* :func:`selection` -- the positions a ``p`` selects (within a tie tolerance), and :func:`features`,
-  which turns this library's token model and a :class:`~tokensel.data.batch.RaggedBatch` into such an ``X``.
-
-Conventions (what the token formulation of :mod:`tokensel.analysis.maxmargin` does too):
-
-* **Selection and ties.** ``selection(X, p, tol)`` holds the positions whose score is within the
-  absolute tolerance ``tol`` (default ``1e-9``) of their sequence's maximum, as
-  :func:`tokensel.analysis.statistics.selection` does for tokens. The literature's single optimal token per
-  sequence, ``opt_i``, is passed as an int array of shape ``(n,)``.
-* **Two distinct selected positions of one sequence tie.** The problem asks ``p^T x_{i,t} = p^T x_{i,r}``
-  for any two selected positions ``t, r`` of sequence ``i``, besides the margin 1 over every unselected
-  position: a limit direction that selects both gives them the same score, and the gradient flow's limit
-  direction solves the problem with these equality constraints (chapter 05 derives it). Without them the
-  solution could rank ``t`` above ``r`` and select ``t`` alone. So the selection made by the solution (within
-  a tie tolerance) is the one asked for whenever the problem is feasible (``same_selection``), and two
-  selected positions whose features differ can make it infeasible where the inequalities alone are not.
-  Two positions with equal features, one selected and one not, make the problem infeasible.
-* **Infeasibility.** The constraints have no solution exactly when some non-negative combination of the
-  differences ``a_i - b_i``, not all zero, is zero, with ``a_i`` in the affine hull of sequence ``i``'s
-  selected features and ``b_i`` in the convex hull of its unselected ones (Farkas' lemma; the affine hull,
-  not the convex one, because the selected scores are equal rather than bounded below). A linear programme finds
-  such a combination; the :class:`~tokensel.errors.InfeasibleSVMError` names its sequences
-  (``error.sequences``): a set whose constraints cannot hold together, not necessarily the smallest one.
-"""
+"""The ATT-SVM and normalised gradient descent on dense features, in the notation of the max-margin attention
+literature (Tarzanagh, Li, Zhang and Oymak, 2023; Tarzanagh, Li, Thrampoulidis and Oymak, 2023): a sequence is a
+matrix ``X_i`` of ``T`` features (an array ``(n, T, d)``, ``mask`` marking the real positions), its output
+``f(X_i) = v^T X_i^T softmax(X_i p)``. As for tokens (:mod:`tokensel.analysis.maxmargin`), two selected
+positions of one sequence tie, and an infeasible problem names a set of conflicting sequences found by a
+Farkas certificate (a linear programme), ``error.sequences``."""
 
 from __future__ import annotations
 
@@ -46,34 +13,25 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.batch import Batch, RaggedBatch
-from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
-from ..validation import BoolArray, Choice, Either, Int, IntArray, Real, RealArray, Tensor, Text, declare
+from ..errors import InfeasibleSVMError, InvalidArgumentError, SolverError
+from ..validation import Array, Choice, Either, Int, IntArray, Real, RealArray, Text, declare
 from .maxmargin import _solve, installed_solver
 
 #: features of ``n`` sequences of ``T`` positions in dimension ``d``, the real positions, and a selection
 FEATURES = RealArray(shape=("n", "T", "d"), nonempty=True)
-MASK = BoolArray(shape=("n", "T"), allow_none=True)
+MASK = Array("bool", shape=("n", "T"), allow_none=True)
 SELECTED = Either(
-    BoolArray(shape=("n", "T")),
+    Array("bool", shape=("n", "T")),
     IntArray(shape=("n",)),
     what="a boolean array of shape (n, T) or one position index per sequence, shape (n,)",
 )
 
-DEFAULT_TOL = 1e-9
-
 
 @dataclass
 class DenseSVMResult:
-    """The solution of :func:`att_svm_dense` or :func:`att_svm_kq`, and its diagnostics.
-
-    ``p`` is the solution (a float64 tensor: ``(d,)`` for :func:`att_svm_dense`, the matrix ``W`` of shape
-    ``(d, d_z)`` for :func:`att_svm_kq`), ``norm`` its norm (Euclidean or Frobenius; nuclear when asked),
-    ``min_margin`` the smallest score gap between a selected and an unselected position of one sequence,
-    ``active`` the number of sequences whose gap is within ``1e-6`` of 1, ``same_selection`` whether the
-    selection of the solution (tolerance ``1e-6``) equals the one asked for, ``constraints`` the number of
-    (selected, unselected) position pairs the problem stands for, ``status`` cvxpy's status and
-    ``solve_time`` the seconds spent, compilation included."""
+    """The solution ``p`` (``W`` for :func:`att_svm_kq`) and diagnostics: ``active`` sequences have a gap within
+    1e-6 of 1, ``same_selection`` says whether the solution selects what was asked, ``constraints`` counts the
+    (selected, unselected) pairs the problem stands for."""
 
     p: torch.Tensor
     norm: float
@@ -86,8 +44,7 @@ class DenseSVMResult:
 
 
 def _positions(mask, shape) -> np.ndarray:
-    """The real positions: ``mask`` (checked by the declaration), all of them when None; every sequence
-    needs one."""
+    """The real positions (all when ``mask`` is None); every sequence needs one."""
     if mask is None:
         return np.ones(shape, dtype=bool)
     m = mask
@@ -98,8 +55,7 @@ def _positions(mask, shape) -> np.ndarray:
 
 
 def _selection(s: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``selected`` (checked by the declaration) as a boolean (n, T) array within ``mask``: from a boolean
-    array or from the indices ``opt_i`` of one selected position per sequence."""
+    """``selected`` (a mask, or the index ``opt_i`` of one position per sequence) as a mask within ``mask``."""
     n, T = mask.shape
     if s.dtype == np.bool_:
         out = s.copy()
@@ -120,19 +76,10 @@ def _selection(s: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-@declare(X=FEATURES, p=RealArray(shape=("d",)), mask=MASK, tol=Real(min=0.0))
-def selection(X, p, mask=None, tol: float = DEFAULT_TOL) -> torch.Tensor:
-    """The positions ``p`` selects, as a boolean ``(n, T)`` tensor: those whose score ``x_{i,t}^T p`` is within
-    the absolute tolerance ``tol`` of their sequence's maximum (padding, ``mask`` False, never)."""
-    m = _positions(mask, X.shape[:2])
-    s = np.where(m, X @ p, -np.inf)
-    return torch.from_numpy(m & (s >= s.max(1, keepdims=True) - tol))
-
-
 def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
-    """Sequences whose constraints cannot hold together (an LP certificate), or None when the problem is
-    feasible. ``F`` is (n, T, D); ``sel``/``uns`` boolean (n, T); the sequences named are those whose
-    multipliers in the certificate are not zero."""
+    """The sequences whose constraints cannot hold together, or None when feasible: those with non-zero
+    multipliers in a non-negative combination of (selected minus unselected) features that is zero (Farkas;
+    the selected features' affine hull, since their scores are tied rather than bounded)."""
     import scipy.sparse as sp
     from scipy.optimize import linprog
 
@@ -171,9 +118,8 @@ def _farkas_conflict(F: np.ndarray, sel: np.ndarray, uns: np.ndarray):
 
 
 def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, solver: str, solver_opts: dict):
-    """The ATT-SVM on features ``F`` (n, T, D) with the solution reshaped to ``shape``: one variable per
-    sequence for its selected positions' common score and one for its highest unselected score, so the
-    problem has O(n T) constraints instead of one per (selected, unselected) pair."""
+    """The ATT-SVM on features ``F`` (n, T, D), reshaped to ``shape``: a variable per sequence for its selected
+    positions' common score and one for its highest unselected score give O(n T) constraints, not one per pair."""
     import cvxpy as cp
 
     uns = mask & ~sel
@@ -235,17 +181,9 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
 
 @declare(X=FEATURES, selected=SELECTED, mask=MASK, solver=Text())
 def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
-    """The ATT-SVM for ``p`` on dense features: ``min ||p||`` s.t. ``p^T (x_{i,t} - x_{i,t'}) >= 1`` for
-    every selected ``t`` and unselected ``t'`` of each sequence ``i``.
-
-    ``X``: features, shape ``(n, T, d)`` (numpy or torch); ``selected``: a boolean ``(n, T)`` array (e.g.
-    :func:`selection`) or the index ``opt_i`` of one selected position per sequence, shape ``(n,)``;
-    ``mask``: boolean ``(n, T)``, True at real positions (default: all). A sequence without an unselected
-    position adds no constraint. Two selected positions of one sequence get equal scores (see the module's
-    conventions). Raises :class:`~tokensel.errors.InfeasibleSVMError` naming the
-    conflicting sequences (``error.sequences``) when no ``p`` exists; with a shared token table ``E`` and
-    ``X = E[ids]`` this is the problem :func:`tokensel.max_margin` solves on token pairs.
-    """
+    """``min ||p||`` s.t. ``p^T (x_{i,t} - x_{i,t'}) >= 1`` for every selected ``t`` and unselected ``t'`` of each
+    sequence, ``selected`` a boolean ``(n, T)`` array or one position index per sequence; with ``X = E[ids]``
+    the problem :func:`tokensel.max_margin` solves on token pairs."""
     mask = _positions(mask, X.shape[:2])
     sel = _selection(selected, mask)
     solver = installed_solver(solver)
@@ -261,16 +199,9 @@ def att_svm_dense(X, selected, mask=None, solver: str = "CLARABEL", **solver_opt
     solver=Text(),
 )
 def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLARABEL", **solver_opts) -> DenseSVMResult:
-    """The ATT-SVM for a key-query matrix ``W`` (shape ``(d, d_z)``): ``min ||W||`` s.t.
-    ``(x_{i,t} - x_{i,t'})^T W z_i >= 1`` for every selected ``t`` and unselected ``t'`` of each sequence.
-
-    ``Z``: one query vector per sequence, shape ``(n, d_z)`` (e.g. ``X[:, 0]`` for a first-token query);
-    the score of position ``t`` is ``x_{i,t}^T W z_i``. The problem is solved as the ATT-SVM for
-    ``p = vec(W)`` on the lifted features ``vec(x_{i,t} z_i^T)``. ``norm="fro"`` (default) minimises the
-    Frobenius norm, the problem gradient descent on ``W`` is biased towards; ``norm="nuc"`` the nuclear
-    norm, the one for a factorised ``W = K Q^T`` trained in ``K`` and ``Q`` (Tarzanagh et al., 2023).
-    Other arguments and conventions as :func:`att_svm_dense`; the result's ``p`` is ``W``.
-    """
+    """The ATT-SVM for a key-query matrix ``W`` with scores ``x_{i,t}^T W z_i`` (``Z``: a query per sequence),
+    solved for ``p = vec(W)`` on the features ``vec(x_{i,t} z_i^T)``. ``norm="fro"`` is the bias of gradient
+    descent on ``W``; ``"nuc"`` that of a factorised ``W = K Q^T`` (Tarzanagh et al., 2023)."""
     mask = _positions(mask, X.shape[:2])
     sel = _selection(selected, mask)
     solver = installed_solver(solver)
@@ -280,8 +211,7 @@ def att_svm_kq(X, selected, Z, mask=None, norm: str = "fro", solver: str = "CLAR
 
 @dataclass
 class NormalizedGD:
-    """The run of :func:`normalized_gd`: the final ``p`` and, per recorded step, the loss, ``||p||`` and the
-    cosine of ``p`` with ``reference`` (NaN without one)."""
+    """The final ``p`` and, per recorded step, the loss, ``||p||`` and the cosine with ``reference`` (or NaN)."""
 
     p: torch.Tensor
     step: list
@@ -291,7 +221,6 @@ class NormalizedGD:
 
 
 @declare(
-    error=InvalidParameterError,
     X=FEATURES,
     labels=RealArray(shape=("n",)),
     v=RealArray(shape=("d",)),
@@ -305,25 +234,15 @@ class NormalizedGD:
 def normalized_gd(
     X, labels, v, steps: int, lr: float = 0.1, p0=None, mask=None, reference=None, records: int = 50
 ) -> NormalizedGD:
-    """Normalised gradient descent ``p <- p - lr * g / ||g||`` on the logistic loss
-    ``(1/n) sum_i log(1 + exp(-y_i f(X_i)))`` of ``f(X_i) = v^T X_i^T softmax(X_i p)``, from ``p0``
-    (default zero), in float64.
-
-    ``X`` ``(n, T, d)``, ``labels`` ``(n,)`` of ±1, ``v`` ``(d,)``; ``mask`` as in :func:`att_svm_dense`.
-    ``reference`` (e.g. the ``p`` of :func:`att_svm_dense`) is compared with ``p`` by its cosine at ``records``
-    evenly spread steps. The step is the one :func:`tokensel.train_p` takes with ``method="normalized"``
-    on the token model (its loss is also the mean over sequences, so ``lr`` means the same there:
-    ``||p||`` grows by at most ``lr`` per step); ``train_p`` works on token ids with a shared table ``E`` and
-    closed-form gradients, this loop on any features (its gradient
-    sums ``q_t q_s (u_t - u_s) x_t`` over pairs of positions, so it stays accurate when the attention is
-    nearly one-hot). A step at which the gradient is exactly
-    zero ends the run."""
+    """Normalised gradient descent ``p <- p - lr * g / ||g||`` on the mean logistic loss of ``f``, in float64: the
+    step :func:`tokensel.train_p` takes with ``method="normalized"``, on any features. Its gradient sums
+    ``q_t q_s (u_t - u_s) x_t`` over pairs of positions, accurate when the attention is nearly one-hot."""
     X = torch.from_numpy(X)
     n, T, d = X.shape
     m = torch.from_numpy(_positions(mask, (n, T)))
     y = torch.from_numpy(labels)
     if not bool(((y == 1) | (y == -1)).all()):
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             f"labels must hold one label of +1 or -1 per sequence, shape ({n},): map 0/1 "
             "labels with tokensel.labels_from_01"
         )
@@ -331,7 +250,7 @@ def normalized_gd(
     p = torch.zeros(d, dtype=torch.float64) if p0 is None else torch.from_numpy(p0).clone()
     ref = None if reference is None else torch.from_numpy(reference)
     if ref is not None and not float(ref.norm()) > 0:
-        raise InvalidParameterError(f"reference must be a non-zero vector of shape ({d},)")
+        raise InvalidArgumentError(f"reference must be a non-zero vector of shape ({d},)")
     u = X @ v  # (n, T) values
     diff = u[:, :, None] - u[:, None, :]  # u_t - u_s
     rec = set(np.unique(np.linspace(0, steps, min(records, steps + 1)).round().astype(int)).tolist())
@@ -357,18 +276,4 @@ def normalized_gd(
     return out
 
 
-@declare(batch=Batch(), E=Tensor("real", shape=("S", None)))
-def features(E: torch.Tensor, batch: RaggedBatch):
-    """The dense features of a ragged batch: ``X[i, t] = E[ids of sequence i][t]`` padded with zeros to the
-    longest sequence, and the boolean mask of the real positions. Returns ``(X, mask)`` as float64 and bool
-    tensors of shapes ``(n, T, d)`` and ``(n, T)``."""
-    T = int(batch.lengths.max())
-    pos = torch.arange(batch.num_tokens) - batch.offsets[:-1][batch.seg].cpu()
-    X = torch.zeros(batch.n, T, E.shape[1], dtype=torch.float64)
-    mask = torch.zeros(batch.n, T, dtype=torch.bool)
-    X[batch.seg.cpu(), pos] = E.detach().cpu().to(torch.float64)[batch.ids.cpu()]
-    mask[batch.seg.cpu(), pos] = True
-    return X, mask
-
-
-__all__ = ["DenseSVMResult", "NormalizedGD", "att_svm_dense", "att_svm_kq", "normalized_gd", "selection", "features"]
+__all__ = ["DenseSVMResult", "NormalizedGD", "att_svm_dense", "att_svm_kq", "normalized_gd"]

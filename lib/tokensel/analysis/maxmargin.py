@@ -1,30 +1,10 @@
-"""The max-margin problem for a token selection (ATT-SVM, PAPER.md R5).
-
-    p_mm = argmin ||p||  s.t.  p^T (E_s - E_s') >= 1  for every sequence X, every selected token
-                                s in S_X and every unselected token s' of X.
-
-The constraints depend only on token pairs ``(s, s')``: :func:`selection_pairs` de-duplicates them
-(at most |S|^2, whatever ``n``).
-
-**Two distinct selected tokens of one sequence tie.** When a sequence's selection holds two distinct
-tokens ``s, r``, the problem also asks ``p^T (E_s - E_r) = 0``: a limit direction ``p_bar`` that selects
-both gives them the same score (that is what "both selected" means), and the gradient flow's limit
-solves the problem with these equality constraints (chapter 05 derives it; without them the solution
-may rank ``s`` above ``r`` and select ``s`` alone). :func:`selection_ties` lists these pairs;
-:func:`max_margin_for_selection` imposes them; :func:`max_margin` takes them as ``ties``.
-
-:func:`max_margin` solves the problem with cvxpy and Clarabel in one of two equivalent forms:
-
-* ``form="sparse"`` (default): token scores are variables, ``c = E_U p`` for the used tokens ``U``,
-  and each pair constraint ``c_s - c_s' >= 1`` has two non-zeros;
-* ``form="dense"``: one dense row ``(E_s - E_s')^T`` per pair (the straightforward formulation).
-
-Feasibility: the pair constraints alone are infeasible iff the directed graph ``s -> s'`` has a
-cycle (the constraints around it add up to ``0 >= length``), after tied tokens are merged into one
-node; :func:`find_cycle` finds one and the error reports it. Without a cycle and with linearly
-independent rows ``E_U`` (generic when ``|U| <= d``) the problem is feasible; with ``d < |U|`` it may
-not be, and the solver's verdict is checked (:class:`~tokensel.errors.InfeasibleSVMError`).
-"""
+"""The max-margin problem for a token selection (ATT-SVM, PAPER.md R5): ``p_mm = argmin ||p||`` subject to
+``p^T (E_s - E_s') >= 1`` for every selected ``s`` and unselected ``s'`` of a sequence. The constraints depend on
+token pairs only (:func:`selection_pairs`: at most |S|^2, whatever ``n``). Two distinct tokens selected in one
+sequence also tie, ``p^T (E_s - E_r) = 0`` (:func:`selection_ties`): the flow's limit solves the problem with
+these equalities (chapter 05), without which it may select ``s`` alone. The pairs alone are infeasible iff
+their graph ``s -> s'`` has a cycle (:func:`find_cycle`), which the error names; cvxpy's verdict is checked
+otherwise (:class:`~tokensel.errors.InfeasibleSVMError`)."""
 
 from __future__ import annotations
 
@@ -35,7 +15,7 @@ import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import InfeasibleSVMError, InvalidArgumentError, InvalidParameterError, SolverError
+from ..errors import InfeasibleSVMError, InvalidArgumentError, SolverError
 from ..validation import (
     Bool,
     Choice,
@@ -52,15 +32,13 @@ from ..validation import (
 
 
 class Pairs(Constraint):
-    """Token pairs ``(s, s')``: a non-empty ``(k, 2)`` array of token ids, passed on as an int64 array. With
-    ``empty`` no pair is fine too: any empty array is passed on as a ``(0, 2)`` one."""
+    """Token pairs ``(s, s')``: a ``(k, 2)`` int64 array, non-empty unless ``empty`` (then any empty array is
+    passed on as a ``(0, 2)`` one)."""
 
     def __init__(self, *, empty: bool = False, allow_none: bool = False):
         super().__init__(allow_none=allow_none)
         self.empty = empty
-
-    def describe(self) -> str:
-        return f"a {'' if self.empty else 'non-empty '}(k, 2) array of token ids"
+        self.what = f"a {'' if empty else 'non-empty '}(k, 2) array of token ids"
 
     def check(self, value, name, dims):
         pairs = check_int_array(value, name)
@@ -69,13 +47,6 @@ class Pairs(Constraint):
         if pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) == 0:
             raise InvalidArgumentError(f"{name} must be {self.describe()}, got shape {pairs.shape}")
         return pairs
-
-    def _invalid(self, dims):
-        out = [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]]), ("three columns", np.zeros((1, 3), dtype=np.int64))]
-        return out + ([] if self.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))])
-
-    def example(self, dims):
-        return np.array([[0, 1]])
 
 
 PAIRS = Pairs()
@@ -112,26 +83,21 @@ class SVMResult:
         )
 
 
-@declare(error=InvalidParameterError, batch=Batch(), selected=SELECTED)
+@declare(batch=Batch(), selected=SELECTED)
 def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
-    """De-duplicated token pairs ``(s, s')``: ``s`` selected and ``s'`` unselected in a common sequence.
-
-    ``selected`` is a flat boolean mask over the batch's occurrences (e.g. from
-    :func:`tokensel.analysis.statistics.selection`). Returns an int64 array of shape ``(k, 2)``, sorted.
-
-    Introduced in chapter 05.
-    """
+    """The sorted, de-duplicated token pairs ``(s, s')``, ``s`` selected and ``s'`` not in a common sequence, of a
+    flat mask over the occurrences (:func:`tokensel.analysis.statistics.selection`). Introduced in chapter 05."""
     S = batch.vocab_size
     seg, ids, selected = batch.seg.cpu(), batch.ids.cpu(), selected.cpu()
     key_sel = torch.unique(seg[selected] * S + ids[selected])  # sorted by sequence
     key_uns = torch.unique(seg[~selected] * S + ids[~selected])
     if key_sel.numel() == 0:
-        raise InvalidParameterError("the selection is empty: every sequence needs a selected token")
+        raise InvalidArgumentError("the selection is empty: every sequence needs a selected token")
     sel_seq, sel_tok = key_sel // S, key_sel % S
     uns_seq, uns_tok = key_uns // S, key_uns % S
     k = torch.bincount(sel_seq, minlength=batch.n)
     if torch.any(k == 0):
-        raise InvalidParameterError(f"sequence {int(torch.nonzero(k == 0)[0])} has no selected token")
+        raise InvalidArgumentError(f"sequence {int(torch.nonzero(k == 0)[0])} has no selected token")
     start = torch.cumsum(k, 0) - k
     reps = k[uns_seq]
     rel = torch.arange(int(reps.sum())) - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
@@ -141,14 +107,10 @@ def selection_pairs(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     return torch.stack([pair_key // S, pair_key % S], 1).numpy()
 
 
-@declare(error=InvalidParameterError, batch=Batch(), selected=SELECTED)
+@declare(batch=Batch(), selected=SELECTED)
 def selection_ties(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
-    """The equality constraints ``p^T (E_s - E_r) = 0`` of the max-margin problem (see the module's docstring):
-    de-duplicated pairs ``(s, r)``, ``s < r``, that tie every distinct token a sequence selects to the smallest
-    one it selects (the other equalities among them follow).
-
-    ``selected`` as in :func:`selection_pairs`. Returns an int64 array of shape ``(m, 2)``, sorted (``m = 0``
-    when every sequence selects one token, possibly at several positions)."""
+    """The ties ``p^T (E_s - E_r) = 0``: sorted pairs ``(s, r)``, ``s < r``, tying every token a sequence selects to
+    the smallest one it selects (the others follow); none when each sequence selects one token."""
     selection_pairs(batch, selected)  # the same checks of batch and mask
     S = batch.vocab_size
     seg, ids = batch.seg.cpu()[selected.cpu()], batch.ids.cpu()[selected.cpu()]
@@ -157,8 +119,7 @@ def selection_ties(batch: RaggedBatch, selected: torch.Tensor) -> np.ndarray:
     first = torch.ones_like(seq, dtype=torch.bool)
     first[1:] = seq[1:] != seq[:-1]
     start = torch.cummax(torch.where(first, torch.arange(len(seq)), 0), 0).values
-    # tie every selected token of a sequence to that sequence's smallest selected token: enough, since
-    # equality is transitive
+    # tie every selected token of a sequence to its smallest one: enough, since equality is transitive
     later = ~first
     a, b = tok[start[later]], tok[later]
     if a.numel() == 0:
@@ -184,7 +145,7 @@ def _tie_groups(ties: np.ndarray, size: int) -> np.ndarray:
     return np.array([find(x) for x in range(size)])
 
 
-@declare(error=InvalidParameterError, pairs=PAIRS)
+@declare(pairs=PAIRS)
 def find_cycle(pairs: np.ndarray):
     """A directed cycle ``[s0, s1, ..., s0]`` in the graph of pairs ``s -> s'``, or None."""
     succ: dict[int, list[int]] = {}
@@ -214,11 +175,9 @@ def find_cycle(pairs: np.ndarray):
 
 
 def _merged_pairs(ties: np.ndarray, pairs: np.ndarray, size: int) -> np.ndarray:
-    """The pairs mapped to the representatives of the tied groups (:func:`_tie_groups`), once the ties (declared
-    :data:`TIES`) are checked against the vocabulary; raises :class:`InfeasibleSVMError` when a pair orders two
-    tied tokens."""
+    """The pairs mapped to the tied groups' representatives; infeasible when a pair orders two tied tokens."""
     if len(ties) and (ties.min() < 0 or ties.max() >= size):
-        raise InvalidParameterError(f"ties: token ids must lie in 0..{size - 1}")
+        raise InvalidArgumentError(f"ties: token ids must lie in 0..{size - 1}")
     root = _tie_groups(ties, size)
     merged = root[pairs]
     inside = merged[:, 0] == merged[:, 1]
@@ -234,8 +193,7 @@ def _merged_pairs(ties: np.ndarray, pairs: np.ndarray, size: int) -> np.ndarray:
 
 @declare(solver=Text())
 def installed_solver(solver: str) -> str:
-    """The cvxpy name of ``solver`` (a name such as ``"clarabel"``) when cvxpy has it installed, else a
-    :class:`~tokensel.errors.SolverError` naming the installed ones."""
+    """The cvxpy name of ``solver`` (``"clarabel"``, say) when installed, else a SolverError naming those that are."""
     import cvxpy as cp
 
     if solver.upper() not in cp.installed_solvers():
@@ -261,12 +219,8 @@ def _solve(prob, solver: str, **opts) -> None:
 def _confirm_infeasible(
     En: np.ndarray, pairs: np.ndarray, ties: np.ndarray, solver: str, solver_opts: dict, d: int
 ) -> None:
-    """Check a solver's "infeasible" on the scale-free form of the problem before believing it.
-
-    ``(E_s - E_s')^T p >= 1`` for every pair has a solution iff the unit rows ``m_k / |m_k|`` admit one
-    (scale ``p``), and that form does not depend on how close two embeddings are. Two embeddings 1e-12
-    apart make the original problem feasible with ``|p| >= 1e12``, which no solver resolves: that is a
-    :class:`SolverError` (feasible, beyond the solver's precision), never an :class:`InfeasibleSVMError`."""
+    """Check a solver's "infeasible" on the scale-free form (unit rows ``m_k / |m_k|``): embeddings 1e-12 apart
+    make the problem feasible only with ``|p| >= 1e12``, beyond any solver: a SolverError, not infeasibility."""
     import cvxpy as cp
 
     M = En[pairs[:, 0]] - En[pairs[:, 1]]
@@ -288,7 +242,6 @@ def _confirm_infeasible(
 
 
 @declare(
-    error=InvalidParameterError,
     E=EMBEDDINGS,
     pairs=PAIRS,
     ties=TIES,
@@ -305,21 +258,16 @@ def max_margin(
     verbose: bool = False,
     **solver_opts,
 ) -> SVMResult:
-    """Solve the ATT-SVM for the token ``pairs`` (from :func:`selection_pairs`) with cvxpy, with the equality
-    constraints ``p^T (E_s - E_r) = 0`` of the tied tokens ``ties`` (from :func:`selection_ties`; none by
-    default).
-
-    Raises :class:`~tokensel.errors.InfeasibleSVMError` when the problem has no solution (with the
-    offending cycle when the pair graph, tied tokens merged, has one).
-
-    Introduced in chapter 05.
-    """
+    """Solve the ATT-SVM for the token ``pairs`` with the ``ties`` (none by default) with cvxpy: ``form="sparse"``
+    has the token scores as variables (two non-zeros per pair), ``"dense"`` one row ``(E_s - E_s')^T`` per pair.
+    An infeasible problem raises :class:`~tokensel.errors.InfeasibleSVMError`, naming a cycle when there is one.
+    Introduced in chapter 05."""
     import cvxpy as cp
 
     solver = installed_solver(solver)
     S, d = E.shape
     if pairs.min() < 0 or pairs.max() >= S:
-        raise InvalidParameterError(f"pair token ids must lie in 0..{S - 1}")
+        raise InvalidArgumentError(f"pair token ids must lie in 0..{S - 1}")
     if np.any(pairs[:, 0] == pairs[:, 1]):
         raise InfeasibleSVMError(
             "a pair has s == s' (p^T 0 >= 1 is impossible): a token is both selected and unselected",
@@ -397,37 +345,27 @@ def _difference(local: np.ndarray, m: int):
     return sp.csr_matrix((np.r_[np.ones(k), -np.ones(k)], (rows, np.r_[local[:, 0], local[:, 1]])), shape=(k, m))
 
 
-@declare(error=InvalidParameterError, batch=Batch(), E=EMBEDDINGS, selected=SELECTED)
+@declare(batch=Batch(), E=EMBEDDINGS, selected=SELECTED)
 def max_margin_for_selection(E: torch.Tensor, batch: RaggedBatch, selected: torch.Tensor, **kw) -> SVMResult:
-    """:func:`max_margin` for the pairs of a flat selection mask, with its ties (:func:`selection_ties`): two
-    distinct tokens selected in one sequence get equal scores.
-
-    Introduced in chapter 03."""
+    """:func:`max_margin` for the pairs and ties of a flat selection mask. Introduced in chapter 03."""
     if "ties" in kw:
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             "max_margin_for_selection derives the ties from the selection: pass no ties (or call max_margin)"
         )
     return max_margin(E, selection_pairs(batch, selected), selection_ties(batch, selected), **kw)
 
 
-@declare(error=InvalidParameterError, gram=Tensor("float", ndim=2, finite=True), pairs=PAIRS, solver=Text())
+@declare(gram=Tensor("float", ndim=2, finite=True), pairs=PAIRS, solver=Text())
 def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLARABEL") -> tuple[torch.Tensor, float]:
-    """The ATT-SVM in score space for a given Gram matrix ``G = E E^T`` (|S| x |S|).
-
-    For ``E`` with linearly independent rows, the smallest ``p`` with scores ``E p = c`` has
-    ``||p||^2 = c^T G^{-1} c``, so the SVM is ``min c^T G^{-1} c`` subject to ``c_s - c_s' >= 1`` on
-    the pairs. This lets one solve it for an *idealised* Gram matrix (e.g. the infinite-width limit
-    ``I + (eta0^2/4) alpha alpha^T``) without any embeddings. Returns the optimal scores of all
-    |S| tokens (NaN for tokens in no pair) and the optimal ``||p||``.
-
-    Introduced in chapter 05.
-    """
+    """The ATT-SVM in score space, ``min c^T G^{-1} c`` subject to ``c_s - c_s' >= 1``, for a Gram matrix
+    ``G = E E^T`` of independent rows: solvable for an idealised ``G`` (the infinite-width limit) without
+    embeddings. Returns the scores (NaN for tokens in no pair) and ``||p||``. Introduced in chapter 05."""
     import cvxpy as cp
 
     solver = installed_solver(solver)
     G = gram.detach().cpu().numpy().astype(np.float64)
     if G.shape[0] != G.shape[1] or pairs.max() >= G.shape[0] or pairs.min() < 0:
-        raise InvalidParameterError("gram must be square and cover every token of the pairs")
+        raise InvalidArgumentError("gram must be square and cover every token of the pairs")
     cycle = unchecked(find_cycle)(pairs)
     if cycle is not None:
         raise InfeasibleSVMError(f"the selection is infeasible: cycle {cycle}", cycle=cycle)
@@ -435,13 +373,13 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
     local = np.searchsorted(tokens, pairs)
     sub = G[np.ix_(tokens, tokens)]
     if not np.allclose(sub, sub.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(sub).max()))):
-        raise InvalidParameterError("gram must be symmetric (a Gram matrix E E^T)")
+        raise InvalidArgumentError("gram must be symmetric (a Gram matrix E E^T)")
     try:
         Ginv = np.linalg.inv(sub)
         Ginv = (Ginv + Ginv.T) / 2
         L = np.linalg.cholesky(Ginv)  # c^T Ginv c = ||L^T c||^2
     except np.linalg.LinAlgError:
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             "gram is singular or not positive definite on the tokens of the pairs: the score-space form needs "
             "linearly independent embeddings (d >= the number of tokens); use max_margin on E instead"
         ) from None
@@ -457,27 +395,18 @@ def max_margin_scores(gram: torch.Tensor, pairs: np.ndarray, solver: str = "CLAR
 
 
 @declare(
-    error=InvalidParameterError,
     E=EMBEDDINGS,
     result=Instance(SVMResult, what="an SVMResult from max_margin"),
     active_tol=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
 )
 def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -> tuple[float, np.ndarray]:
-    """How far ``result.p`` is from satisfying the KKT conditions of the ATT-SVM.
-
-    At the optimum ``p_mm = sum_k lambda_k (E_{s_k} - E_{s'_k}) + sum_j mu_j (E_{s_j} - E_{r_j})`` with
-    ``lambda_k >= 0``, ``lambda_k = 0`` off the active pairs (margin within ``active_tol`` of 1), and multipliers
-    ``mu_j`` of either sign for the ties ``(s_j, r_j)`` (``result.ties``). Fits the multipliers by non-negative
-    least squares (each ``mu_j`` as the difference of two non-negative ones) and returns
-    ``(||p_mm - M_active^T lambda - T^T mu|| / ||p_mm||, lambda)``: near 0 (solver accuracy) at the optimum, of
-    order one for a feasible ``p`` that is not optimal.
-
-    Introduced in chapter 05.
-    """
+    """``(relative residual, lambda)`` of the KKT conditions at ``result.p``: ``p_mm`` as a non-negative combination
+    of the active pairs' rows plus any combination of the ties', fitted by non-negative least squares. Near 0 at
+    the optimum, of order one for a feasible ``p`` that is not optimal. Introduced in chapter 05."""
     from scipy.optimize import nnls
 
     if E.shape[1] != result.p.shape[0] or E.shape[0] <= int(result.pairs.max()):
-        raise InvalidParameterError("E must be the |S| x d matrix the SVM was solved for")
+        raise InvalidArgumentError("E must be the |S| x d matrix the SVM was solved for")
     En = E.detach().cpu().numpy().astype(np.float64)
     pv = result.p.detach().cpu().numpy().astype(np.float64)
     M = En[result.pairs[:, 0]] - En[result.pairs[:, 1]]
@@ -491,7 +420,6 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
 
 
 @declare(
-    error=InvalidParameterError,
     batch=Batch(),
     important=Tensor("bool", shape=("S",)),
     widths=Numbers(int, min=1),
@@ -499,12 +427,9 @@ def kkt_residual(E: torch.Tensor, result: SVMResult, active_tol: float = 1e-6) -
     eta0=Real(min=0.0, min_inclusive=False),
 )
 def closed_form_by_width(batch: RaggedBatch, important, widths, seeds, eta0: float):
-    """How close ``E_s^T p_mm`` comes to the closed form of chapter 05 (one important token per sequence) as
-    the width grows: for every width ``d`` in ``widths`` and seed in ``seeds``, one gradient step of size
-    ``eta0`` from ``AttentionModel.init(|S|, d, seed)``, then :func:`max_margin` for the selection of the
-    important tokens. ``important``: a boolean mask over the tokens. Returns a DataFrame with one row per
-    (``d``, ``seed``): ``max_dev`` (the largest ``|E_s^T p_mm - closed form|`` over the tokens), the mean scores
-    of the important and of the irrelevant tokens (``imp_mean``, ``irr_mean``) and ``norm`` (``||p_mm||``)."""
+    """How close ``E_s^T p_mm`` comes to chapter 05's closed form as the width grows: per width and seed, one
+    step of size ``eta0`` and :func:`max_margin` for the ``important`` tokens' selection; one row each with
+    ``max_dev``, the mean scores ``imp_mean``, ``irr_mean`` and ``norm``."""
     import pandas as pd
 
     from ..models.attention import AttentionModel
@@ -512,7 +437,7 @@ def closed_form_by_width(batch: RaggedBatch, important, widths, seeds, eta0: flo
 
     m_imp, m_irr = int(important.sum()), int((~important).sum())
     if m_imp == 0 or m_irr == 0:
-        raise InvalidParameterError("important must mark some tokens and leave some irrelevant")
+        raise InvalidArgumentError("important must mark some tokens and leave some irrelevant")
     closed = torch.where(important, m_irr / (m_imp + m_irr), -m_imp / (m_imp + m_irr)).double()
     pairs = selection_pairs(batch, important.to(batch.device)[batch.ids])
     rows = []

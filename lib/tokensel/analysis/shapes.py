@@ -1,15 +1,6 @@
-"""Tokens binned by their posterior gap: the two shapes the book measures on trained embeddings.
-
-* :func:`binned` — per-bin mean and spread of a token quantity against ``Delta_s`` or ``alpha_s``.
-* :func:`shape_summary` — the U-gap of the scores and the rank correlation of the values with ``Delta``.
-* :func:`within_bin_spread`, :func:`spreads`, :func:`values_spread`, :func:`standard_errors`,
-  :func:`bin_noise_summary`, :func:`positive_side_rise` — spreads and noise of a binned table.
-* :func:`shape_bootstrap`, :func:`frequency_matched` — intervals over words and the frequency-matched
-  control.
-
-Numpy and pandas on per-token arrays; the per-token statistics themselves come from
-:mod:`tokensel.analysis.statistics`.
-"""
+"""Tokens binned by their posterior gap: the two shapes the book measures on trained embeddings (the U of the
+scores, the monotone rise of the values), their spreads and noise, intervals over words and the
+frequency-matched control. Numpy and pandas on per-token arrays from :mod:`tokensel.analysis.statistics`."""
 
 from __future__ import annotations
 
@@ -19,21 +10,18 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from ..validation import Bool, Choice, Constraint, Int, Pair, Real, RealArray, declare
+from ..validation import Bool, Choice, Constraint, Int, Numbers, Real, RealArray, declare
 
 
 class Table(Constraint):
-    """A table (a pandas DataFrame) with the ``columns`` named, passed on as it is; ``what`` says which table
-    (default: one from :func:`binned`); with ``nonempty``, at least one row."""
+    """A pandas DataFrame with the ``columns`` named (with ``nonempty``, and a row), passed on as it is."""
 
     def __init__(
         self, *columns: str, what: str = "a table from binned()", nonempty: bool = False, allow_none: bool = False
     ):
         super().__init__(allow_none=allow_none)
-        self.columns, self.what, self.nonempty = columns, what, nonempty
-
-    def describe(self) -> str:
-        return f"{self.what} (columns {', '.join(self.columns)})"
+        self.columns, self.nonempty = columns, nonempty
+        self.what = f"{what} (columns {', '.join(columns)})"
 
     def check(self, value, name, dims):
         if not hasattr(value, "columns") or not set(self.columns) <= set(value.columns):
@@ -41,17 +29,6 @@ class Table(Constraint):
         if self.nonempty and len(value) == 0:
             raise InvalidArgumentError(f"{name} must be a non-empty {self.describe()}, got no rows")
         return value
-
-    def _invalid(self, dims):
-        out = [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
-        return out + ([("no rows", self.example(dims).iloc[:0])] if self.nonempty else [])
-
-    def example(self, dims):
-        import pandas as pd
-
-        if "count" in self.columns:
-            return binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
-        return pd.DataFrame({c: [0] for c in self.columns})
 
 
 BINS = Int(min=1, max=10**6)
@@ -65,18 +42,13 @@ TABLE = Table("count", "mean", "std")
     x=RealArray(finite=False),
     y=RealArray(finite=False),
     bins=BINS,
-    range_=Pair(Real(), allow_none=True),
+    range_=Numbers(float, length=2, allow_none=True),
     out_of_range=Choice("raise", "drop", "clip"),
 )
 def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
-    """Tokens binned by ``x`` into ``bins`` equal-width bins; per bin the count, mean, std and the
-    10% / 90% quantiles of ``y``. NaN entries of ``x`` or ``y`` are dropped. Returns a DataFrame.
-
-    ``range_ = (lo, hi)`` fixes the bins' span (default: the finite ``x`` values' own range). Values of
-    ``x`` outside it are handled as ``out_of_range`` says: ``"raise"`` (default) refuses them,
-    ``"drop"`` leaves them out, ``"clip"`` counts them in the first or last bin.
-
-    Introduced in chapter 06."""
+    """Tokens binned by ``x`` into ``bins`` equal-width bins over ``range_`` (default: the finite ``x``'s own):
+    per bin the count, mean, std and 10 % / 90 % quantiles of ``y``, NaN dropped. Values outside ``range_`` are
+    refused, dropped or clipped into the end bins, as ``out_of_range`` says. Introduced in chapter 06."""
     import pandas as pd
 
     if x.shape != y.shape:
@@ -123,11 +95,9 @@ def binned(x, y, bins: int = 20, range_=None, out_of_range: str = "raise"):
 
 @declare(gap=PER_TOKEN, x=PER_TOKEN, bins=BINS, min_count=Int(min=2), normalize=Bool())
 def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: bool = True) -> float:
-    """The average over the bins of ``gap`` (:func:`binned`) holding at least ``min_count`` tokens of the
-    within-bin standard deviation of ``x``. With ``normalize`` (default) ``x`` is first divided by its
-    standard deviation over the binned tokens: how much tokens of similar gap differ, on a scale that does
-    not depend on the size of ``x`` (1 when the bins explain nothing, near 0 when ``x`` is a function of
-    the gap); without, in the units of ``x``."""
+    """The within-bin standard deviation of ``x`` averaged over the bins of ``gap`` with ``min_count`` tokens:
+    how much tokens of similar gap differ; with ``normalize``, in units of ``x``'s spread (1 when the bins
+    explain nothing)."""
     g, v = torch.as_tensor(gap), torch.as_tensor(x)
     if g.shape != v.shape:
         raise InvalidArgumentError(f"gap and x need one entry per token each, got lengths {len(g)} and {len(v)}")
@@ -144,9 +114,8 @@ def within_bin_spread(gap, x, bins: int = 20, min_count: int = 5, normalize: boo
 
 @declare(gap=PER_TOKEN, scores=PER_TOKEN, values=PER_TOKEN, bins=BINS, min_count=Int(min=2))
 def spreads(gap, scores, values, bins: int = 20, min_count: int = 5) -> dict:
-    """The within-bin spread (:func:`within_bin_spread`) of ``values`` (``E_s^T v``) and of ``scores``
-    (``E_s^T p``) against ``gap``, in raw units (the paper's quantity) and normalised: a dict with keys
-    ``values_raw``, ``values_normalised``, ``scores_raw``, ``scores_normalised``. Chapter 06."""
+    """:func:`within_bin_spread` of ``values`` and ``scores`` against ``gap``, raw (the paper's) and normalised.
+    Chapter 06."""
     out = {}
     for name, x in (("values", values), ("scores", scores)):
         out[f"{name}_raw"] = within_bin_spread(gap, x, bins=bins, min_count=min_count, normalize=False)
@@ -155,8 +124,7 @@ def spreads(gap, scores, values, bins: int = 20, min_count: int = 5) -> dict:
 
 
 class ShapeSummary(NamedTuple):
-    """What :func:`shape_summary` returns (unpacks as ``bins_p, bins_v, u_gap, rho``): the binned tables of the
-    scores and of the values, the U-gap of the scores and the rank correlation of the values' bin means."""
+    """The binned scores and values, the U-gap of the scores and the rank correlation of the values."""
 
     bins_p: object  # pandas DataFrame from binned()
     bins_v: object
@@ -166,16 +134,10 @@ class ShapeSummary(NamedTuple):
 
 @declare(gap=PER_TOKEN, scores=PER_TOKEN, values=PER_TOKEN, bins=BINS, central=CENTRAL)
 def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> ShapeSummary:
-    """The two shapes of the paper's figures, measured on tokens binned by ``gap`` (NaN entries are
-    dropped): returns a :class:`ShapeSummary` ``(bins_p, bins_v, u_gap, rho)``.
-
-    ``u_gap``: the smaller of the two end-bin means of ``scores`` minus the largest mean among the
-    central bins (``|centre| < central``), in units of the standard deviation of the binned
-    tokens' scores (U-shaped when clearly positive). ``rho``: Spearman rank correlation of the
-    non-empty bin means of ``values`` with the bin centres (monotone when close to 1).
-
-    Introduced in chapter 05.
-    """
+    """The two shapes of the paper's figures on tokens binned by ``gap``: ``u_gap``, the lower end-bin mean of
+    ``scores`` minus the highest central one (``|centre| < central``) in units of the scores' spread (a U when
+    clearly positive), and ``rho``, the rank correlation of the bin means of ``values`` with the centres.
+    Introduced in chapter 05."""
     g, s, v = torch.from_numpy(gap), torch.from_numpy(scores), torch.from_numpy(values)
     if not g.shape == s.shape == v.shape:
         raise InvalidArgumentError(
@@ -193,8 +155,7 @@ def shape_summary(gap, scores, values, bins: int = 20, central: float = 0.2) -> 
 
 @declare(table=Table("count", "mean", "center"))
 def bin_rank_correlation(table) -> float:
-    """Spearman rank correlation of the non-empty bin means of a :func:`binned` table with the bin centres
-    (1 when the means increase with the binning variable)."""
+    """Spearman rank correlation of the filled bins' means with their centres (1: increasing)."""
     from scipy.stats import spearmanr
 
     filled = table[table["count"] > 0]
@@ -205,10 +166,8 @@ def bin_rank_correlation(table) -> float:
 
 @declare(bins_v=TABLE)
 def values_spread(bins_v) -> float:
-    """How far training moved the values across the bins: the range (max - min) of the non-empty
-    bin means of ``E_s^T v``, in units of the median within-bin standard deviation. Near 1 when
-    the bin means differ by no more than the token-to-token noise (as at initialisation); the
-    attention-only models of chapter 07 reach 6 to 8 at paper scale."""
+    """The range of the values' bin means in units of the median within-bin spread: near 1 at initialisation,
+    6 to 8 for chapter 07's attention-only models at paper scale."""
     filled = bins_v[bins_v["count"] > 0]
     if len(filled) < 2:
         raise InvalidArgumentError("too few filled bins to measure the spread of the values")
@@ -220,19 +179,16 @@ def values_spread(bins_v) -> float:
 
 @declare(table=TABLE)
 def standard_errors(table):
-    """The standard error of each bin mean of a :func:`binned` table, ``std / sqrt(count)`` (NaN for an empty
-    bin): the noise level of a bin mean, as opposed to the token-to-token spread ``std``."""
+    """The standard error ``std / sqrt(count)`` of each bin mean (NaN for an empty bin)."""
     count = table["count"].astype(float)
     return table["std"] / np.sqrt(count.where(count > 0))
 
 
 @declare(table=TABLE, z=Real(min=0.0, min_inclusive=False))
 def bin_noise_summary(table, z: float = 2.0) -> dict:
-    """How the bin means of a :func:`binned` table compare with their own noise (the standard error of a
-    bin mean, :func:`standard_errors`): ``range_se`` is the range of the filled bins' means in units of
-    their median standard error; ``reversals`` counts the adjacent filled bins whose mean *decreases* by
-    more than ``z`` standard errors of the difference (``z * sqrt(se_a^2 + se_b^2)``), i.e. reversals that
-    the noise of the bin means does not explain; ``steps`` is the number of adjacent pairs compared."""
+    """The bin means against their own noise: ``range_se``, their range in median standard errors, and
+    ``reversals``, the adjacent pairs (of ``steps``) whose mean falls by more than ``z`` standard errors of
+    the difference: reversals the noise does not explain."""
     filled = table[table["count"] > 0]
     if len(filled) < 2:
         raise InvalidArgumentError("too few filled bins to compare their means")
@@ -252,16 +208,9 @@ def bin_noise_summary(table, z: float = 2.0) -> dict:
 
 @declare(table=Table("count", "mean", "std", "center"))
 def positive_side_rise(table) -> float:
-    """How clearly the bin means of a :func:`binned` table rise on the positive side of the binning variable
-    (the filled bins whose centre is above 0), in standard errors: the least-squares slope of the quantity
-    against the bin centre over the tokens of those bins (each token at its bin's centre), divided by the
-    slope's standard error (from the spread of the tokens around the fitted line: within the bins and
-    between them). Positive when the quantity rises towards the positive end, negative when it falls; at
-    least 2 is a rise that the noise of the tokens does not explain. Unlike the rank correlation over all
-    bins it asks nothing of the negative side and tolerates reversals: the paper's "weaker, but present,
-    rise on the positive side" (chapter 07).
-
-    Introduced in chapter 07."""
+    """The least-squares slope of the bin means over the tokens of the bins above 0, in standard errors (at least
+    2: a rise the noise does not explain). Unlike the rank correlation it asks nothing of the negative side:
+    the paper's "weaker, but present, rise on the positive side". Introduced in chapter 07."""
     filled = table[(table["count"] > 0) & (table["center"] > 0)]
     if len(filled) < 2:
         raise InvalidArgumentError("fewer than 2 filled bins on the positive side: a slope says nothing")
@@ -279,8 +228,8 @@ def positive_side_rise(table) -> float:
 
 
 def _shape_values(g: np.ndarray, s: np.ndarray, v: np.ndarray, bins: int, central: float) -> tuple[float, float]:
-    """``(u_gap, rho)`` of :func:`shape_summary` for finite arrays, with bin counts and sums instead of tables
-    (the same numbers; the bootstrap calls it hundreds of times)."""
+    """``(u_gap, rho)`` of :func:`shape_summary` from bin counts and sums (the bootstrap calls it hundreds of
+    times)."""
     from scipy.stats import spearmanr
 
     lo, hi = float(g.min()), float(g.max())
@@ -324,14 +273,8 @@ def _finite_tokens(g: np.ndarray, s: np.ndarray, v: np.ndarray) -> tuple[np.ndar
 def shape_bootstrap(
     gap, scores, values, n_boot: int = 200, seed: int = 0, level: float = 0.95, bins: int = 20, central: float = 0.2
 ):
-    """Bootstrap confidence intervals over words for the two shapes of :func:`shape_summary`.
-
-    The tokens (those with a finite gap, score and value) are resampled with replacement ``n_boot`` times;
-    each resample is binned again and its ``u_gap`` and ``rho`` measured. Returns a DataFrame indexed by
-    ``u_gap`` and ``rho`` with the estimate on all tokens and the percentile interval at ``level``
-    (``low``, ``high``). It says how much the shapes owe to which words happened to be in the vocabulary; it
-    says nothing about the initialisation (the replication over seeds does). Chapter 06.
-    """
+    """Percentile intervals at ``level`` for ``u_gap`` and ``rho`` over ``n_boot`` resamples of the words: how much
+    the shapes owe to which words are in the vocabulary (not to the initialisation). Chapter 06."""
     import pandas as pd
 
     g, s, v = _finite_tokens(gap, scores, values)
@@ -354,14 +297,8 @@ def shape_bootstrap(
 
 @declare(gap=PER_TOKEN, counts=RealArray(ndim=1), strata=Int(min=1, max=10**6), seed=Int(min=0))
 def frequency_matched(gap, counts, strata: int = 20, seed: int = 0) -> np.ndarray:
-    """A control for the shapes: ``gap`` with its values permuted among words of similar frequency.
-
-    The tokens with a finite gap are cut into ``strata`` groups of (nearly) equal size by ``counts`` (their
-    number of occurrences) and the gaps permuted within each group, so that every token keeps a gap drawn
-    from words about as frequent as itself. A shape that only reflects how often a word occurs (rare words
-    have extreme gaps and little-trained embeddings) survives the permutation; a shape that reflects the
-    word's own label statistics does not. Tokens whose gap is not finite keep it. Chapter 06.
-    """
+    """A control: ``gap`` permuted within ``strata`` groups of words of similar ``counts``. A shape that only
+    reflects how often a word occurs survives it; one that reflects its label statistics does not. Chapter 06."""
     g, c = gap, counts
     if g.shape != c.shape:
         raise InvalidArgumentError(f"gap and counts need one entry per token each, got lengths {len(g)} and {len(c)}")

@@ -1,21 +1,6 @@
-"""Token statistics of a labelled batch, and the selection made by a ``<cls>`` vector.
-
-* :func:`alpha` — average signed frequency ``alpha_s = (1/n) sum_i y_i n_s(X_i) / T_i`` (``"length"``
-  normalisation, with which the one-step constant is exactly ``eta0 / 2``), or the poster's count
-  ``sum_i y_i n_s(X_i)`` (``"count"``).
-* :func:`posterior_gap` — ``Delta_s = P(y=+1 | s) - P(y=-1 | s)``, per occurrence or per document.
-* :func:`token_classes` — positive / negative / irrelevant by the sign of ``alpha_s``; completely
-  positive / negative when ``s`` occurs only in positive / negative sequences.
-* :func:`selection` — ``S_X(p)``: the occurrences whose score is within ``tol`` of their sequence's
-  maximum.
-* :func:`optimal_tokens` — for frozen ``E``, the occurrences with the best value ``y_i u_t``.
-* :func:`attention_share` — the attention a group of tokens receives against its share of the tokens.
-* :func:`alpha_gap_reversals`, :func:`side_with_gap` — frequent, weakly polar words that ``|alpha|`` ranks above
-  rare, strongly polar ones, and which of the two a token statistic sides with.
-* :func:`direction_rate` — the rate at which ``p_t / ||p_t||`` approaches its limit.
-
-Tokens binned by their posterior gap (the two shapes) are :mod:`tokensel.analysis.shapes`.
-"""
+"""Token statistics of a labelled batch (average signed frequency ``alpha``, posterior gap, token classes)
+and what a vector's scores select, attend to or separate; tokens binned by their gap are
+:mod:`tokensel.analysis.shapes`."""
 
 from __future__ import annotations
 
@@ -23,10 +8,10 @@ import numpy as np
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import InvalidArgumentError, InvalidBatchError, InvalidParameterError
+from ..errors import InvalidArgumentError
 from ..loss import logistic
 from ..models.core import scatter_tokens, segment_max, segment_softmax
-from ..validation import BoolArray, Choice, Real, RealArray, Tensor, declare
+from ..validation import Array, Choice, Real, RealArray, Tensor, declare
 
 POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
@@ -40,25 +25,19 @@ OCCURRENCE_MASK = Tensor("bool", shape=("tokens",))
 TOL = Real(min=0.0)
 
 
-@declare(error=InvalidBatchError, batch=BINARY)
+@declare(batch=BINARY)
 def counts(batch: RaggedBatch):
-    """Occurrence counts of every token in positive and in negative sequences: ``(pos, neg)``.
-
-    Introduced in chapter 01."""
+    """Occurrences of every token in positive and in negative sequences: ``(pos, neg)``. Introduced in chapter 01."""
     y = batch.labels[batch.seg]
     ones = torch.ones_like(y)
     return scatter_tokens(ones * (y > 0), batch), scatter_tokens(ones * (y < 0), batch)
 
 
-@declare(error=InvalidBatchError, batch=BINARY, normalize=Choice("length", "count"))
+@declare(batch=BINARY, normalize=Choice("length", "count"))
 def alpha(batch: RaggedBatch, normalize: str = "length") -> torch.Tensor:
-    """Average signed frequency of every token (float64, length |S|).
-
-    ``normalize="length"``: ``(1/n) sum_i y_i n_s(X_i) / T_i``. ``normalize="count"``: occurrences
-    in positive minus occurrences in negative sequences.
-
-    Introduced in chapter 01.
-    """
+    """Average signed frequency of every token: ``(1/n) sum_i y_i n_s(X_i) / T_i`` (``"length"``, with which the
+    one-step constant is exactly ``eta0 / 2``), or positive minus negative occurrences (``"count"``).
+    Introduced in chapter 01."""
     y = batch.labels
     if normalize == "length":
         per_occ = (y / batch.lengths.to(torch.float64))[batch.seg]
@@ -66,14 +45,10 @@ def alpha(batch: RaggedBatch, normalize: str = "length") -> torch.Tensor:
     return scatter_tokens(y[batch.seg], batch)
 
 
-@declare(error=InvalidBatchError, batch=BINARY, per=Choice("occurrence", "document"))
+@declare(batch=BINARY, per=Choice("occurrence", "document"))
 def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
-    """``P(y=+1 | s) - P(y=-1 | s)`` for every token; NaN for tokens that never occur.
-
-    ``per="occurrence"`` counts occurrences; ``per="document"`` counts the documents containing ``s``.
-
-    Introduced in chapter 01.
-    """
+    """``P(y=+1 | s) - P(y=-1 | s)`` for every token, counting occurrences or documents; NaN for absent tokens.
+    Introduced in chapter 01."""
     y = batch.labels
     if per == "occurrence":
         pos, neg = counts(batch)
@@ -89,13 +64,10 @@ def posterior_gap(batch: RaggedBatch, per: str = "occurrence") -> torch.Tensor:
     return torch.where(tot > 0, gap, torch.full_like(gap, float("nan")))
 
 
-@declare(error=InvalidBatchError, batch=BINARY, tol=TOL)
+@declare(batch=BINARY, tol=TOL)
 def token_classes(batch: RaggedBatch, tol: float = 1e-12):
-    """Classes of every token: a dict of boolean tensors ``positive``, ``negative``, ``irrelevant``
-    (by the sign of ``alpha_s`` with tolerance ``tol``), ``completely_positive``,
-    ``completely_negative`` and ``absent`` (tokens that never occur).
-
-    Introduced in chapter 01."""
+    """Boolean masks ``positive``, ``negative``, ``irrelevant`` (the sign of ``alpha_s``, to ``tol``),
+    ``completely_positive``, ``completely_negative`` and ``absent``. Introduced in chapter 01."""
     a = alpha(batch)
     pos, neg = counts(batch)
     return {
@@ -108,52 +80,39 @@ def token_classes(batch: RaggedBatch, tol: float = 1e-12):
     }
 
 
-@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN, tol=TOL)
+@declare(batch=ANY, c=PER_TOKEN, tol=TOL)
 def selection(batch: RaggedBatch, c: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
-    """``S_X(p)`` as a flat boolean mask: occurrences with ``c_{x_t} >= max_t' c_{x_t'} - tol``.
-
-    ``c = E p`` holds the token scores. The tolerance is absolute; use a relative one
-    (``tol * ||p||``) when ``||p||`` is large.
-
-    Introduced in chapter 01.
-    """
+    """``S_X(p)`` as a flat mask: occurrences with ``c_{x_t} >= max_t' c_{x_t'} - tol`` for the scores
+    ``c = E p`` (``tol`` is absolute: scale it by ``||p||`` when that is large). Introduced in chapter 01."""
     a = c[batch.ids]
     return a >= segment_max(a, batch)[batch.seg] - tol
 
 
-@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN, tol=TOL)
+@declare(batch=BINARY, w=PER_TOKEN, tol=TOL)
 def optimal_tokens(batch: RaggedBatch, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:
-    """For frozen values ``w = E v``: occurrences maximising ``y_i u_t`` in their sequence (flat mask).
-
+    """For frozen values ``w = E v``: the occurrences maximising ``y_i u_t`` in their sequence.
     Introduced in chapter 04."""
     yu = batch.labels.to(w.dtype)[batch.seg] * w[batch.ids]
     return yu >= segment_max(yu, batch)[batch.seg] - tol
 
 
-@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN)
+@declare(batch=ANY, c=PER_TOKEN)
 def attention(batch: RaggedBatch, c: torch.Tensor) -> torch.Tensor:
-    """The softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``) for the
-    per-token scores ``c`` (e.g. ``E @ p`` for any ``p``; :meth:`~tokensel.AttentionModel.attention` for
-    the model's own ``p``).
-
+    """The softmax attention of every occurrence (aligned with ``batch.ids``) under the per-token scores ``c``.
     Introduced in chapter 04."""
     return segment_softmax(c[batch.ids], batch)[0]
 
 
-@declare(error=InvalidBatchError, batch=ANY, q=Tensor("float", shape=("tokens",)), mask=OCCURRENCE_MASK)
+@declare(batch=ANY, q=Tensor("float", shape=("tokens",)), mask=OCCURRENCE_MASK)
 def selected_mass(batch: RaggedBatch, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-sequence softmax mass on the occurrences in ``mask``.
-
-    Introduced in chapter 04."""
+    """Per-sequence softmax mass on the occurrences in ``mask``. Introduced in chapter 04."""
     return torch.zeros(batch.n, dtype=q.dtype, device=q.device).index_add_(0, batch.seg, q * mask.to(q.dtype))
 
 
-@declare(error=InvalidBatchError, batch=ANY, c=PER_TOKEN, token_mask=TOKEN_MASK)
+@declare(batch=ANY, c=PER_TOKEN, token_mask=TOKEN_MASK)
 def attention_share(batch: RaggedBatch, c: torch.Tensor, token_mask: torch.Tensor) -> tuple[float, float]:
-    """How much attention the tokens of ``token_mask`` (|S| bools) receive under the scores ``c``, against how
-    many of the tokens they are: ``(mass, share)``, the softmax mass on their occurrences and their share of
-    the occurrences, each per sequence and averaged over the sequences (``mass < share``: the scores turn
-    attention away from them). Chapter 06."""
+    """``(mass, share)``: the attention the tokens of ``token_mask`` receive under the scores ``c`` against their
+    share of the occurrences, per sequence and averaged (``mass < share``: attention turns away). Chapter 06."""
     mask = token_mask.to(batch.ids.device)[batch.ids]
     mass = selected_mass(batch, attention(batch, c.to(torch.float64)), mask)
     share = selected_mass(batch, 1.0 / batch.lengths.to(torch.float64)[batch.seg], mask)
@@ -163,20 +122,14 @@ def attention_share(batch: RaggedBatch, c: torch.Tensor, token_mask: torch.Tenso
 @declare(
     alpha_s=RealArray(shape=("S",), finite=False),
     gap=RealArray(shape=("S",), finite=False),
-    frequent=BoolArray(shape=("S",)),
+    frequent=Array("bool", shape=("S",)),
     weak=Real(min=0.0, max=1.0, min_inclusive=False),
     strong=Real(min=0.0, max=1.0),
 )
 def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float = 0.5) -> dict:
-    """Where the average signed frequency and the posterior gap disagree about which word matters more.
-
-    ``frequent`` (|S| bools) marks the frequent words. *Frequent, weakly polar* words (``F``) are frequent
-    ones with ``|Delta_s| < weak``; *rare, strongly polar* words (``R``) are the others with
-    ``|Delta_s| >= strong``. Since ``alpha_s = freq_s Delta_s`` (for equal lengths), ``|alpha|`` can rank an
-    ``F`` word above an ``R`` word: the *reversed* pairs ``(f, r)`` with ``|alpha_f| > |alpha_r|``. Returns
-    ``frequent_weak`` and ``rare_strong`` (token ids), ``reversed`` (the reversed pairs, ``(k, 2)``) and
-    ``share_reversed`` (their share of all ``F x R`` pairs). :func:`side_with_gap` then says how a token
-    statistic orders them. Chapter 06."""
+    """Where ``|alpha|`` and the posterior gap disagree: since ``alpha_s = freq_s Delta_s``, ``|alpha|`` can rank a
+    frequent, weakly polar word (``|Delta| < weak``) above a rare, strongly polar one (``>= strong``). Returns
+    both groups' ids, the ``reversed`` pairs ``(f, r)`` and their share of all pairs. Chapter 06."""
     a = torch.as_tensor(alpha_s, dtype=torch.float64).cpu()
     g = torch.as_tensor(gap, dtype=torch.float64).cpu()
     f = torch.as_tensor(frequent).cpu()
@@ -198,11 +151,8 @@ def alpha_gap_reversals(alpha_s, gap, frequent, weak: float = 0.1, strong: float
 
 @declare(pairs=Tensor("int", shape=(None, 2)), x=RealArray(ndim=1, finite=False))
 def side_with_gap(pairs: torch.Tensor, x) -> float:
-    """For the reversed pairs ``(f, r)`` of :func:`alpha_gap_reversals`, the share in which the token statistic
-    ``x`` (one value per token, e.g. the scores ``E p``) ranks the rare, strongly polar word ``r`` above the
-    frequent, weakly polar word ``f``: 1 when ``x`` sides with the posterior gap, 0 when it sides with
-    ``|alpha|``.
-
+    """The share of the reversed pairs ``(f, r)`` of :func:`alpha_gap_reversals` in which the token statistic
+    ``x`` ranks ``r`` above ``f``: 1 when ``x`` sides with the posterior gap, 0 when with ``|alpha|``.
     Introduced in chapter 06."""
     x = torch.as_tensor(x, dtype=torch.float64).cpu()
     if len(pairs) == 0:
@@ -212,25 +162,18 @@ def side_with_gap(pairs: torch.Tensor, x) -> float:
     return float((x[pairs[:, 1]] > x[pairs[:, 0]]).double().mean())
 
 
-@declare(error=InvalidBatchError, batch=ANY, mask=OCCURRENCE_MASK, token_mask=TOKEN_MASK)
+@declare(batch=ANY, mask=OCCURRENCE_MASK, token_mask=TOKEN_MASK)
 def contains(batch: RaggedBatch, mask: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-    """Per sequence: does every occurrence of a token in ``token_mask`` (|S| bools) lie in ``mask``?
-
-    Sequences without such a token count as True.
-
-    Introduced in chapter 04.
-    """
+    """Per sequence: does every occurrence of a token in ``token_mask`` lie in ``mask`` (True without one)?
+    Introduced in chapter 04."""
     needed = token_mask[batch.ids]
     missing = needed & ~mask
     return torch.zeros(batch.n, dtype=torch.long, device=mask.device).index_add_(0, batch.seg, missing.long()) == 0
 
 
-@declare(error=InvalidBatchError, batch=CLASSES)
+@declare(batch=CLASSES)
 def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
-    """Class-``k`` signed frequency of every token, (|S| x K):
-    ``alpha_{s,k} = (1/n) sum_i (1{y_i = k} - 1/K) n_s(X_i) / T_i``
-    ``= (1/n) sum_i [((K-1)/K) 1{y_i = k} - (1/K) 1{y_i != k}] n_s(X_i) / T_i``.
-
+    """Class-``k`` signed frequency of every token, ``alpha_{s,k} = (1/n) sum_i (1{y_i = k} - 1/K) n_s(X_i) / T_i``.
     Introduced in chapter 02."""
     K = batch.num_classes
     assert K is not None  # the declaration
@@ -240,11 +183,9 @@ def alpha_multiclass(batch: RaggedBatch) -> torch.Tensor:
     return out.index_add_(0, batch.ids, per_occ) / batch.n
 
 
-@declare(error=InvalidBatchError, batch=CLASSES)
+@declare(batch=CLASSES)
 def class_gap(batch: RaggedBatch) -> torch.Tensor:
-    """One-vs-rest posterior gap of every token and class, (|S| x K), per occurrence:
-    ``P(y = k | s) - P(y != k | s)``; NaN for tokens that never occur. With two classes it is
-    :func:`posterior_gap` for class 1 (and its negative for class 0)."""
+    """One-vs-rest posterior gap ``P(y = k | s) - P(y != k | s)`` of every token and class; NaN for absent ones."""
     K = batch.num_classes
     assert K is not None  # the declaration
     onehot = torch.nn.functional.one_hot(batch.labels, K).to(torch.float64)[batch.seg]  # per occurrence
@@ -254,12 +195,10 @@ def class_gap(batch: RaggedBatch) -> torch.Tensor:
     return torch.where(total > 0, (2 * per_class - total) / total.clamp(min=1), torch.nan)
 
 
-@declare(error=InvalidBatchError, batch=ANY, x=PER_TOKEN, token_mask=TOKEN_MASK)
+@declare(batch=ANY, x=PER_TOKEN, token_mask=TOKEN_MASK)
 def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-    """Per sequence: ``min`` of ``x`` over its tokens in ``token_mask`` minus ``max`` over its other
-    tokens (``x`` and ``token_mask`` are per vocabulary token). Positive means every marked token is
-    strictly above every unmarked one; ``+inf`` when a sequence has no unmarked token, ``-inf``
-    when it has no marked token."""
+    """Per sequence: the least ``x`` of its marked tokens minus the largest of its others (``+inf`` without
+    others, ``-inf`` without marked ones): positive when every marked token is strictly above."""
     vals = x[batch.ids].to(torch.float64)
     marked = token_mask.to(torch.bool)[batch.ids]
     inf = torch.full_like(vals, torch.inf)
@@ -269,57 +208,40 @@ def separation(batch: RaggedBatch, x: torch.Tensor, token_mask: torch.Tensor) ->
     return torch.where(has_marked, low - high, torch.full_like(low, -torch.inf))
 
 
-@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN, token_mask=TOKEN_MASK)
+@declare(batch=BINARY, w=PER_TOKEN, token_mask=TOKEN_MASK)
 def value_lead(batch: RaggedBatch, w: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-    """Per sequence: ``y_i u`` of its marked tokens (the lowest of them) minus the best ``y_i u`` of its
-    other tokens, with ``u = w`` the values (:func:`separation` of ``y_i w``). Positive when the marked
-    token has the best value for its sequence's label: the hypothesis of the loss-floor argument.
-
-    Introduced in chapter 03."""
+    """Per sequence: :func:`separation` of the label-signed values ``y_i w``, positive when the marked token has
+    the best value for its label (the hypothesis of the loss-floor argument). Introduced in chapter 03."""
     return torch.where(batch.labels > 0, separation(batch, w, token_mask), separation(batch, -w, token_mask))
 
 
-@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
+@declare(batch=BINARY, w=PER_TOKEN)
 def best_value(batch: RaggedBatch, w: torch.Tensor) -> torch.Tensor:
-    """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens (``u = w``).
-
-    Introduced in chapter 04."""
+    """Per sequence: ``max_t y_i u_t``, the best label-signed value among its tokens. Introduced in chapter 04."""
     return segment_max(batch.labels.to(w.dtype)[batch.seg] * w[batch.ids], batch)
 
 
-@declare(error=InvalidBatchError, batch=BINARY, w=PER_TOKEN)
+@declare(batch=BINARY, w=PER_TOKEN)
 def loss_floor(batch: RaggedBatch, w: torch.Tensor) -> float:
-    """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets the loss below this, since
-    every output is an average of its sequence's values (``w = E v``).
-
-    Introduced in chapter 03."""
+    """``L* = (1/n) sum_i log(1 + exp(-max_t y_i u_t))``: no ``p`` gets below it, since an output averages its
+    sequence's values. Introduced in chapter 03."""
     return float(logistic(best_value(batch, w)).mean())
 
 
 @declare(
-    error=InvalidParameterError,
     t=RealArray(shape=("points",)),
     cos=RealArray(shape=("points",)),
     t_min=Real(min=1.0, min_inclusive=False),
 )
 def direction_rate(t, cos, t_min: float) -> tuple[float, float]:
-    """The rate of directional convergence: slope of ``log ||p_t/|p_t| - p*/|p*| ||`` against ``log ln t``.
-
-    ``||a/|a| - b/|b| || = sqrt(2 (1 - cos))``; for separable logistic problems it decays like ``1/ln t``
-    (slope -1) when the residual ``p_t - p* ln t`` stays bounded. Fits the points with ``t >= t_min``
-    (``t_min > 1``) and ``cos < 1``; returns ``(slope, intercept)``. Raises when fewer than three points
-    remain.
-
-    Introduced in chapter 05.
-    """
+    """``(slope, intercept)`` of ``log sqrt(2 (1 - cos))`` (the distance of the directions) against ``log ln t``
+    over the points with ``t >= t_min`` and ``cos < 1``: -1 when the residual ``p_t - p* ln t`` stays bounded.
+    Introduced in chapter 05."""
     if np.any(np.abs(cos) > 1 + 1e-12):
-        raise InvalidParameterError("cos must lie in [-1, 1]")
+        raise InvalidArgumentError("cos must lie in [-1, 1]")
     keep = (t >= t_min) & (cos < 1)
     if keep.sum() < 3:
-        raise InvalidParameterError(f"only {int(keep.sum())} points with t >= {t_min} and cos < 1: need 3")
+        raise InvalidArgumentError(f"only {int(keep.sum())} points with t >= {t_min} and cos < 1: need 3")
     dist = np.sqrt(2 * (1 - cos[keep]))
     slope, intercept = np.polyfit(np.log(np.log(t[keep])), np.log(dist), 1)
     return float(slope), float(intercept)
-
-
-# --- uncertainty and controls for the shapes (chapter 06) ------------------------------------------------------

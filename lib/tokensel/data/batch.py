@@ -1,14 +1,6 @@
-"""Sequences as a ragged batch: flat token ids, offsets and labels.
-
-A batch of ``n`` sequences of lengths ``T_1..T_n`` is stored as one flat ``LongTensor`` of all
-token ids (``ids``, length ``T_1 + ... + T_n``) and ``offsets`` (length ``n + 1``) such that
-sequence ``i`` is ``ids[offsets[i]:offsets[i+1]]``. Nothing is padded: attention runs over the
-real tokens of each sequence only, and every full-batch computation is a gather or a
-scatter-add over the flat token array.
-
-Binary labels are ``±1`` (``num_classes=None``); multi-class labels are integers in
-``0..K-1`` (``num_classes=K``).
-"""
+"""Sequences as a ragged batch: one flat tensor of token ids and ``offsets`` (sequence ``i`` is
+``ids[offsets[i]:offsets[i+1]]``). Nothing is padded, so attention runs over real tokens only and every
+full-batch computation is a gather or a scatter-add. Labels are ``±1``, or ``0..K-1`` with ``num_classes=K``."""
 
 from __future__ import annotations
 
@@ -19,26 +11,14 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError
-from ..validation import (
-    Constraint,
-    Device,
-    Either,
-    Int,
-    RealArray,
-    Tensor,
-    bind,
-    check_int_array,
-    declare,
-)
+from ..errors import ArgumentTypeError, InvalidArgumentError
+from ..validation import Constraint, Device, Either, Int, RealArray, Tensor, bind, check_int_array, declare
 
 
 class Sequences(Constraint):
-    """Token-id sequences: a list (or array) of lists or 1-D integer arrays, at least one; passed on as a list
-    of int64 arrays. A str in place of a sequence is refused (tokenize and encode texts first)."""
+    """At least one token-id sequence (a list or 1-D integer array), passed on as int64 arrays; a str is refused."""
 
-    def describe(self) -> str:
-        return "a list of token-id lists"
+    what = "a list of token-id lists"
 
     def check(self, value, name, dims):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
@@ -57,15 +37,8 @@ class Sequences(Constraint):
             raise InvalidArgumentError(f"{name}: a batch needs at least one sequence, got none")
         return seqs
 
-    def _invalid(self, dims):
-        return [("a str", "ab"), ("a list of str", ["ab"]), ("no sequence", []), ("floats", [[0.5]]), ("2-D", [[[0]]])]
-
-    def example(self, dims):
-        return [[0, 1], [1]]
-
 
 @declare(
-    error=InvalidBatchError,
     ids=Tensor("int", ndim=1, convert=True),
     offsets=Tensor("int", ndim=1, convert=True),
     labels=Tensor("real", convert=True),
@@ -74,11 +47,8 @@ class Sequences(Constraint):
 )
 @dataclass(frozen=True)
 class RaggedBatch:
-    """A validated batch of variable-length token sequences with labels.
-
-    Use :meth:`from_sequences` to build one from Python lists. Construction checks every
-    invariant and raises :class:`~tokensel.errors.InvalidBatchError` naming the first problem.
-    """
+    """A validated batch of variable-length token sequences with labels (:meth:`from_sequences` builds one from
+    lists); construction checks every invariant and names the first problem."""
 
     ids: torch.Tensor
     offsets: torch.Tensor
@@ -89,40 +59,39 @@ class RaggedBatch:
     _unique: DistinctTokens | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):
-        # the fields are checked one by one (and copied: a batch never shares memory with the caller's arrays)
-        # by the declaration above; what follows checks them together
+        # the declaration checks (and copies) each field; here they are checked together
         ids, offsets, vocab_size = self.ids, self.offsets, self.vocab_size
         if offsets.numel() < 2:
-            raise InvalidBatchError("a batch needs at least one sequence (offsets of length >= 2)")
+            raise InvalidArgumentError("a batch needs at least one sequence (offsets of length >= 2)")
         device = ids.device
         offsets = offsets.to(device)
         if int(offsets[0]) != 0 or int(offsets[-1]) != ids.numel():
-            raise InvalidBatchError(
+            raise InvalidArgumentError(
                 f"offsets must start at 0 and end at len(ids)={ids.numel()}, got {int(offsets[0])}..{int(offsets[-1])}"
             )
         lengths = offsets[1:] - offsets[:-1]
         if torch.any(lengths <= 0):
             bad = int(torch.nonzero(lengths <= 0)[0])
-            raise InvalidBatchError(
+            raise InvalidArgumentError(
                 f"sequence {bad} is empty (length {int(lengths[bad])}); every sequence needs a token"
             )
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
             bad = int(torch.nonzero((ids < 0) | (ids >= vocab_size))[0])
-            raise InvalidBatchError(
+            raise InvalidArgumentError(
                 f"token id {int(ids[bad])} at flat position {bad} is outside the vocabulary 0..{vocab_size - 1}"
             )
         n = offsets.numel() - 1
         labels = self.labels
         labels = labels.to(device)
         if labels.shape != (n,):
-            raise InvalidBatchError(f"expected {n} labels (one per sequence), got shape {tuple(labels.shape)}")
+            raise InvalidArgumentError(f"expected {n} labels (one per sequence), got shape {tuple(labels.shape)}")
         if not torch.all(torch.isfinite(labels.to(torch.float64))):
-            raise InvalidBatchError("labels contain NaN or inf")
+            raise InvalidArgumentError("labels contain NaN or inf")
         if self.num_classes is None:
             ok = (labels == 1) | (labels == -1)
             if not torch.all(ok):
                 bad = int(torch.nonzero(~ok)[0])
-                raise InvalidBatchError(
+                raise InvalidArgumentError(
                     f"binary labels must be +1 or -1, got {labels[bad].item()} for sequence {bad} "
                     "(for 0/1 labels use labels_from_01, for K classes pass num_classes=K)"
                 )
@@ -130,12 +99,12 @@ class RaggedBatch:
         else:
             K = self.num_classes
             if labels.dtype.is_floating_point and not torch.all(labels == torch.round(labels)):
-                raise InvalidBatchError("class labels must be integers")
+                raise InvalidArgumentError("class labels must be integers")
             labels = labels.to(torch.long)
             ok = (labels >= 0) & (labels < K)
             if not torch.all(ok):
                 bad = int(torch.nonzero(~ok)[0])
-                raise InvalidBatchError(
+                raise InvalidArgumentError(
                     f"class labels must lie in 0..{K - 1}, got {int(labels[bad])} for sequence {bad}"
                 )
         object.__setattr__(self, "offsets", offsets)
@@ -146,7 +115,6 @@ class RaggedBatch:
     # ------------------------------------------------------------------ construction
     @classmethod
     @declare(
-        error=InvalidBatchError,
         sequences=Sequences(),
         labels=Tensor("real", convert=True),
         vocab_size=Int(min=1, allow_none=True),
@@ -159,8 +127,7 @@ class RaggedBatch:
         vocab_size: int | None = None,
         num_classes: int | None = None,
     ) -> RaggedBatch:
-        """Build a batch from a list of token-id sequences (lists or 1-D integer arrays) and their ``labels`` (a
-        list, array or tensor). ``vocab_size`` defaults to max id + 1."""
+        """A batch from token-id sequences and their ``labels``; ``vocab_size`` defaults to max id + 1."""
         seqs = cast(list, sequences)  # int64 arrays (the declaration)
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -198,11 +165,8 @@ class RaggedBatch:
         return self.ids.device
 
     def distinct(self) -> DistinctTokens:
-        """The batch as distinct (sequence, token) entries with multiplicities (computed once, cached).
-
-        Occurrences of one token in one sequence share score, value and attention weight, so every
-        full-batch sum over occurrences equals a count-weighted sum over these entries.
-        """
+        """The distinct (sequence, token) entries with multiplicities (cached): occurrences of a token in a sequence
+        share score, value and weight, so a sum over occurrences is a count-weighted sum over entries."""
         unique = self._unique
         if unique is None:
             key, counts = torch.unique(self.seg * self.vocab_size + self.ids, return_counts=True)
@@ -213,15 +177,15 @@ class RaggedBatch:
             object.__setattr__(self, "_unique", unique)
         return unique
 
-    @declare(error=InvalidBatchError, i=Int())
+    @declare(i=Int())
     def sequence(self, i: int) -> torch.Tensor:
         """Token ids of sequence ``i``."""
         if not -self.n <= i < self.n:
-            raise InvalidBatchError(f"sequence index {i} out of range for a batch of {self.n}")
+            raise InvalidArgumentError(f"sequence index {i} out of range for a batch of {self.n}")
         i = i % self.n
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
-    @declare(error=InvalidBatchError, device=Device())
+    @declare(device=Device())
     def to(self, device) -> RaggedBatch:
         """The same batch on another device."""
         return RaggedBatch(
@@ -229,7 +193,6 @@ class RaggedBatch:
         )
 
     @declare(
-        error=InvalidBatchError,
         index=Either(
             Tensor("int", ndim=1, convert=True),
             Tensor("bool", ndim=1, convert=True),
@@ -240,13 +203,13 @@ class RaggedBatch:
         """The sequences selected by ``index`` (indices or a boolean mask), in that order."""
         if index.dtype == torch.bool:
             if index.shape != (self.n,):
-                raise InvalidBatchError(f"boolean mask must have shape ({self.n},), got {tuple(index.shape)}")
+                raise InvalidArgumentError(f"boolean mask must have shape ({self.n},), got {tuple(index.shape)}")
             index = torch.nonzero(index).flatten()
         index = index.to(torch.long).cpu()
         if index.numel() == 0:
-            raise InvalidBatchError("subset would be empty")
+            raise InvalidArgumentError("subset would be empty")
         if int(index.min()) < -self.n or int(index.max()) >= self.n:
-            raise InvalidBatchError(f"subset index out of range for a batch of {self.n}")
+            raise InvalidArgumentError(f"subset index out of range for a batch of {self.n}")
         index = index % self.n
         off = self.offsets.cpu()
         starts, ends = off[index], off[index + 1]
@@ -259,7 +222,7 @@ class RaggedBatch:
         labels = self.labels.cpu()[index].to(self.device)
         return RaggedBatch(ids, new_off.to(self.device), labels, self.vocab_size, self.num_classes)
 
-    @declare(error=InvalidBatchError, max_len=Int(min=1))
+    @declare(max_len=Int(min=1))
     def truncate(self, max_len: int) -> RaggedBatch:
         """Keep the first ``max_len`` tokens of every sequence."""
         lengths = torch.clamp(self.lengths, max=max_len)
@@ -287,8 +250,7 @@ class RaggedBatch:
 
 @dataclass(frozen=True)
 class DistinctTokens:
-    """Distinct (sequence, token) entries of a batch, grouped by sequence: token ``ids``, sequence
-    index ``seg``, per-sequence ``offsets`` into them, and multiplicities ``counts`` (float64)."""
+    """Distinct (sequence, token) entries grouped by sequence: ``ids``, ``seg``, ``offsets``, ``counts`` (float64)."""
 
     ids: torch.Tensor
     seg: torch.Tensor
@@ -298,29 +260,25 @@ class DistinctTokens:
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
-@declare(error=InvalidBatchError, labels=RealArray(ndim=1))
+@declare(labels=RealArray(ndim=1))
 def labels_from_01(labels) -> torch.Tensor:
     """Map 0/1 labels (as in the IMDB and Yelp files) to -1/+1."""
     lab = torch.from_numpy(labels)
     ok = (lab == 0) | (lab == 1)
     if not torch.all(ok):
         bad = int(torch.nonzero(~ok)[0])
-        raise InvalidBatchError(f"expected 0/1 labels, got {lab[bad].item()} at position {bad}")
+        raise InvalidArgumentError(f"expected 0/1 labels, got {lab[bad].item()} at position {bad}")
     return lab.to(torch.float64) * 2 - 1
 
 
 class Batch(Constraint):
-    """A :class:`RaggedBatch`; ``labels="binary"`` when the function needs ±1 labels, ``"classes"`` when it needs
-    ``K``-class ones. It binds the named dimensions ``dims`` (by default ``S``, its vocabulary size, ``tokens``,
-    its token occurrences, and ``n``, its sequences); a second batch of a function binds none."""
+    """A :class:`RaggedBatch` (with ±1 labels for ``labels="binary"``, K classes for ``"classes"``) binding the
+    dimensions ``dims``: ``S`` (vocabulary), ``tokens`` (occurrences), ``n`` (sequences)."""
 
     def __init__(self, labels: str | None = None, *, dims: tuple = ("S", "tokens", "n"), allow_none: bool = False):
         super().__init__(allow_none=allow_none)
         self.labels, self.binds = labels, tuple(dims)
-
-    def describe(self) -> str:
-        kind = {None: "", "binary": " with ±1 labels", "classes": " with K classes (num_classes=K)"}[self.labels]
-        return "a RaggedBatch" + kind
+        self.what = "a RaggedBatch" + {None: "", "binary": " with ±1 labels", "classes": " with K classes"}[labels]
 
     def check(self, value, name, dims):
         if not isinstance(value, RaggedBatch):
@@ -335,13 +293,3 @@ class Batch(Constraint):
             if symbol in self.binds:
                 bind(dims, symbol, size, name)
         return value
-
-    def _invalid(self, dims):
-        out = [("a list of sequences", [[0, 1]])]
-        if self.labels == "binary":
-            out.append(("a multi-class batch", RaggedBatch.from_sequences([[0], [1]], [0, 1], num_classes=2)))
-        if self.labels == "classes":
-            out.append(("a binary batch", RaggedBatch.from_sequences([[0], [1]], [1, -1])))
-        if "S" in dims and "S" in self.binds:
-            out.append(("another vocabulary", RaggedBatch.from_sequences([[0]], [1], vocab_size=dims["S"] + 1)))
-        return out

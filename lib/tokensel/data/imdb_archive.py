@@ -1,16 +1,8 @@
-"""IMDB from its canonical archive, the Large Movie Review Dataset v1.0 (``aclImdb_v1.tar.gz``).
-
-The archive holds one review per file, ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt``: the star
-rating is in the file name (the hub copy of IMDB drops it). :func:`prepare` fetches the archive through
-Hugging Face ``datasets``' download manager (its cache and retries; a local path is used in place),
-checks its SHA-256, parses it once into the table the book uses (``text``, ``label``, ``rating``,
-``review_id``; rows by label, then review id) and keeps that as parquet in a cache folder named by
-the archive's checksum, with a manifest of the parquet files' checksums. Later calls reuse the folder
-after checking the manifest.
-
-:func:`write_archive` writes a table back into the original layout: a mirror for offline machines,
-and the small archives of the tests.
-"""
+"""IMDB from its canonical archive, ``aclImdb_v1.tar.gz``, whose file names hold the star ratings that the hub
+copy drops. :func:`prepare` fetches it (through ``datasets``' download manager), checks its SHA-256, parses it
+once into a table and keeps that as parquet in a cache folder named by the checksum, sealed with a key so an
+edited cache is parsed again. :func:`write_archive` writes a table back into the original layout (an offline
+mirror, the tests' small archives)."""
 
 from __future__ import annotations
 
@@ -31,7 +23,6 @@ from pathlib import Path
 from .. import config
 from ..errors import DataUnavailableError, InvalidArgumentError, StorageError
 from ..files import check_regular_file, describe_os_error, lock, write_json_atomic
-from ..validation import Bool, FilePath, Instance, Text, declare
 from .manifest import MANIFEST, read_manifest, sha256_file, verify
 
 #: SHA-256 of the Stanford release (84,125,825 bytes), as published with the data set's loaders
@@ -61,10 +52,8 @@ def _is_url(location: str) -> bool:
     return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", location) is not None
 
 
-@declare(location=Text())
 def fetch(location: str) -> Path:
-    """The archive at ``location`` (a URL or a path) as a local file: a path is used as it is, a URL is
-    downloaded into the cache by ``datasets``' download manager (a cached download is reused)."""
+    """The archive at ``location`` (a path, or a URL downloaded into the cache once) as a local file."""
     if not _is_url(location) or location.startswith("file://"):
         path = Path(location[len("file://") :] if location.startswith("file://") else location).expanduser()
         if not path.is_file():
@@ -85,23 +74,18 @@ def fetch(location: str) -> Path:
         ) from exc
 
 
-@declare(location=Text())
 def expected_sha256(location: str) -> str | None:
-    """The checksum the archive must have: ``TOKENSEL_IMDB_SHA256`` when set, the canonical one for the
-    canonical URL, else None (an archive of your own, not verified)."""
+    """``TOKENSEL_IMDB_SHA256``, else the canonical checksum for the canonical URL, else None (not verified)."""
     given = config.imdb_sha256()
     if given is not None:
         return given
     return CANONICAL_SHA256 if location == config.CANONICAL_IMDB_URL else None
 
 
-@declare(path=FilePath())
 def parse_archive(path: str | Path) -> dict:
-    """Parse an archive in the original layout into ``{"train": table, "test": table}`` (pyarrow tables
-    with ``text``, ``label``, ``rating``, ``review_id``; rows by label, then review id). Other members
-    (``unsup``, the bag-of-words files, READMEs) are skipped. Refuses, naming the member, a review that
-    is not UTF-8, a rating outside 1-10 or on the wrong side of the label (negative <= 4, positive >= 7),
-    a review given twice, and an archive without reviews of every split and label."""
+    """``{"train": table, "test": table}`` (``text``, ``label``, ``rating``, ``review_id``; rows by label, then
+    id) from an archive in the original layout; anything that is not the IMDB archive is refused, naming the
+    member, rather than parsed into data that only look like it."""
     import pyarrow as pa
 
     rows: dict[str, list[tuple[int, int, int, str]]] = {s: [] for s in SPLITS}
@@ -183,10 +167,8 @@ def parse_archive(path: str | Path) -> dict:
 
 
 def _seal_key(root: Path) -> bytes:
-    """The cache's secret key (32 random bytes in ``root/.seal-key``, readable by its owner only), made once
-    (the caller holds the cache's lock). It is written whole or not at all: to a uniquely named temporary file
-    (mode 0600), flushed to disk, then renamed into place, so a full disk or a read-only cache raises
-    :class:`StorageError` and leaves no key behind (never an empty key that would refuse every later run)."""
+    """The cache's secret key (32 random bytes in ``root/.seal-key``, mode 0600), made once under the cache's
+    lock and written whole or not at all (an empty key would refuse every later run)."""
     path = Path(root) / ".seal-key"
     if os.path.lexists(path):
         check_regular_file(path, "the cache's key", DataUnavailableError)
@@ -223,16 +205,9 @@ def _seal_key(root: Path) -> bytes:
     return key
 
 
-@declare(
-    key=Instance(bytes, what="bytes"),
-    digest=Text(),
-    files=Instance(dict, what="a dict"),
-    rows=Instance(dict, what="a dict"),
-)
 def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
-    """The manifest's seal: an HMAC, under the cache's key, of the archive's SHA-256, the parser version and
-    the parsed files' checksums and row counts. A manifest rewritten to match edited files (without the key)
-    no longer matches its seal, and a folder is tied to the one archive it was parsed from."""
+    """The manifest's HMAC under the cache's key: a manifest rewritten to match edited files no longer matches,
+    and a folder is tied to the archive it was parsed from."""
     body = json.dumps(
         {"archive_sha256": digest, "parser": PARSER_VERSION, "files": files, "rows": rows}, sort_keys=True
     ).encode()
@@ -240,8 +215,7 @@ def seal(key: bytes, digest: str, files: dict, rows: dict) -> str:
 
 
 def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
-    """Whether a cached folder is complete, of this parser, of this archive, sealed by this cache's key, and
-    matches its manifest."""
+    """Whether a cached folder is complete, of this parser and archive, sealed, and matches its manifest."""
     try:
         meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         files = read_manifest(folder)
@@ -263,28 +237,20 @@ def _valid_folder(folder: Path, digest: str, key: bytes) -> bool:
         return False
 
 
-@declare(location=Text(allow_none=True), sha256=Text(allow_none=True), cache=FilePath(allow_none=True))
 def prepare(location: str | None = None, sha256: str | None = None, cache: str | Path | None = None) -> Path:
-    """A data folder holding ``imdb/{train,test}.parquet`` parsed from the IMDB archive at ``location``
-    (default: ``TOKENSEL_IMDB_ARCHIVE``, else the Stanford release), checked against ``sha256`` (default
-    :func:`expected_sha256`). Nothing is cached from an archive that fails its check."""
+    """A data folder holding ``imdb/{train,test}.parquet`` parsed from the archive at ``location`` (default
+    ``TOKENSEL_IMDB_ARCHIVE``, else the Stanford release); nothing is cached from one that fails its checksum."""
     if location is None:
         location = config.imdb_archive()[0]
     archive = fetch(location)
     expected = expected_sha256(location) if sha256 is None else sha256
     digest = sha256_file(archive)
     if expected is not None and digest != expected:
+        given = "TOKENSEL_IMDB_SHA256" if config.imdb_sha256() else "the published checksum of the Stanford release"
         raise DataUnavailableError(
-            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, "
-            f"not the expected {expected}"
-            + (
-                " (TOKENSEL_IMDB_SHA256)"
-                if config.imdb_sha256()
-                else " (the published checksum of the Stanford release)"
-            )
-            + ": it is truncated, damaged or another file, and nothing was parsed or cached. Fetch it again, "
-            "or correct "
-            "TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
+            f"the IMDB archive {str(archive)!r} (from {config.redact(location)}) has SHA-256 {digest}, not the "
+            f"expected {expected} ({given}): it is truncated, damaged or another file, and nothing was parsed or "
+            "cached. Fetch it again, or correct TOKENSEL_IMDB_SHA256 if the archive is a mirror you trust."
         )
     if expected is None and digest != CANONICAL_SHA256:
         warnings.warn(
@@ -314,18 +280,9 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
                 pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
             files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
             rows = {s: tables[s].num_rows for s in SPLITS}
-            write_json_atomic(
-                tmp / MANIFEST,
-                {
-                    "files": files,
-                    "archive_sha256": digest,
-                    "source": config.redact(location),
-                    "verified": expected is not None,
-                    "parser": PARSER_VERSION,
-                    "rows": rows,
-                    "seal": seal(key, digest, files, rows),
-                },
-            )
+            manifest = dict(files=files, archive_sha256=digest, source=config.redact(location))
+            manifest.update(verified=expected is not None, parser=PARSER_VERSION, rows=rows)
+            write_json_atomic(tmp / MANIFEST, dict(manifest, seal=seal(key, digest, files, rows)))
             if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace
                 shutil.rmtree(folder)
             elif folder.exists() or folder.is_symlink():
@@ -346,10 +303,9 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
     return folder
 
 
-@declare(folder=FilePath())
 def describe(folder: Path) -> str:
     """Where a parsed folder came from, for a reader: the archive by name and checksum, never a local path."""
-    meta = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     digest = meta["archive_sha256"]
     which = (
         "the Stanford release"
@@ -361,23 +317,15 @@ def describe(folder: Path) -> str:
     return f"aclImdb_v1.tar.gz (SHA-256 {digest[:12]}..., {which})"
 
 
-@declare(tables=Instance(dict, what="a dict of tables by split"), path=FilePath(), extras=Bool())
 def write_archive(tables: dict, path: str | Path, extras: bool = True) -> Path:
-    """Write ``{"train": table, "test": table}`` (columns ``text``, ``label``, ``rating``, ``review_id``;
-    pyarrow tables, pandas frames or dicts of lists) as a ``.tar.gz`` in the original layout. With
-    ``extras``, also the members a parser must skip (a README, an ``unsup`` review, a bag-of-words file).
-    The bytes depend on the tables only (sorted members, zero timestamps)."""
+    """Write ``{"train": table, "test": table}`` (pyarrow, pandas or dicts of lists) as a ``.tar.gz`` in the
+    original layout, with ``extras`` the members a parser must skip; the bytes depend on the tables only."""
     import pandas as pd
 
     members = []
     for split in SPLITS:
-        if split not in tables:
-            raise InvalidArgumentError(f"tables must have a {split!r} table; got {sorted(tables)}")
         t = tables[split]
         df = t.to_pandas() if hasattr(t, "to_pandas") else pd.DataFrame(t)
-        missing = {"text", "label", "rating", "review_id"} - set(df.columns)
-        if missing:
-            raise InvalidArgumentError(f"tables[{split!r}] lacks column(s) {sorted(missing)}")
         for text, label, rating, rid in zip(df["text"], df["label"], df["rating"], df["review_id"], strict=True):
             folder = {0: "neg", 1: "pos"}.get(int(label))
             if folder is None:

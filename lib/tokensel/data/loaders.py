@@ -1,21 +1,8 @@
-"""Real review data through Hugging Face ``datasets``.
-
-``load_reviews(name, split)`` finds its data as :mod:`tokensel.config` says, in this order:
-
-* IMDB: the archive named by ``TOKENSEL_IMDB_ARCHIVE`` when that is set (parsed once, see
-  :mod:`tokensel.data.imdb_archive`); else the local data folder (argument ``data_dir`` or
-  ``TOKENSEL_DATA_DIR``); else the Stanford release ``aclImdb_v1.tar.gz``, downloaded once. A
-  ``data_dir`` argument wins over both environment variables.
-* Yelp polarity: the local data folder's 1,000-review sample of the test split when a folder is
-  configured; else the hub copy (``TOKENSEL_YELP_SOURCE``, default ``fancyzhx/yelp_polarity``), of
-  which a deterministic stratified sample of ``TOKENSEL_YELP_SIZE`` reviews per split is kept
-  (default 25,000; ``full`` keeps all 560,000 + 38,000).
-
-Every local parquet file is checked against its SHA-256 (:mod:`tokensel.data.manifest`) before it is read,
-and ``datasets``' own cache of it is keyed by that checksum. The returned dataset's
-``info.description`` says where the data came from. When nothing works, the error says how to get
-the data.
-"""
+"""Real review data through Hugging Face ``datasets``. IMDB comes from ``TOKENSEL_IMDB_ARCHIVE`` when set, else
+the local data folder (``data_dir`` or ``TOKENSEL_DATA_DIR``), else the Stanford archive, downloaded once; Yelp
+polarity from the local folder's 1,000-review sample, else a stratified sample of the hub copy
+(``TOKENSEL_YELP_SIZE``). A local file is read only when its SHA-256 is the expected one, so the data a
+chapter reads are the data its claims were checked on; ``info.description`` says where they came from."""
 
 from __future__ import annotations
 
@@ -27,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..errors import DataUnavailableError, InvalidArgumentError
-from ..validation import Choice, Constraint, FilePath, Int, declare
+from ..errors import DataUnavailableError
+from ..validation import Choice, FilePath, declare
 from . import imdb_archive
 from .manifest import read_verified
 
@@ -52,12 +39,6 @@ SOURCES = {
 }
 
 
-@declare(data_dir=FilePath(allow_none=True))
-def data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The configured local data directory, or None when none is configured."""
-    return Path(data_dir).expanduser() if data_dir is not None else config.data_dir()
-
-
 def _fix_hint(name: str, split: str) -> str:
     if name == "imdb":
         return imdb_archive.HOW_TO_GET
@@ -78,11 +59,8 @@ def _datasets():
 
 
 def _load_local(root: Path, rel: str, name: str, split: str):
-    """One verified local parquet file as an in-memory dataset, and its SHA-256.
-
-    The file's bytes are read once, checked against their SHA-256 and parsed from those same bytes into a
-    dataset held in memory: no second copy (such as ``datasets``' Arrow cache) exists that could be changed
-    after the check and then served as verified data."""
+    """One verified local parquet file as an in-memory dataset, and its SHA-256: the bytes checked are the bytes
+    parsed (no second copy, such as ``datasets``' Arrow cache, could change in between)."""
     datasets = _datasets()
     if not root.is_dir():
         raise DataUnavailableError(
@@ -113,9 +91,8 @@ def _load_local(root: Path, rel: str, name: str, split: str):
 
 
 def _check_columns(table, where: str) -> None:
-    """The columns the book reads, checked for their types and values: ``text`` valid strings, ``label``
-    0 or 1, and (IMDB) ``rating`` whole numbers of stars in 1-10 on the label's side, ``review_id`` whole
-    numbers; anything else is refused rather than binned or converted."""
+    """The columns the book reads, refused rather than converted unless ``text`` holds valid strings, ``label``
+    0 or 1, and (IMDB) ``rating`` 1-10 stars on the label's side and ``review_id`` whole numbers."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -149,25 +126,8 @@ def _check_columns(table, where: str) -> None:
             raise bad("column 'rating' holds values outside 1-4 for negative or 7-10 for positive reviews")
 
 
-class Labelled(Constraint):
-    """A ``datasets.Dataset`` with a ``label`` column."""
-
-    def describe(self) -> str:
-        return "a datasets.Dataset with a 'label' column"
-
-    def check(self, value, name, dims):
-        if not hasattr(value, "select") or "label" not in getattr(value, "column_names", ()):
-            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {type(value).__name__}")
-        return value
-
-    def _invalid(self, dims):
-        return [("a list", [0, 1])]
-
-
-@declare(ds=Labelled(), n=Int(min=1), seed=Int(min=0))
 def stratified_sample(ds, n: int, seed: int = 0):
-    """``n`` rows of ``ds`` drawn without replacement, each label keeping its share (largest remainders),
-    in their original order; the same ``n`` and ``seed`` give the same rows."""
+    """``n`` rows of ``ds`` in their order, each label keeping its share (largest remainders), by ``seed``."""
     labels = np.asarray(ds["label"])
     if n >= len(labels):
         return ds
@@ -206,14 +166,10 @@ def _load_hub(name: str, split: str):
 
 @declare(name=Choice(*SOURCES, what="data set"), split=Choice("train", "test"), data_dir=FilePath(allow_none=True))
 def load_reviews(name: str, split: str = "train", data_dir: str | os.PathLike | None = None):
-    """Load a review data set split as a ``datasets.Dataset`` with columns ``text``, ``label``.
-
-    ``label`` is 0 (negative) or 1 (positive); IMDB also has ``rating`` (the reviewer's stars) and
-    ``review_id``. The returned dataset's ``info.description`` says where the data came from (by
-    checksum, not by local path).
-    """
+    """A review data set's split as a ``datasets.Dataset``: ``text``, ``label`` (0 or 1), for IMDB ``rating``
+    (stars) and ``review_id``; ``info.description`` names the source by checksum, not by local path."""
     src = SOURCES[name]
-    root = globals()["data_dir"](data_dir)
+    root = Path(data_dir).expanduser() if data_dir is not None else config.data_dir()
     archive, explicit = config.imdb_archive()
     if name == "imdb" and (root is None or (explicit and data_dir is None)):
         rel = src.local_files[split]

@@ -1,9 +1,6 @@
-"""Checksums of data files: local parquet files are read only when their SHA-256 is the expected one.
-
-The expected values come from a data folder's own ``MANIFEST.json`` when it has one (the parsed IMDB
-cache writes one; ``python -m tokensel manifest DIR`` writes one for a folder of your own), else from
-:data:`KNOWN`, the published checksums of the project's local copies of the data.
-"""
+"""Checksums of data files: a local parquet file is read only when its SHA-256 is the one its folder's
+``MANIFEST.json`` records (``python -m tokensel manifest DIR`` writes one), else the published one in
+:data:`KNOWN`."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from pathlib import Path
 
 from ..errors import DataUnavailableError
 from ..files import check_regular_file, describe_os_error, write_json_atomic
-from ..validation import FilePath, Instance, Int, Text, declare
+from ..validation import FilePath, Int, declare
 
 MANIFEST = "MANIFEST.json"
 
@@ -38,10 +35,8 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-@declare(root=FilePath())
 def read_manifest(root: Path) -> dict | None:
-    """The ``files`` table of ``root/MANIFEST.json`` (relative path -> SHA-256), None when there is no
-    manifest; a manifest that is not of that form is refused, naming the entry."""
+    """The ``files`` table of ``root/MANIFEST.json`` (relative path -> SHA-256), None without a manifest."""
     path = root / MANIFEST
     if not path.exists() and not path.is_symlink():
         return None
@@ -105,10 +100,8 @@ def _regular(root: Path, rel: str) -> Path:
     return check_regular_file(path, "the data file", DataUnavailableError)
 
 
-@declare(root=FilePath(), rel=Text())
 def verify(root: Path, rel: str) -> str:
-    """Check ``root/rel`` against its expected SHA-256 and return the digest; raise
-    :class:`DataUnavailableError` naming the file, both digests and where the expected one comes from."""
+    """The SHA-256 of ``root/rel``, checked against the expected one."""
     path = _regular(root, rel)
     expected, origin = _expected(root, rel)
     try:
@@ -120,10 +113,8 @@ def verify(root: Path, rel: str) -> str:
     return got
 
 
-@declare(root=FilePath(), rel=Text(), max_bytes=Int(min=0))
 def read_verified(root: Path, rel: str, max_bytes: int = 2**32) -> tuple[bytes, str]:
-    """The bytes of ``root/rel`` and their SHA-256, read once and checked as :func:`verify` does: what is
-    parsed afterwards is exactly what was checked (a file changed after the check is never read)."""
+    """The bytes of ``root/rel`` and their SHA-256, read once and checked: what is parsed is what was checked."""
     path = _regular(root, rel)
     expected, origin = _expected(root, rel)
     try:
@@ -139,7 +130,6 @@ def read_verified(root: Path, rel: str, max_bytes: int = 2**32) -> tuple[bytes, 
     return data, got
 
 
-@declare(root=FilePath(), extra=Instance(dict, what="a dict", allow_none=True))
 def write_manifest(root: Path, extra: dict | None = None) -> Path:
     """Write ``root/MANIFEST.json`` with the SHA-256 of every ``*.parquet`` file under ``root``."""
     if not root.is_dir():

@@ -1,26 +1,8 @@
-"""Real review data sets prepared for the model: tokenized, vocabulary built on the training
-split, encoded as ragged batches.
-
-``prepare_reviews("imdb")`` loads both splits through :func:`tokensel.load_reviews`. For Yelp polarity,
-when only the local 1,000-review sample of the test split is available, the sample is split into
-train and test parts (80/20 by a fixed seed) and ``is_sample`` is set, so a chapter can say so.
-
-Vocabulary rule (default): words in at least 0.15% of the training reviews (38 of IMDB's 25,000),
-which gives 7,903 words on IMDB with the Unicode tokenizer; no truncation: every review keeps all its
-in-vocabulary words.
-
-A reader's own labelled texts become the same :class:`ReviewData`: :func:`prepare_texts` takes a list of
-texts and their labels (0/1, ±1 or two strings), :func:`from_frame` a CSV file, a pandas frame or a Hugging
-Face ``datasets.Dataset`` with a text and a label column; both check their inputs first.
-
-Tokenizing and encoding IMDB takes about ten seconds, so :func:`prepare_reviews` keeps what it prepared under
-``TOKENSEL_CACHE_DIR`` (``prepared/``), keyed by the SHA-256 of the loaded texts, labels and ratings, the
-arguments and the source of the code that prepares them; a file read back is checked against its key and
-its arrays' checksums, and one that fails is prepared again and replaced (``cache=False`` neither reads nor
-writes it).
-
-Data preparation only: the experiments run on these data sets are in :mod:`tokensel.experiments`.
-"""
+"""Real review data sets prepared for the model: tokenized, the vocabulary built on the training split (words
+in at least 0.15 % of its reviews: 7,903 on IMDB), both splits encoded as batches. A reader's own labelled texts
+become the same :class:`ReviewData` (:func:`prepare_texts`, :func:`from_frame`). Preparing IMDB takes ten
+seconds, so :func:`prepare_reviews` keeps the result under ``TOKENSEL_CACHE_DIR``, keyed by the SHA-256 of the
+texts, the arguments and the code that prepares them, and checked as it is read back."""
 
 from __future__ import annotations
 
@@ -32,7 +14,6 @@ import os
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,55 +22,12 @@ import torch
 
 from .. import config
 from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError, TokenselError
-from ..validation import Bool, Choice, Constraint, FilePath, Instance, Int, Real, Text, declare, unchecked
+from ..validation import Bool, Choice, Constraint, FilePath, Instance, Int, Real, Text, declare
 from .batch import RaggedBatch, labels_from_01
 from .loaders import SOURCES, load_reviews
 from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
 
 DEFAULT_MIN_DF = 0.0015
-
-
-class Words(Sequence):
-    """The words of a split's reviews, read back from the one text the prepared data set keeps (words joined by
-    spaces, reviews by newlines): each review is split into its words when it is first asked for, not all 25,000 of
-    IMDB's test reviews on every load (0.9 s, where a chapter shows a handful). A read-only sequence of word lists,
-    equal to the list of the same word lists."""
-
-    __slots__ = ("_docs", "_words")
-
-    def __init__(self, docs: list[str]):
-        if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
-            raise ArgumentTypeError("docs must be a list of str, each a review's words joined by single spaces")
-        self._docs = docs
-        self._words: list[list[str] | None] = [None] * len(docs)
-
-    def __len__(self) -> int:
-        return len(self._docs)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        words = self._words[i]
-        if words is None:
-            words = self._words[i] = self._docs[i].split(" ")
-        return words
-
-    def lengths(self) -> np.ndarray:
-        """Every review's number of words, without splitting them (one more than its spaces)."""
-        return np.array([doc.count(" ") + 1 for doc in self._docs], dtype=np.int64)
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, (Words, list)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __reduce__(self):
-        return Words, (self._docs,)  # the texts only (any protocol); the receiver splits what it asks for
-
-    __hash__ = None  # type: ignore[assignment]  # mutable contents' equality, as a list's
-
-    def __repr__(self) -> str:
-        return f"Words({len(self)} reviews)"
 
 
 @dataclass
@@ -100,7 +38,7 @@ class ReviewData:
     train: RaggedBatch
     test: RaggedBatch
     vocab: Vocabulary
-    test_words: Sequence[list[str]]  # tokenized test reviews kept in ``test`` (all words, in order; :class:`Words`)
+    test_words: list[list[str]]  # tokenized test reviews kept in ``test`` (all words, in order)
     test_ratings: np.ndarray | None
     train_ratings: np.ndarray | None
     source: str
@@ -109,13 +47,11 @@ class ReviewData:
 
     @declare(per_class=Int(min=1), min_len=Int(min=0), max_len=Int(min=0))
     def examples(self, per_class: int = 2, min_len: int = 40, max_len: int = 90) -> list[int]:
-        """Indices of test reviews to show: the first ``per_class`` positive, then the first ``per_class``
-        negative reviews of ``min_len`` to ``max_len`` words (all words, in or out of the vocabulary); fewer
-        where the test split has fewer. Chapter 06."""
+        """Indices of test reviews to show: the first ``per_class`` positive, then negative, reviews of ``min_len``
+        to ``max_len`` words. Chapter 06."""
         if max_len < min_len:
             raise InvalidArgumentError(f"max_len must be an int >= {min_len} (min_len), got {max_len}")
-        words = self.test_words
-        lengths = words.lengths() if isinstance(words, Words) else np.array([len(w) for w in words])
+        lengths = np.array([len(w) for w in self.test_words])
         labels = self.test.labels.cpu().numpy()
         fits = (lengths >= min_len) & (lengths <= max_len)
         return [int(i) for sign in (1, -1) for i in np.flatnonzero(fits & (labels == sign))[:per_class]]
@@ -129,16 +65,10 @@ class ReviewData:
         }
         for split, b in (("train", self.train), ("test", self.test)):
             L = b.lengths.double()
-            out.update(
-                {
-                    f"{split} reviews": b.n,
-                    f"{split} tokens": b.num_tokens,
-                    f"{split} mean length": float(L.mean()),
-                    f"{split} median length": float(L.median()),
-                    f"{split} max length": int(L.max()),
-                    f"{split} positive": float((b.labels > 0).double().mean()),
-                }
-            )
+            numbers = {"reviews": b.n, "tokens": b.num_tokens, "mean length": float(L.mean())}
+            numbers |= {"median length": float(L.median()), "max length": int(L.max())}
+            numbers["positive"] = float((b.labels > 0).double().mean())
+            out.update({f"{split} {k}": x for k, x in numbers.items()})
         return out
 
 
@@ -149,15 +79,13 @@ def _split_sample(ds, frac: float, seed: int):
 
 
 class Column(Constraint):
-    """A list, array or column of values, one per document (not a str), passed on as a list; with ``texts``
-    each a non-empty str."""
+    """Values, one per document (a list, array or column; not a str), passed on as a list; with ``texts`` each a
+    non-empty str."""
 
     def __init__(self, *, texts: bool = False, allow_none: bool = False):
         super().__init__(allow_none=allow_none)
         self.texts = texts
-
-    def describe(self) -> str:
-        return f"a list (or column) of {'strings, one per document' if self.texts else 'labels'}"
+        self.what = f"a list (or column) of {'strings, one per document' if texts else 'labels'}"
 
     def check(self, value, name, dims):
         values = value.tolist() if hasattr(value, "tolist") and not isinstance(value, (list, tuple)) else value
@@ -173,20 +101,11 @@ class Column(Constraint):
                 raise InvalidArgumentError(f"{name}[{i}] is empty: drop the empty documents first")
         return values
 
-    def _invalid(self, dims):
-        out = [("a str", "a good film"), ("a dict", {"a": 1})]
-        return out + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if self.texts else [])
-
-    def example(self, dims):
-        return ["a good film", "a bad film"] if self.texts else [1, 0]
-
 
 class Source(Constraint):
-    """Where :func:`from_frame` reads labelled texts: a CSV path, a pandas ``DataFrame`` or a Hugging Face
-    ``datasets.Dataset`` (passed on as it is)."""
+    """Where :func:`from_frame` reads labelled texts (passed on as it is)."""
 
-    def describe(self) -> str:
-        return "a CSV path, a pandas DataFrame or a datasets.Dataset"
+    what = "a CSV path, a pandas DataFrame or a datasets.Dataset"
 
     def check(self, value, name, dims):
         table = hasattr(value, "columns") or (hasattr(value, "column_names") and hasattr(value, "num_rows"))
@@ -196,12 +115,6 @@ class Source(Constraint):
                 "data['train'])"
             )
         return value
-
-    def _invalid(self, dims):
-        return [("a list of texts", ["a good film"]), ("an int", 1)]
-
-    def example(self, dims):
-        return "reviews.csv"
 
 
 REVIEW_DATA = Instance(ReviewData, what="a ReviewData (from tokensel.data.reviews.prepare_reviews)")
@@ -226,13 +139,8 @@ def prepare_reviews(
     seed: int = 0,
     cache: bool = True,
 ) -> ReviewData:
-    """Load, tokenize, build the vocabulary on the training split and encode both splits.
-
-    With ``cache`` (the default) the prepared data are read from ``TOKENSEL_CACHE_DIR`` when the same texts,
-    labels and ratings were prepared with the same arguments and code before (checked as they are read), and
-    kept there otherwise: the result is the same either way.
-
-    Introduced in chapter 06."""
+    """Load, tokenize, build the vocabulary on the training split and encode both splits; with ``cache``, read
+    from and kept in ``TOKENSEL_CACHE_DIR`` (the result is the same either way). Introduced in chapter 06."""
     is_sample = False
     test = load_reviews(name, "test", data_dir=data_dir)
     try:
@@ -243,8 +151,7 @@ def prepare_reviews(
         train, test = _split_sample(test, sample_train_fraction, seed)
         is_sample = True
     source = test.info.description or name
-    # each split's columns in one read (iterating a column of a Dataset formats it row by row); the texts are
-    # checked here once, so tokenize skips its per-call check
+    # each split's columns in one read (iterating a column of a Dataset formats it row by row)
     tr_cols, te_cols = train[:], test[:]
     for split, cols in (("train", tr_cols), ("test", te_cols)):
         bad = next((i for i, x in enumerate(cols["text"]) if not isinstance(x, str)), None)
@@ -258,26 +165,17 @@ def prepare_reviews(
     kept = _read_prepared(key) if key is not None else None
     if kept is not None:
         return kept
-    words_of = unchecked(tokenize)
-    tr_words = [words_of(t) for t in tr_cols["text"]]
-    te_words = [words_of(t) for t in te_cols["text"]]
+    tr_words = [tokenize(t) for t in tr_cols["text"]]
+    te_words = [tokenize(t) for t in te_cols["text"]]
     vocab = build_vocabulary(tr_words, min_df=min_df)
     btr, kept_tr = encode(tr_words, labels_from_01(np.asarray(tr_cols["label"])), vocab, max_len=max_len)
     bte, kept_te = encode(te_words, labels_from_01(np.asarray(te_cols["label"])), vocab, max_len=max_len)
-    ratings = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
-    data = ReviewData(
-        name,
-        btr,
-        bte,
-        vocab,
-        [te_words[i] for i in kept_te],
-        ratings(te_cols, kept_te),
-        ratings(tr_cols, kept_tr),
-        source
-        + (f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test" if is_sample else ""),
-        is_sample,
-        (len(tr_words) - btr.n, len(te_words) - bte.n),
-    )
+    rate = lambda cols, kept: np.asarray(cols["rating"])[kept] if "rating" in cols else None  # noqa: E731
+    if is_sample:
+        source += f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test"
+    words, dropped = [te_words[i] for i in kept_te], (len(tr_words) - btr.n, len(te_words) - bte.n)
+    ratings = rate(te_cols, kept_te), rate(tr_cols, kept_tr)
+    data = ReviewData(name, btr, bte, vocab, words, *ratings, source, is_sample, dropped)
     if key is not None:
         _write_prepared(key, data)
     return data
@@ -290,8 +188,7 @@ _PREPARED_FORMAT = 1
 
 
 def _prepared_key(args: dict, tr_cols: dict, te_cols: dict) -> str:
-    """The key of a preparation: the SHA-256 of the texts, labels and ratings of both splits (in order), the
-    arguments, and the source of the modules that tokenize, count and encode."""
+    """The SHA-256 of both splits' texts, labels and ratings, the arguments and the code that prepares them."""
     from . import batch, text
 
     h = hashlib.sha256(json.dumps({"format": _PREPARED_FORMAT, **args}, sort_keys=True).encode())
@@ -321,8 +218,8 @@ def _prepared_path(key: str) -> Path:
 
 
 def _arrays(data: ReviewData) -> dict:
-    """The arrays of a prepared data set: the token ids as int32, the test reviews' words as one text (words
-    joined by spaces, reviews by newlines; the tokenizer's words hold neither)."""
+    """The arrays of a prepared data set; the test reviews' words as one text (words joined by spaces, reviews
+    by newlines: the tokenizer's words hold neither)."""
     out = {}
     for split, b in (("train", data.train), ("test", data.test)):
         out[f"{split}_ids"] = b.ids.numpy().astype(np.int32)  # half the bytes: a vocabulary has < 2**31 words
@@ -345,8 +242,7 @@ def _digest(a: np.ndarray) -> str:
 
 def _write_prepared(key: str, data: ReviewData) -> None:
     """Keep ``data`` under its key: one ``.npz`` with a JSON header (the key, the scalars, each array's SHA-256),
-    written to a unique temporary name and renamed, so a reader sees the old file, the new one or none. A cache
-    folder that cannot be written only costs the next run its preparation (a warning says why)."""
+    renamed into place; a cache that cannot be written only costs the next run its preparation."""
     path = _prepared_path(key)
     arrays = _arrays(data)
     meta = {
@@ -384,9 +280,7 @@ class _Refused(Exception):
 
 
 def _read_prepared(key: str) -> ReviewData | None:
-    """The prepared data kept under ``key``, or None when there are none. A file that cannot be read, or whose
-    header, arrays or checksums are not what its key promises, is refused with a warning (and replaced when the
-    data are prepared again): it is never used."""
+    """The prepared data kept under ``key``, or None; a file that is not what its key promises is never used."""
     path = _prepared_path(key)
     if not path.is_file():
         return None
@@ -419,15 +313,12 @@ def _from_arrays(key: str, files: dict) -> ReviewData:
     for k, a in files.items():
         if _digest(a) != sums[k]:
             raise _Refused(f"array {k!r} does not match its checksum")
+    # every array is what the writer wrote (its checksum): the batches' invariants are checked once more
     words = tuple(files["words"].tobytes().decode().split("\n")) if files["words"].size else ()
-    if len(words) != meta["vocab_size"] or files["doc_freq"].shape != (len(words),):
-        raise _Refused("the vocabulary's words and counts disagree")
     vocab = Vocabulary(words, files["doc_freq"], meta["min_df"], meta["max_df"])
     batches = {}
     for split in ("train", "test"):
-        if files[f"{split}_ids"].dtype != np.int32:
-            raise _Refused(f"{split} token ids of type {files[f'{split}_ids'].dtype}, not int32")
-        batches[split] = RaggedBatch(  # checks every invariant (ids within the vocabulary, offsets, labels)
+        batches[split] = RaggedBatch(
             torch.from_numpy(files[f"{split}_ids"].astype(np.int64)),
             torch.from_numpy(files[f"{split}_offsets"]),
             torch.from_numpy(files[f"{split}_labels"]),
@@ -435,37 +326,16 @@ def _from_arrays(key: str, files: dict) -> ReviewData:
             num_classes=meta["num_classes"],
         )
     text = files["test_words"].tobytes().decode()
-    test_words = Words(text.split("\n") if text else [])
-    if len(test_words) != batches["test"].n:
-        raise _Refused(f"{len(test_words)} test reviews' words for {batches['test'].n} test reviews")
-    ratings = {s: files.get(f"{s}_ratings") for s in ("train", "test")}
-    for s, r in ratings.items():
-        if r is not None and r.shape != (batches[s].n,):
-            raise _Refused(f"{s} ratings of shape {r.shape} for {batches[s].n} reviews")
-    dropped = meta["dropped"]
-    if not (isinstance(dropped, list) and len(dropped) == 2 and all(isinstance(x, int) and x >= 0 for x in dropped)):
-        raise _Refused("the dropped counts are not two counts")
-    return ReviewData(
-        meta["name"],
-        batches["train"],
-        batches["test"],
-        vocab,
-        test_words,
-        ratings["test"],
-        ratings["train"],
-        meta["source"],
-        bool(meta["is_sample"]),
-        (dropped[0], dropped[1]),
-    )
+    test_words = [doc.split(" ") for doc in text.split("\n")] if text else []
+    train, test, (a, b) = batches["train"], batches["test"], meta["dropped"]
+    ratings = files.get("test_ratings"), files.get("train_ratings")
+    return ReviewData(meta["name"], train, test, vocab, test_words, *ratings, meta["source"], meta["is_sample"], (a, b))
 
 
 @declare(labels=Column(), name=Text())
 def binary_labels(labels, positive=None, name: str = "labels") -> tuple[torch.Tensor, tuple]:
-    """Two-class labels as ±1: returns ``(y, (negative, positive))``, ``y`` a float64 tensor.
-
-    0/1 and -1/+1 labels (ints, floats or bools) map the larger value to +1; two strings need ``positive``,
-    the label that becomes +1 (for numbers it may be given too). Refuses NaN or missing labels, and label
-    sets of more or fewer than two classes, naming the first offending position."""
+    """Two-class labels as ±1: ``(y, (negative, positive))``. Numbers map the larger value to +1; two strings need
+    ``positive``. Missing labels and other than two classes are refused, naming the first offending position."""
     values = labels
     for i, v in enumerate(values):
         if v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)):
@@ -521,14 +391,9 @@ def prepare_texts(
     seed: int = 0,
     name: str = "own data",
 ) -> ReviewData:
-    """A reader's labelled texts as a :class:`ReviewData`, split into training and test documents.
-
-    ``texts``: strings, one per document; ``labels``: one per text, two classes (0/1, ±1, or two strings
-    with ``positive`` naming the positive one; see :func:`binary_labels`). A random ``test_fraction`` of
-    the documents (by ``seed``; 0 < fraction < 1) is held out; the vocabulary is built on the rest by the
-    rule of :func:`prepare_reviews` (``min_df``), and documents left without an in-vocabulary word are
-    dropped (counted in ``dropped``). The result works with every recipe of :mod:`tokensel.experiments`
-    that needs no star ratings."""
+    """A reader's labelled texts as a :class:`ReviewData`: ``labels`` of two classes (:func:`binary_labels`), a
+    random ``test_fraction`` held out, the vocabulary built on the rest by :func:`prepare_reviews`' rule. It
+    works with every recipe of :mod:`tokensel.experiments` that needs no star ratings."""
     y, classes = binary_labels(labels, positive=positive)
     if len(texts) != len(y):
         raise InvalidArgumentError(
@@ -553,25 +418,14 @@ def prepare_texts(
         f"{name}: {len(texts)} documents, labels {classes[0]!r} -> -1 and {classes[1]!r} -> +1, "
         f"{1 - test_fraction:.0%}/{test_fraction:.0%} train/test split by seed {seed}"
     )
-    return ReviewData(
-        name,
-        btr,
-        bte,
-        vocab,
-        [te_words[i] for i in kept_te],
-        None,
-        None,
-        source,
-        False,
-        (len(tr_words) - btr.n, len(te_words) - bte.n),
-    )
+    words, dropped = [te_words[i] for i in kept_te], (len(tr_words) - btr.n, len(te_words) - bte.n)
+    return ReviewData(name, btr, bte, vocab, words, None, None, source, False, dropped)
 
 
 @declare(source=Source(), text=Text(), label=Text())
 def from_frame(source, text: str = "text", label: str = "label", **options) -> ReviewData:
-    """:func:`prepare_texts` on the ``text`` and ``label`` columns of ``source``: a CSV file (a path), a pandas
-    ``DataFrame`` or a Hugging Face ``datasets.Dataset``. ``options`` go to :func:`prepare_texts`
-    (``positive``, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``)."""
+    """:func:`prepare_texts` (``options``) on the ``text`` and ``label`` columns of a CSV file, a pandas
+    ``DataFrame`` or a ``datasets.Dataset``."""
     import pandas as pd
 
     if isinstance(source, (str, os.PathLike)):
@@ -597,10 +451,8 @@ def from_frame(source, text: str = "text", label: str = "label", **options) -> R
 
 @declare(data=REVIEW_DATA, seed=SEED)
 def shuffled_labels(data: ReviewData, seed: int = 0) -> ReviewData:
-    """A control: ``data`` with the training reviews' labels randomly permuted (the test reviews, the texts and
-    the vocabulary unchanged). The label balance is kept; what a word says about the label is destroyed, so a
-    model trained on it can learn nothing that generalises, and any shape it still shows against the true
-    posterior gap comes from something other than the labels (chapter 06)."""
+    """A control: ``data`` with the training labels permuted. What a word says about the label is destroyed, so
+    any shape a model trained on it still shows comes from something else (chapter 06)."""
     gen = torch.Generator().manual_seed(seed)
     b = data.train
     perm = torch.randperm(b.n, generator=gen).to(b.labels.device)

@@ -1,25 +1,7 @@
-"""Synthetic data sets for the theory chapters.
-
-Three generators, each returning a :class:`SyntheticData` (a :class:`~tokensel.data.batch.RaggedBatch`
-plus the planted role of every token):
-
-* :func:`assumption1_pairs` — the paper's Assumption 1, built so that it holds *in the sample*:
-  sequences come in positive/negative pairs that share their irrelevant tokens (and length), so
-  every irrelevant token has average signed frequency ``alpha_s = 0`` exactly.
-* :func:`iid_irrelevant` — the same, but every sequence draws its irrelevant tokens independently:
-  sampling noise makes ``alpha_s`` of irrelevant tokens non-zero (what breaks, and why).
-* :func:`independent_tokens` — every position drawn independently given the label with
-  token-specific class-conditional probabilities ``P(s | y) = (1 + delta * y * b_s) / |S|``; the knob
-  ``delta`` in [0, 1] sets the token/label dependence (our analogue of the paper's Eq. 15).
-* :func:`eq15_tokens` — our reconstruction of the paper's Eq. 15 with its knob, the fraction ``delta_tilde``
-  of irrelevant draws; :func:`assumption1_report` and :func:`assumption1_frequency` say how often a draw
-  satisfies Assumption 1.
-* :func:`co_selected` — data on which the flow selects two distinct tokens of a sequence together
-  (partly polar tokens; chapter 05's equality-constrained max-margin problem).
-
-Token ids are laid out as ``[positive important | negative important | irrelevant]`` for the first
-two generators.
-"""
+"""Synthetic data for the theory chapters, each a :class:`SyntheticData` (a batch and every token's planted
+role). Token ids are laid out as ``[positive important | negative important | irrelevant]`` where roles are
+planted. :func:`assumption1_pairs` makes Assumption 1 hold *in the sample* (``alpha_s = 0`` exactly for
+irrelevant tokens); the other generators show what breaks when it does not."""
 
 from __future__ import annotations
 
@@ -29,9 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..errors import InvalidBatchError
+from ..errors import InvalidArgumentError
 from ..seeding import rng
-from ..validation import Either, Instance, Int, Numbers, Pair, Real, Tensor, declare
+from ..validation import Either, Instance, Int, Numbers, Real, Tensor, declare
 from .batch import RaggedBatch
 
 if TYPE_CHECKING:
@@ -42,12 +24,8 @@ POSITIVE, NEGATIVE, IRRELEVANT = 1, -1, 0
 
 @dataclass(frozen=True)
 class SyntheticData:
-    """A synthetic batch and the planted role of each token.
-
-    ``planted[s]`` is +1 (completely positive), -1 (completely negative) or 0 (irrelevant) for the
-    Assumption-1 generators; for :func:`independent_tokens` it is the token's bias ``b_s`` in
-    [-1, 1] and ``planted_gap = delta * b_s`` is its expected posterior gap.
-    """
+    """A synthetic batch and each token's planted role: +1, -1 or 0 (irrelevant), or for
+    :func:`independent_tokens` its bias ``b_s`` (``planted_gap = delta * b_s`` is its expected posterior gap)."""
 
     batch: RaggedBatch
     planted: np.ndarray
@@ -66,26 +44,26 @@ class SyntheticData:
 
 
 MAX_SIZE = 10**8  # sequences, tokens per sequence or vocabulary: more would not fit in memory
-
-
 COUNT = Int(min=1, max=MAX_SIZE)
-#: a sequence length: an int >= 2, or an inclusive range (lo, hi) of them
-LENGTH = Either(
-    Int(min=2, max=MAX_SIZE), Pair(Int(min=2, max=MAX_SIZE)), what="an int >= 2 or a (lo, hi) pair of ints >= 2"
-)
+
+
+def _length(least: int) -> Either:
+    """A sequence length: an int, or an inclusive range ``(lo, hi)`` of them."""
+    n = Int(min=least, max=MAX_SIZE)
+    return Either(n, Numbers(int, min=least, max=MAX_SIZE, length=2), what=f"an int >= {least} or a (lo, hi) pair")
+
+
+LENGTH = _length(2)
 FRACTION = Real(min=0.0, max=1.0, max_inclusive=False)
-
-
-#: seeds of several draws: a non-empty list of ints >= 0
 SEEDS = Numbers(int, min=0, max=MAX_SIZE)
 
 
 def _lengths(length, count, gen):
-    """Draw ``count`` sequence lengths: ``length`` is an int or an inclusive (lo, hi) range (checked by ``LENGTH``)."""
-    if isinstance(length, tuple):
+    """``count`` sequence lengths: ``length``, or drawn from the range ``(lo, hi)``."""
+    if isinstance(length, (tuple, list)):
         lo, hi = length
         if lo > hi:
-            raise InvalidBatchError(f"length range is empty: lo={lo} > hi={hi}")
+            raise InvalidArgumentError(f"length range is empty: lo={lo} > hi={hi}")
         return gen.integers(lo, hi + 1, size=count)
     return np.full(count, length)
 
@@ -97,7 +75,6 @@ def _planted_roles(n_important, n_irrelevant):
 
 
 @declare(
-    error=InvalidBatchError,
     n_pairs=COUNT,
     n_important=COUNT,
     n_irrelevant=COUNT,
@@ -108,27 +85,18 @@ def _planted_roles(n_important, n_irrelevant):
 def assumption1_pairs(
     n_pairs: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0, per_sequence: int = 1
 ) -> SyntheticData:
-    """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token.
-
-    Each of the ``n_pairs`` pairs draws a length ``T`` and ``T - 1`` irrelevant tokens (uniformly,
-    with replacement). The positive sequence inserts a positive important token, the negative one a
-    negative important token, at the same random position. So each sequence holds exactly one
-    important token, of its label's sign, and every irrelevant token occurs equally often in
-    positive and negative sequences of equal length.
-
-    ``per_sequence > 1`` puts that many *distinct* important tokens of the label's sign into each
-    sequence (Assumption 1 asks for one; the review discussion asks what happens with several).
-
-    Introduced in chapter 01.
-    """
+    """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token: each pair of sequences shares
+    its irrelevant tokens and holds a positive important token in its positive sequence, a negative one in its
+    negative sequence, at the same position. ``per_sequence > 1`` puts that many distinct important tokens of
+    the label's sign into each sequence (what happens beyond Assumption 1's one). Introduced in chapter 01."""
     if per_sequence > n_important:
-        raise InvalidBatchError(
+        raise InvalidArgumentError(
             f"per_sequence={per_sequence} distinct important tokens need n_important >= it, got {n_important}"
         )
     g = rng(seed)
     T = _lengths(length, n_pairs, g)
     if per_sequence > 1 and T.min() <= per_sequence:
-        raise InvalidBatchError(f"length must exceed per_sequence={per_sequence} (room for irrelevant tokens)")
+        raise InvalidArgumentError(f"length must exceed per_sequence={per_sequence} (room for irrelevant tokens)")
     P = n_important
     seqs, labels = [], []
     for k in range(n_pairs):
@@ -164,15 +132,13 @@ def assumption1_pairs(
 THEORY_PAIRS = dict(n_pairs=100, n_important=3, n_irrelevant=30, length=8, seed=0)
 
 
-@declare(error=InvalidBatchError, seed=Int(min=0))
+@declare(seed=Int(min=0))
 def theory_pairs(seed: int = 0) -> SyntheticData:
-    """``assumption1_pairs(**THEORY_PAIRS)``: 200 sequences of 8 tokens over 3 + 3 important and 30
-    irrelevant tokens, the data chapters 03-05 share (drawn with ``seed``; the book's is 0)."""
+    """``assumption1_pairs(**THEORY_PAIRS)`` at ``seed``: the data chapters 03-05 share."""
     return assumption1_pairs(**{**THEORY_PAIRS, "seed": seed})
 
 
 @declare(
-    error=InvalidBatchError,
     n=Int(min=2, max=MAX_SIZE),
     n_important=COUNT,
     n_irrelevant=COUNT,
@@ -180,16 +146,11 @@ def theory_pairs(seed: int = 0) -> SyntheticData:
     seed=Int(min=0),
 )
 def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0) -> SyntheticData:
-    """Assumption-1 data whose irrelevant tokens are drawn independently for every sequence.
-
-    Labels are balanced (``n // 2`` of each, ``n`` even). Irrelevant tokens are irrelevant only in
-    expectation: their sample ``alpha_s`` fluctuates around 0 with size about
-    ``1 / sqrt(n * n_irrelevant)``.
-
-    Introduced in chapter 04.
-    """
+    """Assumption-1 data whose irrelevant tokens are drawn independently for every sequence (``n`` even, labels
+    balanced): irrelevant only in expectation, their ``alpha_s`` is about ``1 / sqrt(n * n_irrelevant)``.
+    Introduced in chapter 04."""
     if n % 2:
-        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+        raise InvalidArgumentError(f"n must be even (balanced labels), got {n}")
     g = rng(seed)
     T = _lengths(length, n, g)
     P = n_important
@@ -207,14 +168,14 @@ def iid_irrelevant(n: int, n_important: int, n_irrelevant: int, length=8, seed: 
     )
 
 
-@declare(error=InvalidBatchError, vocab_size=Int(min=2, max=MAX_SIZE), frac_irrelevant=FRACTION)
+@declare(vocab_size=Int(min=2, max=MAX_SIZE), frac_irrelevant=FRACTION)
 def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
     """Biases ``b_s`` for :func:`independent_tokens`: zero for a fraction of tokens, the rest
     evenly spaced in ``[-1, -h] ∪ [h, 1]`` (symmetric, so they sum to zero)."""
     m = vocab_size - int(round(frac_irrelevant * vocab_size))
     m -= m % 2
     if m < 2:
-        raise InvalidBatchError("too few relevant tokens: lower frac_irrelevant or raise vocab_size")
+        raise InvalidArgumentError("too few relevant tokens: lower frac_irrelevant or raise vocab_size")
     half = np.linspace(1.0, 0.0, m // 2, endpoint=False)[::-1]  # (0, 1], evenly spaced
     b = np.zeros(vocab_size)
     b[: m // 2] = half
@@ -223,7 +184,6 @@ def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
 
 
 @declare(
-    error=InvalidBatchError,
     n=Int(min=2, max=MAX_SIZE),
     vocab_size=Int(min=2, max=MAX_SIZE),
     length=LENGTH,
@@ -234,17 +194,10 @@ def token_biases(vocab_size: int, frac_irrelevant: float = 0.5) -> np.ndarray:
 def independent_tokens(
     n: int, vocab_size: int, length=20, delta: float = 1.0, frac_irrelevant: float = 0.5, seed: int = 0
 ) -> SyntheticData:
-    """Tokens drawn i.i.d. given the label: ``P(x_t = s | y) = (1 + delta * y * b_s) / |S|``.
-
-    ``b_s`` comes from :func:`token_biases`. With balanced labels the expected per-occurrence
-    posterior gap of token ``s`` is ``delta * b_s``: ``delta = 0`` makes every token irrelevant,
-    ``delta = 1`` makes the tokens with ``b_s = ±1`` completely positive/negative. Labels are
-    balanced (``n`` even).
-
-    Introduced in chapter 01.
-    """
+    """Tokens drawn i.i.d. given the (balanced) label: ``P(x_t = s | y) = (1 + delta * y * b_s) / |S|``
+    (:func:`token_biases`), so token ``s`` has expected posterior gap ``delta * b_s``. Introduced in chapter 01."""
     if n % 2:
-        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+        raise InvalidArgumentError(f"n must be even (balanced labels), got {n}")
     b = token_biases(vocab_size, frac_irrelevant)
     g = rng(seed)
     T = _lengths(length, n, g)
@@ -264,7 +217,6 @@ def independent_tokens(
 
 
 @declare(
-    error=InvalidBatchError,
     n=Int(min=2, max=MAX_SIZE),
     vocab_size=Int(min=2, max=MAX_SIZE),
     num_classes=Int(min=2, max=MAX_SIZE),
@@ -282,20 +234,14 @@ def independent_tokens_multiclass(
     frac_irrelevant: float = 0.5,
     seed: int = 0,
 ) -> SyntheticData:
-    """K-class analogue of :func:`independent_tokens`.
-
-    Each relevant token gets a home class (round robin); ``b_{s,k} = 1`` for its home class and
-    ``-1/(K-1)`` for the others, ``b = 0`` for irrelevant tokens, and
-    ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}``. Labels are balanced, ``0..K-1``.
-    ``planted`` holds the home class of each token (-1 for irrelevant ones).
-
-    Introduced in chapter 02.
-    """
+    """K-class :func:`independent_tokens`: ``P(x_t = s | y = k) ∝ 1 + delta * b_{s,k}`` with ``b = 1`` for a
+    relevant token's home class (round robin), ``-1/(K-1)`` for the others; ``planted`` is the home class (-1
+    for irrelevant tokens). Introduced in chapter 02."""
     K = num_classes
     if vocab_size < K:
-        raise InvalidBatchError(f"vocab_size must be at least num_classes={K} (a token per class), got {vocab_size}")
+        raise InvalidArgumentError(f"vocab_size must be at least num_classes={K} (a token per class), got {vocab_size}")
     if n % K:
-        raise InvalidBatchError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
+        raise InvalidArgumentError(f"n must be a multiple of num_classes={K} (balanced labels), got {n}")
     m = vocab_size - int(round(frac_irrelevant * vocab_size))
     home = np.full(vocab_size, -1)
     home[:m] = np.arange(m) % K
@@ -318,19 +264,11 @@ def independent_tokens_multiclass(
     )
 
 
-@declare(error=InvalidBatchError, n_pairs=COUNT)
+@declare(n_pairs=COUNT)
 def contested_pairs(n_pairs: int) -> SyntheticData:
-    """Data with a finite stationary point of the phase-2 loss, whatever ``d`` and ``eta0``.
-
-    For each ``k < n_pairs`` two tokens ``a = 2k`` (planted +1) and ``b = 2k + 1`` (planted -1) and four
-    sequences of length 2: ``(a, a)`` with ``y = +1``, ``(b, b)`` with ``y = -1``, and ``(a, b)`` once
-    with each label. So ``alpha_a = 1/(4 n_pairs) > 0 > alpha_b = -alpha_a`` and a large first step gives
-    ``u_a > 0 > u_b``. The two single-token sequences do not depend on ``p``; the contested pair
-    ``(a, b)`` has loss ``l(f) + l(-f)``, least at ``f = 0``, i.e. at the finite score gap
-    ``c_a - c_b = ln(-u_b / u_a)`` (see :func:`contested_stationary_point`).
-
-    Introduced in chapter 03.
-    """
+    """Data with a finite stationary point of the phase-2 loss: per pair, tokens ``a = 2k`` (+1) and
+    ``b = 2k + 1`` (-1) in ``(a, a)+``, ``(b, b)-`` and ``(a, b)`` with both labels, whose loss
+    ``l(f) + l(-f)`` is least at the finite gap ``c_a - c_b = ln(-u_b / u_a)``. Introduced in chapter 03."""
     seqs, labels = [], []
     for k in range(n_pairs):
         a, b = 2 * k, 2 * k + 1
@@ -346,66 +284,46 @@ def contested_pairs(n_pairs: int) -> SyntheticData:
 
 
 @declare(
-    error=InvalidBatchError,
     E=Tensor("float", shape=(None, "d"), finite=True),
     v=Tensor("float", shape=("d",), finite=True),
     p0=Tensor("float", shape=("d",), finite=True),
 )
 def contested_stationary_point(E: torch.Tensor, v: torch.Tensor, p0: torch.Tensor) -> torch.Tensor:
-    """The stationary point that gradient flow from ``p0`` reaches on :func:`contested_pairs` data.
-
-    The gradient of the loss is a combination of the differences ``D_k = E_{2k} - E_{2k+1}``, so the flow
-    stays in ``p0 + span(D)``; on that affine set the loss is stationary exactly where every contested
-    sequence has ``f = 0``, i.e. ``D_k^T p = ln(-u_b / u_a)``. Returns that point (a linear solve). Raises
-    :class:`~tokensel.errors.InvalidBatchError` unless ``u_a > 0 > u_b`` for every pair (then ``f = 0``
-    is not reachable at a finite score gap) or when the ``D_k`` are linearly dependent.
-
-    Introduced in chapter 03.
-    """
+    """The stationary point the flow from ``p0`` reaches on :func:`contested_pairs` data: it stays in
+    ``p0 + span(D)``, ``D_k = E_{2k} - E_{2k+1}``, and is stationary where ``D_k^T p = ln(-u_b / u_a)`` (which
+    needs ``u_a > 0 > u_b`` and independent ``D_k``). Introduced in chapter 03."""
     if E.shape[0] % 2:
-        raise InvalidBatchError(f"E must have 2 * n_pairs rows (two tokens per pair), got {E.shape[0]}")
+        raise InvalidArgumentError(f"E must have 2 * n_pairs rows (two tokens per pair), got {E.shape[0]}")
     u = E @ v
     ua, ub = u[0::2], u[1::2]
     if not (bool(torch.all(ua > 0)) and bool(torch.all(ub < 0))):
-        raise InvalidBatchError(
+        raise InvalidArgumentError(
             "every pair needs u_a > 0 > u_b for a finite stationary point; take a larger first step eta0"
         )
     D = E[0::2] - E[1::2]
     target = torch.log(-ub / ua) - D @ p0
     G = D @ D.T
     if torch.linalg.matrix_rank(G) < G.shape[0]:
-        raise InvalidBatchError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
+        raise InvalidArgumentError("the differences E_a - E_b are linearly dependent: take d >= n_pairs")
     return p0 + D.T @ torch.linalg.solve(G, target)
 
 
 @declare(
-    error=InvalidBatchError,
     n=Int(min=2, max=MAX_SIZE),
     n_polar=COUNT,
     n_irrelevant=COUNT,
-    length=Either(
-        Int(min=1, max=MAX_SIZE), Pair(Int(min=1, max=MAX_SIZE)), what="an int >= 1 or a (lo, hi) pair of ints >= 1"
-    ),
+    length=_length(1),
     delta_tilde=Real(min=0.0, max=1.0, allow_none=True),
     seed=Int(min=0),
 )
 def eq15_tokens(
     n: int, n_polar: int, n_irrelevant: int, length=8, delta_tilde: float | None = None, seed: int = 0
 ) -> SyntheticData:
-    """Our reconstruction of the paper's synthetic generator (its Eq. 15, which we do not have): tokens drawn
-    independently given the label, with the fraction ``delta_tilde`` of irrelevant draws as the knob.
-
-    Every position of a sequence with label ``y`` is, independently, an irrelevant token with probability
-    ``delta_tilde`` (uniform over the ``n_irrelevant`` irrelevant tokens, the same law for both labels) and
-    otherwise a token of class ``y`` (uniform over the ``n_polar`` completely-``y`` tokens). So the polar
-    tokens are completely positive or negative, the irrelevant ones irrelevant in expectation, and the
-    number of polar tokens in a sequence of length ``T`` is Binomial(T, 1 - delta_tilde). ``delta_tilde=None``
-    takes the paper's stated choice ``(|S| - 1) / |S|`` with ``|S| = 2 n_polar + n_irrelevant``. Labels are
-    balanced (``n`` even); token ids are laid out as ``[positive | negative | irrelevant]``, ``planted`` is
-    +1, -1 or 0. :func:`assumption1_report` says whether a draw satisfies Assumption 1.
-    """
+    """Our reconstruction of the paper's Eq. 15 (which we do not have): each position is irrelevant with
+    probability ``delta_tilde`` (default the paper's ``(|S| - 1) / |S|``), else a uniform polar token of the
+    label's class; so a sequence of length ``T`` holds Binomial(T, 1 - delta_tilde) polar tokens."""
     if n % 2:
-        raise InvalidBatchError(f"n must be even (balanced labels), got {n}")
+        raise InvalidArgumentError(f"n must be even (balanced labels), got {n}")
     P = n_polar
     vocab = 2 * P + n_irrelevant
     if delta_tilde is None:
@@ -427,19 +345,14 @@ def eq15_tokens(
     )
 
 
-@declare(error=InvalidBatchError, data=Instance(SyntheticData))
+@declare(data=Instance(SyntheticData))
 def assumption1_report(data: SyntheticData) -> dict:
-    """Whether a data set with planted roles (+1, -1, 0) satisfies Assumption 1 *in the sample*.
-
-    ``one_each``: the fraction of sequences that hold exactly one occurrence of a planted important token,
-    of their label's sign (and none of the other sign); ``complete``: whether every important token occurs
-    only in sequences of its sign (completely positive or negative); ``max_alpha_irrelevant``: the largest
-    ``|alpha_s|`` (average signed frequency, ``(1/n) sum_i y_i n_s(X_i) / T_i``) over the irrelevant tokens;
-    ``holds``: every sequence has exactly one, every important token is complete and every irrelevant token
-    has ``alpha_s = 0`` (to 1e-12)."""
+    """Whether data with planted roles (+1, -1, 0) satisfy Assumption 1 in the sample: ``one_each`` (the share of
+    sequences with exactly one important token, of their sign), ``complete`` (every important token only in
+    sequences of its sign), ``max_alpha_irrelevant`` and ``holds`` (all three, ``alpha_s = 0`` to 1e-12)."""
     role = np.asarray(data.planted)
     if not np.isin(role, (POSITIVE, NEGATIVE, IRRELEVANT)).all():
-        raise InvalidBatchError(
+        raise InvalidArgumentError(
             "assumption1_report needs planted roles +1, -1, 0 (not the biases of independent_tokens)"
         )
     b = data.batch
@@ -461,14 +374,13 @@ def assumption1_report(data: SyntheticData) -> dict:
     )
 
 
-@declare(error=InvalidBatchError, seeds=SEEDS)
+@declare(seeds=SEEDS)
 def assumption1_frequency(seeds, **eq15) -> pd.DataFrame:
-    """:func:`assumption1_report` of :func:`eq15_tokens` drawn at each seed of ``seeds`` (the other arguments of
-    ``eq15_tokens`` as keywords): one row per seed."""
+    """:func:`assumption1_report` of :func:`eq15_tokens` (``eq15``: its other arguments) per seed of ``seeds``."""
     import pandas as pd
 
     if "seed" in eq15:
-        raise InvalidBatchError("pass the seeds as seeds=[...], not seed=")
+        raise InvalidArgumentError("pass the seeds as seeds=[...], not seed=")
     return pd.DataFrame([dict(seed=s, **assumption1_report(eq15_tokens(seed=s, **eq15))) for s in seeds])
 
 
@@ -477,32 +389,18 @@ CO_SELECTED_TOKENS = {"a": 0, "b": 1, "e": 2, "c": 3}
 
 
 @declare(
-    error=InvalidBatchError,
     n_pairs=Int(min=4, max=MAX_SIZE),
     pools=Numbers(int, min=1, max=MAX_SIZE, length=3),
     length=Int(min=3, max=MAX_SIZE),
     seed=Int(min=0),
 )
 def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) -> SyntheticData:
-    """Data on which the gradient flow selects two distinct tokens of one sequence together.
-
-    Four tokens besides the irrelevant ones: ``a`` (id 0) and ``e`` (2) positive, ``b`` (1) and ``c`` (3)
-    negative, and three pools of irrelevant tokens of sizes ``pools = (m_A, m_B, m_C)``. The pairs cycle through
-    four kinds, each a positive and a negative sequence of length ``length`` that share their irrelevant
-    tokens (so every irrelevant token has ``alpha_s = 0`` exactly):
-
-    * ``(a, I)+`` and ``(c, I)-``, ``I`` from pool A;
-    * ``(e, I)+`` and ``(b, I)-``, ``I`` from pool B;
-    * ``(a, I)+`` and ``(b, I)-``, ``I`` from pool C;
-    * ``(a, b, J)+`` and ``(a, b, J)-``, ``J`` from pool C: the same sequence with both labels.
-
-    ``a`` and ``b`` are *partly* polar (each occurs with both labels), ``e`` and ``c`` completely polar. After a
-    large first step ``u_a > 0 > u_b``. The first three kinds push ``a`` above pools A and C, ``b`` above pools B
-    and C (and ``c``, ``e`` above theirs), while the fourth has its least loss at a finite score gap between
-    ``a`` and ``b`` (output 0): the flow's limit selects ``a`` and ``b`` together in the shared sequences, where
-    their scores tie. With ``m_A != m_B`` the max-margin problem without the tie ranks them apart (chapter 05).
-    ``planted`` is +1 for ``a, e``, -1 for ``b, c``, 0 for the irrelevant tokens.
-    """
+    """Data on which the flow selects two tokens of one sequence together. Partly polar ``a`` (+, id 0) and
+    ``b`` (-, 1), completely polar ``e`` (+, 2) and ``c`` (-, 3), and irrelevant pools A, B, C of sizes
+    ``pools``; pairs sharing their irrelevant tokens cycle through ``(a, A)+ (c, A)-``, ``(e, B)+ (b, B)-``,
+    ``(a, C)+ (b, C)-`` and ``(a, b, C)`` with both labels. The last is least at a finite gap between ``a`` and
+    ``b``, so the flow ties them there; with ``m_A != m_B`` the max-margin problem without the tie ranks them
+    apart (chapter 05)."""
     sizes, T = list(pools), length
     a, b, e, c = (CO_SELECTED_TOKENS[k] for k in "abec")
     start = np.cumsum([4, *sizes])  # pool A starts at 4, B after A, C after B
@@ -529,7 +427,6 @@ def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) 
 
 
 @declare(
-    error=InvalidBatchError,
     delta_tildes=Instance(dict, what="a dict label -> delta_tilde"),
     seeds=SEEDS,
     n=Int(min=2, max=MAX_SIZE),
@@ -538,29 +435,20 @@ def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) 
     length=Int(min=2, max=MAX_SIZE),
 )
 def eq15_summary(delta_tildes: dict, seeds, n: int, n_polar: int, n_irrelevant: int, length: int) -> pd.DataFrame:
-    """:func:`assumption1_frequency` of :func:`eq15_tokens` for each ``delta_tilde`` of ``delta_tildes`` (a dict
-    label -> value), summarised: one row per label with ``delta_tilde``, ``holds`` (the share of the draws that
-    satisfy Assumption 1), ``one_each`` (the mean share of sequences with exactly one polar token), its
-    binomial prediction ``binomial = T (1 - delta_tilde) delta_tilde^(T - 1)`` and that mean's standard error
-    ``se`` over the draws' sequences, and the least and largest ``max_alpha_irrelevant`` over the draws.
-
-    Introduced in chapter 05."""
+    """:func:`assumption1_frequency` per ``delta_tilde`` of ``delta_tildes`` (label -> value), one row each:
+    ``holds`` (share of draws), ``one_each`` with its binomial prediction ``T (1 - dt) dt^(T - 1)`` and standard
+    error ``se``, and the range of ``max_alpha_irrelevant``. Introduced in chapter 05."""
     import pandas as pd
 
     if not delta_tildes:
-        raise InvalidBatchError("delta_tildes must be a non-empty dict label -> delta_tilde, got {}")
+        raise InvalidArgumentError("delta_tildes must be a non-empty dict label -> delta_tilde, got {}")
     T = length
     rows = {}
     for label, dt in delta_tildes.items():
         draws = assumption1_frequency(seeds, n=n, n_polar=n_polar, n_irrelevant=n_irrelevant, length=T, delta_tilde=dt)
         p_one = T * (1 - dt) * dt ** (T - 1)
-        rows[label] = dict(
-            delta_tilde=float(dt),
-            holds=float(draws.holds.mean()),
-            one_each=float(draws.one_each.mean()),
-            binomial=float(p_one),
-            se=float(np.sqrt(p_one * (1 - p_one) / (n * len(draws)))),
-            min_alpha_irrelevant=float(draws.max_alpha_irrelevant.min()),
-            max_alpha_irrelevant=float(draws.max_alpha_irrelevant.max()),
-        )
+        row = dict(delta_tilde=float(dt), holds=float(draws.holds.mean()), one_each=float(draws.one_each.mean()))
+        row.update(binomial=float(p_one), se=float(np.sqrt(p_one * (1 - p_one) / (n * len(draws)))))
+        alpha = draws.max_alpha_irrelevant
+        rows[label] = dict(row, min_alpha_irrelevant=float(alpha.min()), max_alpha_irrelevant=float(alpha.max()))
     return pd.DataFrame.from_dict(rows, orient="index")

@@ -1,15 +1,7 @@
-"""From review text to token ids: a tokenizer, a vocabulary rule, and encoding.
-
-Tokenizer: Unicode NFC normalisation, lower-case, HTML line breaks (``<br />``) and other tags replaced
-by spaces, then words are maximal runs of letters (of any script, with their combining marks) and digits,
-keeping one inner apostrophe (``don't``, ``it's``; the typographic ``’`` counts as ``'``). Scripts written
-without spaces (Chinese, Japanese) come out as one word per run of characters.
-
-Vocabulary rule: a word enters the vocabulary when it occurs in at least ``min_df`` documents
-of the training split (document frequency, so one review repeating a word cannot bring it in),
-optionally excluding words in more than a fraction ``max_df`` of the documents. Words outside
-the vocabulary are dropped from the sequences.
-"""
+"""From review text to token ids. Words are runs of letters (any script, with their marks) and digits, keeping
+one inner apostrophe, after NFC normalisation, lower-casing and removing HTML tags such as ``<br />``. A word
+enters the vocabulary when at least ``min_df`` training documents hold it (document frequency: one review
+repeating a word cannot bring it in); words outside it are dropped."""
 
 from __future__ import annotations
 
@@ -18,25 +10,23 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import numpy as np
 import regex
 import torch
 
-from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidBatchError, UnknownWordError
-from ..validation import Constraint, Either, Instance, Int, IntArray, Real, Tensor, declare, unchecked
+from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownWordError
+from ..validation import Constraint, Either, Instance, Int, Real, Tensor, declare
 from .batch import RaggedBatch
 
 _TAG = re.compile(r"<[^>]{0,20}>")
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:'[\p{L}\p{M}]+)?")
-#: the same rule for a lower-cased ASCII text, where letters are a-z, digits 0-9 and there are no combining
-#: marks; the standard ``re`` finds it in 60 % of the time ``regex`` takes with Unicode classes (most reviews
-#: are ASCII). ``tests/test_text.py`` checks that both give the same words on any ASCII text.
+#: the same rule on lower-cased ASCII (most reviews), found by ``re`` in 60 % of ``regex``'s time
+#: (``tests/test_text.py`` checks that both give the same words on any ASCII text)
 _ASCII_WORD = re.compile(r"[a-z0-9][a-z0-9]*(?:'[a-z]+)?")
 
 
-@declare(text=Instance(str, what="a str (tokenize expects one text)"))
 def tokenize(text: str) -> list[str]:
     """Lower-cased words of ``text`` (letters of any script, digits) with HTML tags such as ``<br />`` removed."""
     if text.isascii():  # NFC leaves ASCII as it is, and there is no typographic apostrophe to replace
@@ -46,11 +36,9 @@ def tokenize(text: str) -> list[str]:
 
 
 class Words(Constraint):
-    """One tokenized document: a list of str words (from :func:`tokenize`), not a str (which would be iterated
-    over its characters)."""
+    """One tokenized document: a list of str words, not a str (which would be iterated over its characters)."""
 
-    def describe(self) -> str:
-        return "a list of words (tokenize(text))"
+    what = "a list of words (tokenize(text))"
 
     def check(self, value, name, dims):
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
@@ -62,34 +50,7 @@ class Words(Constraint):
             raise ArgumentTypeError(f"{name} must hold str words, got {type(value[0]).__name__}")
         return value
 
-    def _invalid(self, dims):
-        return [("a str", "a good film"), ("a list of ints", [1, 2])]
 
-    def example(self, dims):
-        return ["good", "film"]
-
-
-class Documents(Constraint):
-    """Tokenized documents: a list of documents, each a list of str words (:class:`Words`)."""
-
-    def describe(self) -> str:
-        return "a list of documents, each a list of words (from tokenize)"
-
-    def check(self, value, name, dims):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise ArgumentTypeError(f"{name} must be {self.describe()}, got {type(value).__name__}")
-        for i, doc in enumerate(value):
-            _WORDS.check(doc, f"{name}[{i}]", dims)
-        return value
-
-    def _invalid(self, dims):
-        return [("a str", "a good film"), ("a list of str", ["a good film", "a bad film"]), ("ints", [[1, 2]])]
-
-    def example(self, dims):
-        return [["good", "film"], ["bad", "film"]]
-
-
-_WORDS = Words()
 #: ``min_df``: a document count, or a fraction of the documents
 MIN_DF = Either(
     Int(min=1),
@@ -112,8 +73,7 @@ class Vocabulary:
         object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
 
     def __eq__(self, other) -> bool:
-        """The same words in the same order, the same document frequencies and the same rule (the dataclass's own
-        comparison would compare the frequency arrays element by element, which has no truth value)."""
+        """Same words, frequencies and rule (the dataclass's comparison of the arrays would have no truth value)."""
         if not isinstance(other, Vocabulary):
             return NotImplemented
         return (self.words, self.min_df, self.max_df) == (other.words, other.min_df, other.max_df) and bool(
@@ -131,22 +91,20 @@ class Vocabulary:
 
     @declare(word=Instance(str, what="a str"))
     def id(self, word: str) -> int:
-        """The id of ``word``; :class:`~tokensel.errors.UnknownWordError` (a KeyError) if it is not in the
-        vocabulary."""
+        """The id of ``word``; :class:`~tokensel.errors.UnknownWordError` (a KeyError) outside the vocabulary."""
         try:
             return self._index[word]
         except KeyError:
             raise UnknownWordError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
 
-    @declare(words=_WORDS)
     def ids(self, words: Iterable[str]) -> list[int]:
         """Ids of the in-vocabulary words, in order (out-of-vocabulary words dropped)."""
         return [i for i in map(self._index.get, words) if i is not None]  # one lookup per word
 
     @declare(x=Tensor("real", ndim=1), among=Tensor("int", ndim=1, convert=True, allow_none=True), k=Int(min=1))
     def extremes(self, x: torch.Tensor, among: torch.Tensor | None = None, k: int = 15) -> tuple[list, list]:
-        """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), each
-        list from the extreme inwards; ``among`` (word ids) limits the ranking to those words."""
+        """The ``k`` words with the largest and the ``k`` with the smallest ``x`` (one value per word), from the
+        extreme inwards; ``among`` (word ids) limits the ranking to those words."""
         if x.shape != (len(self),):
             raise InvalidArgumentError(f"x must hold one value per word, shape ({len(self)},); got {tuple(x.shape)}")
         idx = torch.arange(len(self)) if among is None else among
@@ -163,26 +121,12 @@ class Vocabulary:
         return s
 
 
-VOCABULARY = Instance(Vocabulary, what="a Vocabulary (from build_vocabulary)")
-
-
-@declare(
-    tokenized=Documents(),
-    min_df=MIN_DF,
-    max_df=Real(min=0.0, max=1.0, min_inclusive=False, allow_none=True),
-)
 def build_vocabulary(
     tokenized: Sequence[Sequence[str]], min_df: int | float = 5, max_df: float | None = None
 ) -> Vocabulary:
-    """The vocabulary of the tokenized training documents under the document-frequency rule.
-
-    ``min_df`` is a document count (int >= 1) or a fraction of the documents (float in (0, 1),
-    rounded up to a count).
-    """
+    """The vocabulary of the tokenized training documents: ``min_df`` is a count or a fraction of them."""
     n_docs = len(tokenized)
-    if n_docs == 0:
-        raise InvalidArgumentError("cannot build a vocabulary from zero documents")
-    if isinstance(min_df, float):  # a fraction in (0, 1) (the declaration)
+    if isinstance(min_df, float):  # a fraction in (0, 1)
         min_df = max(1, int(np.ceil(min_df * n_docs)))
     df: Counter[str] = Counter()
     for doc in tokenized:
@@ -196,21 +140,12 @@ def build_vocabulary(
 
 
 class Encoded(NamedTuple):
-    """What :func:`encode` returns: the batch and the indices of the documents it holds (unpacks as
-    ``batch, kept``)."""
+    """The batch and the indices of the documents it holds."""
 
     batch: RaggedBatch
     kept: np.ndarray
 
 
-@declare(
-    error=InvalidBatchError,
-    tokenized=Documents(),
-    labels=Tensor("real", ndim=1, convert=True),
-    vocab=VOCABULARY,
-    max_len=Int(min=1, allow_none=True),
-    num_classes=Int(min=2, allow_none=True),
-)
 def encode(
     tokenized: Sequence[Sequence[str]],
     labels,
@@ -218,26 +153,19 @@ def encode(
     max_len: int | None = None,
     num_classes: int | None = None,
 ) -> Encoded:
-    """Encode tokenized documents as a :class:`RaggedBatch` and say which documents it holds.
-
-    Out-of-vocabulary words are dropped; with ``max_len`` each sequence keeps its first
-    ``max_len`` in-vocabulary tokens. Documents left without any token are dropped too.
-    Returns an :class:`Encoded` ``(batch, kept)``: ``kept`` holds the indices of the documents in the batch.
-    """
-    if len(labels) != len(tokenized):
-        raise InvalidBatchError(f"{len(tokenized)} documents but {len(labels)} labels")
+    """Tokenized documents as a batch of their in-vocabulary words (the first ``max_len``); documents left
+    without a word are dropped, and ``kept`` says which documents the batch holds."""
     seqs: list[list[int]] = []
     kept_list: list[int] = []
-    ids_of = unchecked(Vocabulary.ids)  # each document was checked above (Documents)
     for i, doc in enumerate(tokenized):
-        ids = ids_of(vocab, doc)
+        ids = vocab.ids(doc)
         if max_len is not None:
             ids = ids[:max_len]
         if ids:
             seqs.append(ids)
             kept_list.append(i)
     if not seqs:
-        raise InvalidBatchError("no document has an in-vocabulary token")
+        raise InvalidArgumentError("no document has an in-vocabulary token")
     kept = np.array(kept_list, dtype=np.int64)
     batch = RaggedBatch.from_sequences(
         seqs, labels[torch.from_numpy(kept)], vocab_size=len(vocab), num_classes=num_classes
@@ -245,10 +173,9 @@ def encode(
     return Encoded(batch, kept)
 
 
-@declare(doc=_WORDS, vocab=VOCABULARY, max_len=Int(min=0, allow_none=True))
+@declare(doc=Words(), vocab=Instance(Vocabulary), max_len=Int(min=0, allow_none=True))
 def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None) -> list[bool]:
-    """Which words of the tokenized ``doc`` its encoding keeps (:func:`encode`'s rule): the in-vocabulary
-    words, the first ``max_len`` of them when ``max_len`` is given."""
+    """Which words of the tokenized ``doc`` :func:`encode` keeps: the first ``max_len`` in-vocabulary ones."""
     budget = len(doc) if max_len is None else max_len
     out = []
     for w in doc:
@@ -256,14 +183,3 @@ def kept_words(doc: Sequence[str], vocab: Vocabulary, max_len: int | None = None
         budget -= ok
         out.append(ok)
     return out
-
-
-@declare(ids=IntArray(ndim=1), vocab=VOCABULARY)
-def decode(ids: Sequence[int] | torch.Tensor, vocab: Vocabulary) -> list[str]:
-    """Words of a sequence of ids."""
-    arr = cast(np.ndarray, ids)  # an int64 array (the declaration)
-    if arr.size and (arr.min() < 0 or arr.max() >= len(vocab)):
-        raise InvalidArgumentError(
-            f"ids must lie in 0..{len(vocab) - 1} (the vocabulary), got {int(arr.min())}..{int(arr.max())}"
-        )
-    return [vocab.words[i] for i in arr.tolist()]

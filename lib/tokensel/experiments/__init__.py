@@ -1,15 +1,5 @@
-"""Experiments: the book's named recipes, with their sizes.
-
-* :mod:`.recipes` — the real-data recipes of chapters 6 and 7 (and a reader's own texts).
-* :mod:`.tables` — the verdict and noise tables of a comparison of models, chapter 6's ablation table.
-* :mod:`.baseline` — bag-of-words logistic regression on the same vocabulary and split (chapter 6).
-* :mod:`.records` — runs written to and read back from a folder (the recorded paper-scale runs).
-* :mod:`.phase` — chapter 4's phase diagram, run by run.
-* ``theory`` — the theory chapters' runs on synthetic data (chapters 1 and 2: tables and sweeps).
-* :mod:`.controls` — error bars and controls for chapter 7's shapes, and the MLP heads' mirror symmetry.
-
-The recipes, tables and records are re-exported here: ``tokensel.experiments.train_full`` and so on.
-"""
+"""Experiments: the book's named recipes with their sizes (:mod:`.recipes`, re-exported here with the tables,
+records, baseline and controls), chapter 04's phase diagram (:mod:`.phase`) and the theory chapters' runs."""
 
 from . import baseline, controls, phase, recipes, records, tables, theory
 from .baseline import Baseline, bow_features, logistic_baseline
@@ -44,52 +34,11 @@ from .recipes import (
 from .records import read_runs, read_sweep, write_run, write_sweep
 from .tables import ablation_table, bin_noise, summaries, value_noise, verdicts, word_table
 
-__all__ = [
-    "phase",
-    "theory",
-    "baseline",
-    "controls",
-    "class_shapes",
-    "class_controls",
-    "shape_controls",
-    "shuffled_control",
-    "mirror_twin",
-    "PAPER_D",
-    "SCALES",
-    "MODEL_NAMES",
-    "Scale",
-    "Run",
-    "scale",
-    "train_all",
-    "train_full",
-    "train_frozen",
-    "one_step_eta",
-    "train_one_step_then_freeze",
-    "ETA_MULTIPLES",
-    "one_step_shifts",
-    "one_step_sweep",
-    "ImplicitBias",
-    "implicit_bias_with_v",
-    "Baseline",
-    "bow_features",
-    "logistic_baseline",
-    "ablation_table",
-    "word_table",
-    "write_sweep",
-    "read_sweep",
-    "rating_classes",
-    "one_step_multiclass",
-    "train_multiclass",
-    "variant_batches",
-    "run_model",
-    "compare_variants",
-    "check_kinds",
-    "Fit",
-    "fit_texts",
-    "summaries",
-    "verdicts",
-    "bin_noise",
-    "value_noise",
-    "write_run",
-    "read_runs",
-]
+__all__ = """
+phase theory baseline controls class_shapes class_controls shape_controls shuffled_control mirror_twin PAPER_D
+SCALES MODEL_NAMES Scale Run scale train_all train_full train_frozen one_step_eta train_one_step_then_freeze
+ETA_MULTIPLES one_step_shifts one_step_sweep ImplicitBias implicit_bias_with_v Baseline bow_features
+logistic_baseline ablation_table word_table write_sweep read_sweep rating_classes one_step_multiclass
+train_multiclass variant_batches run_model compare_variants check_kinds Fit fit_texts summaries verdicts
+bin_noise value_noise write_run read_runs
+""".split()

@@ -1,14 +1,6 @@
-"""A standard baseline for the real reviews: bag-of-words logistic regression on the same vocabulary and split.
-
-* :func:`bow_features` — a batch of reviews as a sparse document-by-word matrix (word present, or its count).
-* :func:`logistic_baseline` — L2-regularised logistic regression on those features, its regularisation chosen
-  on a held-out part of the training reviews, refitted on all of them, and scored on the test reviews
-  (:class:`Baseline`).
-
-Numpy and scipy only (L-BFGS on the exact loss and gradient); what scikit-learn's ``LogisticRegression`` with
-``CountVectorizer(binary=True)`` would fit, on the vocabulary the one-layer model uses. Chapter 06 sets the
-one-layer model's accuracy beside it.
-"""
+"""A standard baseline for the real reviews: L2-regularised bag-of-words logistic regression on the same
+vocabulary and split (what scikit-learn's ``LogisticRegression`` on ``CountVectorizer(binary=True)`` fits),
+with numpy and scipy only. Chapter 06 sets the one-layer model's accuracy beside it."""
 
 from __future__ import annotations
 
@@ -18,7 +10,7 @@ import numpy as np
 
 from ..data.batch import Batch, RaggedBatch
 from ..data.reviews import REVIEW_DATA, ReviewData
-from ..errors import InvalidParameterError
+from ..errors import InvalidArgumentError
 from ..validation import Choice, Int, Numbers, Real, declare
 
 #: the regularisation strengths tried (scikit-learn's ``C``: the loss summed over reviews plus ``|w|^2 / (2C)``)
@@ -28,10 +20,9 @@ C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 FEATURES = Choice("binary", "count")
 
 
-@declare(error=InvalidParameterError, batch=Batch(), kind=FEATURES)
+@declare(batch=Batch(), kind=FEATURES)
 def bow_features(batch: RaggedBatch, kind: str = "binary"):
-    """The reviews of ``batch`` as a ``scipy.sparse`` CSR matrix (reviews x vocabulary): 1 where a word occurs
-    (``kind="binary"``) or its number of occurrences (``kind="count"``)."""
+    """The reviews as a sparse reviews x words matrix: 1 where a word occurs, or its occurrences."""
     from scipy import sparse
 
     rows = batch.seg.cpu().numpy()
@@ -45,13 +36,12 @@ def bow_features(batch: RaggedBatch, kind: str = "binary"):
 
 def _labels(batch: RaggedBatch) -> np.ndarray:
     if batch.num_classes is not None:
-        raise InvalidParameterError("the baseline needs ±1 labels, got a multi-class batch")
+        raise InvalidArgumentError("the baseline needs ±1 labels, got a multi-class batch")
     return batch.labels.cpu().numpy().astype(np.float64)
 
 
 def _fit(X, y: np.ndarray, C: float, max_iter: int, start: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-    """Weights and intercept minimising ``sum_i log(1 + exp(-y_i (x_i w + b))) + |w|^2 / (2C)`` (L-BFGS from
-    ``start``, the weights then the intercept; zero by default)."""
+    """Weights and intercept minimising ``sum_i log(1 + exp(-y_i (x_i w + b))) + |w|^2 / (2C)`` (L-BFGS)."""
     from scipy.optimize import minimize
     from scipy.special import expit
 
@@ -75,9 +65,7 @@ def _scores(X, y: np.ndarray, w: np.ndarray, b: float) -> tuple[float, float]:
 
 @dataclass
 class Baseline:
-    """What :func:`logistic_baseline` fitted: the features, the chosen ``C``, the validation accuracy of every
-    ``C`` tried (``validation``, a dict), the weights and intercept refitted on all training reviews, and their
-    training and test accuracy and mean logistic loss."""
+    """The chosen ``C``, every ``C``'s validation accuracy, the refitted weights and their scores."""
 
     features: str
     C: float
@@ -101,7 +89,6 @@ class Baseline:
 
 
 @declare(
-    error=InvalidParameterError,
     data=REVIEW_DATA,
     features=FEATURES,
     C_grid=Numbers(float, min=0.0, min_inclusive=False),
@@ -117,19 +104,15 @@ def logistic_baseline(
     seed: int = 0,
     max_iter: int = 500,
 ) -> Baseline:
-    """Bag-of-words logistic regression on ``data``'s vocabulary and split: for each ``C`` of ``C_grid`` a fit
-    on the training reviews less a held-out fraction ``holdout`` (drawn by ``seed``), scored by accuracy on the
-    held-out reviews; the best ``C`` (the smallest among ties) is refitted on all training reviews and scored on
-    the test reviews. Returns a :class:`Baseline`.
-
-    Introduced in chapter 06."""
+    """The baseline on ``data``: ``C`` chosen by accuracy on a held-out ``holdout`` of the training reviews (the
+    smallest among ties), refitted on all of them and scored on the test reviews. Introduced in chapter 06."""
     grid = sorted(C_grid)
     Xtr, ytr = bow_features(data.train, features), _labels(data.train)
     Xte, yte = bow_features(data.test, features), _labels(data.test)
     perm = np.random.default_rng(seed).permutation(len(ytr))
     cut = int(round(holdout * len(ytr)))
     if cut < 1 or cut >= len(ytr):
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             f"holdout = {holdout} of {len(ytr)} training reviews leaves no review on one side: change holdout"
         )
     val, fit = np.sort(perm[:cut]), np.sort(perm[cut:])

@@ -1,22 +1,7 @@
-"""Chapter 04's experiments: where, over the draws of the data and of the initialisation, one gradient step
-followed by the gradient flow of ``p`` selects every important token, the trap of too large a step, and two kinds
-of data beyond Assumption 1.
-
-* :func:`phase_runs` -- every (data seed, width ``d``, first step ``eta0``, initialisation seed) of a grid run
-  once: one step on ``E``, then the flow of ``p`` to ``t_max``; one row per run. A run that is *trapped*
-  (every important token leads in value, yet the loss stays above its floor) is followed further and compared
-  with the max-margin direction of its own final selection (the general form of Theorem 4.3).
-* :func:`phase_probabilities` -- per cell of the grid: how many runs, the fraction that selected every
-  important token, the trap's frequency, and the worst agreement of a trapped run with its own max-margin
-  direction.
-* :func:`read_runs` -- the rows of a recorded sweep (``scripts/phase_probability.py``), checked before use.
-* :func:`agreement`, :func:`cell_agreement` -- a small executed grid against the recorded sweep, within
-  binomial noise.
-* :func:`trap_anatomy`, :func:`trap_pair`, :func:`trap_trajectory`, :func:`gd_against_flow` -- what the
-  trapped runs have in common, and one of them followed along the flow and by plain gradient descent.
-* :func:`generator_contrast`, :func:`several_important` -- irrelevant tokens irrelevant only in expectation;
-  several important tokens per sequence (records with named fields; ``.table()`` shows them).
-"""
+"""Chapter 04's experiments: where, over the draws of the data and of the initialisation, one gradient step and
+the flow of ``p`` select every important token (:func:`phase_runs`, :func:`phase_probabilities`); the trap of
+too large a step, followed to its own max-margin direction; the executed grid against the recorded sweep within
+binomial noise; and two kinds of data beyond Assumption 1."""
 
 from __future__ import annotations
 
@@ -33,7 +18,7 @@ from ..errors import InfeasibleSVMError, InvalidArgumentError, SolverError
 from ..models.attention import AttentionModel
 from ..training.phases import cosine, gradient_flow, implicit_flow, one_step
 from ..training.progress import bar
-from ..validation import Bool, Choice, Constraint, FilePath, Int, Real, check_int_array, check_real, declare
+from ..validation import Bool, Choice, FilePath, Int, Numbers, Real, declare
 
 #: the grid of chapter 04's phase diagram
 WIDTHS = (32, 64, 128, 256, 512, 1024)
@@ -42,15 +27,11 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
-#: ``own_status`` of a trapped run followed by implicit Euler steps in many-digit arithmetic, after the explicit
-#: integrator and the float64 implicit steps spent their budgets
+#: ``own_status`` of a trapped run whose own max-margin problem was solved: followed by the explicit integrator, by
+#: implicit Euler steps once it spent its budget, or by those in many digits (``PRECISE``) once they spent theirs
 PRECISE = "solved (implicit, many digits)"
-#: ``own_status`` of a trapped run whose own max-margin problem was solved: the follow-on by the explicit integrator,
-#: or by implicit Euler steps after the explicit one spent its budget (in float64, or in many digits after those
-#: spent theirs)
 SOLVED = ("solved", "solved (implicit)", PRECISE)
-#: ``own_status`` of a trapped run that no integrator could take to ``trap_t`` within its budget of gradient
-#: evaluations: its own max-margin direction is not compared (cosines NaN)
+#: ``own_status`` of a trapped run no integrator took to ``trap_t`` within its budget (cosines NaN)
 STIFF = "stiff (not followed)"
 
 COLUMNS = (
@@ -72,71 +53,11 @@ COLUMNS = (
 )
 
 
-class Seeds(Constraint):
-    """Seeds of a grid: distinct non-negative integers, at least one; passed on as a list of ints."""
-
-    def describe(self) -> str:
-        return "distinct non-negative integers, at least one"
-
-    def check(self, value, name, dims):
-        arr = check_int_array(value, name)
-        if arr.ndim != 1 or arr.size == 0 or (arr < 0).any() or len(set(arr.tolist())) != arr.size:
-            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
-        return [int(s) for s in arr]
-
-    def _invalid(self, dims):
-        return [("none", []), ("twice", [1, 1]), ("negative", [-1]), ("floats", [0.5])]
-
-    def example(self, dims):
-        return [0]
-
-
-class Grid(Constraint):
-    """A grid axis: a non-empty list of positive numbers, integers (``kind=int``) or reals; passed on as a list."""
-
-    def __init__(self, kind: type, *, allow_none: bool = False):
-        super().__init__(allow_none=allow_none)
-        self.kind = kind
-
-    def describe(self) -> str:
-        return f"a non-empty list of positive {'integers' if self.kind is int else 'numbers'}"
-
-    def check(self, value, name, dims):
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0:
-            raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
-        if self.kind is int:
-            arr = check_int_array(np.asarray(value), name, ndim=1)
-            if (arr < 1).any():
-                raise InvalidArgumentError(f"{name} must be {self.describe()}, got {value!r}")
-            return [int(x) for x in arr]
-        return [check_real(x, f"{name}[{i}]", min=0.0, min_inclusive=False) for i, x in enumerate(value)]
-
-    def _invalid(self, dims):
-        return [("empty", []), ("zero", [0]), ("a str", "1"), ("NaN", [float("nan")])]
-
-    def example(self, dims):
-        return [1]
-
-
-def _own_direction(
-    m: AttentionModel,
-    batch,
-    tol_scale: float,
-    trap_t: float,
-    budget: int | None,
-    implicit_budget: int | None = None,
-    digits: int | None = None,
-    followed: list | None = None,
-) -> tuple[float, float, str]:
-    """Flow a trapped run on for ``trap_t``, then the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with
-    the max-margin direction of the selection it has settled on at ``trap_t`` (``nan`` and ``'infeasible'`` when
-    that selection has none). With a ``budget`` of gradient evaluations, a stiff flow that the explicit integrator
-    cannot take to ``trap_t`` within it is followed by :func:`implicit_flow` from where the run stood
-    (``'solved (implicit)'``); with an ``implicit_budget`` too (its evaluations count the Hessians'), a run that
-    this one also cannot take to ``trap_t`` within it has NaN cosines and the status ``STIFF``, unless ``digits``
-    is given: then the implicit steps start again from where the run stood, in ``digits``-digit arithmetic
-    (``PRECISE``), and ``followed`` (a list) receives that follow-on as ``(t, p)`` pairs, ``p`` a list of floats
-    (plain lists, so that two sweeps' ``attrs`` compare)."""
+def _own_direction(m: AttentionModel, batch, trap_t: float, budget, implicit_budget, digits, followed: list):
+    """Flow a trapped run on to ``trap_t``; the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with the
+    max-margin direction of its final selection, and the status. A stiff flow goes on by :func:`implicit_flow`
+    once ``budget`` is spent, in ``digits`` digits once ``implicit_budget`` is too, ``followed`` receiving that
+    follow-on as ``(t, p)`` pairs of plain lists (so that two sweeps' ``attrs`` compare)."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -146,32 +67,23 @@ def _own_direction(
 
     solved = "solved"
     try:
-        traj = gradient_flow(
-            m,
-            batch,
-            t_max=trap_t,
-            records=records,
-            rtol=1e-8,
-            atol=1e-12,
-            monitor=keep,
-            max_evaluations=budget,
-        )
+        flow = dict(t_max=trap_t, records=records, monitor=keep)
+        traj = gradient_flow(m, batch, rtol=1e-8, atol=1e-12, max_evaluations=budget, **flow)
     except SolverError:  # stiff: model.p is still where the flow to t_max left it
         kept.clear()
         try:
-            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, max_evaluations=implicit_budget)
+            traj = implicit_flow(m, batch, max_evaluations=implicit_budget, **flow)
             solved = "solved (implicit)"
         except SolverError:  # model.p is still where the run stood
             if digits is None:
                 return float("nan"), float("nan"), STIFF
             kept.clear()
-            traj = implicit_flow(m, batch, t_max=trap_t, records=records, monitor=keep, digits=digits)
+            traj = implicit_flow(m, batch, digits=digits, **flow)
             solved = PRECISE
-            if followed is not None:
-                followed.extend((float(t), p.detach().cpu().tolist()) for t, p in zip(traj.t, kept, strict=True))
+            followed.extend((float(t), p.detach().cpu().tolist()) for t, p in zip(traj.t, kept, strict=True))
     log_t = np.log10(np.maximum(np.asarray(traj.t), 1e-300))
     mid = kept[int(np.argmin(np.abs(log_t - np.log10(trap_t) / 4)))]
-    sel = statistics.selection(batch, m.scores(), tol=tol_scale * float(m.p.norm()))
+    sel = statistics.selection(batch, m.scores(), tol=1e-9 * float(m.p.norm()))
     try:
         svm = max_margin_for_selection(m.E, batch, sel)
     except InfeasibleSVMError:
@@ -180,24 +92,11 @@ def _own_direction(
 
 
 def _stepped(batch, d: int, eta0: float, init_seed: int) -> AttentionModel:
-    """A run's model after its first step: the paper's initialisation at ``init_seed``, one step of size ``eta0``
-    on ``E``."""
+    """The paper's initialisation at ``init_seed`` after one step of size ``eta0`` on ``E``."""
     return one_step(AttentionModel.init(batch.vocab_size, d, seed=init_seed), batch, eta0)
 
 
-def _run(
-    data,
-    d: int,
-    eta0: float,
-    init_seed: int,
-    t_max: float,
-    own_svm: bool,
-    trap_t: float,
-    budget: int | None = None,
-    implicit_budget: int | None = None,
-    digits: int | None = None,
-    followed: list | None = None,
-) -> dict:
+def _run(data, d: int, eta0: float, init_seed: int, followed: list, t_max, own_svm, **follow) -> dict:
     """One run of the grid: the step, the flow to ``t_max``, and (trapped, with ``own_svm``) the follow-on."""
     batch, important = data.batch, data.important
     m = _stepped(batch, d, eta0, init_seed)
@@ -211,31 +110,19 @@ def _run(
     trapped = predicted == 1.0 and loss_gap >= FLOOR_GAP
     mass = statistics.selected_mass(batch, m.attention(batch), data.important_occurrences)
     positive = batch.labels > 0
-    row = dict(
-        predicted=predicted,
-        loss_gap=loss_gap,
-        selected=selected,
-        full=selected == 1.0,
-        trapped=trapped,
-        mass_pos=float(mass[positive].min()),
-        mass_neg=float(mass[~positive].min()),
-        p_dot_v=float(m.p @ m.v),
-        cos_own_mid=float("nan"),
-        cos_own=float("nan"),
-        own_status="",
-    )
+    row = dict(predicted=predicted, loss_gap=loss_gap, selected=selected, full=selected == 1.0, trapped=trapped)
+    row.update(mass_pos=float(mass[positive].min()), mass_neg=float(mass[~positive].min()), p_dot_v=float(m.p @ m.v))
+    row.update(cos_own_mid=float("nan"), cos_own=float("nan"), own_status="")
     if trapped and own_svm:
-        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(
-            m, batch, 1e-9, trap_t, budget, implicit_budget, digits, followed
-        )
+        row["cos_own_mid"], row["cos_own"], row["own_status"] = _own_direction(m, batch, followed=followed, **follow)
     return row
 
 
 @declare(
-    data_seeds=Seeds(),
-    init_seeds=Seeds(),
-    widths=Grid(int),
-    steps=Grid(float),
+    data_seeds=Numbers(int, min=0),
+    init_seeds=Numbers(int, min=0),
+    widths=Numbers(int, min=1),
+    steps=Numbers(float, min=0.0, min_inclusive=False),
     t_max=Real(min=0.0, min_inclusive=False),
     own_svm=Bool(),
     progress=Bool(allow_none=True),
@@ -257,36 +144,22 @@ def phase_runs(
     implicit_evaluations: int | None = None,
     digits: int | None = None,
 ):
-    """Chapter 04's grid, run by run: for every data seed (:func:`tokensel.data.synthetic.theory_pairs`), width ``d``
-    in ``widths``, first step ``eta0`` in ``steps`` and initialisation seed, one gradient step on ``E`` from
-    ``AttentionModel.init(..., seed=init_seed)``, then the gradient flow of ``p`` to ``t_max``.
-
-    Returns a DataFrame with one row per run (columns ``COLUMNS``): ``predicted``, the fraction of
-    sequences whose important token leads in value after the step; ``loss_gap``, the loss minus its floor
-    ``L*`` at ``t_max``; ``selected``, the fraction of sequences whose important token is selected; ``full``,
-    whether all are; ``trapped``, whether every value leads yet ``loss_gap >= FLOOR_GAP``; ``mass_pos`` and
-    ``mass_neg``, the smallest attention mass on the important token among the positive and among the negative
-    sequences at ``t_max`` (a class is *buried* when its mass is tiny); ``p_dot_v``, ``p``'s component along
-    the read-out ``v`` at ``t_max``. With ``own_svm``, every trapped run is followed on for ``trap_t`` (default
-    ``TRAP_T``, ``1e80``) and ``cos_own`` is the cosine of its ``p`` with the max-margin direction of its own final
-    selection, ``cos_own_mid`` the same at ``trap_t ** 0.25`` (``1e20``; ``own_status`` ``'solved'``, or
-    ``'infeasible'`` when that selection has no max-margin direction); other runs have both cosines NaN and
-    ``own_status`` ``''``. The follow-on is integrated by :func:`gradient_flow`, which never ends on a stiff flow
-    (part of the scores settled at a finite optimum: its steps stay at that optimum's time scale); with
-    ``follow_evaluations`` a follow-on that has not reached ``trap_t`` after that many gradient evaluations goes on
-    by :func:`implicit_flow` from where the run stood, ``own_status`` ``'solved (implicit)'``; with
-    ``implicit_evaluations`` too (the implicit steps' gradient evaluations, their Hessians' included), a run that
-    neither integrator takes to ``trap_t`` within its budget has ``own_status`` ``STIFF`` and NaN cosines, unless
-    ``digits`` is given: then its implicit steps start again in ``digits``-digit arithmetic, which follows such a
-    flow far beyond float64's reach (``own_status`` ``PRECISE``), and ``runs.attrs["followed"]`` maps the run's
-    ``(data_seed, d, eta0, init_seed)`` to that follow-on's ``(t, p)`` pairs (:func:`read_followed` reads them
-    back once recorded). A run that stays within the budgets gives the same row either way.
-    Runs are deterministic: the same arguments give the same rows, whatever else is run beside them.
-    """
+    """Chapter 04's grid, run by run: per data seed (:func:`tokensel.data.synthetic.theory_pairs`), width, first
+    step and initialisation seed, one step on ``E`` and the flow of ``p`` to ``t_max``; one row per run (columns
+    ``COLUMNS``). ``trapped``: every important token leads in value, yet the loss stays ``FLOOR_GAP`` above its
+    floor; with ``own_svm`` such a run is followed to ``trap_t`` and compared with the max-margin direction of its
+    own selection (``cos_own``), the flow going on by implicit steps once ``follow_evaluations`` are spent and in
+    ``digits`` digits once ``implicit_evaluations`` are (``runs.attrs["followed"]`` keeps those follow-ons).
+    Deterministic: the same arguments give the same rows."""
     import pandas as pd
 
-    rows = []
-    followed: dict = {}
+    for name, seeds in (("data_seeds", data_seeds), ("init_seeds", init_seeds)):
+        if len(set(seeds)) != len(seeds):
+            raise InvalidArgumentError(f"{name} must be distinct, got {seeds}")
+
+    rows, followed = [], {}
+    options = dict(t_max=t_max, own_svm=own_svm, trap_t=trap_t, budget=follow_evaluations)
+    options.update(implicit_budget=implicit_evaluations, digits=digits)
     total = len(data_seeds) * len(widths) * len(steps) * len(init_seeds)
     with bar(total, "phase diagram runs", disable=None if progress is None else not progress) as pbar:
         for ds in data_seeds:
@@ -295,19 +168,7 @@ def phase_runs(
                 for eta0 in steps:
                     for s in init_seeds:
                         path: list = []
-                        row = _run(
-                            data,
-                            d,
-                            eta0,
-                            s,
-                            t_max,
-                            own_svm,
-                            trap_t,
-                            follow_evaluations,
-                            implicit_evaluations,
-                            digits,
-                            path,
-                        )
+                        row = _run(data, d, eta0, s, path, **options)
                         rows.append(dict(data_seed=ds, d=d, eta0=eta0, init_seed=s, **row))
                         if path:
                             followed[(ds, d, float(eta0), s)] = path
@@ -319,11 +180,8 @@ def phase_runs(
 
 @declare(runs=Table(*COLUMNS, what="the DataFrame of phase_runs"))
 def phase_probabilities(runs):
-    """Per cell ``(d, eta0)`` of :func:`phase_runs`' rows: ``runs``, ``p_full`` (the fraction of runs that
-    selected every important token), ``p_trapped`` (the trap's frequency), ``mean_selected``,
-    ``p_predicted`` (the fraction of runs in which every value leads after the step), ``mean_predicted`` (the
-    fraction of sequences whose important token leads, averaged over the runs) and ``min_cos_own``
-    (the smallest cosine of a trapped run with its own max-margin direction; NaN without trapped runs)."""
+    """Per cell ``(d, eta0)``: the runs, the shares that select every important token (``p_full``), are trapped
+    or have every value lead, and the smallest cosine of a trapped run with its own max-margin direction."""
     import pandas as pd
 
     if runs.empty:
@@ -344,9 +202,8 @@ def phase_probabilities(runs):
 
 
 def recorded_path():
-    """Where the book's recorded sweep lies: ``book/recorded/phase/runs.csv`` under the book's root (the folder
-    with ``_config.yml`` at or above the working directory), else under the checkout this library was loaded
-    from."""
+    """``book/recorded/phase/runs.csv`` under the book's root (``_config.yml`` at or above the working folder),
+    else under the checkout this library was loaded from."""
     from pathlib import Path
 
     here = Path.cwd().resolve()
@@ -360,11 +217,8 @@ def recorded_path():
 
 @declare(path=FilePath(allow_none=True))
 def read_runs(path=None):
-    """The rows of a recorded sweep (``runs.csv`` written by ``scripts/phase_probability.py``; default the book's,
-    :func:`recorded_path`), checked before use: the columns of ``COLUMNS``, fractions and attention masses in
-    [0, 1], booleans as booleans, ``full`` and ``trapped`` consistent with the other columns, cosines exactly
-    where a max-margin problem was solved, no run twice, and every cell run at the same seeds. Raises
-    :class:`~tokensel.errors.DataUnavailableError` naming the first problem."""
+    """The rows of a recorded sweep (``scripts/phase_probability.py``; default the book's), refused, naming the first
+    problem, unless they are what :func:`phase_runs` writes."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
@@ -393,8 +247,7 @@ def _followed_name(key) -> str:
 
 
 def write_followed(out, key, path_tp) -> None:
-    """Write one run's follow-on (``(t, p)`` pairs, as :func:`phase_runs` keeps them in
-    ``runs.attrs["followed"]``) to ``out/followed/`` under its run's name, atomically."""
+    """Write one run's follow-on (``runs.attrs["followed"]``) to ``out/followed/`` under its run's name."""
     from pathlib import Path
 
     import pandas as pd
@@ -419,10 +272,8 @@ def write_followed(out, key, path_tp) -> None:
     path=FilePath(allow_none=True),
 )
 def read_followed(data_seed: int, d: int, eta0: float, init_seed: int, path=None):
-    """The recorded follow-on of one run followed in many digits (``own_status`` ``PRECISE``): ``(t, P)``,
-    the flow times (from 0, increasing) and ``p`` at each of them (one row per time, ``d`` columns), from
-    ``followed/`` beside the book's ``runs.csv`` (or ``path``). Checked before use: its columns, finite values,
-    increasing times. Raises :class:`~tokensel.errors.DataUnavailableError` naming the problem."""
+    """``(t, P)``: the recorded follow-on of a run followed in many digits, from ``followed/`` beside the book's
+    ``runs.csv`` (or ``path``), checked before use."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
@@ -462,16 +313,10 @@ def read_followed(data_seed: int, d: int, eta0: float, init_seed: int, path=None
     path=FilePath(allow_none=True),
 )
 def followed_directions(runs, data_seed: int, d: int, eta0: float, init_seed: int, tie: float = 1e-3, path=None):
-    """A run followed in many digits, against two max-margin directions: that of the selection the sweep reads
-    at the end (tokens within ``1e-9 ||p||`` of their sequence's top score, as :func:`phase_runs` does), and that
-    of the selection in direction, with ties (within ``tie ||p||``: a score gap that stays finite while ``||p||``
-    grows is a tie of the limit direction, chapter 05's co-selected tokens).
-
-    Returns a DataFrame, one row per recorded time: ``t``, ``norm`` (``||p||``), ``cos`` and ``cos_tied`` (with
-    the two directions), ``gap`` (the smallest gap between a sequence's top score and another of its scores,
-    over the sequences). ``.attrs`` holds ``ties`` (occurrences the tie adds to the selection) and ``recorded``
-    (the row's ``cos_own`` in ``runs``). The follow-on must reproduce the recorded row: its last ``cos`` equal to
-    ``cos_own`` within 1e-9, else :class:`~tokensel.errors.DataUnavailableError`."""
+    """A run followed in many digits against the max-margin directions of its final selection (within
+    ``1e-9 ||p||``, as the sweep reads it) and of its selection with ties (within ``tie ||p||``: a gap that stays
+    finite while ``||p||`` grows is a tie of the limit direction). Per recorded time ``cos``, ``cos_tied`` and
+    the least score ``gap``; the follow-on must reproduce the row's ``cos_own``."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
@@ -559,15 +404,10 @@ def _problem(runs) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------------------
-# the executed grid against the recorded sweep
-
 #: two-sided tail of a 3-sigma normal interval: the level of chapter 04's comparisons
 THREE_SIGMA = 0.0027
 QUANTITIES = ("full", "trapped")
 
-
-#: the rows of :func:`phase_runs` (or of a recorded sweep, :func:`read_runs`), at least one
 RUNS = Table(*COLUMNS, what="the DataFrame of phase_runs", nonempty=True)
 
 
@@ -583,13 +423,9 @@ def _counts(runs, quantity: str):
     eta0=Real(min=0.0, min_inclusive=False, allow_none=True),
 )
 def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> dict:
-    """How far the executed grid's count of ``quantity`` (``"full"`` or ``"trapped"``) runs lies from what the
-    recorded sweep predicts for it, over the whole grid (or the cells of one ``eta0``). The two are independent
-    samples (other seeds). With ``k_r`` of ``N`` recorded and ``n`` executed runs in cell ``c``:
-    ``expected = sum_c n k_r / N``; ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)`` with
-    ``p_c = (k_r + 1) / (N + 2)`` (the variance of the executed count plus that of the recorded estimate; the
-    ``+1/+2`` keeps a cell seen 0 or N times from claiming certainty). Returns ``count`` (the executed
-    ``K_e``), ``expected``, ``sigma``, ``z = (K_e - expected) / sigma`` and ``cells``."""
+    """The executed count of ``quantity`` runs against what the recorded sweep (independent seeds) predicts, over
+    the grid or one ``eta0``: ``expected = sum_c n k_r / N``, ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)``
+    with ``p_c = (k_r + 1) / (N + 2)`` (so a cell seen 0 or N times claims no certainty), and ``z``."""
     if eta0 is not None:
         executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
         if executed.empty or recorded.empty:
@@ -607,9 +443,8 @@ def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> d
 
 @declare(executed=RUNS, recorded=RUNS)
 def cell_agreement(executed, recorded):
-    """Per cell ``(d, eta0)``: the executed and recorded counts of ``full`` and ``trapped`` runs and the
-    two-sided Fisher exact p-value of each comparison (``p_full``, ``p_trapped``; the smallest as ``p_min``).
-    A chapter compares ``p_min.min()`` with ``THREE_SIGMA`` divided by the number of comparisons."""
+    """Per cell: the executed and recorded counts of ``full`` and ``trapped`` runs and Fisher's exact p-values
+    (``p_min``, to compare with ``THREE_SIGMA`` over the number of comparisons)."""
     import pandas as pd
     from scipy.stats import fisher_exact
 
@@ -633,10 +468,6 @@ def cell_agreement(executed, recorded):
     return table.reset_index()
 
 
-# ---------------------------------------------------------------------------------------------------------
-# the trap: what a trapped run looks like
-
-
 @declare(
     runs=RUNS,
     buried=Real(min=0.0, max=1.0),
@@ -644,14 +475,9 @@ def cell_agreement(executed, recorded):
     match=Real(min=-1.0, max=1.0),
 )
 def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: float = 0.99) -> dict:
-    """What the trapped runs of ``runs`` have in common: ``trapped`` (their number); ``one_buried`` (those in
-    which one class is buried, its smallest mass on the important token ``<= buried``, and the other selected,
-    ``>= selected``); ``drift_away`` (of those, the runs whose buried class has the label ``-sign(p . v)``: ``p``
-    drifted away from it along the read-out); ``solved`` and ``infeasible`` (the own max-margin problem at
-    ``t = 1e80``); ``stiff`` (runs neither integrator could follow to ``1e80``: not compared); ``min_cos_own``
-    (the smallest cosine with the own max-margin direction at ``1e80``, NaN without a solved run), ``matched``
-    (solved runs whose cosine at ``1e80`` is at least ``match``) and ``rising`` (solved runs whose cosine at
-    ``1e80`` exceeds the one at ``1e20``)."""
+    """What the trapped runs have in common: how many bury one class (mass ``<= buried``) while selecting the other
+    (``>= selected``), in how many ``p`` drifted away from the buried class along ``v``, and how their own
+    max-margin problems ended (solved, infeasible, stiff; cosines ``>= match``, rising from 1e20 to 1e80)."""
     t = runs[runs.trapped]
     pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
     neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
@@ -672,10 +498,8 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
 
 @declare(runs=RUNS, eta0=Real(min=0.0, min_inclusive=False))
 def trap_pair(runs, eta0: float):
-    """Two runs of ``runs`` at first step ``eta0`` to show the trap: the trapped run of the smallest width
-    (first data and initialisation seed among equals) and, with its data and initialisation seeds, the
-    selecting run (``full``) of the smallest width above it (None when there is none). Raises
-    :class:`~tokensel.errors.InvalidArgumentError` when no run at ``eta0`` is trapped."""
+    """The trapped run of the smallest width at ``eta0`` and, at its seeds, the selecting run of the next width
+    above it (or None)."""
     at = runs[runs.eta0 == eta0].sort_values(["d", "data_seed", "init_seed"])
     trapped = at[at.trapped]
     if trapped.empty:
@@ -694,9 +518,7 @@ def trap_pair(runs, eta0: float):
     records=Int(min=2),
 )
 def trap_trajectory(data_seed: int, d: int, eta0: float, init_seed: int, t_max: float = 1e6, records: int = 40):
-    """One run of the grid followed along the flow: at ``records`` log-spaced times, ``p_dot_v`` (``p``'s
-    component along the read-out ``v``) and ``pos_mass`` / ``neg_mass`` (the smallest attention mass on the
-    important token among the positive / negative sequences). A DataFrame (the flow's trajectory)."""
+    """One run followed along the flow: ``p_dot_v`` and each class's least mass on its important token."""
     data = synthetic.theory_pairs(seed=data_seed)
     batch, occ, positive = data.batch, data.important_occurrences, data.batch.labels > 0
     m = _stepped(batch, d, eta0, init_seed)
@@ -721,9 +543,8 @@ def trap_trajectory(data_seed: int, d: int, eta0: float, init_seed: int, t_max: 
     steps=Int(min=1),
 )
 def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: float = 1.0, steps: int = 3000) -> dict:
-    """Plain gradient descent (``steps`` steps of size ``lr``) against the integrated flow at the same time
-    ``t = lr * steps``, from the same step on ``E``: ``rel_diff`` ``|p_GD - p_flow| / |p_flow|`` and, for each,
-    the smallest attention mass on the important token in either class (``gd_mass``, ``flow_mass``)."""
+    """Plain gradient descent against the flow at the same time ``lr * steps``: their relative difference and
+    each one's least mass on the important token."""
     from ..training.phases import train_p
 
     data = synthetic.theory_pairs(seed=data_seed)
@@ -740,17 +561,10 @@ def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: flo
     )
 
 
-# ---------------------------------------------------------------------------------------------------------
-# other data: irrelevant only in expectation; several important tokens per sequence
-
-
 @dataclass(frozen=True)
 class GeneratorRun:
-    """One generator of :func:`generator_contrast`: the largest ``|alpha|`` of an irrelevant token
-    (``max_alpha_irrelevant``) and the smallest of an important one (``min_alpha_important``), the fraction of
-    sequences whose important token leads in value after the step (``value_leads``) and whose important token is
-    selected at ``t = 1e6`` (``selected``), and the max-margin problem for the best-valued tokens: ``svm_norm``,
-    the norm of its solution, or ``None`` with ``cycle``, the tokens whose preferences contradict each other."""
+    """One generator of :func:`generator_contrast`: its ``alpha`` extremes, the shares of sequences whose important
+    token leads and is selected, and the max-margin problem for the best-valued tokens (a norm, or a cycle)."""
 
     max_alpha_irrelevant: float
     min_alpha_important: float
@@ -801,9 +615,8 @@ class GeneratorContrast:
 
 @dataclass(frozen=True)
 class SeveralRun:
-    """One ``k`` of :func:`several_important`: whether the selection is exactly each sequence's best-valued
-    tokens (``exactly_best``), the shares of important and of irrelevant occurrences selected, and how many
-    important tokens score below the best irrelevant one."""
+    """One ``k`` of :func:`several_important`: whether the selection is each sequence's best-valued tokens, and how
+    the important and irrelevant tokens fare."""
 
     exactly_best: bool
     important_selected: float
@@ -852,13 +665,8 @@ class SeveralImportant:
 def generator_contrast(
     seed: int, n_important: int = 10, n_irrelevant: int = 10, length: int = 8, d: int = 128, eta0: float = 100.0
 ):
-    """The paired data of Assumption 1 (``assumption1_pairs``, 50 pairs) against data whose irrelevant tokens
-    are drawn i.i.d. per sequence (``iid_irrelevant``, 100 sequences), at the same sizes, width and step (data
-    and initialisation drawn with ``seed``). Returns a :class:`GeneratorContrast`: per generator a
-    :class:`GeneratorRun` (the largest ``|alpha|`` of an irrelevant and the smallest of an important token, the
-    fraction of sequences whose important token leads in value after the step and that are selected at
-    ``t = 1e6``, and the max-margin problem for the best-valued tokens: its norm, or the cycle that makes it
-    infeasible); ``.table()`` shows them."""
+    """Assumption 1's paired data against data whose irrelevant tokens are drawn i.i.d. per sequence, at the same
+    sizes, width and step: a :class:`GeneratorRun` each."""
     from ..analysis.statistics import alpha, contains, optimal_tokens, selection, value_lead
 
     runs = {}
@@ -891,14 +699,10 @@ def generator_contrast(
     return GeneratorContrast(pairs=runs["pairs"], iid=runs["iid"])
 
 
-@declare(seed=Int(min=0), ks=Grid(int), d=Int(min=1), eta0=Real(min=0.0, min_inclusive=False))
+@declare(seed=Int(min=0), ks=Numbers(int, min=1), d=Int(min=1), eta0=Real(min=0.0, min_inclusive=False))
 def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
-    """Sequences holding ``k`` distinct important tokens of their label's sign (``assumption1_pairs(...,
-    per_sequence=k)``, the sizes of ``THEORY_PAIRS``) for each ``k`` of ``ks``: one step, the flow to ``t = 1e6``,
-    then per ``k`` a :class:`SeveralRun` (whether the selection is exactly each sequence's best-valued tokens, the
-    shares of important and irrelevant occurrences selected, and how many important tokens score below the best
-    irrelevant one). Returns a :class:`SeveralImportant`: ``result[k]`` is the run for ``k``, ``.table()`` shows
-    them."""
+    """Sequences holding ``k`` distinct important tokens of their label's sign, per ``k`` of ``ks``: one step, the
+    flow to ``t = 1e6``, and a :class:`SeveralRun` each (``result[k]``)."""
     from ..analysis.statistics import optimal_tokens, selection
 
     runs = {}

@@ -1,29 +1,8 @@
-"""The book's named experiments on real reviews, with their settings: what chapters 06 and 07 run and
-what ``scripts/variants_paper_scale.py`` runs at the paper's size, through the same calls.
-
-* :func:`train_all` — the paper's setup: ``E``, ``p`` and ``v`` trained jointly (full-batch Adam).
-* :func:`train_full` — the same with ``v`` fixed, as the theory has it.
-* :func:`train_frozen` — ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained.
-* :func:`train_one_step_then_freeze` — ablation: one gradient step on ``E``, then as :func:`train_frozen`.
-* :func:`one_step_shifts`, :func:`one_step_sweep` — the one step on ``E`` over a range of step sizes, before
-  anything else is trained and then as the ablation, against full training.
-* :func:`implicit_bias_with_v` — ``E`` frozen: does training ``v`` change the direction ``p`` converges to?
-* :func:`rating_classes`, :func:`one_step_multiclass`, :func:`train_multiclass` — IMDB's four rating
-  classes: as a multi-class batch, after one gradient step, and trained.
-* :func:`run_model`, :func:`compare_variants` — the one-layer model and the variants of
-  :mod:`tokensel.models.variants` trained on the same reviews and measured by the same two shapes;
-  :func:`~tokensel.experiments.records.write_run` / :func:`~tokensel.experiments.records.read_runs` store and read one
-  run per model (the recorded paper-scale runs).
-
-* :func:`fit_texts` -- the theory's model (:func:`train_full`: ``v`` fixed) on a reader's own labelled texts (a
-  CSV file, a pandas frame, a Hugging Face dataset, or texts and labels), with the two shapes and the selection measured
-  (:class:`Fit`). Every recipe above takes such data too (:func:`tokensel.data.reviews.prepare_texts`), except
-  the four rating classes, which need IMDB's star ratings.
-
-A :class:`Scale` fixes the sizes of the variant comparison: ``SCALES["reduced"]`` is the chapter's
-(3,000 reviews, 48 words, ``d = 64``), ``SCALES["paper"]`` the paper's (full splits, 256 words,
-``d = 2048``).
-"""
+"""The book's named experiments on real reviews, with their settings: what chapters 06 and 07 run, and
+``scripts/variants_paper_scale.py`` at the paper's size, through the same calls. Every recipe takes a reader's
+own data too (:func:`tokensel.data.reviews.prepare_texts`), except the rating classes, which need IMDB's
+stars. A :class:`Scale` fixes the sizes of the variant comparison (``SCALES["reduced"]``, the chapter's;
+``SCALES["paper"]``)."""
 
 from __future__ import annotations
 
@@ -37,7 +16,7 @@ import torch
 from ..analysis import shapes, statistics
 from ..data.batch import Batch, RaggedBatch
 from ..data.reviews import REVIEW_DATA, Column, ReviewData, Source, from_frame, prepare_texts
-from ..errors import DataUnavailableError, InvalidParameterError
+from ..errors import DataUnavailableError, InvalidArgumentError
 from ..models import variants
 from ..models.attention import DTYPE, AttentionModel, MultiClassAttentionModel
 from ..training.phases import cosine, one_step, train_joint, train_p_v
@@ -50,6 +29,7 @@ from ..validation import (
     Device,
     Either,
     FilePath,
+    Function,
     Instance,
     Int,
     Numbers,
@@ -74,8 +54,7 @@ SPLIT = Choice("train", "test")
 
 
 def _train_from_init(data, settings, d, seed, params: tuple, recipe: str, dtype: torch.dtype):
-    """A fresh model (``AttentionModel.init`` in ``dtype``) trained on ``data`` with ``train_joint``:
-    ``(model, frame)``."""
+    """A fresh model trained on ``data`` with ``train_joint``: ``(model, frame)``."""
     model = AttentionModel.init(len(data.vocab), d, seed=seed, dtype=dtype)
     traj = train_joint(model, data.train, settings, params=params, test_batch=data.test, recipe=recipe)
     return model, traj.to_frame()
@@ -87,50 +66,38 @@ def _final_scores(history) -> dict:
     return dict(train_acc=float(last.train_acc), test_acc=float(last.test_acc), test_loss=float(last.test_loss))
 
 
-@declare(error=InvalidParameterError, **TRAINED)
+@declare(**TRAINED)
 def train_full(
     data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
-    """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit
-    vector (the paper trains ``v`` too: :func:`train_all`). Returns ``(model, trajectory frame)``. With
-    ``checkpoint`` (a file path) a killed run resumes where it stopped (see :func:`tokensel.train_joint`); a
-    checkpoint of another recipe, data set, seed or setting is refused. ``dtype``: the model's, float64 by default
-    (chapter 06 trains in float32, as :func:`train_multiclass` does by default).
-
-    Introduced in chapter 06."""
+    """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit vector (the
+    paper trains ``v`` too: :func:`train_all`); ``(model, trajectory frame)``. Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("E", "p"), "full", dtype)
 
 
-@declare(error=InvalidParameterError, **TRAINED)
+@declare(**TRAINED)
 def train_all(
     data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
-    """The paper's setup with its read-out trained: ``E``, ``p`` and ``v`` trained jointly with full-batch Adam
-    from the same initialisation as :func:`train_full` (which keeps ``v`` fixed, as the theory does). Returns
-    ``(model, trajectory frame)``; ``dtype`` as in :func:`train_full`. Chapter 06's main model."""
+    """The paper's setup: :func:`train_full` with ``v`` trained too. Chapter 06's main model."""
     return _train_from_init(data, settings, d, seed, ("E", "p", "v"), "full_v", dtype)
 
 
-@declare(error=InvalidParameterError, **TRAINED)
+@declare(**TRAINED)
 def train_frozen(
     data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
-    """Ablation: ``E`` frozen at its random initialisation; only ``p`` and the classifier ``v``
-    are trained; ``dtype`` as in :func:`train_full`.
-
-    Introduced in chapter 06."""
+    """Ablation: ``E`` frozen at its initialisation, ``p`` and ``v`` trained. Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("p", "v"), "frozen_E", dtype)
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA)
+@declare(data=REVIEW_DATA)
 def one_step_eta(data: ReviewData) -> float:
-    """The step size of the one-step ablation: the largest value shift ``(eta0/2) max|alpha_s|`` is 1.
-
-    Introduced in chapter 06."""
+    """The one-step size whose largest value shift ``(eta0/2) max|alpha_s|`` is 1. Introduced in chapter 06."""
     return float(2.0 / statistics.alpha(data.train).abs().max())
 
 
-@declare(error=InvalidParameterError, eta0=Real(min=0.0, min_inclusive=False, allow_none=True), **TRAINED)
+@declare(eta0=Real(min=0.0, min_inclusive=False, allow_none=True), **TRAINED)
 def train_one_step_then_freeze(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -139,11 +106,8 @@ def train_one_step_then_freeze(
     eta0: float | None = None,
     dtype=torch.float64,
 ):
-    """Ablation: one full-batch gradient step on ``E`` (size ``eta0``, default :func:`one_step_eta`),
-    then ``E`` frozen and only ``p`` and ``v`` trained; ``dtype`` as in :func:`train_full` (the step is taken in
-    it).
-
-    Introduced in chapter 06."""
+    """Ablation: one gradient step on ``E`` (``eta0``, default :func:`one_step_eta`), then ``E`` frozen and ``p``,
+    ``v`` trained. Introduced in chapter 06."""
     eta0 = one_step_eta(data) if eta0 is None else eta0
     model = one_step(AttentionModel.init(len(data.vocab), d, seed=seed, dtype=dtype), data.train, eta0)
     traj = train_joint(
@@ -157,28 +121,17 @@ def train_one_step_then_freeze(
     return model, traj.to_frame()
 
 
-# ---------------------------------------------------------------- one step, then freeze, over eta0 (chapter 06)
-#: the step sizes of chapter 06's sweep, as multiples of :func:`one_step_eta` (the largest value shift)
+#: the step sizes of chapter 06's sweep, as multiples of :func:`one_step_eta`
 ETA_MULTIPLES = (1.0, 4.0, 16.0, 64.0, 256.0)
-
-
-#: multiples of the one-step size: a non-empty list of positive numbers
 MULTIPLES = Numbers(float, min=0.0, min_inclusive=False)
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, multiples=MULTIPLES, d=Int(min=1), seed=Int(min=0))
+@declare(data=REVIEW_DATA, multiples=MULTIPLES, d=Int(min=1), seed=Int(min=0))
 def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D, seed: int = 0):
-    """What one gradient step on ``E`` does before anything else is trained: from the initialisation of
-    ``seed`` (Gaussian ``p``), steps of size ``eta0 = m * one_step_eta(data)`` for every multiple ``m`` (the
-    step is linear in ``eta0``: one gradient serves them all), with ``p`` and ``v`` at their initial values.
-
-    One row per step size, the first (``multiple`` 0) the initialisation: ``moved``, the share of the binned
-    words (those with a posterior gap) whose value ``E_s^T v`` moved by more than the initial within-bin spread
-    of the values (about ``1/sqrt(d)``); the within-bin spreads of ``E_s^T v`` and ``E_s^T p`` in raw units
-    (:func:`tokensel.analysis.shapes.spreads`) and as multiples of the initial ones; the rank correlation of
-    the values' bin means with the gap. No training: a few seconds at the paper's size.
-
-    Introduced in chapter 06."""
+    """What one step on ``E`` of size ``m * one_step_eta(data)`` does before anything else is trained (linear in
+    the size: one gradient serves every multiple ``m``): per size (0 first), the share of words whose value
+    moved by more than the initial within-bin spread (``moved``), the spreads raw and against the initial ones,
+    and the values' rank correlation with the gap. Introduced in chapter 06."""
     import pandas as pd
 
     multiples = tuple(multiples)
@@ -215,20 +168,19 @@ def one_step_shifts(data: ReviewData, multiples=ETA_MULTIPLES, d: int = PAPER_D,
 
 
 def _spread_row(gap, model: AttentionModel, history) -> dict:
-    """The within-bin spreads of ``model``'s values and scores, its final scores and norms: one row of a
-    comparison of models."""
+    """One row of a comparison: the model's within-bin spreads, final scores and norms."""
     with torch.no_grad():
         sp = shapes.spreads(gap, model.scores().cpu(), model.values().cpu())
     return dict(**sp, **_final_scores(history), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
 
 
 @declare(
-    error=InvalidParameterError,
     data=REVIEW_DATA,
     multiples=MULTIPLES,
     d=Int(min=1),
     seed=Int(min=0),
     dtype=DTYPE,
+    progress=Function("a function of one row (a dict)", allow_none=True),
 )
 def one_step_sweep(
     data: ReviewData,
@@ -240,30 +192,22 @@ def one_step_sweep(
     progress=None,
     dtype=torch.float64,
 ):
-    """One step, then freeze (:func:`train_one_step_then_freeze`) at ``eta0 = m * one_step_eta(data)`` for every
-    multiple ``m``, against full training with ``v`` trained (:func:`train_all`, or ``reference = (model,
-    history)`` already trained), all from the initialisation of ``seed``.
-
-    One row per run (the first, ``multiple`` NaN, the full model): the within-bin spreads of ``E_s^T v`` and
-    ``E_s^T p`` raw and normalised (:func:`tokensel.analysis.shapes.spreads`), each as a ratio to the full
-    model's (``ratio_values_raw`` and so on), accuracies, test loss, ``||p||``, ``||v||`` and the seconds each
-    run took. ``progress(row)``, when given, is called with every row as it is measured (a script records them
-    one by one). Every model is trained in ``dtype`` (a ``reference`` model must be of it). Several full
-    trainings: chapter 06 shows it recorded (``scripts/one_step_sweep.py``)."""
+    """:func:`train_one_step_then_freeze` at every multiple ``m`` of :func:`one_step_eta` against
+    :func:`train_all` (or ``reference = (model, history)``): per run its spreads, their ratios to the full
+    model's, accuracies and seconds; ``progress(row)`` gets each row as it is measured. Chapter 06 shows it
+    recorded (``scripts/one_step_sweep.py``)."""
     import pandas as pd
 
     multiples = tuple(multiples)
-    if progress is not None and not callable(progress):
-        raise InvalidParameterError(f"progress must be a function of one row (a dict), or None; got {progress!r}")
     if reference is not None and (
         not isinstance(reference, tuple) or len(reference) != 2 or not isinstance(reference[0], AttentionModel)
     ):
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             f"reference must be (model, history) as train_all returns, or None; got a {type(reference).__name__}"
         )
     if reference is not None and reference[0].E.dtype != dtype:
         ref = reference[0].E.dtype
-        raise InvalidParameterError(f"reference is a {ref} model and the sweep trains in {dtype}: pass dtype={ref}")
+        raise InvalidArgumentError(f"reference is a {ref} model and the sweep trains in {dtype}: pass dtype={ref}")
     gap = statistics.posterior_gap(data.train)
     t0 = time.time()
     model, history = train_all(data, settings, d=d, seed=seed, dtype=dtype) if reference is None else reference
@@ -287,14 +231,10 @@ def one_step_sweep(
     return table
 
 
-# ---------------------------------------------------------------- p's implicit bias with v trained (chapter 06)
 @dataclass
 class ImplicitBias:
-    """What :func:`implicit_bias_with_v` measured: one row per run (``v fixed``, ``v trained``) with the cosine
-    of ``p`` to the max-margin direction of its own final selection (``cos_pmm``), ``||p||``, ``||v||``, the
-    training loss and accuracy, and the size of the max-margin problem; the cosine between the two runs'
-    ``p`` (``cos_between``), the share of reviews whose selected words are the same in both (``same_selection``),
-    and the sizes (``n``, ``tokens`` used, ``d``, ``eta0``)."""
+    """Per run (``v fixed``, ``v trained``) the cosine of ``p`` to the max-margin direction of its own selection
+    and the run's sizes; the cosine between the two ``p`` and the share of reviews selecting the same words."""
 
     table: pd.DataFrame
     cos_between: float
@@ -312,7 +252,6 @@ def _compact(batch: RaggedBatch) -> RaggedBatch:
 
 
 @declare(
-    error=InvalidParameterError,
     data=Either(
         Batch("binary"),
         REVIEW_DATA,
@@ -336,16 +275,10 @@ def implicit_bias_with_v(
     steps: int = 2000,
     seed: int = 0,
 ) -> ImplicitBias:
-    """Does training ``v`` change the direction ``p`` converges to, with ``E`` frozen? On ``n`` training reviews
-    of ``data`` (drawn by ``seed``, truncated to ``max_len`` words, over the words they use), or on ``data``
-    itself when it is a :class:`~tokensel.data.batch.RaggedBatch` with ±1 labels (``n`` and ``max_len`` then
-    unused), ``E`` after one gradient step from the initialisation of ``seed`` (largest value shift ``shift``),
-    then ``p`` trained by normalised GD (:func:`tokensel.training.phases.train_p_v`, ``lr``, ``steps``) twice
-    from the same start: with ``v`` fixed and with ``v`` trained too. Each final ``p`` is compared with the
-    max-margin direction of its own selection (:func:`tokensel.analysis.maxmargin.max_margin_for_selection`).
-    Returns an :class:`ImplicitBias`.
-
-    Introduced in chapter 06."""
+    """Does training ``v`` change the direction ``p`` converges to, with ``E`` frozen after one step (largest value
+    shift ``shift``)? ``p`` is trained by normalised GD twice from the same start, with ``v`` fixed and trained,
+    on ``n`` reviews of ``data`` (truncated to ``max_len``) or on a batch, and compared with the max-margin
+    direction of its own selection. Introduced in chapter 06."""
     import pandas as pd
 
     from ..analysis.maxmargin import max_margin_for_selection
@@ -354,7 +287,7 @@ def implicit_bias_with_v(
         batch: RaggedBatch = data
     else:
         if n > data.train.n:
-            raise InvalidParameterError(f"n must be an int <= {data.train.n} (the training reviews), got {n}")
+            raise InvalidArgumentError(f"n must be an int <= {data.train.n} (the training reviews), got {n}")
         rng = np.random.default_rng(seed)
         batch = _compact(data.train.subset(np.sort(rng.choice(data.train.n, n, replace=False))).truncate(max_len))
     eta0 = 2.0 * shift / float(statistics.alpha(batch).abs().max())
@@ -367,41 +300,22 @@ def implicit_bias_with_v(
         selected = statistics.selection(batch, c, tol=1e-9 * max(1.0, float(model.p.norm())))
         svm = max_margin_for_selection(model.E, batch, selected)
         final[name] = (model.p.clone(), selected)
-        rows.append(
-            dict(
-                run=name,
-                cos_pmm=cosine(model.p, svm.p),
-                norm_p=float(model.p.norm()),
-                norm_v=float(model.v.norm()),
-                loss=float(traj.loss.iloc[-1]),
-                train_acc=float(traj.train_acc.iloc[-1]),
-                pairs=len(svm.pairs),
-                norm_pmm=svm.norm,
-            )
-        )
+        row = dict(run=name, cos_pmm=cosine(model.p, svm.p), norm_p=float(model.p.norm()), norm_v=float(model.v.norm()))
+        row.update(loss=float(traj.loss.iloc[-1]), train_acc=float(traj.train_acc.iloc[-1]))
+        rows.append(dict(row, pairs=len(svm.pairs), norm_pmm=svm.norm))
     (pa, sa), (pb, sb) = final["v fixed"], final["v trained"]
     differs = torch.zeros(batch.n, dtype=torch.float64).index_add_(0, batch.seg, (sa != sb).double())
-    return ImplicitBias(
-        pd.DataFrame(rows).set_index("run"),
-        cosine(pa, pb),
-        float((differs == 0).double().mean()),
-        batch.n,
-        batch.vocab_size,
-        d,
-        eta0,
-    )
+    same = float((differs == 0).double().mean())
+    return ImplicitBias(pd.DataFrame(rows).set_index("run"), cosine(pa, pb), same, batch.n, batch.vocab_size, d, eta0)
 
 
 #: IMDB's star ratings 1-2, 3-4, 7-8 and 9-10 as classes 0..3 (``np.digitize`` edges)
 RATING_EDGES = (3, 5, 9)
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, split=SPLIT)
+@declare(data=REVIEW_DATA, split=SPLIT)
 def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
-    """The reviews of ``split`` (``"train"`` or ``"test"``) of ``data`` with four rating classes (1-2, 3-4,
-    7-8, 9-10 stars) as labels.
-
-    Introduced in chapter 07."""
+    """The reviews of ``split`` with four rating classes (1-2, 3-4, 7-8, 9-10 stars). Introduced in chapter 07."""
     batch, ratings = (data.train, data.train_ratings) if split == "train" else (data.test, data.test_ratings)
     if ratings is None:
         raise DataUnavailableError(
@@ -410,7 +324,7 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
         )
     ratings = check_int_array(ratings, f"{split}_ratings", ndim=1)
     if len(ratings) != batch.n:
-        raise InvalidParameterError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
+        raise InvalidArgumentError(f"{split}_ratings has {len(ratings)} entries for {batch.n} reviews")
     labels = batch.labels.cpu().numpy()
     outside = (
         (ratings < 1)
@@ -421,7 +335,7 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     )
     if outside.any():
         i = int(np.flatnonzero(outside)[0])
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             f"{split}_ratings[{i}] = {int(ratings[i])} is not an IMDB rating of its review "
             "(negative reviews are rated 1-4, positive 7-10): it is not binned into a class"
         )
@@ -431,7 +345,7 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     )
 
 
-@declare(error=InvalidParameterError, dtype=DTYPE, **RECIPE)
+@declare(dtype=DTYPE, **RECIPE)
 def train_multiclass(
     data: ReviewData,
     settings: TrainSettings | None = None,
@@ -439,13 +353,9 @@ def train_multiclass(
     seed: int = 0,
     dtype=torch.float32,
 ):
-    """The four rating classes trained as the binary model is (:func:`train_full`): ``E`` and ``p`` by
-    full-batch Adam, the orthonormal class read-outs ``V`` fixed, softmax cross-entropy, parameters in
-    ``dtype`` (float32 by default: the statistics read from this model are rank correlations of bin means,
-    far above float32 rounding). Returns ``(model, trajectory frame)``; ``train_acc``/``test_acc`` are
-    top-class accuracies.
-
-    Introduced in chapter 07."""
+    """The four rating classes trained as :func:`train_full` trains the binary model, the orthonormal read-outs
+    ``V`` fixed (float32: the statistics read from it, rank correlations of bin means, are far above its
+    rounding). Introduced in chapter 07."""
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
     assert train.num_classes is not None  # rating_classes sets it
     model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
@@ -455,8 +365,7 @@ def train_multiclass(
 
 @dataclass
 class OneStepMulticlass:
-    """One gradient step of the K-class model from ``p = 0``: the signed frequencies ``alpha`` (|S| x K),
-    the step size and the change ``dW`` of every token's K values."""
+    """One step of the K-class model from ``p = 0``: ``alpha`` (|S| x K), ``eta0`` and the values' change ``dW``."""
 
     alpha: torch.Tensor
     eta0: float
@@ -473,12 +382,9 @@ class OneStepMulticlass:
         return [float(np.corrcoef(self.dW[:, k], self.alpha[:, k])[0, 1]) for k in range(self.alpha.shape[1])]
 
 
-@declare(error=InvalidParameterError, batch=Batch("classes"), d=Int(min=1), seed=Int(min=0))
+@declare(batch=Batch("classes"), d=Int(min=1), seed=Int(min=0))
 def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> OneStepMulticlass:
-    """One step of size ``eta0 = 2 / max|alpha_{s,k}|`` (the largest predicted shift is 2) on the
-    K-class model with ``p = 0`` and orthonormal value columns; returns the measured value changes.
-
-    Introduced in chapter 07."""
+    """One step of size ``2 / max|alpha_{s,k}|`` on the K-class model with ``p = 0``. Introduced in chapter 07."""
     alpha = statistics.alpha_multiclass(batch)
     eta0 = 2.0 / float(alpha.abs().max())
     assert batch.num_classes is not None  # alpha_multiclass refuses a batch without classes
@@ -486,13 +392,9 @@ def one_step_multiclass(batch: RaggedBatch, d: int = PAPER_D, seed: int = 0) -> 
     return OneStepMulticlass(alpha, eta0, (one_step(m0, batch, eta0).E - m0.E) @ m0.V)
 
 
-# ---------------------------------------------------------------- a reader's own data
 @dataclass
 class Fit:
-    """The model of :func:`fit_texts` on a reader's data and what it shows: the data (``data``), the trained
-    model, its training history (a frame), the posterior gap of every word on the training documents
-    (``gap``) and the two shapes (``shapes``, :func:`tokensel.analysis.shapes.shape_summary`: U-shaped scores
-    ``E_s^T p``, values ``E_s^T v`` increasing in the gap)."""
+    """:func:`fit_texts`' data, model and history, the posterior gap of every word and the two shapes."""
 
     data: ReviewData
     model: AttentionModel
@@ -500,11 +402,10 @@ class Fit:
     gap: torch.Tensor
     shapes: shapes.ShapeSummary
 
-    @declare(error=InvalidParameterError, split=SPLIT)
+    @declare(split=SPLIT)
     def selection(self, split: str = "test"):
-        """One row per document of ``split``: its label, the words the trained ``p`` selects (the highest score
-        ``E_s^T p`` in the document, ties within ``1e-9``), their mean posterior gap, and whether its sign is
-        the label's (``agrees``)."""
+        """Per document of ``split``: its label, the words ``p`` selects, their mean gap, and whether its sign is
+        the label's."""
         import pandas as pd
 
         batch = self.data.train if split == "train" else self.data.test
@@ -522,8 +423,7 @@ class Fit:
         )
 
     def summary(self) -> dict:
-        """Final accuracies and test loss, the U-gap and rank correlation of the two shapes, the words binned,
-        and the share of test documents whose selected words' gap has the label's sign."""
+        """Final accuracies, the two shapes, the words binned and the share of test selections that agree."""
         return dict(
             **_final_scores(self.history),
             u_gap=float(self.shapes.u_gap),
@@ -534,7 +434,6 @@ class Fit:
 
 
 @declare(
-    error=InvalidParameterError,
     source=Either(
         REVIEW_DATA,
         Source(),
@@ -558,19 +457,12 @@ def fit_texts(
     label: str = "label",
     **prepare,
 ) -> Fit:
-    """Train the one-layer model on labelled texts as the theory has it (:func:`train_full`: ``E`` and ``p``
-    trained, ``v`` fixed, the model the selection and max-margin results are stated for; the paper's experiments
-    train ``v`` too, :func:`train_all`) and measure the two shapes and the selection; returns a :class:`Fit`.
-
-    ``source`` is one of: a :class:`~tokensel.data.reviews.ReviewData`; a list of texts, with ``labels``; a CSV
-    path, a pandas frame or a ``datasets.Dataset`` with columns ``text`` and ``label``
-    (:func:`tokensel.data.reviews.from_frame`). ``prepare`` goes to :func:`tokensel.data.reviews.prepare_texts`
-    (``positive`` for string labels, ``test_fraction``, ``min_df``, ``max_len``, ``seed``, ``name``).
-    ``d``: the width (the paper uses ``d = 2048``); ``settings``: Adam's
-    (:class:`~tokensel.training.settings.TrainSettings`; the paper's 300 steps by default)."""
+    """The theory's model (:func:`train_full`, ``v`` fixed: the model the selection results are stated for) on
+    labelled texts (a list with ``labels``, a CSV path, a frame or a ``datasets.Dataset``; ``prepare`` goes to
+    :func:`tokensel.data.reviews.prepare_texts`), with the two shapes and the selection measured."""
     if isinstance(source, ReviewData):
         if labels is not None or prepare:
-            raise InvalidParameterError("source is already a ReviewData: pass no labels and no preparation options")
+            raise InvalidArgumentError("source is already a ReviewData: pass no labels and no preparation options")
         data = source
     elif labels is not None:
         data = prepare_texts(source, labels, **prepare)
@@ -583,9 +475,7 @@ def fit_texts(
     return Fit(data, model, history, gap, summary)
 
 
-# ---------------------------------------------------------------- the variant comparison
 @declare(
-    error=InvalidParameterError,
     name=Text(),
     d=Int(min=1),
     train=Instance(TrainSettings, what="a tokensel.TrainSettings"),
@@ -597,10 +487,8 @@ def fit_texts(
 )
 @dataclass(frozen=True)
 class Scale:
-    """Sizes and optimiser settings of the variant comparison. ``n_train``/``n_test``: reviews drawn
-    (without replacement, by ``seed``) from each split, None for all; ``max_len``: words kept per review;
-    ``chunk``: reviews per gradient-accumulation chunk of the variants (None: one chunk);
-    ``one_layer_dtype``: the one-layer model's parameter dtype (the variants train in float32)."""
+    """Sizes and settings of the variant comparison: reviews drawn per split (None: all), words kept, reviews per
+    gradient-accumulation chunk of the variants (None: one), and the one-layer model's dtype."""
 
     name: str
     d: int
@@ -637,9 +525,6 @@ SCALES = {
 
 #: every model of the comparison by short name, with its display name
 MODEL_NAMES = {"one_layer": "one layer", **{k: cls.name for k, cls in variants.MODELS.items()}}
-
-
-#: a scale of the comparison: a :class:`Scale`, or the name of one in ``SCALES``
 SCALE = Either(
     Instance(Scale),
     Choice(*SCALES),
@@ -647,17 +532,14 @@ SCALE = Either(
 )
 
 
-@declare(error=InvalidParameterError, which=SCALE)
+@declare(which=SCALE)
 def scale(which, **changes) -> Scale:
-    """``SCALES[which]`` (or a :class:`Scale`) with ``changes`` applied (e.g. ``d=512``; a field of
-    :class:`~tokensel.training.settings.TrainSettings`, e.g. ``steps=50``, changes the scale's ``train``).
-
-    Introduced in chapter 07."""
+    """``SCALES[which]`` with ``changes`` (``d=512``; ``steps=50`` changes its ``train``). Introduced in chapter 07."""
     base = which if isinstance(which, Scale) else SCALES[which]
     training = {k: changes.pop(k) for k in list(changes) if k in TrainSettings.__dataclass_fields__}
     unknown = sorted(set(changes) - set(base.__dataclass_fields__))
     if unknown:
-        raise InvalidParameterError(
+        raise InvalidArgumentError(
             f"unknown Scale setting in {unknown}: the settings are {', '.join(base.__dataclass_fields__)}"
         )
     if training:
@@ -668,17 +550,15 @@ def scale(which, **changes) -> Scale:
 SCALE_OBJECT = Instance(Scale, what="a Scale (tokensel.experiments.scale('reduced'))")
 
 
-@declare(error=InvalidParameterError, data=REVIEW_DATA, sc=SCALE_OBJECT, seed=Int(min=0))
+@declare(data=REVIEW_DATA, sc=SCALE_OBJECT, seed=Int(min=0))
 def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedBatch, RaggedBatch]:
-    """The training and test reviews of the comparison: ``sc.n_train`` and ``sc.n_test`` reviews drawn
-    from the splits (training draw first, one generator seeded by ``seed``), truncated to ``sc.max_len``.
-
+    """The comparison's reviews: ``sc.n_train`` and ``sc.n_test`` drawn by ``seed``, truncated to ``sc.max_len``.
     Introduced in chapter 07."""
     rng = np.random.default_rng(seed)
     train, test = data.train, data.test
     for split, want, have in (("n_train", sc.n_train, train.n), ("n_test", sc.n_test, test.n)):
         if want is not None and want > have:
-            raise InvalidParameterError(
+            raise InvalidArgumentError(
                 f"the scale {sc.name!r} draws {split} = {want} documents but {data.name} holds "
                 f"{have}: pass scale({sc.name!r}, {split}=None) to take them all, or fewer"
             )
@@ -691,10 +571,8 @@ def variant_batches(data: ReviewData, sc: Scale, seed: int = 0) -> tuple[RaggedB
 
 @dataclass
 class Run:
-    """One model of the comparison, trained and measured: the training history, the 20-bin tables of
-    ``E_s^T p`` (``bins_p``), ``E_s^T v`` (``bins_v``) and the token values as the model reads them
-    (``bins_h``, :meth:`tokensel.models.variants.VariantModel.token_values`; ``E_s^T v`` except for the MLP heads)
-    against the posterior gap of the training reviews, and the summary numbers (:meth:`summary`)."""
+    """One model of the comparison: its history and the binned scores, values and token values as the model
+    reads them (``bins_h``: not ``E_s^T v`` for the MLP heads) against the training reviews' gap."""
 
     kind: str
     model: object
@@ -712,8 +590,7 @@ class Run:
         return MODEL_NAMES[self.kind]
 
     def summary(self) -> dict:
-        """Final accuracies and test loss, the U-gap, the rank correlation and the spread of the values' bins,
-        and the training time in seconds."""
+        """Final accuracies, the two shapes, the values' spread and the training seconds."""
         return dict(
             **_final_scores(self.history),
             u_gap=float(self.u_gap),
@@ -724,7 +601,6 @@ class Run:
 
 
 @declare(
-    error=InvalidParameterError,
     kind=Choice(*MODEL_NAMES),
     train=Batch(dims=()),
     test=Batch(dims=()),
@@ -746,9 +622,7 @@ def run_model(
     checkpoint=None,
     progress: bool | None = None,
 ) -> Run:
-    """Train model ``kind`` (a key of ``MODEL_NAMES``) on ``train`` with the settings of ``sc``, and
-    measure the two shapes (:func:`tokensel.analysis.shapes.shape_summary`) against the posterior gap of
-    ``train``: words absent from it are left out of the bins."""
+    """Train model ``kind`` on ``train`` with ``sc``'s settings and measure the two shapes against ``train``'s gap."""
     settings = sc.train.replace(checkpoint=checkpoint, progress=progress)
     gap = statistics.posterior_gap(train)
     t0 = time.time()
@@ -766,41 +640,26 @@ def run_model(
         # kind "one_layer" is the AttentionModel, every other kind a VariantModel (variants.make)
         token_values = model.token_values().cpu() if isinstance(model, variants.VariantModel) else values
     bp, bv, u, rho = shapes.shape_summary(gap, scores, values)
-    return Run(
-        kind,
-        model,
-        traj.to_frame(),
-        bp,
-        bv,
-        u,
-        rho,
-        seconds,
-        int(torch.isfinite(gap).sum()),
-        bins_h=shapes.binned(gap, token_values),
-    )
+    words, bins_h = int(torch.isfinite(gap).sum()), shapes.binned(gap, token_values)
+    return Run(kind, model, traj.to_frame(), bp, bv, u, rho, seconds, words, bins_h=bins_h)
 
 
 KINDS = Subset(*MODEL_NAMES)
-
-
 #: the arguments of a comparison of models (:func:`compare_variants` and the controls that retrain one)
 COMPARISON = dict(data=REVIEW_DATA, sc=SCALE, kinds=Subset(*MODEL_NAMES, allow_none=True), seed=Int(min=0))
 
 
-@declare(error=InvalidParameterError, **COMPARISON)
+@declare(**COMPARISON)
 def compare_variants(data: ReviewData, sc="reduced", kinds=None, seed: int = 0, **run_kw) -> dict:
-    """:func:`run_model` for every model in ``kinds`` (default the four of the paper's discussion: the one-layer
-    model and :data:`tokensel.models.variants.COMPARED`) on the
-    reviews of :func:`variant_batches`; returns ``{display name: Run}`` in that order.
-
-    Introduced in chapter 07."""
+    """:func:`run_model` for every model of ``kinds`` (default: the one-layer model and
+    :data:`tokensel.models.variants.COMPARED`) on :func:`variant_batches`: ``{name: Run}``. Introduced in chapter 07."""
     sc = scale(sc)
     kinds = ("one_layer", *variants.COMPARED) if kinds is None else kinds
     train, test = variant_batches(data, sc, seed=seed)
     return {MODEL_NAMES[k]: run_model(k, train, test, sc, seed=seed, **run_kw) for k in kinds}
 
 
-@declare(error=InvalidParameterError, kinds=KINDS)
+@declare(kinds=KINDS)
 def check_kinds(kinds) -> tuple:
-    """``kinds`` as a tuple of distinct model short names (keys of ``MODEL_NAMES``), each checked."""
+    """``kinds`` as a tuple of distinct model short names (keys of ``MODEL_NAMES``)."""
     return kinds

@@ -1,12 +1,10 @@
-"""Runs stored in a folder and read back (the recorded paper-scale runs that chapter 7 shows):
-:func:`write_run` writes one model's bins and summary, :func:`read_runs` reads a folder of them, checked;
-:func:`write_sweep` / :func:`read_sweep` do the same for chapter 6's recorded one-step sweep.
-"""
+"""Runs stored in a folder and read back, checked: the recorded paper-scale runs chapter 07 shows
+(:func:`write_run`, :func:`read_runs`) and chapter 06's recorded one-step sweep (:func:`write_sweep`,
+:func:`read_sweep`)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ..analysis.shapes import Table
 from ..errors import DataUnavailableError
@@ -17,9 +15,7 @@ from .recipes import MODEL_NAMES, Run
 
 @declare(run=Instance(Run, what="a Run from run_model"), folder=FilePath())
 def write_run(run: Run, folder, **provenance) -> None:
-    """Store ``run`` in ``folder``: ``bins_<kind>.csv`` (bins of ``E_s^T p``, with ``mean_v``/``std_v`` of
-    ``E_s^T v``) and ``summary_<kind>.json`` (:meth:`Run.summary` plus ``provenance``: settings, device,
-    commit, command)."""
+    """Store ``run`` in ``folder``: its bins and :meth:`Run.summary` with ``provenance``."""
     folder.mkdir(parents=True, exist_ok=True)
     run.bins_p.assign(mean_v=run.bins_v["mean"], std_v=run.bins_v["std"]).to_csv(
         folder / f"bins_{run.kind}.csv", index=False
@@ -29,14 +25,9 @@ def write_run(run: Run, folder, **provenance) -> None:
 
 @declare(folder=FilePath())
 def read_runs(folder):
-    """Read what :func:`write_run` stored. Returns ``(summary, bins)``: a frame indexed by display name and
-    a dict ``name -> (bins of E_s^T p, bins of E_s^T v)`` in the layout of
-    :func:`tokensel.analysis.shapes.binned`. Models without files are left out.
-
-    Introduced in chapter 07."""
+    """``(summary, bins)`` by display name, as :func:`write_run` stored them. Introduced in chapter 07."""
     import pandas as pd
 
-    folder = Path(folder)
     if not folder.is_dir():
         raise DataUnavailableError(f"no recorded runs at {folder}")
     rows, bins = [], {}
@@ -84,8 +75,7 @@ SWEEP_COLUMNS = (
     folder=FilePath(),
 )
 def write_sweep(rows, folder, **provenance) -> None:
-    """Store the rows of a one-step sweep (a frame, or a list of row dicts as they come) in ``folder``:
-    ``sweep.csv`` and ``provenance.json`` (settings, device, commit, command, times)."""
+    """Store a one-step sweep's rows (a frame or row dicts) and ``provenance`` in ``folder``."""
     import pandas as pd
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -96,13 +86,8 @@ def write_sweep(rows, folder, **provenance) -> None:
 
 @declare(folder=FilePath())
 def read_sweep(folder):
-    """Read what :func:`write_sweep` stored: ``(table, provenance)``, the table with the ratios to the full model
-    (its first row, ``multiple`` NaN) added as ``ratio_<spread>``. Raises
-    :class:`~tokensel.errors.DataUnavailableError` when the folder, a file or a column is missing, or when the
-    provenance does not give the runs' ``seed``, ``d``, ``steps``, ``lr`` and ``precision`` (``"float32"`` or
-    ``"float64"``).
-
-    Introduced in chapter 06."""
+    """``(table, provenance)`` as :func:`write_sweep` stored them, checked, with the ratios to the full model (the
+    first row). Introduced in chapter 06."""
     import pandas as pd
 
     table_file, prov_file = folder / "sweep.csv", folder / "provenance.json"
@@ -138,7 +123,7 @@ SWEEP_PRECISIONS = ("float32", "float64")
 
 
 def _sweep_provenance_problem(provenance) -> str | None:
-    """What is wrong with a recorded sweep's provenance (a dict with :data:`SWEEP_PROVENANCE`), or None."""
+    """What is wrong with a recorded sweep's provenance, or None."""
     if not isinstance(provenance, dict):
         return f"is a {type(provenance).__name__}, not a JSON object"
     missing = sorted(set(SWEEP_PROVENANCE) - set(provenance))

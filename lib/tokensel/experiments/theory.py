@@ -1,14 +1,5 @@
-"""The theory chapters' runs on synthetic data, with their sizes as arguments (chapters 1 and 2).
-
-* :func:`selection_table` — which token of each sequence a ``<cls>`` vector selects (chapter 1's table).
-* :func:`one_step_errors` — the relative error of the one-step approximation and the Gram deviation, over
-  widths and initialisation seeds (chapter 2, Lemma "One step from a Gaussian p0").
-* :func:`one_step_ranking` — the values' signs and their correlation with ``alpha`` over step sizes and widths.
-* :func:`multiclass_step` — the ``K``-class step against ``eta0 * alpha_k`` over widths.
-* :func:`gram_bound` — the bound ``b(eta0, d)`` on the Gram remainder (chapter 2, eq-gram-bound).
-
-Each returns a table (a pandas DataFrame) with one row per run; the chapters check claims on its columns.
-"""
+"""The theory chapters' runs on synthetic data (chapters 01 and 02), their sizes as arguments: each returns a
+table with one row per run, on whose columns the chapters check their claims."""
 
 from __future__ import annotations
 
@@ -24,17 +15,7 @@ from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..training.phases import one_step
 from ..validation import Either, Int, Numbers, Real, RealArray, Tensor, declare
 
-
-def _alpha(alpha, vocab_size: int) -> torch.Tensor:
-    if not isinstance(alpha, torch.Tensor) or alpha.ndim != 1 or alpha.shape[0] != vocab_size:
-        raise InvalidArgumentError(
-            f"alpha must be a 1-d tensor with one entry per token ({vocab_size}), e.g. ts.statistics.alpha(batch); "
-            f"got {type(alpha).__name__} of shape {tuple(getattr(alpha, 'shape', ()))}"
-        )
-    return alpha.double()
-
-
-#: a step size or a width of the theory's runs
+#: a step size, widths and a seed of the theory's runs
 STEP = Real(min=0.0, min_inclusive=False)
 WIDTHS = Numbers(int, min=1)
 SEED = Int(min=0)
@@ -46,9 +27,8 @@ SEED = Int(min=0)
     planted=RealArray(shape=("S",), finite=False),
 )
 def selection_table(batch: RaggedBatch, selected: torch.Tensor, planted) -> pd.DataFrame:
-    """One row per sequence: its label ``y``, its tokens with the selected ones in brackets, and its important
-    token (the first with a non-zero ``planted`` role). ``selected`` is a flat boolean mask over the batch's
-    occurrences (:func:`tokensel.analysis.statistics.selection`). Chapter 1."""
+    """Per sequence: its label, its tokens with the ``selected`` ones in brackets, and its first important token.
+    Chapter 1."""
     rows, pos = [], 0
     for i, seq in enumerate(batch.to_lists()):
         marks = [f"[{s}]" if selected[pos + t] else str(s) for t, s in enumerate(seq)]
@@ -70,9 +50,8 @@ def selection_table(batch: RaggedBatch, selected: torch.Tensor, planted) -> pd.D
     d=Either(Real(min=1.0), RealArray(nonempty=True), what="a width >= 1 or an array of them"),
 )
 def gram_bound(alpha: torch.Tensor, eta0: float, d) -> np.ndarray | float:
-    """``b(eta0, d) = 1.5 (2 + sqrt(2) eta0 max|alpha|) sqrt(log|S| / d)``, the bound on the Gram remainder
-    ``max |R|`` after one step (chapter 2, eq-gram-bound; the factor 1.5 allows for the fluctuation of a
-    maximum of Gaussians and for the lower-order terms). ``d`` may be an array of widths."""
+    """``b(eta0, d) = 1.5 (2 + sqrt(2) eta0 max|alpha|) sqrt(log|S| / d)``, the bound on the Gram remainder after
+    one step (eq-gram-bound; 1.5 allows for a maximum of Gaussians and lower-order terms), at one or more ``d``."""
     if alpha.numel() < 2:
         raise InvalidArgumentError("alpha must be a 1-d tensor of the tokens' signed frequencies (two or more)")
     widths = np.asarray(d, dtype=float)
@@ -90,16 +69,14 @@ def _gram_deviation(model: AttentionModel, alpha: torch.Tensor, eta0: float) -> 
 
 @declare(batch=Batch(), eta0=STEP, d=Int(min=1), seed=SEED)
 def one_step_error(batch: RaggedBatch, eta0: float, d: int, seed: int) -> float:
-    """The relative error ``||E1 - E0 - (eta0/2) alpha v^T||_F / ||(eta0/2) alpha v^T||_F`` of one step from the
-    Gaussian initialisation of width ``d`` and seed ``seed`` (chapter 2, eq-one-step-err)."""
+    """The relative error ``||E1 - E0 - (eta0/2) alpha v^T||_F / ||(eta0/2) alpha v^T||_F`` of one step
+    (eq-one-step-err)."""
     return float(one_step_errors(batch, eta0, [d], [seed]).err.iloc[0])
 
 
 @declare(batch=Batch(), eta0=STEP, dims=WIDTHS, seeds=Numbers(int, min=0))
 def one_step_errors(batch: RaggedBatch, eta0: float, dims, seeds) -> pd.DataFrame:
-    """One step of size ``eta0`` from the Gaussian initialisation at every width of ``dims`` and seed of
-    ``seeds``: one row per run with ``d``, ``seed``, ``err`` (the relative error of eq-one-step-err) and
-    ``gram_dev`` (``max |R|`` of the Gram structure). Chapter 2."""
+    """One step per width and seed: the relative error of eq-one-step-err and the Gram deviation. Chapter 2."""
     from ..analysis.statistics import alpha as signed_frequency
 
     alpha = signed_frequency(batch)
@@ -116,11 +93,9 @@ def one_step_errors(batch: RaggedBatch, eta0: float, dims, seeds) -> pd.DataFram
 
 @declare(batch=Batch(), steps=Numbers(float, min=0.0, min_inclusive=False), dims=WIDTHS, seed=SEED)
 def one_step_ranking(batch: RaggedBatch, steps, dims, seed: int) -> pd.DataFrame:
-    """One step of every size of ``steps`` at every width of ``dims`` (initialisation ``seed``): one row per
-    run with ``eta0``, ``d``, ``gram_dev``, ``correlation`` (of the values ``E1 v`` with ``alpha``),
-    ``strong_tokens`` (tokens whose signal ``eta0/2 |alpha_s|`` exceeds three times the noise maximum
-    ``sqrt(2 log|S| / d)``) and ``right_sign`` (the fraction of them whose value has the sign of ``alpha_s``;
-    NaN when there are none). Chapter 2."""
+    """One step per size and width: the values' correlation with ``alpha``, and the share of the strong tokens
+    (signal ``eta0/2 |alpha_s|`` above three noise maxima ``sqrt(2 log|S| / d)``) whose value has ``alpha``'s
+    sign. Chapter 2."""
     from ..analysis.statistics import alpha as signed_frequency
 
     alpha = signed_frequency(batch)
@@ -146,8 +121,7 @@ def one_step_ranking(batch: RaggedBatch, steps, dims, seed: int) -> pd.DataFrame
 
 @dataclass(frozen=True)
 class MulticlassStep:
-    """:func:`multiclass_step`'s result: ``table`` (one row per width: ``d``, ``rel_err``, ``min_corr``) and
-    ``changes``, the change ``(E1 - E0) V`` of every token's class values at the largest width."""
+    """Per width ``rel_err`` and ``min_corr``, and the class values' change ``(E1 - E0) V`` at the largest width."""
 
     table: pd.DataFrame
     changes: torch.Tensor
@@ -155,9 +129,7 @@ class MulticlassStep:
 
 @declare(batch=Batch("classes"), eta0=STEP, dims=WIDTHS, seed=SEED)
 def multiclass_step(batch: RaggedBatch, eta0: float, dims, seed: int) -> MulticlassStep:
-    """One step of size ``eta0`` of the ``K``-class model from ``p = 0`` at every width of ``dims``, compared with
-    ``eta0 * alpha_k`` (:func:`tokensel.analysis.statistics.alpha_multiclass`): the relative error and the
-    smallest correlation over the classes, per width. Chapter 2, Lemma "One step, K classes"."""
+    """One step of the ``K``-class model from ``p = 0`` per width against ``eta0 * alpha_k``. Chapter 2."""
     from ..analysis.statistics import alpha_multiclass
 
     alpha_k = alpha_multiclass(batch)

@@ -30,7 +30,6 @@ VECTOR = Tensor("float", shape=("d",), finite=True)
 SIZES = dict(vocab_size=Int(min=1), d=Int(min=1), seed=Int(min=0), dtype=DTYPE, device=Device())
 
 
-@declare(error=InvalidParameterError, E=Tensor("float", ndim=2, half=True))
 def same_dtype_and_device(E: torch.Tensor, **tensors: torch.Tensor) -> None:
     """Raise InvalidParameterError unless every tensor has the dtype and device of ``E``, and ``E`` has a
     token and a dimension."""
@@ -122,7 +121,7 @@ def _draw(vocab_size: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
     return drawn
 
 
-@declare(error=InvalidParameterError, E=TABLE, p=VECTOR, v=VECTOR)
+@declare(E=TABLE, p=VECTOR, v=VECTOR)
 @dataclass
 class AttentionModel(_EmbeddingModel):
     """Parameters ``E`` (|S| x d), ``p`` (d) and ``v`` (d) of the one-layer model.
@@ -144,7 +143,7 @@ class AttentionModel(_EmbeddingModel):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    @declare(error=InvalidParameterError, p_init=Choice("gaussian", "zero"), **SIZES)
+    @declare(p_init=Choice("gaussian", "zero"), **SIZES)
     def init(
         cls, vocab_size: int, d: int, seed: int = 0, p_init: str = "gaussian", dtype=torch.float64, device="cpu"
     ) -> AttentionModel:
@@ -162,7 +161,7 @@ class AttentionModel(_EmbeddingModel):
     def copy(self) -> AttentionModel:
         return AttentionModel(self.E.detach().clone(), self.p.detach().clone(), self.v.detach().clone())
 
-    @declare(error=InvalidParameterError, device=Device(allow_none=True), dtype=Dtype(*DTYPE.allowed, allow_none=True))
+    @declare(device=Device(allow_none=True), dtype=Dtype(*DTYPE.allowed, allow_none=True))
     def to(self, device=None, dtype=None) -> AttentionModel:
         return AttentionModel(
             self.E.to(device=device, dtype=dtype),
@@ -171,7 +170,7 @@ class AttentionModel(_EmbeddingModel):
         )
 
     # ------------------------------------------------------------------ forward
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         self._check_vocab(batch)
         self._check_classes(batch)
@@ -180,7 +179,7 @@ class AttentionModel(_EmbeddingModel):
         if batch.num_classes is not None:
             raise InvalidBatchError("the one-layer binary model needs ±1 labels, got a multi-class batch")
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Outputs ``f(X_i)`` for every sequence of the batch."""
         from .core import _attend
@@ -189,7 +188,7 @@ class AttentionModel(_EmbeddingModel):
         cw = self.E @ torch.stack([self.p, self.v], 1)  # one pass over E
         return _attend(batch, cw[:, 0], cw[:, 1:], True)[3][:, 0]
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def attention(self, batch: RaggedBatch) -> torch.Tensor:
         """Softmax attention ``q_t`` of every token occurrence (flat, aligned with ``batch.ids``)."""
         from .core import segment_softmax
@@ -198,21 +197,21 @@ class AttentionModel(_EmbeddingModel):
         q, _ = segment_softmax(self.scores()[batch.ids], batch)
         return q
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
         """Mean logistic loss ``(1/n) sum log(1 + exp(-y f))``."""
         from .core import logistic_loss
 
         return float(logistic_loss(self.forward(batch), batch.labels.to(self.E.dtype)))
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
         """Fraction of sequences with ``sign f = y`` (``f = 0`` counts as wrong)."""
         f = self.forward(batch)
         return float((f * batch.labels.to(f.dtype) > 0).to(torch.float64).mean())
 
 
-@declare(error=InvalidParameterError, E=TABLE, p=VECTOR, V=Tensor("float", shape=("d", None), finite=True))
+@declare(E=TABLE, p=VECTOR, V=Tensor("float", shape=("d", None), finite=True))
 @dataclass
 class MultiClassAttentionModel(_EmbeddingModel):
     """The K-class variant: output vectors ``V = [v_1 .. v_K]`` (d x K), logits
@@ -236,7 +235,7 @@ class MultiClassAttentionModel(_EmbeddingModel):
         return self
 
     @classmethod
-    @declare(error=InvalidParameterError, num_classes=Int(min=2), p_init=Choice("gaussian", "zero"), **SIZES)
+    @declare(num_classes=Int(min=2), p_init=Choice("gaussian", "zero"), **SIZES)
     def init(
         cls,
         vocab_size: int,
@@ -271,7 +270,7 @@ class MultiClassAttentionModel(_EmbeddingModel):
         """The value read-out (here the matrix V), so training code treats both models alike."""
         return self.V
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         """Raise a clear error unless ``batch`` is a ``K``-class batch over this model's vocabulary."""
         self._check_vocab(batch)
@@ -283,7 +282,7 @@ class MultiClassAttentionModel(_EmbeddingModel):
                 f"the model has K = {self.num_classes} classes but the batch has num_classes={batch.num_classes}"
             )
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def forward(self, batch: RaggedBatch) -> torch.Tensor:
         """Logits (n x K)."""
         from .core import _attend
@@ -291,13 +290,13 @@ class MultiClassAttentionModel(_EmbeddingModel):
         self.check_batch(batch)
         return _attend(batch, self.scores(), self.values(), True)[3]
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
         """Mean softmax cross-entropy."""
         logits = self.forward(batch)
         return float(torch.nn.functional.cross_entropy(logits, batch.labels))
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
         """Fraction of sequences whose top class is their label."""
         return float((self.forward(batch).argmax(1) == batch.labels).double().mean())

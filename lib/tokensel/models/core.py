@@ -34,7 +34,7 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..loss import logistic_slope, mean_logistic
-from ..validation import Bool, Tensor, declare
+from ..validation import Tensor, declare
 from . import kernels
 
 #: a flat array over the token occurrences of a batch, and one over its vocabulary
@@ -48,14 +48,12 @@ def segment_sum(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
     return torch.zeros(batch.n, dtype=x.dtype, device=x.device).index_add_(0, batch.seg, x)
 
 
-@declare(batch=Batch(), x=PER_OCCURRENCE)
 def segment_max(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
     """Per-sequence maxima of a flat per-token array."""
     out = torch.empty(batch.n, dtype=x.dtype, device=x.device)
     return out.scatter_reduce_(0, batch.seg, x, reduce="amax", include_self=False)
 
 
-@declare(batch=Batch(), x=PER_OCCURRENCE)
 def scatter_tokens(x: torch.Tensor, batch: RaggedBatch) -> torch.Tensor:
     """Sum a flat per-occurrence array into a per-vocabulary-token array of length |S|."""
     return torch.zeros(batch.vocab_size, dtype=x.dtype, device=x.device).index_add_(0, batch.ids, x)
@@ -69,7 +67,6 @@ def segment_softmax(a: torch.Tensor, batch: RaggedBatch):
     return e / segment_sum(e, batch)[batch.seg], amax
 
 
-@declare(f=Tensor("float", half=True), y=Tensor("float", half=True))
 def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean of ``log(1 + exp(-y f))`` (:func:`tokensel.loss.mean_logistic`)."""
     return mean_logistic(f, y)
@@ -120,7 +117,6 @@ def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
     return out.index_add_(0, dt.ids, x)
 
 
-@declare(batch=Batch("binary"), c=PER_TOKEN, w=PER_TOKEN, stable=Bool())
 def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor, stable: bool = True) -> ScoreValueGrads:
     """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``.
 
@@ -138,7 +134,6 @@ def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor, stab
     return ScoreValueGrads(loss, f, _scatter(dt, h * umf, S), _scatter(dt, h, S))
 
 
-@declare(batch=Batch("classes"), c=PER_TOKEN, W=Tensor("float", shape=("S", None)), stable=Bool())
 def score_value_grads_multiclass(
     batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool = True
 ) -> ScoreValueGrads:
@@ -156,7 +151,6 @@ def score_value_grads_multiclass(
     return ScoreValueGrads(loss, f, _scatter(dt, umf.mul_(h).sum(1), S), _scatter(dt, h, S))
 
 
-@declare(batch=Batch(), c=Tensor("float", half=True), stable=Bool())
 def fused_applies(batch: RaggedBatch, c: torch.Tensor, stable: bool) -> bool:
     """Whether :func:`fused_grads` computes this evaluation: the stable form, on the CPU, in float32 or
     float64 (the naive form, other devices and dtypes use the reference)."""
@@ -174,13 +168,11 @@ def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:
     return dt.cache["plan"]
 
 
-@declare(E=Tensor("float", shape=("S", "d")), PV=Tensor("float", shape=("d", None)))
 def fused_scores_values(E: torch.Tensor, PV: torch.Tensor) -> torch.Tensor:
     """``E PV`` in one pass over ``E`` (``tokensel.models.kernels.scores_values``; CPU, float32/float64)."""
     return torch.from_numpy(kernels.scores_values(E.detach().numpy(), PV.detach().numpy()))
 
 
-@declare(batch=Batch(), CW=Tensor("float", shape=("S", None)))
 def fused_grads(batch: RaggedBatch, CW: torch.Tensor):
     """The stable score/value gradients by the fused kernel, for ``CW = E [p, V]`` (|S| x (1 + K); K = 1
     for the binary model). Returns ``(loss, f, AB)``: the mean loss (float), the outputs (n,) or logits

@@ -82,7 +82,7 @@ class Gradients:
 MODEL = Instance(AttentionModel, MultiClassAttentionModel, what="an AttentionModel or MultiClassAttentionModel")
 
 
-@declare(error=InvalidParameterError, model=MODEL, batch=Batch(), stable=Bool(), fused=Bool(allow_none=True))
+@declare(model=MODEL, batch=Batch(), stable=Bool(), fused=Bool(allow_none=True))
 def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
     """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``.
 
@@ -166,12 +166,6 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
     return r.loss, E.T @ r.A
 
 
-@declare(
-    batch=Batch("binary"),
-    E=Tensor("float", shape=("S", "d")),
-    w=Tensor("float", shape=("S",)),
-    stable=Bool(),
-)
 def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
     """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: a function ``p -> (loss, grad_p)`` for loops that
     evaluate it thousands of times (the flows and normalised GD of chapters 3-5). The arguments are checked and the

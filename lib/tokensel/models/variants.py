@@ -38,7 +38,7 @@ from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidBatchError, InvalidParameterError
 from ..loss import mean_logistic
 from ..seeding import generator
-from ..validation import Choice, Dtype, Function, Instance, Int, Tensor, declare
+from ..validation import Choice, Dtype, Instance, Int, Tensor, declare
 from . import kernels
 from .attention import SIZES, AttentionModel, _EmbeddingModel, same_dtype_and_device
 from .mixing import MixPlan, entry_attention, mix
@@ -135,7 +135,7 @@ class VariantModel(_EmbeddingModel):
     v: torch.Tensor
 
     @classmethod
-    @declare(error=InvalidParameterError, **SIZES)
+    @declare(**SIZES)
     def init(cls, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu"):
         """``E, p, v`` as in the paper (:meth:`tokensel.AttentionModel.init`), then the variant's matrices."""
         if cls is VariantModel:
@@ -161,7 +161,7 @@ class VariantModel(_EmbeddingModel):
         """Check the shapes, dtypes, devices and finiteness of every parameter."""
         AttentionModel(self.E, self.p, self.v)  # E, p, v as in the one-layer model
         for name, w in self.matrices.items():
-            MATRIX.validate(w, name, InvalidParameterError, {"d": self.d})
+            MATRIX.validate(w, name, {"d": self.d})
         same_dtype_and_device(self.E, **self.matrices)
         return self
 
@@ -181,7 +181,7 @@ class VariantModel(_EmbeddingModel):
     def scores(self) -> torch.Tensor:
         return self.E @ self.read_out()
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def prepare(self, batch: RaggedBatch) -> tuple:
         """What :meth:`forward_prepared` needs for ``batch``, computed once per batch."""
         raise NotImplementedError
@@ -195,13 +195,12 @@ class VariantModel(_EmbeddingModel):
         """The model as written over padded ids (n x T) and mask: the test reference of the fast path."""
         raise NotImplementedError
 
-    @declare(ids=Tensor("int"))
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
         """``X = E[ids]`` (n x T x d); index_select because its backward (index_add) sums in a fixed order
         on the CPU, where that of ``E[ids]`` (index_put with accumulation) does not: runs repeat bitwise."""
         return self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
 
-    @declare(error=InvalidParameterError, batch=Batch(), chunk=Int(min=1))
+    @declare(batch=Batch(), chunk=Int(min=1))
     def forward(self, batch: RaggedBatch, chunk: int = 2048) -> torch.Tensor:
         """Outputs ``f`` for every sequence (in chunks of sequences, to bound memory)."""
         self.check_batch(batch)
@@ -211,7 +210,6 @@ class VariantModel(_EmbeddingModel):
             outs.append(self.forward_prepared(*self.prepare(sub)))
         return torch.cat(outs)
 
-    @declare(error=InvalidBatchError, batch=Batch())
     def check_batch(self, batch: RaggedBatch) -> None:
         """Raise a clear error unless ``batch`` is a ±1-labelled batch over this model's vocabulary."""
         if batch.num_classes is not None:
@@ -221,13 +219,12 @@ class VariantModel(_EmbeddingModel):
         if batch.vocab_size != self.vocab_size:
             raise InvalidBatchError(f"batch vocabulary has {batch.vocab_size} tokens but E has {self.vocab_size} rows")
 
-    @declare(error=InvalidBatchError, batch=Batch())
     def loss(self, batch: RaggedBatch) -> float:
         """Mean logistic loss."""
         with torch.no_grad():
             return float(mean_logistic(self.forward(batch), batch.labels.to(self.E.dtype)))
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def accuracy(self, batch: RaggedBatch) -> float:
         """Fraction of sequences with ``sign f = y``."""
         with torch.no_grad():
@@ -259,7 +256,7 @@ class MLPHead(VariantModel):
         ``E_s^T v``, which the head does not read directly)."""
         return self.head(self.E)
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def prepare(self, batch):
         """The sparse pattern of the batch's distinct entries (:class:`tokensel.models.mixing.MixPlan`)."""
         return batch, MixPlan(batch)
@@ -270,7 +267,6 @@ class MLPHead(VariantModel):
         (:mod:`tokensel.models.mixing`), no padded (n x T x d) gather (``scores_dtype`` is ignored)."""
         return self.forward_entries(batch, plan)
 
-    @declare(batch=Batch(), plan=Instance(MixPlan))
     def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
         """The sparse path of :meth:`forward_prepared`; equal to :meth:`forward_reference`."""
         return self.head(mix(entry_attention(self.E @ self.p, plan), self.E, plan))
@@ -345,23 +341,21 @@ class TwoLayer(VariantModel):
     kind: ClassVar[str] = "two_layer"
     name: ClassVar[str] = "two layers"
 
-    @declare(error=InvalidBatchError, batch=Batch())
+    @declare(batch=Batch())
     def prepare(self, batch):
         """Padded ids and mask (:func:`padded`)."""
         return padded(batch)
 
-    @declare(low=Function("a function from a tensor to a tensor"))
     def layer1_tables(self, low) -> tuple:
         """The |S| x d tables whose gathered rows give the layer-1 scores ``K X^T`` (the 1/sqrt(d) folded in)."""
         X = low(self.E / self.d**0.25)
         return X, X
 
-    @declare(X=Tensor("float", ndim=3, half=True))
     def layer1_keys(self, X: torch.Tensor) -> torch.Tensor:
         """The layer-1 keys of the gathered embeddings ``X`` (n x T x d): ``X`` itself."""
         return X
 
-    @declare(error=InvalidParameterError, ids=IDS, mask=MASK, scores_dtype=SCORES_DTYPE)
+    @declare(ids=IDS, mask=MASK, scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, ids, mask, scores_dtype=None):
         """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs
         only ``H u = X u + A (X u)`` for ``u = p'`` (``read_out``) and ``u = v``, so the per-token work
@@ -425,12 +419,10 @@ class TwoLayerWKQ(TwoLayer):
         """``W2 p``: the vector whose inner product with ``E_s`` is the token's read-out score."""
         return self.W2 @ self.p
 
-    @declare(low=Function("a function from a tensor to a tensor"))
     def layer1_tables(self, low):
         """``E`` and ``E W1 / sqrt(d)``, through ``low``."""
         return low(self.E), low(self.E @ (self.W1 / self.d**0.5))
 
-    @declare(X=Tensor("float", ndim=3, half=True))
     def layer1_keys(self, X):
         """The layer-1 keys ``X W1``."""
         return X @ self.W1
@@ -445,7 +437,7 @@ COMPARED = ("mlp", "two_layer", "two_layer_wkq")
 MLP_PLACEMENTS = ("mlp", "mlp_residual", "mlp_trained_v", "mlp_output")
 
 
-@declare(error=InvalidParameterError, kind=Choice(*KINDS), **SIZES)
+@declare(kind=Choice(*KINDS), **SIZES)
 def make(kind: str, vocab_size: int, d: int, seed: int = 0, dtype=torch.float32, device="cpu") -> VariantModel:
     """``MODELS[kind].init(...)``: a variant initialised by its short name (one of ``KINDS``)."""
     return MODELS[kind].init(vocab_size, d, seed=seed, dtype=dtype, device=device)

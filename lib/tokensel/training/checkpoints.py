@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.batch import Batch
 from ..errors import CheckpointError, StorageError
 from ..files import check_regular_file, describe_os_error, ensure_folder, file_lock
-from ..validation import Duck, FilePath, Instance, Int, Text, declare
+from ..validation import Duck, Instance
 from .optimiser import FusedAdam
 
 FORMAT = 2
@@ -44,7 +43,6 @@ OPTIMISER = Instance(FusedAdam, torch.optim.Optimizer, what="an optimiser (Fused
 TRAJECTORY = Duck("append", what="a Trajectory")
 
 
-@declare(tensors=TENSORS)
 def digest_tensors(tensors: dict) -> str:
     """SHA-256 over the names, dtypes, shapes and bytes of ``tensors`` (any device)."""
     h = hashlib.sha256()
@@ -63,7 +61,6 @@ def digest_tensors(tensors: dict) -> str:
     return h.hexdigest()[:32]
 
 
-@declare(batch=Batch(dims=(), allow_none=True))
 def digest_batch(batch) -> str:
     """SHA-256 of a batch's token ids, offsets and labels (and its vocabulary size and classes)."""
     if batch is None:
@@ -78,7 +75,6 @@ def digest_batch(batch) -> str:
     )
 
 
-@declare(recipe=Text(), batch=Batch(dims=()), start=TENSORS, settings=DICT, test_batch=Batch(dims=(), allow_none=True))
 def fingerprint(recipe: str, batch, start: dict, settings: dict, test_batch=None) -> dict:
     """What identifies a run: ``recipe`` (e.g. ``"train_joint"``, ``"variant/mlp"``), digests of the
     training and test data and of the ``start`` tensors (the parameters before the first step), their
@@ -97,7 +93,6 @@ def fingerprint(recipe: str, batch, start: dict, settings: dict, test_batch=None
     }
 
 
-@declare(path=FilePath(), tensors=TENSORS, opt=OPTIMISER, step=Int(min=0), traj=TRAJECTORY, meta=DICT)
 def save(path, tensors: dict, opt, step: int, traj, meta: dict) -> None:
     """Write the run's state to ``path`` atomically (a run killed while saving keeps its previous
     checkpoint) under the file's lock."""
@@ -283,13 +278,6 @@ def _trajectory_problem(traj, step: int) -> str | None:
     return None
 
 
-@declare(
-    path=FilePath(allow_none=True),
-    tensors=TENSORS,
-    opt=OPTIMISER,
-    meta=DICT,
-    traj_type=Instance(type, what="a class (Trajectory)"),
-)
 def resume(path, tensors: dict, opt, meta: dict, traj_type):
     """If ``path`` holds a checkpoint of this run (fingerprint ``meta``), load it into ``tensors`` and
     ``opt`` and return ``(next step, trajectory)``; without a file at ``path`` return ``None``.

@@ -18,18 +18,16 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..data.batch import Batch
 from ..errors import DivergenceError, InvalidParameterError
 from ..loss import mean_logistic
 from ..models import core, kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.variants import VariantModel
-from ..validation import Bool, Duck, Function, Instance, Int, Real, Text, all_finite, declare
+from ..validation import Duck, Instance, all_finite
 from . import checkpoints
-from .checkpoints import OPTIMISER
 from .optimiser import FusedAdam
 from .progress import bar
-from .settings import SETTINGS, TrainSettings
+from .settings import TrainSettings
 
 #: what the loop needs of a model: its parameters' check, and its loss and accuracy on a test batch
 TRAINED_MODEL = Duck("validate", "check_batch", what="a model (with validate and check_batch)")
@@ -116,13 +114,6 @@ class ScoresAfter:
         return value
 
 
-@declare(
-    error=InvalidParameterError,
-    model=TRAINED_MODEL,
-    batch=Batch(),
-    test_batch=Batch(dims=(), allow_none=True),
-    settings=SETTINGS,
-)
 def prologue(model, batch, test_batch, settings) -> TrainSettings:
     """What every trainer does before its first step: ``settings`` checked (None gives the defaults of
     :class:`~tokensel.training.settings.TrainSettings`), the model's parameters validated, the training batch and
@@ -135,7 +126,6 @@ def prologue(model, batch, test_batch, settings) -> TrainSettings:
     return settings
 
 
-@declare(step=Int(min=0), lr=Real(), what=Text())
 def diverged(step: int, lr: float, what: str) -> DivergenceError:
     """The error of a run whose loss or gradient stopped being finite at ``step``."""
     return DivergenceError(
@@ -149,7 +139,6 @@ def _finite(tensors: list) -> bool:
     return all(all_finite(t) for t in tensors)
 
 
-@declare(opt=OPTIMISER, trained=TENSORS, lr=Real(min=0.0), updates=Int())
 def may_overflow(opt, trained: list, lr: float, updates: int) -> bool:
     """Whether ``updates`` Adam steps of size ``lr`` could carry a parameter past the largest float.
 
@@ -238,18 +227,6 @@ def low_rank_adam(
         scores.value = torch.from_numpy(after)
 
 
-@declare(
-    error=InvalidParameterError,
-    model=Duck("validate", what="a model (with validate)"),
-    trained=TENSORS,
-    step_fn=Function("a step function take_grad -> StepResult"),
-    settings=Instance(TrainSettings, what="a tokensel.TrainSettings"),
-    method=Text(),
-    label=Text(),
-    saved=Instance(dict, what="a dict of tensors by name", allow_none=True),
-    fingerprint=Instance(dict, what="a dict (tokensel.training.checkpoints.fingerprint)", allow_none=True),
-    autograd=Bool(),
-)
 def adam(
     model,
     trained: list,

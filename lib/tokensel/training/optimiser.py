@@ -17,7 +17,6 @@ import torch
 from torch.optim.adam import adam as _adam
 
 from ..errors import InvalidParameterError
-from ..validation import Instance, Real, declare
 
 #: a parameter group's entries, as ``torch.optim.Adam(params, lr=lr, fused=True)`` writes them in its state dict
 GROUP_DEFAULTS = {
@@ -34,7 +33,6 @@ GROUP_DEFAULTS = {
 }
 
 
-@declare(error=InvalidParameterError, params=Instance(list, what="a list of tensors"), lr=Real(min=0.0))
 class FusedAdam:
     """Adam on the tensors ``params`` (floating point, distinct) with learning rate ``lr`` and torch's
     defaults otherwise (betas 0.9 and 0.999, eps 1e-8, no weight decay), one fused pass per tensor and step.
@@ -116,7 +114,6 @@ class FusedAdam:
         state = {index[id(p)]: dict(s) for p, s in self.state.items() if s}
         return {"state": state, "param_groups": groups}
 
-    @declare(error=InvalidParameterError, state_dict=Instance(dict, what="an optimiser state dict"))
     def load_state_dict(self, state_dict: dict) -> None:
         """Take over a state dict of this layout (this class's or ``torch.optim.Adam``'s): the same number of groups
         and of parameters in each; the moments copied in the parameters' dtype and device, the step counts as

@@ -95,7 +95,6 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(a @ b) / (na * nb)
 
 
-@declare(steps=Int(min=0, max=MAX_STEPS), count=Int(min=1, max=10**7))
 def record_steps(steps: int, count: int = 200) -> np.ndarray:
     """About ``count`` log-spaced step indices in ``0..steps``, always including both ends."""
     if steps < 1:
@@ -123,7 +122,7 @@ def _prepare(model, batch: RaggedBatch, reference):
 _Model = TypeVar("_Model", AttentionModel, MultiClassAttentionModel)
 
 
-@declare(error=InvalidParameterError, model=MODEL, batch=Batch(), eta0=POSITIVE, stable=Bool())
+@declare(model=MODEL, batch=Batch(), eta0=POSITIVE, stable=Bool())
 def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True) -> _Model:
     """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
 
@@ -138,7 +137,6 @@ def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True
 
 
 @declare(
-    error=InvalidParameterError,
     model=BINARY_MODEL,
     batch=Batch(),
     lr=POSITIVE,
@@ -222,7 +220,6 @@ def train_p(
 
 
 @declare(
-    error=InvalidParameterError,
     model=BINARY_MODEL,
     batch=Batch(),
     lr=POSITIVE,
@@ -276,7 +273,6 @@ class _Budget(Exception):
 
 
 @declare(
-    error=InvalidParameterError,
     model=BINARY_MODEL,
     batch=Batch(),
     t_max=POSITIVE,
@@ -390,7 +386,6 @@ def _finite_product_bound(*pairs) -> bool:
 
 
 @declare(
-    error=InvalidParameterError,
     model=MODEL,
     batch=Batch(),
     settings=SETTINGS,
@@ -496,7 +491,6 @@ def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> tor
 
 
 @declare(
-    error=InvalidParameterError,
     model=BINARY_MODEL,
     batch=Batch(),
     t_max=POSITIVE,

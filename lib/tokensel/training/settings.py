@@ -15,7 +15,6 @@ from ..validation import MAX_STEPS, Bool, FilePath, Instance, Int, Real, declare
 
 
 @declare(
-    error=InvalidParameterError,
     steps=Int(min=1, max=MAX_STEPS),
     lr=Real(min=0.0, min_inclusive=False),
     eval_every=Int(min=1),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from ..data.batch import Batch, RaggedBatch
-from ..errors import InvalidParameterError
 from ..loss import logistic
 from ..models.variants import SCORES_DTYPE, VariantModel, length_chunks
 from ..validation import Instance, Int, all_finite, declare
@@ -16,7 +15,6 @@ from .settings import SETTINGS, TrainSettings
 
 
 @declare(
-    error=InvalidParameterError,
     model=Instance(VariantModel, what="a VariantModel (tokensel.models.variants.make)"),
     batch=Batch(),
     settings=SETTINGS,
