@@ -28,8 +28,7 @@ def _cache_root(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _results_dir(tmp_path, monkeypatch, _cache_root):
-    # checks recorded by tests never touch the book's results; data caches never touch the user's
-    monkeypatch.setenv("TOKENSEL_RESULTS_DIR", str(tmp_path / "checks"))
+    # data caches never touch the user's
     monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(_cache_root))
     # a test sets the data sources it means to use (CI exports an IMDB mirror for the book)
     for var in (

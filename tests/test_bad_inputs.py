@@ -43,7 +43,12 @@ def _variant(vocab=None):
 
 
 CASES = [
-    ("claim without a name", lambda: tb.check("", 1.0, 1.0, tol=0.1), ValueError, "non-empty name"),
+    (
+        "claim without a tolerance",
+        lambda: (tb.start_chapter("c"), tb.check("x", 1.0, close_to=1.0)),
+        ValueError,
+        "exactly one of tol",
+    ),
     ("no finite pairs to bin", lambda: ts.shapes.binned(np.full(3, np.nan), np.zeros(3)), ValueError, "no finite"),
     (
         "one step on another vocabulary",

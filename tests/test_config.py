@@ -15,9 +15,6 @@ def test_settings_are_read_when_used(monkeypatch):
         ts.seed_everything(0)
     monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
     assert not ts.training.progress.enabled()
-    monkeypatch.setenv("TOKENSEL_CLAIMS", "maybe")
-    with pytest.raises(InvalidArgumentError, match="TOKENSEL_CLAIMS"):
-        config.claims_mode()
 
 
 def test_a_urls_password_is_never_repeated_in_an_error(monkeypatch, tmp_path):

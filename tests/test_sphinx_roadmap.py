@@ -6,14 +6,14 @@ import pytest
 from sphinx.errors import ExtensionError
 
 from tokensel_book.sphinx_roadmap import front_matter, roadmap_lines
-from tokensel_book.toc import toc_files
+from tokensel_book.toc import reader_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_page_of_the_book_has_a_summary():
     lines = roadmap_lines(ROOT, "book/intro")
-    assert [line.split("`")[1] for line in lines] == [Path(p).name for p in toc_files(ROOT)[1:]]
+    assert [line.split("`")[1] for line in lines] == [Path(p).name for p in reader_pages(ROOT)[1:]]
 
 
 def test_a_page_without_summary_stops_the_build(tmp_path):

@@ -18,12 +18,6 @@ variable                   meaning
                            a number, or ``full`` (default 25000)
 ``TOKENSEL_PROGRESS``      ``0`` turns progress bars off
 ``TOKENSEL_THREADS``       torch's thread count set by :func:`tokensel.seed_everything` (default 2)
-``TOKENSEL_RESULTS_DIR``   where checked claims are recorded (``make book`` sets ``<book>/_build/checks``);
-                           unset, a chapter run by hand records in ``<book>/_build/scratch/checks``
-``TOKENSEL_CLAIMS``        ``raise`` (default): a failed claim raises at once; ``report``: it is shown
-                           and recorded, the notebook runs on, and ``end_chapter`` raises
-``TOKENSEL_GRADES``        a file to which each exercise's self-check appends its verdict (one JSON line;
-                           set by ``python -m tokensel_book grade``)
 =========================  ==========================================================================
 """
 
@@ -34,7 +28,6 @@ import re
 from pathlib import Path
 
 from .errors import InvalidArgumentError
-from .validation import FilePath, declare
 
 DATA_DIR = "TOKENSEL_DATA_DIR"
 CACHE_DIR = "TOKENSEL_CACHE_DIR"
@@ -44,9 +37,6 @@ YELP_SOURCE = "TOKENSEL_YELP_SOURCE"
 YELP_SIZE = "TOKENSEL_YELP_SIZE"
 PROGRESS = "TOKENSEL_PROGRESS"
 THREADS = "TOKENSEL_THREADS"
-RESULTS_DIR = "TOKENSEL_RESULTS_DIR"
-CLAIMS = "TOKENSEL_CLAIMS"
-GRADES = "TOKENSEL_GRADES"
 
 CANONICAL_IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 DEFAULT_YELP_SOURCE = "fancyzhx/yelp_polarity"
@@ -94,12 +84,6 @@ def redact(location: str) -> str:
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it replaced by ``***`` (for error messages)."""
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)
-
-
-def grades_file() -> Path | None:
-    """Where the exercises' self-checks append their verdicts (``TOKENSEL_GRADES``), or None (they print only)."""
-    value = _get(GRADES)
-    return None if value is None else Path(value).expanduser()
 
 
 def data_dir() -> Path | None:
@@ -166,28 +150,3 @@ def threads() -> int:
     if number is None or not 1 <= number <= 4096:
         raise _bad(THREADS, value, "a whole number of threads between 1 and 4096")
     return number
-
-
-@declare(book_root=FilePath())
-def results_dir(book_root: Path) -> Path:
-    """Where a run records its claims: ``TOKENSEL_RESULTS_DIR`` (``make book`` sets it to the book's folder,
-    :func:`book_results_dir`), else the scratch folder ``<book_root>/_build/scratch/checks``, so a chapter run
-    by hand (``make lab``, a notebook, a script) never touches the book's records."""
-    value = _get(RESULTS_DIR)
-    return Path(value).expanduser() if value else book_root / "_build" / "scratch" / "checks"
-
-
-@declare(book_root=FilePath())
-def book_results_dir(book_root: Path) -> Path:
-    """Where the book's build keeps its claim records, read by ``python -m tokensel_book verify`` and the status
-    page: ``TOKENSEL_RESULTS_DIR``, else ``<book_root>/_build/checks``."""
-    value = _get(RESULTS_DIR)
-    return Path(value).expanduser() if value else book_root / "_build" / "checks"
-
-
-def claims_mode() -> str:
-    """``raise`` (a failed claim raises at once) or ``report`` (shown and recorded, raised at the end)."""
-    value = (_get(CLAIMS) or "raise").strip().lower()
-    if value not in ("raise", "report"):
-        raise _bad(CLAIMS, value, "'raise' or 'report'")
-    return value

@@ -13,10 +13,9 @@ import tempfile
 from pathlib import Path
 
 from .errors import InvalidArgumentError, StorageError, TokenselError
-from .validation import FilePath, Instance, Real, Text, declare
+from .validation import FilePath, Instance, declare
 
 
-@declare(exc=Instance(BaseException, what="an exception"))
 def describe_os_error(exc: BaseException) -> str:
     """One line for an ``OSError``: its kind and message, without a traceback."""
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -39,7 +38,6 @@ def ensure_folder(folder: Path, what: str) -> Path:
     return folder
 
 
-@declare(path=FilePath(), what=Text())
 def check_regular_file(path: Path, what: str, error=StorageError) -> Path:
     """``path`` if it is a regular file (after links); a folder, a FIFO, a device or a dangling link raises
     ``error`` naming ``what`` it is, without opening it (a FIFO would block the reader)."""
@@ -120,7 +118,6 @@ def file_lock(path: Path, timeout: float = 120):
         lk.release()
 
 
-@declare(directory=FilePath(), name=Text(), timeout=Real(min=0.0))
 def lock(directory: Path, name: str, timeout: float = 120):
     """The lock ``directory/name`` (the folder is created), as a context manager (:func:`file_lock`)."""
     directory = ensure_folder(directory, "the folder of the lock")

@@ -2,8 +2,8 @@
 
 An exercise that asks for numbers ends with a cell the student runs::
 
-    alpha_good = None  # your answer
-    tb.self_check("ex-model-alpha", alpha_good=alpha_good)
+    total = None  # your answer
+    tb.self_check("ex-sum", total=total)
 
 The references come from the answer key (``book/answers.py``, :func:`load_key`), which this package does not
 hold: inside the book the check says right or not yet; where the key is absent (a student's own machine) it

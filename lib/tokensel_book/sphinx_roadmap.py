@@ -54,23 +54,23 @@ def contents_markdown(root: Path) -> str:
     """The README's list of contents: ``N. **title**: summary`` for every numbered chapter of ``_toc.yml``
     (numbered as the book's sidebar numbers them) and ``- **title**: summary`` for the other pages, in order
     (``python -m tokensel_book contents`` prints it; a test keeps the README equal to it)."""
-    from .toc import toc_files, toc_numbers
+    from .toc import reader_pages, toc_numbers
 
     numbers = toc_numbers(root)
     return "\n".join(
         f"{f'{numbers[page]}.' if page in numbers else '-'} **{page_title(page_source(root, page))}**: "
         f"{_summary(root, page)}"
-        for page in toc_files(root)
+        for page in reader_pages(root)
     )
 
 
 def roadmap_lines(root: Path, current: str) -> list[str]:
     """The directive's MyST lines: ``- {doc}`page`: summary`` for every page of ``_toc.yml`` after
     ``current`` (a docname such as ``book/intro``)."""
-    from .toc import toc_files, toc_numbers
+    from .toc import reader_pages, toc_numbers
 
     numbers = toc_numbers(root)
-    pages = toc_files(root)
+    pages = reader_pages(root)
     after = pages[pages.index(current) + 1 :] if current in pages else pages
     lines = []
     for page in after:

@@ -79,6 +79,11 @@ def toc_files(root: Path | None = None) -> list[str]:
     return [str(Path(p).with_suffix("")) if p.endswith((".md", ".ipynb")) else p for p in pages]
 
 
+def reader_pages(root: Path | None = None) -> list[str]:
+    """The pages a reader's list of contents names: those of ``_toc.yml`` but the API's folder pages."""
+    return [p for p in toc_files(root) if not p.startswith("book/api/")]
+
+
 def toc_numbers(root: Path | None = None) -> dict[str, int]:
     """Chapter numbers as the book shows them, by page (``book/01_model``): the pages named ``NN_name`` in order."""
     chapters = [p for p in toc_files(root) if Path(p).name[:2].isdigit()]
@@ -86,12 +91,11 @@ def toc_numbers(root: Path | None = None) -> dict[str, int]:
 
 
 def page_source(root: Path, page: str) -> Path:
-    """The source of a page (``page`` as in ``_toc.yml`` or its last part): its ``.md``, or its notebook where it
-    has none (the student edition builds from the executed notebooks)."""
-    bare = "/" not in page and not (Path(root) / f"{page}.md").is_file()
-    path = Path(root) / (f"book/{page}" if bare else page)
-    md, nb = path.parent / f"{path.name}.md", path.parent / f"{path.name}.ipynb"
-    return nb if nb.is_file() and not md.is_file() else md
+    """The source of a page (``page`` as in ``_toc.yml``, or a chapter's name under ``book/``): its ``.md``, or its
+    notebook where it has none (the student edition builds from the executed notebooks)."""
+    stems = [Path(root) / page] + ([Path(root) / "book" / page] if "/" not in page else [])
+    found = [s.parent / f"{s.name}{ext}" for s in stems for ext in (".md", ".ipynb")]
+    return next((f for f in found if f.is_file()), found[2] if len(found) > 2 else found[0])
 
 
 def front_matter(path: Path) -> dict:

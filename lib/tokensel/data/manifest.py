@@ -11,7 +11,6 @@ from pathlib import Path
 
 from ..errors import DataUnavailableError
 from ..files import check_regular_file, describe_os_error, write_json_atomic
-from ..validation import FilePath, Int, declare
 
 MANIFEST = "MANIFEST.json"
 
@@ -25,7 +24,6 @@ KNOWN = {
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-@declare(path=FilePath(), chunk=Int(min=1))
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """The SHA-256 of a file's bytes, as 64 lower-case hex digits."""
     h = hashlib.sha256()
