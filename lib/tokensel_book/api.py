@@ -129,7 +129,7 @@ def render(root: Path) -> dict[str, str]:
     lines += [f"- {{doc}}`api/{key}`: {what}" for key, (_, what) in FOLDERS.items()]
     out = {"book/api.md": "\n".join(lines) + "\n"}
     for key, (package, what) in FOLDERS.items():
-        body = [f"---\nsummary: {what}.\n---\n", f"# `{package}`: {what}\n"]
+        body = [f"---\nsummary: '{what}.'\n---\n", f"# `{package}`: {what}\n"]
         for module in _modules(package):
             body += [f"## `{module}`\n", "```{eval-rst}", f".. automodule:: {module}", "   :members:", "```", ""]
         out[f"book/api/{key}.md"] = "\n".join(body).rstrip() + "\n"
