@@ -6,6 +6,7 @@ re-exported names and escapes ``|`` in docstrings."""
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import re
 import types
@@ -129,7 +130,7 @@ def render(root: Path) -> dict[str, str]:
     lines += [f"- {{doc}}`api/{key}`: {what}" for key, (_, what) in FOLDERS.items()]
     out = {"book/api.md": "\n".join(lines) + "\n"}
     for key, (package, what) in FOLDERS.items():
-        body = [f"---\nsummary: '{what}.'\n---\n", f"# `{package}`: {what}\n"]
+        body = [f"---\nsummary: {json.dumps(what + '.')}\n---\n", f"# `{package}`: {what}\n"]
         for module in _modules(package):
             body += [f"## `{module}`\n", "```{eval-rst}", f".. automodule:: {module}", "   :members:", "```", ""]
         out[f"book/api/{key}.md"] = "\n".join(body).rstrip() + "\n"
