@@ -14,7 +14,7 @@ def test_settings_are_read_when_used(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_THREADS"):
         ts.seed_everything(0)
     monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
-    assert not ts.training.progress.enabled()
+    assert not config.progress()
     monkeypatch.setenv("TOKENSEL_CLAIMS", "maybe")
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_CLAIMS"):
         config.claims_mode()
