@@ -403,6 +403,63 @@ def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> tor
     return score_value_grads(batch, c, w, stable=True).A
 
 
+def _float64(p) -> torch.Tensor:
+    """``p`` as a float64 tensor (the many-digit steps keep it as a list of mpmath numbers)."""
+    return p if isinstance(p, torch.Tensor) else torch.tensor([float(a) for a in p], dtype=torch.float64)
+
+
+def _float64_step(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch):
+    """``(step, evaluations)``: the backward Euler step ``p -> p'`` of size ``h`` in float64 (None when Newton's
+    method stalls), solved in the scores ``c = E p`` (``c' = c - h G A(c')``, ``G = E E^T``), and the count of
+    gradient evaluations. The Hessian ``dA/dc`` by central differences, a backtracking line search on the residual."""
+    G = E @ E.T
+    S = G.shape[0]
+    gnorm = float(torch.linalg.matrix_norm(G, 2))
+    eye = torch.eye(S, dtype=torch.float64)
+    nfev = [0]
+
+    def A(c):
+        nfev[0] += 1
+        return _score_gradient(batch, c, w)
+
+    def hessian(c):
+        eps = 1e-5
+        J = torch.empty(S, S, dtype=torch.float64)
+        for j in range(S):
+            e = torch.zeros(S, dtype=torch.float64)
+            e[j] = eps
+            J[:, j] = (A(c + e) - A(c - e)) / (2 * eps)
+        return (J + J.T) / 2
+
+    def solve(c, h):
+        x, F = c.clone(), h * (G @ A(c))
+        M = None
+        for it in range(40):
+            fn, scale = float(F.norm()), 1.0 + float(x.norm())
+            if fn <= 1e-10 * scale + 1e-17 * h * gnorm:
+                return x
+            if M is None or it % 4 == 0:
+                M = eye + h * (G @ hessian(x))
+            dx = -torch.linalg.solve(M, F)
+            lam = 1.0
+            while lam > 1e-6:
+                x2 = x + lam * dx
+                F2 = x2 - c + h * (G @ A(x2))
+                if float(F2.norm()) < (1 - 1e-4 * lam) * fn:
+                    break
+                lam /= 2
+            else:
+                return x if fn <= 1e-6 * scale else None
+            x, F = x2, F2
+        return None
+
+    def step(p, h):
+        x = solve(E @ p, h)
+        return None if x is None else p - h * (E.T @ A(x))
+
+    return step, lambda: nfev[0]
+
+
 @declare(
     error=InvalidParameterError,
     model=BINARY_MODEL,
@@ -428,177 +485,75 @@ def implicit_flow(
     max_evaluations: int | None = None,
     digits: int | None = None,
 ) -> Trajectory:
-    """Phase 2's gradient flow ``dp/dt = -grad_p L`` by backward (implicit) Euler steps, for flows that are
-    *stiff*: when part of the scores settles at a finite optimum (two tokens selected together, their score
-    gap held by the loss) while the rest diverges, an explicit integrator (:func:`gradient_flow`) must keep its
-    steps below that optimum's time scale and cannot reach large ``t``.
+    """Phase 2's gradient flow by backward (implicit) Euler steps, for *stiff* flows (part of the scores settles at a
+    finite optimum while the rest diverges), which :func:`gradient_flow` cannot take to large ``t``.
 
-    The flow moves the scores ``c = E p`` by ``dc/dt = -G A(c)`` with ``G = E E^T`` and ``A = dL/dc``. Each step
-    solves ``c' = c - h G A(c')`` by Newton's method (the Hessian ``dA/dc`` by central differences, token by
-    token, so that the settled and the diverging scores do not mix; a backtracking line search on the
-    residual) and moves ``p`` by ``-h E^T A(c')``; the step ``h`` starts at ``first_step`` and grows to
-    ``(growth - 1) t``, and is cut by 4 after a failed solve. Backward Euler is first order: the path at
-    moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
-    direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
-    each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
-    With ``max_evaluations``, the integration stops after that many gradient evaluations (the Hessians' included)
-    with a :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged: a
-    bound for flows whose steps stop growing (the solves keep failing at steps far below ``t``).
+    Each step solves ``p' = p - h grad L(p')`` by Newton's method; ``h`` starts at ``first_step``, doubles up to
+    ``(growth - 1) t`` and is cut by 4 after a failed solve. First order: the path is the flow's up to ``O(h)``; the
+    settled scores and the direction of divergence are the flow's. Records as :func:`gradient_flow`. Needs ``|S| <=
+    4000``. With ``max_evaluations``, a :class:`~tokensel.errors.SolverError` after that many gradient evaluations,
+    ``model.p`` unchanged. float64's solves fail from ``t`` of about ``1e16`` on a stiff flow; with ``digits`` each
+    step is solved in that many digits (:mod:`tokensel.training.precise`; slow), up to ``t`` of about ``10 ** (3 *
+    digits / 4)``.
 
-    In float64 the solves fail from ``t`` of about ``1e16`` on a stiff flow: the settled scores' loss terms cancel
-    there below float64's 16 digits, and the diverging direction's gradient (of order ``1/t``) drowns in their
-    rounding. With ``digits``, every step is solved in ``digits``-digit arithmetic instead, in ``p`` with the
-    Hessian in closed form (``tokensel.training.precise``; each gradient and each Hessian counts as one
-    evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (3 * digits / 4)``.
-
-    Introduced in chapter 05.
-    """
+    Introduced in chapter 05."""
     reference = _prepare(model, batch, reference)
     if model.vocab_size > 4000:
         raise InvalidParameterError(
             f"implicit_flow forms the |S| x |S| Gram matrix: |S| = {model.vocab_size} > 4000; use gradient_flow"
         )
-    if digits is not None:
-        return _implicit_flow_precise(
-            model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
-        )
     dtype, device = model.p.dtype, model.p.device
     E = model.E.detach().to(torch.float64).cpu()
     cpu = batch.to("cpu")
     w = E @ model.v.detach().to(torch.float64).cpu()
-    G = E @ E.T
-    S = G.shape[0]
-    gnorm = float(torch.linalg.matrix_norm(G, 2))
-    eye = torch.eye(S, dtype=torch.float64)
-    nfev = 0
-
-    def A(c):
-        nonlocal nfev
-        nfev += 1
-        return _score_gradient(cpu, c, w)
-
-    def hessian(c):
-        eps = 1e-5
-        J = torch.empty(S, S, dtype=torch.float64)
-        for j in range(S):
-            e = torch.zeros(S, dtype=torch.float64)
-            e[j] = eps
-            J[:, j] = (A(c + e) - A(c - e)) / (2 * eps)
-        return (J + J.T) / 2
-
-    def solve(c, h):
-        """``c'`` with ``c' - c + h G A(c') = 0``, or None when Newton's method stalls."""
-        x, Ax = c.clone(), A(c)
-        F = h * (G @ Ax)
-        M = None
-        for it in range(40):
-            fn, scale = float(F.norm()), 1.0 + float(x.norm())
-            if fn <= 1e-10 * scale + 1e-17 * h * gnorm:
-                return x
-            if M is None or it % 4 == 0:
-                M = eye + h * (G @ hessian(x))
-            dx = -torch.linalg.solve(M, F)
-            lam = 1.0
-            while lam > 1e-6:
-                x2 = x + lam * dx
-                A2 = A(x2)
-                F2 = x2 - c + h * (G @ A2)
-                if float(F2.norm()) < (1 - 1e-4 * lam) * fn:
-                    break
-                lam /= 2
-            else:
-                return x if fn <= 1e-6 * scale else None
-            x, Ax, F = x2, A2, F2
-        return None
-
+    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
     p = model.p.detach().to(torch.float64).cpu().clone()
+    if digits is None:
+        advance, evaluations = _float64_step(E, w, cpu)
+    else:
+        from .precise import implicit_steps
+
+        advance, evaluations = implicit_steps(E, model.v, cpu, digits)
+    what = "implicit_flow" + ("" if digits is None else f" ({digits} digits)")
+    traj = Trajectory(method="implicit flow" + ("" if digits is None else f" ({digits} digits)"))
+
+    def record(step, t, x):
+        x = _float64(x)
+        value, grad = p_gradient(E, x, w, cpu, True)
+        cos_ref = cosine(x, ref) if ref is not None else float("nan")
+        extra = monitor(x.to(device=device, dtype=dtype)) if monitor else {}
+        traj.append(step, t, value, x.norm(), grad.norm(), cos_ref, **extra)
+
     grid = np.logspace(-3, np.log10(t_max), records)
     marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
-    traj = Trajectory(method="implicit flow")
-    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
-
-    def record(step, t):
-        loss, grad = p_gradient(E, p, w, cpu, True)
-        pt = p.to(device=device, dtype=dtype)
-        traj.append(
-            step,
-            t,
-            loss,
-            p.norm(),
-            grad.norm(),
-            cosine(p, ref) if ref is not None else float("nan"),
-            **(monitor(pt) if monitor else {}),
-        )
-
     with _one_thread_if_small(E, cpu):
-        record(0, 0.0)
+        record(0, 0.0, p)
         t, h, step = 0.0, first_step, 0
         while t < t_max:
-            if max_evaluations is not None and nfev > max_evaluations:
+            if max_evaluations is not None and evaluations() > max_evaluations:
                 raise SolverError(
-                    f"implicit_flow reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
+                    f"{what} reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
                     f"with steps of {h:.3g}: its solves failed at larger steps"
                 )
+            last = h >= t_max - t
             h = min(h, t_max - t)
-            c = E @ p
-            x = solve(c, h)
+            x = advance(p, h)
             if x is None:
                 h /= 4
                 if h < first_step * 1e-6:
                     raise SolverError(
-                        f"implicit_flow: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: "
-                        "the flow may have left the scores' range (overflow) or the data are degenerate"
+                        f"{what}: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: the flow may "
+                        "have left the scores' range, more digits may be needed, or the data are degenerate"
                     )
                 continue
-            p = p - h * (E.T @ A(x))
-            t += h
-            step += 1
-            if t >= marks[0] or t >= t_max:
+            p, t, step = x, t_max if last else t + h, step + 1
+            if t >= marks[0]:
                 while marks and marks[0] <= t:
                     marks.pop(0)
-                record(step, t)
+                record(step, t, p)
             h = min(2 * h, max((growth - 1) * t, first_step))
-    traj.extra["nfev"] = [float(nfev)] * len(traj)
+    traj.extra["nfev"] = [float(evaluations())] * len(traj)
     traj.stopped = "t_max"
-    model.p.copy_(p.to(device=device, dtype=dtype))
-    model.validate()
-    return traj
-
-
-def _implicit_flow_precise(
-    model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
-) -> Trajectory:
-    """:func:`implicit_flow`'s steps in ``digits``-digit arithmetic (its arguments checked there)."""
-    from .precise import PreciseLoss, backward_euler
-
-    dtype, device = model.p.dtype, model.p.device
-    E = model.E.detach().to(torch.float64).cpu()
-    cpu = batch.to("cpu")
-    w = E @ model.v.detach().to(torch.float64).cpu()
-    loss = PreciseLoss(E, model.v, cpu, digits)
-    grid = np.logspace(-3, np.log10(t_max), records)
-    marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
-    traj = Trajectory(method=f"implicit flow ({digits} digits)")
-    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
-
-    def record(step, t, p_np):
-        p = torch.from_numpy(p_np)
-        lval, grad = p_gradient(E, p, w, cpu, True)
-        traj.append(
-            step,
-            t,
-            lval,
-            p.norm(),
-            grad.norm(),
-            cosine(p, ref) if ref is not None else float("nan"),
-            **(monitor(p.to(device=device, dtype=dtype)) if monitor else {}),
-        )
-
-    p0 = model.p.detach().to(torch.float64).cpu().numpy()
-    record(0, 0.0, p0.copy())
-    final = backward_euler(loss, p0, t_max, marks, record, first_step, growth, max_evaluations)
-    traj.extra["nfev"] = [float(loss.evaluations)] * len(traj)
-    traj.stopped = "t_max"
-    model.p.copy_(torch.tensor([float(a) for a in final], dtype=dtype, device=device))
+    model.p.copy_(_float64(p).to(device=device, dtype=dtype))
     model.validate()
     return traj
