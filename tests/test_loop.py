@@ -46,7 +46,7 @@ def test_adam_records_evaluates_and_clears_gradients():
     model = _Quadratic()
     step, calls = _step(model)
     settings = ts.TrainSettings(steps=40, lr=0.1, eval_every=10, progress=False)
-    traj = loop.adam(model, [model.p], step, settings, method="adam", label="q", test_batch=object())
+    traj = loop.adam(model, [model.p], step, settings, method="adam", label="q", test_batch=object(), autograd=True)
     assert traj.step == [0, 10, 20, 30, 40] and traj.loss[-1] < traj.loss[0]
     assert traj.extra["test_loss"][-1] == pytest.approx(traj.loss[-1]) and traj.extra["train_acc"] == [1.0] * 5
     assert calls == [True] * 40 + [False]  # no gradient for the final evaluation
@@ -58,8 +58,8 @@ def test_a_diverging_step_stops_before_the_update():
     step, _ = _step(model, blow_up_at=5)
     settings = ts.TrainSettings(steps=40, lr=0.1, eval_every=10, progress=False)
     with pytest.raises(DivergenceError, match="diverged at step 5") as info:
-        loop.adam(model, [model.p], step, settings, method="adam", label="q")
-    assert model.p.grad is None and info.value.step == 5
+        loop.adam(model, [model.p], step, settings, method="adam", label="q", autograd=True)
+    assert model.p.grad is None and not model.p.requires_grad and info.value.step == 5
     # the parameters of step 5: five updates of p <- p - 0.1 * Adam's direction (each coordinate moved by <= 0.1)
     assert torch.all((model.p > 0.3) & (model.p <= 0.5 + 1e-12))
 
@@ -77,15 +77,6 @@ def test_a_joint_step_whose_loss_or_E_gradient_is_not_finite_stops_before_the_up
     big, small = torch.full((3,), 1e20), torch.full((2, 4), 1e10)
     assert not phases._finite_product_bound((big, big), (small, small)) and phases._finite_product_bound((small, small))
     assert not phases._finite_product_bound((torch.tensor([float("nan")]), small))
-
-
-def test_autograd_flag_is_undone_however_the_run_ends():
-    model = _Quadratic()
-    step, _ = _step(model, blow_up_at=2)
-    settings = ts.TrainSettings(steps=5, lr=0.1, eval_every=1, progress=False)
-    with pytest.raises(DivergenceError):
-        loop.adam(model, [model.p], step, settings, method="adam", label="q", autograd=True)
-    assert not model.p.requires_grad
 
 
 # --- issue 25: E's Adam step from the gradient's factors, never forming the |S| x d gradient -----------------
