@@ -14,7 +14,7 @@ def test_settings_are_read_when_used(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_THREADS"):
         ts.seed_everything(0)
     monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
-    assert not ts.training.progress.enabled()
+    assert not config.progress()
 
 
 def test_a_urls_password_is_never_repeated_in_an_error(monkeypatch, tmp_path):

@@ -72,67 +72,6 @@ def test_damaged_checkpoint_bytes_are_refused_or_harmless(tmp_path_factory, chec
     _resume_leaves_model_alone_or_resumes(path)
 
 
-TENSOR_EDITS = st.sampled_from(
-    [
-        lambda t: t.view(-1)[:1].fill_(float("nan")) and t,
-        lambda t: t.view(-1)[:1].fill_(-1.0) and t,
-        lambda t: t.view(-1)[:1].fill_(float("inf")) and t,
-        lambda t: t.reshape(-1),
-        lambda t: t[..., :1] if t.ndim else t.reshape(1),
-        lambda t: t.float(),
-        lambda t: t.to(torch.int64),
-        lambda t: torch.zeros(()),
-        lambda t: t.t() if t.ndim == 2 else t.flip(0) if t.ndim else t.reshape(1, 1),
-        lambda t: t.to("meta"),
-        lambda t: t.to_sparse(),
-        lambda t: [1.0, 2.0],
-        lambda t: None,
-        lambda t: "x",
-    ]
-)
-
-
-def _leaves(state, prefix=()):
-    if isinstance(state, dict):
-        for k, v in state.items():
-            yield from _leaves(v, prefix + (k,))
-    elif isinstance(state, list):
-        for i, v in enumerate(state):
-            yield from _leaves(v, prefix + (i,))
-    else:
-        yield prefix, state
-
-
-def _set(state, where, value):
-    for k in where[:-1]:
-        state = state[k]
-    state[where[-1]] = value
-
-
-@FUZZ
-@given(data=st.data())
-def test_edited_checkpoint_states_are_refused_before_anything_is_loaded(tmp_path_factory, checkpoint, data):
-    """A file with this run's fingerprint and any one entry edited: the optimiser state, the tensors, the
-    step, the trajectory. The fused Adam kernel must never see a state of the wrong shape (it crashed)."""
-    import copy
-
-    state = copy.deepcopy(checkpoint[1])
-    leaves = [w for w, v in _leaves(state) if w and w[0] in ("opt", "tensors", "step", "traj")]
-    where = data.draw(st.sampled_from(leaves))
-    old = state
-    for k in where:
-        old = old[k]
-    if isinstance(old, torch.Tensor):
-        new = data.draw(TENSOR_EDITS)(old.clone())
-    else:
-        new = data.draw(st.sampled_from([None, -1, 10**30, 2**63, 1.5, float("nan"), "x", [], {}, True]))
-    assume(not (type(new) is type(old) and new == old) if not isinstance(old, torch.Tensor) else True)
-    _set(state, where, new)
-    path = tmp_path_factory.mktemp("edit") / "run.pt"
-    torch.save(state, path)
-    _resume_leaves_model_alone_or_resumes(path)
-
-
 # ------------------------------------------------------------------ manifests
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),

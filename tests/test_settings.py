@@ -29,6 +29,7 @@ def test_defaults_are_the_papers_and_fields_are_canonical():
         (dict(lr=0.0), "lr"),
         (dict(lr=float("nan")), "lr"),
         (dict(lr="1e-3"), "lr"),
+        (dict(lr=1e4), "lr"),  # Adam steps this large could overflow the parameters
         (dict(eval_every=0), "eval_every"),
         (dict(checkpoint_every=-1), "checkpoint_every"),
         (dict(progress="yes"), "progress"),

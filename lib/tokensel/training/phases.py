@@ -1,17 +1,7 @@
-"""Training: the one-step update on ``E``, phase-2 training of ``p``, and joint training.
-
-* :func:`one_step` — phase 1 of the theory: one full-batch gradient step of size ``eta0`` on ``E``.
-* :func:`train_p` — phase 2: ``p`` trained with ``E`` frozen, by plain gradient descent in
-  gradient-flow mode (small steps; the flow time is ``t = lr * steps``) or by normalised GD
-  (``p <- p - lr * grad / ||grad||``).
-* :func:`gradient_flow` — phase 2 by an adaptive ODE integrator (scipy ``solve_ivp``), to follow
-  the flow over many decades of ``t``; :func:`implicit_flow` — the same flow by implicit steps, for
-  stiff flows (two tokens selected together).
-* :func:`train_joint` — ``E`` and ``p`` (optionally ``v``) together with full-batch Adam, for the
-  real-data experiments.
-
-All use the exact closed-form gradients of :mod:`tokensel.models.gradients`, and record a
-:class:`Trajectory`.
+"""The theory's phases: one step on ``E`` (:func:`one_step`), then ``p`` trained with ``E`` frozen (:func:`train_p`,
+:func:`train_p_v`, the flows :func:`gradient_flow` and :func:`implicit_flow`); and ``E``, ``p`` (and ``v``) trained
+together with Adam (:func:`train_joint`). All use the exact closed-form gradients of
+:mod:`tokensel.models.gradients` and record a :class:`~tokensel.training.loop.Trajectory`.
 """
 
 from __future__ import annotations
@@ -44,35 +34,26 @@ from ..validation import (
     declare,
     unchecked,
 )
-from . import checkpoints, loop
+from . import loop
 from .loop import StepResult, Trajectory
 from .progress import bar
 from .settings import SETTINGS, TrainSettings
 
 POSITIVE = Real(min=0.0, min_inclusive=False)
-#: phase 2 trains the binary model's ``p``
 BINARY_MODEL = Instance(AttentionModel, what="an AttentionModel")
 #: a direction the run is compared with (such as ``p_mm``), or None
 REFERENCE = Tensor("float", ndim=1, finite=True, allow_none=True)
 MONITOR = Function("a function p -> dict of floats", allow_none=True)
 RECORDS = Int(min=1, max=10**7)
 
-
-#: a flow (:func:`train_p`, :func:`train_p_v`, :func:`gradient_flow`, :func:`implicit_flow`) whose ``E`` has at most
-#: this many entries, and whose batch has fewer tokens than the kernels' ``SERIAL_BELOW``, runs torch on one thread
-#: (its thread count restored after): on more, each of its many small calls may wait for a sleeping thread to wake
+#: flows over an ``E`` of at most this many entries (and a batch below ``kernels.SERIAL_BELOW`` tokens) run on one
+#: thread: their many microsecond-long calls would otherwise each wait for a sleeping second thread to wake
 SMALL_E = 2**16
 
 
 @contextmanager
 def _one_thread_if_small(E: torch.Tensor, batch: RaggedBatch) -> Iterator[None]:
-    """torch on one thread for the duration, where ``E`` and ``batch`` are small (a flow's ten to hundred thousand
-    gradient evaluations of a few microseconds each), and its thread count restored after.
-
-    On two threads, torch splits some of these small operations between them (``E p`` and ``E^T A`` for ``d`` of 512
-    and more at ``|S| = 36``; ``exp`` over a few thousand entries), and every such call then waits for the second
-    thread to wake: about 0.1 ms where idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``, as the Makefile has them),
-    twenty times the work. The kernels run such batches serially already (``kernels.SERIAL_BELOW``)."""
+    """torch on one thread while a small flow runs, the caller's thread count restored after."""
     threads = torch.get_num_threads()
     if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= kernels.SERIAL_BELOW:
         yield
@@ -96,7 +77,7 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def record_steps(steps: int, count: int = 200) -> np.ndarray:
-    """About ``count`` log-spaced step indices in ``0..steps``, always including both ends."""
+    """About ``count`` log-spaced step indices in ``0..steps``, both ends included."""
     if steps < 1:
         return np.array([0])
     pts = np.unique(np.round(np.logspace(0, np.log10(steps), count)).astype(np.int64))
@@ -104,9 +85,8 @@ def record_steps(steps: int, count: int = 200) -> np.ndarray:
 
 
 def _prepare(model, batch: RaggedBatch, reference):
-    """What phase 2 checks of its arguments together before it starts: the model's parameters (changed in place
-    since it was made?), the batch against the model, the reference's length against ``p``. Returns the
-    reference in the dtype and on the device of ``p``."""
+    """The model's parameters and the batch checked against each other, and ``reference`` against ``p``; returns
+    the reference in ``p``'s dtype and device."""
     model.validate()
     model.check_batch(batch)
     if reference is None:
@@ -124,12 +104,10 @@ _Model = TypeVar("_Model", AttentionModel, MultiClassAttentionModel)
 
 @declare(model=MODEL, batch=Batch(), eta0=POSITIVE, stable=Bool())
 def one_step(model: _Model, batch: RaggedBatch, eta0: float, stable: bool = True) -> _Model:
-    """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E``.
+    """Phase 1: a copy of ``model`` after one full-batch gradient step of size ``eta0`` on ``E`` (``p`` and ``v``
+    unchanged; with ``p = 0`` the update is exactly ``-eta0 * B v^T``).
 
-    ``p`` and ``v`` are unchanged. With ``p = 0`` the update is exactly ``-eta0 * B v^T``.
-
-    Introduced in chapter 02.
-    """
+    Introduced in chapter 02."""
     _prepare(model, batch, None)
     out = model.copy()
     gradients(model, batch, stable=stable).apply_to_E(out.E, eta0)
@@ -162,56 +140,36 @@ def train_p(
     progress: bool | None = None,
     monitor=None,
 ) -> Trajectory:
-    """Phase 2: train ``model.p`` in place with ``E`` and ``v`` frozen.
+    """Phase 2: ``model.p`` trained in place, ``E`` and ``v`` frozen, by plain gradient descent (``method="gd"``,
+    gradient-flow time ``t = lr * step``) or normalised GD (``p <- p - lr * grad / ||grad||``). Records about
+    ``records`` log-spaced steps: the cosine to ``reference`` (e.g. ``p_mm``) when given, and ``monitor(p)`` (a
+    dict of floats). Stops early when the gradient underflows to zero or ``||p||`` exceeds ``max_norm``.
 
-    ``method="gd"`` is plain gradient descent (gradient-flow mode: ``t = lr * step``);
-    ``method="normalized"`` is normalised GD, ``p <- p - lr * grad / ||grad||``. With a
-    ``reference`` direction (e.g. ``p_mm``) the cosine to it is recorded. The run stops early when
-    the gradient underflows to exactly zero, or when ``||p||`` exceeds ``max_norm``.
-    ``monitor(p)``, if given, returns a dict of floats recorded with every record.
-
-    Introduced in chapter 03.
-    """
+    Introduced in chapter 03."""
     ref = _prepare(model, batch, reference)
-    E, p, v = model.E, model.p, model.v
-    w = E @ v
-    grad_p, cos = p_gradient_of(E, w, batch, stable), unchecked(cosine)  # checked here, once
+    E, p = model.E, model.p
+    grad_p, cos = p_gradient_of(E, E @ model.v, batch, stable), unchecked(cosine)  # checked here, once
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method=method)
-    disable = None if progress is None else not progress
-    with bar(steps, f"train p ({method})", disable=disable) as pb, _one_thread_if_small(E, batch):
+
+    def record(step, loss, gnorm):
+        cos_ref = cos(p, ref) if ref is not None else float("nan")
+        t = lr * step if method == "gd" else step
+        traj.append(step, t, loss, p.norm(), gnorm, cos_ref, **(monitor(p) if monitor else {}))
+
+    with (
+        bar(steps, f"train p ({method})", None if progress is None else not progress) as pb,
+        _one_thread_if_small(E, batch),
+    ):
         for step in range(int(steps) + 1):
             loss, grad = grad_p(p)
             gnorm = float(grad.norm())
-            last = step == steps
-            if step in rec or last or gnorm == 0.0:
-                t = lr * step if method == "gd" else step
-                traj.append(
-                    step,
-                    t,
-                    loss,
-                    p.norm(),
-                    gnorm,
-                    cos(p, ref) if ref is not None else float("nan"),
-                    **(monitor(p) if monitor else {}),
-                )
-            if gnorm == 0.0:
-                traj.stopped = "underflow"
-                break
-            if max_norm is not None and float(p.norm()) > max_norm:
-                traj.stopped = "max_norm"
-                if step not in rec:
-                    traj.append(
-                        step,
-                        lr * step if method == "gd" else step,
-                        loss,
-                        p.norm(),
-                        gnorm,
-                        cos(p, ref) if ref is not None else float("nan"),
-                        **(monitor(p) if monitor else {}),
-                    )
-                break
-            if last:
+            too_far = max_norm is not None and float(p.norm()) > max_norm
+            stop = "underflow" if gnorm == 0.0 else "max_norm" if too_far else None
+            if step in rec or step == steps or stop:
+                record(step, loss, gnorm)
+            if stop or step == steps:
+                traj.stopped = stop or "steps"
                 break
             p.sub_(grad, alpha=lr if method == "gd" else lr / gnorm)
             pb.update(1)
@@ -237,17 +195,15 @@ def train_p_v(
     records: int = 50,
     progress: bool | None = None,
 ) -> Trajectory:
-    """Phase 2 with the read-out trained too: normalised gradient descent on ``p`` and ``v`` jointly
-    (``(p, v) <- (p, v) - lr * g / ||g||``, ``g`` the gradient of both), ``E`` frozen; with ``train_v=False``
-    only ``p`` moves (the normalised GD of :func:`train_p`). In place; records the loss, ``||p||``, ``||v||`` and
-    the training accuracy. Chapter 06 asks whether training ``v`` changes the direction ``p`` converges to."""
+    """Phase 2 with the read-out trained too: normalised GD on ``p`` and ``v`` jointly (``(p, v) <- (p, v) - lr g /
+    ||g||``), ``E`` frozen, in place; with ``train_v=False`` only ``p`` moves. Records the loss, ``||p||``, ``||v||``
+    and the training accuracy. Chapter 06 asks whether training ``v`` changes the direction ``p`` converges to."""
     model.check_batch(batch)
     y = batch.labels.to(model.E.dtype)
     rec = set(record_steps(int(steps), records).tolist())
     traj = Trajectory(method="normalized" + (" (p, v)" if train_v else " (p)"))
     desc = f"train p{', v' if train_v else ''} (normalised GD)"
-    disable = None if progress is None else not progress
-    with bar(steps, desc, disable=disable) as pb, _one_thread_if_small(model.E, batch):
+    with bar(steps, desc, None if progress is None else not progress) as pb, _one_thread_if_small(model.E, batch):
         for step in range(int(steps) + 1):
             gr = gradients(model, batch)
             g_p, g_v = gr.p, (gr.v if train_v else torch.zeros_like(gr.v))
@@ -298,31 +254,22 @@ def gradient_flow(
     on_failure: str = "raise",
     max_evaluations: int | None = None,
 ) -> Trajectory:
-    """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``.
+    """Phase 2 by integrating ``dp/dt = -grad_p L`` with scipy's adaptive RK45 up to ``t_max``: the steps grow as the
+    gradient decays, so decades of flow time cost hundreds of evaluations. ``model.p`` is set to ``p(t_max)``;
+    recorded at ``t = 0`` and ``records`` log-spaced times in ``[1e-3, t_max]``.
 
-    The step size grows with ``t`` as the gradient decays, so decades of flow time cost only
-    hundreds of gradient evaluations. ``model.p`` is set to ``p(t_max)``; recorded at ``records``
-    log-spaced times in ``[1e-3, t_max]`` (and ``t = 0``); ``monitor(p)``, if given, returns a dict
-    of floats recorded at each of those times.
+    A flow the integrator cannot follow (a stiff one: :func:`implicit_flow`) raises
+    :class:`~tokensel.errors.SolverError`, or with ``on_failure="stop"`` ends at the last time reached (``stopped``
+    says where and why). With ``max_evaluations`` a flow that crawls on without failing raises
+    :class:`~tokensel.errors.SolverError` after that many gradient evaluations, ``model.p`` unchanged.
 
-    A flow the integrator cannot follow (a stiff one, where part of the scores settles at a finite optimum
-    while the rest diverges: :func:`implicit_flow`) raises :class:`~tokensel.errors.SolverError`; with
-    ``on_failure="stop"`` it ends instead at the last recorded time the integrator reached, with ``model.p``
-    set there and ``stopped`` saying where and why (``t_max`` when it got there). A stiff flow may also crawl
-    on without failing (its steps held at the settled scores' time scale while ``t`` is far from ``t_max``):
-    with ``max_evaluations`` the integration stops after that many gradient evaluations with a
-    :class:`~tokensel.errors.SolverError` (whatever ``on_failure`` says), ``model.p`` unchanged.
-
-    Introduced in chapter 03.
-    """
+    Introduced in chapter 03."""
     from scipy.integrate import solve_ivp
 
     ref = _prepare(model, batch, reference)
-    E, v = model.E, model.v
-    w = E @ v
+    E = model.E
     dtype, device = model.p.dtype, model.p.device
-    grad_p = p_gradient_of(E, w, batch, stable)  # checked here, once
-
+    grad_p = p_gradient_of(E, E @ model.v, batch, stable)  # checked here, once
     evaluations = [0, 0.0]  # gradient evaluations, and the time of the last
 
     def rhs(t, y):
@@ -330,22 +277,14 @@ def gradient_flow(
         evaluations[1] = t
         if max_evaluations is not None and evaluations[0] > max_evaluations:
             raise _Budget
-        p = torch.from_numpy(y).to(device=device, dtype=dtype)
-        return -grad_p(p)[1].cpu().numpy().astype(np.float64)
+        return -grad_p(torch.from_numpy(y).to(device=device, dtype=dtype))[1].cpu().numpy().astype(np.float64)
 
     t_eval = np.logspace(-3, np.log10(t_max), records)
     t_eval = np.unique(np.concatenate([[0.0], t_eval[t_eval < t_max], [float(t_max)]]))
+    p0 = model.p.detach().cpu().numpy().astype(np.float64)
     try:
         with _one_thread_if_small(E, batch):
-            sol = solve_ivp(
-                rhs,
-                (0.0, float(t_max)),
-                model.p.detach().cpu().numpy().astype(np.float64),
-                method="RK45",
-                t_eval=t_eval,
-                rtol=rtol,
-                atol=atol,
-            )
+            sol = solve_ivp(rhs, (0.0, float(t_max)), p0, method="RK45", t_eval=t_eval, rtol=rtol, atol=atol)
     except _Budget:
         raise SolverError(
             f"gradient-flow integration reached only t = {evaluations[1]:.3g} of {t_max:.3g} in {max_evaluations} "
@@ -358,15 +297,8 @@ def gradient_flow(
     for k, t in enumerate(sol.t):
         p = torch.from_numpy(sol.y[:, k]).to(device=device, dtype=dtype)
         loss, grad = grad_p(p)
-        traj.append(
-            k,
-            t,
-            loss,
-            p.norm(),
-            grad.norm(),
-            cosine(p, ref) if ref is not None else float("nan"),
-            **(monitor(p) if monitor else {}),
-        )
+        cos_ref = cosine(p, ref) if ref is not None else float("nan")
+        traj.append(k, t, loss, p.norm(), grad.norm(), cos_ref, **(monitor(p) if monitor else {}))
     traj.extra["nfev"] = [float(sol.nfev)] * len(traj)
     traj.stopped = "t_max" if sol.status >= 0 else f"solver failed after t = {sol.t[-1]:.3g}: {sol.message}"
     model.p.copy_(torch.from_numpy(sol.y[:, -1]).to(device=device, dtype=dtype))
@@ -375,7 +307,7 @@ def gradient_flow(
 
 
 def _finite_product_bound(*pairs) -> bool:
-    """Whether every ``a b^T`` of the ``(a, b)`` pairs, summed, is certainly finite (no overflow)."""
+    """Whether the sum of the products ``a b^T`` of the pairs is certainly finite (E's gradient, never formed)."""
     total = 0.0
     for a, b in pairs:
         if not (all_finite(a) and all_finite(b)):
@@ -401,45 +333,34 @@ def train_joint(
     test_batch: RaggedBatch | None = None,
     recipe: str = "train_joint",
 ) -> Trajectory:
-    """Train ``params`` (a subset of ``"E", "p", "v"``) jointly with full-batch Adam, in place, with the steps,
-    learning rate, evaluation cadence, checkpoint and progress bar of ``settings`` (a
-    :class:`~tokensel.training.settings.TrainSettings`; None: its defaults).
+    """``params`` (of ``"E", "p", "v"``) trained jointly with full-batch Adam, in place, with the exact closed-form
+    gradients (never O(#tokens x d)) and the steps, learning rate, evaluation cadence, checkpoint and progress bar
+    of ``settings`` (None: the defaults of :class:`~tokensel.training.settings.TrainSettings`). Records the training
+    loss and accuracy (and the test loss and accuracy with ``test_batch``).
 
-    Gradients are the exact closed forms (never O(#tokens x d)). Records the training loss and
-    accuracy, and the test loss and accuracy when ``test_batch`` is given, every ``settings.eval_every``
-    steps and at the end.
+    A step whose loss or gradient is not finite raises :class:`~tokensel.errors.DivergenceError`, the model left as
+    it was before that step. With ``settings.checkpoint`` a killed run started again resumes and ends with the
+    result of an uninterrupted run; a checkpoint of another run (another ``recipe``, data, initial parameters or
+    settings) is refused.
 
-    Every argument is checked before the model changes. A step whose loss or gradient is not finite
-    stops the run with :class:`~tokensel.errors.DivergenceError`, the model left as it was before it.
-
-    With ``settings.checkpoint`` (a file path) the parameters, the optimiser state and the trajectory are
-    saved every ``settings.checkpoint_every`` steps and at the end; a run started with an existing
-    checkpoint of the same run (same ``recipe``, data, initial parameters, dtype and settings; see
-    :mod:`tokensel.training.checkpoints`) resumes from it, and finishes with exactly the result of an
-    uninterrupted run. A checkpoint of another run is refused.
-
-    Introduced in chapter 05.
-    """
-    settings = loop.prologue(model, batch, test_batch, settings)
+    Introduced in chapter 05."""
+    settings = loop._prologue(model, batch, test_batch, settings)
     tensors = {name: getattr(model, name) for name in params}
     multiclass = isinstance(model, MultiClassAttentionModel)
     y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
-    # E's update from the gradient's factors, in one pass (loop.low_rank_adam), where the kernel applies; else
-    # the gradient formed in a reused buffer (a fresh |S| x d allocation per step costs page faults)
+    # E updated from its gradient's factors in one pass where the kernel applies (loop.low_rank_adam); else the
+    # gradient formed in a buffer reused by every step
     low_rank = "E" in tensors and loop.low_rank_applies(model.E)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors and not low_rank else None
-
-    # the arguments are checked above, once; a non-finite E makes the loss or grad_p so, which step() checks
-    grads = gradients_of_checked
-    # E's Adam pass also forms the next step's scores E [p, V] (at p and V after their update), where the step's
-    # gradient is the fused one that reads them: one pass over E fewer per step, the same bits
+    # that pass also forms the next step's scores E [p, V] where the next gradient is the fused one: a pass less
     after = None
     if low_rank and fused_applies(batch, model.E, True):
         V = (lambda: model.v) if multiclass else (lambda: model.v[:, None])
         after = loop.ScoresAfter(lambda: torch.cat([model.p[:, None], V()], 1))
 
     def step(take_grad: bool) -> StepResult:
-        gr = grads(model, batch, scores=None if after is None else after.take())
+        # the arguments are checked above; a non-finite E makes the loss or grad_p so, which is checked here
+        gr = gradients_of_checked(model, batch, scores=None if after is None else after.take())
         finite = bool(
             np.isfinite(gr.loss)
             and all_finite(gr.p)
@@ -458,18 +379,6 @@ def train_joint(
         correct = (gr.f.argmax(1) == y) if multiclass else (gr.f * y > 0)
         return StepResult(gr.loss, float(correct.double().mean()), float(gr.p.norm()), finite, factors)
 
-    saved = {"E": model.E, "p": model.p, "v": model.v}
-    meta = (
-        None
-        if settings.checkpoint is None
-        else checkpoints.fingerprint(
-            recipe,
-            batch,
-            saved,
-            dict(params=tuple(params), lr=settings.lr, steps=settings.steps, eval_every=settings.eval_every),
-            test_batch,
-        )
-    )
     return loop.adam(
         model,
         list(tensors.values()),
@@ -478,8 +387,7 @@ def train_joint(
         method="adam",
         label="train (Adam)",
         test_batch=test_batch,
-        saved=saved,
-        fingerprint=meta,
+        run=(recipe, tuple(params), batch, test_batch, model.E, model.p, model.v),
     )
 
 
@@ -488,6 +396,63 @@ def _score_gradient(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor) -> tor
     if fused_applies(batch, c, True):
         return fused_grads(batch, torch.stack([c, w], 1))[2][:, 0]
     return score_value_grads(batch, c, w, stable=True).A
+
+
+def _float64(p) -> torch.Tensor:
+    """``p`` as a float64 tensor (the many-digit steps keep it as a list of mpmath numbers)."""
+    return p if isinstance(p, torch.Tensor) else torch.tensor([float(a) for a in p], dtype=torch.float64)
+
+
+def _float64_step(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch):
+    """``(step, evaluations)``: the backward Euler step ``p -> p'`` of size ``h`` in float64 (None when Newton's
+    method stalls), solved in the scores ``c = E p`` (``c' = c - h G A(c')``, ``G = E E^T``), and the count of
+    gradient evaluations. The Hessian ``dA/dc`` by central differences, a backtracking line search on the residual."""
+    G = E @ E.T
+    S = G.shape[0]
+    gnorm = float(torch.linalg.matrix_norm(G, 2))
+    eye = torch.eye(S, dtype=torch.float64)
+    nfev = [0]
+
+    def A(c):
+        nfev[0] += 1
+        return _score_gradient(batch, c, w)
+
+    def hessian(c):
+        eps = 1e-5
+        J = torch.empty(S, S, dtype=torch.float64)
+        for j in range(S):
+            e = torch.zeros(S, dtype=torch.float64)
+            e[j] = eps
+            J[:, j] = (A(c + e) - A(c - e)) / (2 * eps)
+        return (J + J.T) / 2
+
+    def solve(c, h):
+        x, F = c.clone(), h * (G @ A(c))
+        M = None
+        for it in range(40):
+            fn, scale = float(F.norm()), 1.0 + float(x.norm())
+            if fn <= 1e-10 * scale + 1e-17 * h * gnorm:
+                return x
+            if M is None or it % 4 == 0:
+                M = eye + h * (G @ hessian(x))
+            dx = -torch.linalg.solve(M, F)
+            lam = 1.0
+            while lam > 1e-6:
+                x2 = x + lam * dx
+                F2 = x2 - c + h * (G @ A(x2))
+                if float(F2.norm()) < (1 - 1e-4 * lam) * fn:
+                    break
+                lam /= 2
+            else:
+                return x if fn <= 1e-6 * scale else None
+            x, F = x2, F2
+        return None
+
+    def step(p, h):
+        x = solve(E @ p, h)
+        return None if x is None else p - h * (E.T @ A(x))
+
+    return step, lambda: nfev[0]
 
 
 @declare(
@@ -514,177 +479,75 @@ def implicit_flow(
     max_evaluations: int | None = None,
     digits: int | None = None,
 ) -> Trajectory:
-    """Phase 2's gradient flow ``dp/dt = -grad_p L`` by backward (implicit) Euler steps, for flows that are
-    *stiff*: when part of the scores settles at a finite optimum (two tokens selected together, their score
-    gap held by the loss) while the rest diverges, an explicit integrator (:func:`gradient_flow`) must keep its
-    steps below that optimum's time scale and cannot reach large ``t``.
+    """Phase 2's gradient flow by backward (implicit) Euler steps, for *stiff* flows (part of the scores settles at a
+    finite optimum while the rest diverges), which :func:`gradient_flow` cannot take to large ``t``.
 
-    The flow moves the scores ``c = E p`` by ``dc/dt = -G A(c)`` with ``G = E E^T`` and ``A = dL/dc``. Each step
-    solves ``c' = c - h G A(c')`` by Newton's method (the Hessian ``dA/dc`` by central differences, token by
-    token, so that the settled and the diverging scores do not mix; a backtracking line search on the
-    residual) and moves ``p`` by ``-h E^T A(c')``; the step ``h`` starts at ``first_step`` and grows to
-    ``(growth - 1) t``, and is cut by 4 after a failed solve. Backward Euler is first order: the path at
-    moderate ``t`` is the flow's up to ``O(h)``, while the settled scores (a fixed point of the step) and the
-    direction the scores diverge in are the flow's. Records as :func:`gradient_flow` (at the first step past
-    each of ``records`` log-spaced times; ``t`` is the step's time). Needs ``|S| <= 4000`` (``G`` is |S| x |S|).
-    With ``max_evaluations``, the integration stops after that many gradient evaluations (the Hessians' included)
-    with a :class:`~tokensel.errors.SolverError` naming the time and step it reached, ``model.p`` unchanged: a
-    bound for flows whose steps stop growing (the solves keep failing at steps far below ``t``).
+    Each step solves ``p' = p - h grad L(p')`` by Newton's method; ``h`` starts at ``first_step``, doubles up to
+    ``(growth - 1) t`` and is cut by 4 after a failed solve. First order: the path is the flow's up to ``O(h)``; the
+    settled scores and the direction of divergence are the flow's. Records as :func:`gradient_flow`. Needs ``|S| <=
+    4000``. With ``max_evaluations``, a :class:`~tokensel.errors.SolverError` after that many gradient evaluations,
+    ``model.p`` unchanged. float64's solves fail from ``t`` of about ``1e16`` on a stiff flow; with ``digits`` each
+    step is solved in that many digits (:mod:`tokensel.training.precise`; slow), up to ``t`` of about ``10 ** (3 *
+    digits / 4)``.
 
-    In float64 the solves fail from ``t`` of about ``1e16`` on a stiff flow: the settled scores' loss terms cancel
-    there below float64's 16 digits, and the diverging direction's gradient (of order ``1/t``) drowns in their
-    rounding. With ``digits``, every step is solved in ``digits``-digit arithmetic instead, in ``p`` with the
-    Hessian in closed form (``tokensel.training.precise``; each gradient and each Hessian counts as one
-    evaluation): slow, for small problems, but it follows such a flow to ``t`` of about ``10 ** (3 * digits / 4)``.
-
-    Introduced in chapter 05.
-    """
+    Introduced in chapter 05."""
     reference = _prepare(model, batch, reference)
     if model.vocab_size > 4000:
         raise InvalidParameterError(
             f"implicit_flow forms the |S| x |S| Gram matrix: |S| = {model.vocab_size} > 4000; use gradient_flow"
         )
-    if digits is not None:
-        return _implicit_flow_precise(
-            model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
-        )
     dtype, device = model.p.dtype, model.p.device
     E = model.E.detach().to(torch.float64).cpu()
     cpu = batch.to("cpu")
     w = E @ model.v.detach().to(torch.float64).cpu()
-    G = E @ E.T
-    S = G.shape[0]
-    gnorm = float(torch.linalg.matrix_norm(G, 2))
-    eye = torch.eye(S, dtype=torch.float64)
-    nfev = 0
-
-    def A(c):
-        nonlocal nfev
-        nfev += 1
-        return _score_gradient(cpu, c, w)
-
-    def hessian(c):
-        eps = 1e-5
-        J = torch.empty(S, S, dtype=torch.float64)
-        for j in range(S):
-            e = torch.zeros(S, dtype=torch.float64)
-            e[j] = eps
-            J[:, j] = (A(c + e) - A(c - e)) / (2 * eps)
-        return (J + J.T) / 2
-
-    def solve(c, h):
-        """``c'`` with ``c' - c + h G A(c') = 0``, or None when Newton's method stalls."""
-        x, Ax = c.clone(), A(c)
-        F = h * (G @ Ax)
-        M = None
-        for it in range(40):
-            fn, scale = float(F.norm()), 1.0 + float(x.norm())
-            if fn <= 1e-10 * scale + 1e-17 * h * gnorm:
-                return x
-            if M is None or it % 4 == 0:
-                M = eye + h * (G @ hessian(x))
-            dx = -torch.linalg.solve(M, F)
-            lam = 1.0
-            while lam > 1e-6:
-                x2 = x + lam * dx
-                A2 = A(x2)
-                F2 = x2 - c + h * (G @ A2)
-                if float(F2.norm()) < (1 - 1e-4 * lam) * fn:
-                    break
-                lam /= 2
-            else:
-                return x if fn <= 1e-6 * scale else None
-            x, Ax, F = x2, A2, F2
-        return None
-
+    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
     p = model.p.detach().to(torch.float64).cpu().clone()
+    if digits is None:
+        advance, evaluations = _float64_step(E, w, cpu)
+    else:
+        from .precise import implicit_steps
+
+        advance, evaluations = implicit_steps(E, model.v, cpu, digits)
+    what = "implicit_flow" + ("" if digits is None else f" ({digits} digits)")
+    traj = Trajectory(method="implicit flow" + ("" if digits is None else f" ({digits} digits)"))
+
+    def record(step, t, x):
+        x = _float64(x)
+        value, grad = p_gradient(E, x, w, cpu, True)
+        cos_ref = cosine(x, ref) if ref is not None else float("nan")
+        extra = monitor(x.to(device=device, dtype=dtype)) if monitor else {}
+        traj.append(step, t, value, x.norm(), grad.norm(), cos_ref, **extra)
+
     grid = np.logspace(-3, np.log10(t_max), records)
     marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
-    traj = Trajectory(method="implicit flow")
-    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
-
-    def record(step, t):
-        loss, grad = p_gradient(E, p, w, cpu, True)
-        pt = p.to(device=device, dtype=dtype)
-        traj.append(
-            step,
-            t,
-            loss,
-            p.norm(),
-            grad.norm(),
-            cosine(p, ref) if ref is not None else float("nan"),
-            **(monitor(pt) if monitor else {}),
-        )
-
     with _one_thread_if_small(E, cpu):
-        record(0, 0.0)
+        record(0, 0.0, p)
         t, h, step = 0.0, first_step, 0
         while t < t_max:
-            if max_evaluations is not None and nfev > max_evaluations:
+            if max_evaluations is not None and evaluations() > max_evaluations:
                 raise SolverError(
-                    f"implicit_flow reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
+                    f"{what} reached only t = {t:.3g} of {t_max:.3g} in {max_evaluations} gradient evaluations, "
                     f"with steps of {h:.3g}: its solves failed at larger steps"
                 )
+            last = h >= t_max - t
             h = min(h, t_max - t)
-            c = E @ p
-            x = solve(c, h)
+            x = advance(p, h)
             if x is None:
                 h /= 4
                 if h < first_step * 1e-6:
                     raise SolverError(
-                        f"implicit_flow: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: "
-                        "the flow may have left the scores' range (overflow) or the data are degenerate"
+                        f"{what}: Newton's method stalls at t = {t:.3g} even with a step of {h:.3g}: the flow may "
+                        "have left the scores' range, more digits may be needed, or the data are degenerate"
                     )
                 continue
-            p = p - h * (E.T @ A(x))
-            t += h
-            step += 1
-            if t >= marks[0] or t >= t_max:
+            p, t, step = x, t_max if last else t + h, step + 1
+            if t >= marks[0]:
                 while marks and marks[0] <= t:
                     marks.pop(0)
-                record(step, t)
+                record(step, t, p)
             h = min(2 * h, max((growth - 1) * t, first_step))
-    traj.extra["nfev"] = [float(nfev)] * len(traj)
+    traj.extra["nfev"] = [float(evaluations())] * len(traj)
     traj.stopped = "t_max"
-    model.p.copy_(p.to(device=device, dtype=dtype))
-    model.validate()
-    return traj
-
-
-def _implicit_flow_precise(
-    model, batch, t_max, reference, records, first_step, growth, monitor, max_evaluations, digits
-) -> Trajectory:
-    """:func:`implicit_flow`'s steps in ``digits``-digit arithmetic (its arguments checked there)."""
-    from .precise import PreciseLoss, backward_euler
-
-    dtype, device = model.p.dtype, model.p.device
-    E = model.E.detach().to(torch.float64).cpu()
-    cpu = batch.to("cpu")
-    w = E @ model.v.detach().to(torch.float64).cpu()
-    loss = PreciseLoss(E, model.v, cpu, digits)
-    grid = np.logspace(-3, np.log10(t_max), records)
-    marks = [float(x) for x in grid[grid < t_max]] + [float(t_max)]
-    traj = Trajectory(method=f"implicit flow ({digits} digits)")
-    ref = None if reference is None else reference.detach().to(torch.float64).cpu()
-
-    def record(step, t, p_np):
-        p = torch.from_numpy(p_np)
-        lval, grad = p_gradient(E, p, w, cpu, True)
-        traj.append(
-            step,
-            t,
-            lval,
-            p.norm(),
-            grad.norm(),
-            cosine(p, ref) if ref is not None else float("nan"),
-            **(monitor(p.to(device=device, dtype=dtype)) if monitor else {}),
-        )
-
-    p0 = model.p.detach().to(torch.float64).cpu().numpy()
-    record(0, 0.0, p0.copy())
-    final = backward_euler(loss, p0, t_max, marks, record, first_step, growth, max_evaluations)
-    traj.extra["nfev"] = [float(loss.evaluations)] * len(traj)
-    traj.stopped = "t_max"
-    model.p.copy_(torch.tensor([float(a) for a in final], dtype=dtype, device=device))
+    model.p.copy_(_float64(p).to(device=device, dtype=dtype))
     model.validate()
     return traj

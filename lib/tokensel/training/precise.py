@@ -1,19 +1,9 @@
 """Phase 2's implicit steps in many-digit arithmetic (mpmath), for stiff flows followed to very large ``t``.
 
-Where part of the scores settles at a finite optimum while the rest diverges (:func:`implicit_flow`), the settled
-sequences keep loss terms of order 1 whose gradients cancel, while the gradient along the diverging direction
-falls like ``1/t``. In float64 that direction's gradient drowns in the rounding of the cancelling terms once
-``t`` passes about ``1e16``: Newton's method for an implicit step can no longer reduce its residual, at any step
-size. With ``digits`` significant digits the cancellation is exact to that many digits, and the flow can be
-followed to ``t`` of about ``10 ** (3 * digits / 4)`` (``1e90`` with 120 digits): Newton's residual is asked to be
-``10 ** -(digits / 4)`` of the gradient (at most ``1e-30``).
-
-Each backward Euler step solves ``(p' - p) / h + grad L(p') = 0`` for ``p'`` by Newton's method, with the
-Hessian of the loss in ``p`` in closed form (``E^T H_c E``, ``H_c`` the Hessian in the scores, sequence by
-sequence). Pure Python: a gradient of 1,600 entries takes about 0.1 s, a Hessian (d = 32, |S| = 36) about
-0.6 s, so this is for small problems only (chapter 4's synthetic data).
-
-Introduced in chapter 04.
+On a stiff flow (:func:`tokensel.implicit_flow`) the settled sequences' loss terms cancel while the gradient along
+the diverging direction falls like ``1/t``: past ``t`` of about ``1e16`` it drowns in float64's rounding and Newton's
+method stalls at any step. With ``digits`` digits the flow is followed to ``t`` of about ``10 ** (3 * digits / 4)``.
+Pure Python (a Hessian at d = 32, |S| = 36 takes about 0.6 s): small problems only.
 """
 
 from __future__ import annotations
@@ -22,7 +12,6 @@ import numpy as np
 import torch
 
 from ..data.batch import RaggedBatch
-from ..errors import SolverError
 
 
 class PreciseLoss:
@@ -56,17 +45,13 @@ class PreciseLoss:
         """A float64 array (or tensor) as a list of this context's numbers."""
         return [self.ctx.mpf(float(a)) for a in np.asarray(x, dtype=np.float64).ravel()]
 
-    def scores(self, p: list) -> list:
-        fsum = self.ctx.fsum
-        return [fsum(e * x for e, x in zip(row, p, strict=True)) for row in self.E]
-
     def __call__(self, p: list, hessian: bool = False):
         """``(loss, grad, H)``: the loss, its gradient in ``p`` (a list) and, with ``hessian``, its Hessian (a list
         of rows; else None)."""
         self.evaluations += 1
         ctx, S, d = self.ctx, self.S, self.d
         fsum, exp = ctx.fsum, ctx.exp
-        c = self.scores(p)
+        c = [fsum(e * x for e, x in zip(row, p, strict=True)) for row in self.E]
         w = self.w
         A = [ctx.zero] * S
         H: list = [[ctx.zero] * S for _ in range(S)] if hessian else []
@@ -131,34 +116,24 @@ def _solve_linear(M: list, r: list) -> list | None:
     return x
 
 
-def backward_euler(
-    loss: PreciseLoss,
-    p0,
-    t_max: float,
-    marks: list[float],
-    record,
-    first_step: float,
-    growth: float,
-    max_evaluations: int | None,
-) -> list:
-    """Backward Euler steps of ``dp/dt = -grad L`` from ``p0`` (float64) to ``t_max``: the step ``h`` starts at
-    ``first_step``, doubles up to ``(growth - 1) t``, and is cut by 4 after a solve that fails. ``record(step, t,
-    p)`` is called with ``p`` in float64 at the first step past each of ``marks`` (increasing). Returns ``p``
-    at ``t_max`` (this context's numbers)."""
+def implicit_steps(E: torch.Tensor, v: torch.Tensor, batch: RaggedBatch, digits: int):
+    """``(step, evaluations)`` for :func:`tokensel.implicit_flow` in ``digits`` digits: ``step(p, h)`` solves ``(p' -
+    p) / h + grad L(p') = 0`` by Newton's method with the closed-form Hessian, to a residual of ``10 ** -(digits /
+    4)`` of the gradient (at most ``1e-30``), and returns ``p'`` (this context's numbers; ``p`` may be a float64
+    tensor), or None when it does not converge; ``evaluations()`` counts the gradients and Hessians."""
+    loss = PreciseLoss(E, v, batch, digits)
     ctx = loss.ctx
-    mpf = ctx.mpf
-    d = loss.d
-    tol = mpf(10) ** (-min(30, ctx.dps // 4))  # Newton's residual, relative to the gradient
+    tol = ctx.mpf(10) ** (-min(30, ctx.dps // 4))
 
-    def solve(p, h):
-        x = list(p)
+    def step(p, h: float):
+        p = loss.vector(p) if isinstance(p, torch.Tensor) else p
+        inv_h, x = 1 / ctx.mpf(h), list(p)
         for _ in range(12):
             _, g, H = loss(x, hessian=True)
-            R = [(a - b) / h + gi for a, b, gi in zip(x, p, g, strict=True)]
+            R = [(a - b) * inv_h + gi for a, b, gi in zip(x, p, g, strict=True)]
             if ctx.fsum(r * r for r in R) <= tol**2 * ctx.fsum(gi * gi for gi in g):
                 return x
-            inv_h = 1 / h
-            for k in range(d):
+            for k in range(loss.d):
                 H[k][k] += inv_h
             dx = _solve_linear(H, [-r for r in R])
             if dx is None:
@@ -166,30 +141,4 @@ def backward_euler(
             x = [a + b for a, b in zip(x, dx, strict=True)]
         return None
 
-    p = loss.vector(p0)
-    t, h, step = mpf(0), mpf(first_step), 0
-    T = mpf(t_max)
-    marks = list(marks)
-    while t < T:
-        if max_evaluations is not None and loss.evaluations > max_evaluations:
-            raise SolverError(
-                f"implicit_flow ({ctx.dps} digits) reached only t = {float(t):.3g} of {t_max:.3g} in "
-                f"{max_evaluations} evaluations, with steps of {float(h):.3g}"
-            )
-        h = min(h, T - t)
-        x = solve(p, h)
-        if x is None:
-            h /= 4
-            if h < first_step * 1e-6:
-                raise SolverError(
-                    f"implicit_flow ({ctx.dps} digits): Newton's method stalls at t = {float(t):.3g} even with a "
-                    f"step of {float(h):.3g}: more digits may be needed, or the data are degenerate"
-                )
-            continue
-        p, t, step = x, t + h, step + 1
-        if marks and (t >= marks[0] or t >= T):
-            while marks and marks[0] <= t:
-                marks.pop(0)
-            record(step, float(t), np.array([float(a) for a in p]))
-        h = min(2 * h, max((growth - 1) * t, mpf(first_step)))
-    return p
+    return step, lambda: loss.evaluations

@@ -8,35 +8,12 @@ from .. import config
 from ..validation import Bool, Int, Text, declare
 
 
-def enabled() -> bool:
-    return config.progress()
-
-
-class _Silent:
-    """Stand-in for a disabled bar (no tqdm import, so no notebook warnings)."""
-
-    def update(self, n=1):
-        pass
-
-    def set_postfix(self, *a, **k):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 @declare(total=Int(min=0), desc=Text(), disable=Bool(allow_none=True))
-def bar(total: int, desc: str, disable: bool | None = None, **kw):
-    """A tqdm progress bar (the notebook widget when ipywidgets is installed), or a silent stand-in
-    when progress bars are off."""
-    off = (not enabled()) if disable is None else disable
-    if off:
-        return _Silent()
+def bar(total: int, desc: str, disable: bool | None = None):
+    """A tqdm bar (the notebook widget where ipywidgets is installed; console tqdm without it, which needs no
+    widget); ``disable`` None follows ``TOKENSEL_PROGRESS``."""
     if importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.auto import tqdm
     else:
         from tqdm import tqdm
-    return tqdm(total=total, desc=desc, leave=False, **kw)
+    return tqdm(total=total, desc=desc, leave=False, disable=not config.progress() if disable is None else disable)

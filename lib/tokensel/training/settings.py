@@ -1,9 +1,5 @@
-"""The one set of training settings every Adam run takes (:class:`TrainSettings`), with its defaults.
-
-:func:`tokensel.train_joint`, :func:`tokensel.train_variant` and the recipes of
-:mod:`tokensel.experiments` take a :class:`TrainSettings`; :class:`tokensel.experiments.Scale` holds one.
-Introduced in chapter 05 (joint training on synthetic data); the real-data recipes of chapters 06 and 07 use it
-too."""
+"""The settings of every full-batch Adam run (:class:`TrainSettings`), taken by :func:`tokensel.train_joint`,
+:func:`tokensel.train_variant` and the recipes of :mod:`tokensel.experiments`."""
 
 from __future__ import annotations
 
@@ -16,7 +12,8 @@ from ..validation import MAX_STEPS, Bool, FilePath, Instance, Int, Real, declare
 
 @declare(
     steps=Int(min=1, max=MAX_STEPS),
-    lr=Real(min=0.0, min_inclusive=False),
+    # an Adam step moves an entry by at most about 73 lr: below 1e3, no run of MAX_STEPS steps can overflow
+    lr=Real(min=0.0, min_inclusive=False, max=1e3),
     eval_every=Int(min=1),
     checkpoint=FilePath(allow_none=True),
     checkpoint_every=Int(min=1),
@@ -24,18 +21,9 @@ from ..validation import MAX_STEPS, Bool, FilePath, Instance, Int, Real, declare
 )
 @dataclass(frozen=True)
 class TrainSettings:
-    """Full-batch Adam's settings, checked when made (a wrong value raises
-    :class:`~tokensel.errors.InvalidParameterError` naming the field):
-
-    * ``steps`` — Adam steps (default 300, the paper's count);
-    * ``lr`` — Adam's learning rate (default ``3e-3``);
-    * ``eval_every`` — steps between two evaluations of the loss and accuracies (default 25; the last
-      step is always evaluated);
-    * ``checkpoint`` — a file the run saves its state to and resumes from (default None: no checkpoint);
-    * ``checkpoint_every`` — steps between two checkpoints (default 25);
-    * ``progress`` — show a progress bar (default None: as ``TOKENSEL_PROGRESS`` says).
-
-    ``settings.replace(lr=1e-2)`` gives a copy with fields changed (checked again).
+    """Full-batch Adam's settings, checked when made: ``steps`` (the paper's 300), ``lr``, ``eval_every`` (steps
+    between evaluations; the last step is always evaluated), ``checkpoint`` (a file the run saves to and resumes
+    from), ``checkpoint_every`` and ``progress`` (None: as ``TOKENSEL_PROGRESS`` says).
 
     Introduced in chapter 05."""
 
@@ -47,12 +35,10 @@ class TrainSettings:
     progress: bool | None = None
 
     def replace(self, **changes) -> TrainSettings:
-        """A copy with ``changes`` (field names of :class:`TrainSettings`), checked."""
-        unknown = set(changes) - {f.name for f in fields(self)}
-        if unknown:
-            raise InvalidParameterError(
-                f"TrainSettings has no field {sorted(unknown)}: the fields are {[f.name for f in fields(self)]}"
-            )
+        """A copy with ``changes``, checked again."""
+        names = [f.name for f in fields(self)]
+        if set(changes) - set(names):
+            raise InvalidParameterError(f"TrainSettings has no field {sorted(set(changes) - set(names))}: {names}")
         return replace(self, **changes)
 
 
