@@ -102,7 +102,6 @@ NOT_CALLED = {
     "tokensel.data.text.tokenize": "a word in tokensel_book's messages",
     "tokensel.training.checkpoints.save": "tokensel_book calls an image's save",
     "tokensel.training.checkpoints.load": "the scripts and tokensel_book call json's and torch's load",
-    "tokensel.training.precise.PreciseLoss.scores": "the chapters call a model's scores",
     "tokensel.data.text.Vocabulary.ids": "the chapters read a batch's ids",
     "tokensel.models.variants.VariantModel.loss": "the chapters read a trajectory's loss column",
 }
