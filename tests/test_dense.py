@@ -174,3 +174,25 @@ def test_bad_arguments_are_named(call, match):
     X = np.random.default_rng(0).normal(size=(3, 4, 2))
     with pytest.raises(InvalidArgumentError, match=match):
         call(X)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4, 1e-8])
+def test_a_feasible_svm_of_small_features_is_solved_at_every_scale(scale):
+    """Issue 48 (7): features of size 1e-6 stalled the solver (an inaccurate margin, or "infeasible")."""
+    X = np.random.default_rng(0).normal(size=(6, 4, 30))
+    sel = np.zeros((6, 4), bool)
+    sel[:, 0] = True
+    unit = ts.att_svm_dense(X, sel)
+    small = ts.att_svm_dense(X * scale, sel)
+    assert small.status == "optimal" and abs(small.min_margin - 1) < 1e-6
+    assert abs(small.norm * scale - unit.norm) < 1e-6 * unit.norm
+
+
+def test_normalized_gd_that_leaves_the_finite_numbers_says_so():
+    """Issue 48 (7): a start far out gave NaN losses without a word."""
+    from tokensel.errors import DivergenceError
+
+    X = np.random.default_rng(0).normal(size=(6, 4, 3))
+    y, v = np.array([1, -1, 1, -1, 1, -1.0]), np.ones(3)
+    with pytest.raises(DivergenceError, match="scale the features down"):
+        ts.normalized_gd(X, y, v, steps=5, p0=np.full(3, 1e308))

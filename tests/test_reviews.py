@@ -236,3 +236,19 @@ def test_an_unwritable_cache_folder_costs_only_the_next_preparation(data_dir, tm
     with pytest.warns(UserWarning, match="could not be kept"):
         d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     _same(d, ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir, cache=False))
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"text,label\ncaf\xe9 good,1\nbad,0\n", "not UTF-8 text"),
+        (b"", "cannot be read as CSV"),
+        (b'text,label\n"unclosed,1\n', "cannot be read as CSV"),
+    ],
+)
+def test_a_csv_that_pandas_cannot_read_is_one_clear_error(tmp_path, content, match):
+    """Issue 48 (7): a CSV in another encoding, or not a CSV, reached the researcher as a raw pandas error."""
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(content)
+    with pytest.raises(ts.errors.InvalidArgumentError, match=match):
+        ts.from_frame(path)

@@ -7,13 +7,14 @@ Farkas certificate (a linear programme), ``error.sequences``."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..errors import InfeasibleSVMError, InvalidArgumentError, SolverError
+from ..errors import DivergenceError, InfeasibleSVMError, InvalidArgumentError, SolverError
 from ..validation import Array, Choice, Either, Int, IntArray, Real, RealArray, Text, declare
 from .maxmargin import _solve, installed_solver
 
@@ -122,6 +123,8 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
     positions' common score and one for its highest unselected score give O(n T) constraints, not one per pair."""
     import cvxpy as cp
 
+    scale = float(np.abs(F[mask]).max())  # solved on features of unit size: small features would stall the solver
+    F = F / scale if scale > 0 else F
     uns = mask & ~sel
     rows = np.flatnonzero(uns.any(1))
     if rows.size == 0:
@@ -162,6 +165,7 @@ def _svm(F: np.ndarray, sel: np.ndarray, mask: np.ndarray, shape, norm: str, sol
         )
     pv = np.asarray(p.value, dtype=np.float64)
     scores = F @ pv
+    pv = pv / scale if scale > 0 else pv
     gap = np.where(sel, scores, np.inf).min(1) - np.where(uns, scores, -np.inf).max(1)
     gap = gap[rows]
     chosen = mask & (np.where(mask, scores, -np.inf) >= np.where(mask, scores, -np.inf).max(1, keepdims=True) - 1e-6)
@@ -269,6 +273,12 @@ def normalized_gd(
             out.norm_p.append(float(p.norm()))
             cos = float(p @ ref / (p.norm() * ref.norm())) if ref is not None and float(p.norm()) > 0 else float("nan")
             out.cos_ref.append(cos)
+        if not (math.isfinite(out.loss[-1] if out.loss else 0.0) and math.isfinite(gnorm)):
+            raise DivergenceError(
+                f"normalised GD left the finite numbers at step {step} (loss or gradient not finite): start nearer "
+                "0 (p0) or scale the features down",
+                step=step,
+            )
         if step == steps or gnorm == 0.0:
             break
         p = p - lr * g / gnorm

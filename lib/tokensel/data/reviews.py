@@ -434,7 +434,15 @@ def from_frame(source, text: str = "text", label: str = "label", **options) -> R
             raise DataUnavailableError(
                 f"source {path!r} is not a file: pass the path of a CSV file, a pandas frame or a datasets.Dataset"
             )
-        frame = pd.read_csv(path, keep_default_na=True)
+        try:
+            frame = pd.read_csv(path, keep_default_na=True)
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(
+                f"source {path!r} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8, or read it "
+                "with pandas.read_csv(path, encoding=...) and pass the frame"
+            ) from None
+        except (ValueError, pd.errors.ParserError) as exc:  # an empty file, a malformed row
+            raise InvalidArgumentError(f"source {path!r} cannot be read as CSV: {' '.join(str(exc).split())}") from None
         columns = list(frame.columns)
         options.setdefault("name", os.path.basename(path))
     elif isinstance(source, pd.DataFrame):
