@@ -96,3 +96,21 @@ def test_a_batch_never_shares_memory_with_the_callers_arrays(kind):
     labels[0] = float("nan")
     assert batch.ids.tolist() == [0, 1, 2, 1] and batch.offsets.tolist() == [0, 2, 4]
     assert batch.labels.tolist() == [1, -1]
+
+
+def test_a_batch_edited_in_place_is_checked_again_before_it_is_used():
+    """Issue 48 (8): ids or labels edited after validation kept the cached entries (stale results, a raw
+    IndexError, label 0 used silently)."""
+    model = ts.AttentionModel.init(3, 4, seed=0)
+    batch = ts.RaggedBatch.from_sequences([[0, 1], [2]], [1, -1], vocab_size=3)
+    before = float(ts.gradients(model, batch).loss)
+    batch.ids[0] = 2  # a valid edit: the cached entries are rebuilt
+    assert float(ts.gradients(model, batch).loss) != before
+    batch.ids[0] = 99
+    with pytest.raises(ts.errors.InvalidArgumentError, match="token id 99"):
+        ts.gradients(model, batch)
+    batch = ts.RaggedBatch.from_sequences([[0, 1], [2]], [1, -1], vocab_size=3)
+    ts.gradients(model, batch)
+    batch.labels[0] = 0
+    with pytest.raises(ts.errors.InvalidArgumentError, match="must be \\+1 or -1, got 0"):
+        ts.gradients(model, batch)

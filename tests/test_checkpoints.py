@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import pickle
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -175,3 +176,17 @@ def test_checkpoint_paths_that_cannot_be_used_are_refused_in_one_line(tmp_path, 
     with pytest.raises(StorageError, match="Permission denied"):
         _finished(tmp_path / "run.pt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_folder.pt", "fifo.pt", "file"]
+
+
+@pytest.mark.parametrize("where", ["under a file", "in /proc"])
+def test_a_checkpoint_that_cannot_be_written_is_refused_before_the_first_step(tmp_path, where):
+    """Issue 48 (8): an unusable checkpoint folder was refused only at the first save, after the model changed."""
+    (tmp_path / "afile").write_text("x")
+    path = tmp_path / "afile" / "x.pt" if where == "under a file" else Path("/proc/tokensel/x.pt")
+    data = ts.synthetic.independent_tokens(40, 12, length=5, delta=0.8, seed=1)
+    model = ts.AttentionModel.init(12, 4, seed=0)
+    before = model.E.clone()
+    settings = ts.TrainSettings(steps=3, lr=0.05, eval_every=1, progress=False, checkpoint_every=1, checkpoint=path)
+    with pytest.raises(StorageError, match="cannot write the checkpoint"):
+        ts.train_joint(model, data.batch, settings=settings)
+    assert torch.equal(model.E, before)

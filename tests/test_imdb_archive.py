@@ -257,3 +257,17 @@ def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_archive_refused_for_its_content_says_why_and_file_urls_name_their_path(tmp_path):
+    """Issue 48 (8): a content refusal came out as "it may be truncated: fetch it again", and
+    file://localhost/<path> was read as the relative path localhost/<path>."""
+    wrong = dict(SMALL, train={**SMALL["train"], "rating": [10, 7, 5, 4, 2]})
+    with pytest.raises(DataUnavailableError) as refused:
+        imdb_archive.parse_archive(imdb_archive.write_archive(wrong, tmp_path / "wrong.tar.gz"))
+    assert "rating 5" in str(refused.value) and "truncated" not in str(refused.value)
+    good = imdb_archive.write_archive(SMALL, tmp_path / "a b.tar.gz")
+    assert imdb_archive.fetch(f"file://localhost{tmp_path}/a%20b.tar.gz") == good
+    assert imdb_archive.fetch(f"file://{tmp_path}/a%20b.tar.gz") == good
+    with pytest.raises(DataUnavailableError, match="another host"):
+        imdb_archive.fetch(f"file://example.org{tmp_path}/a.tar.gz")

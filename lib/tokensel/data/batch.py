@@ -57,6 +57,13 @@ class RaggedBatch:
     num_classes: int | None = None
     _seg: torch.Tensor = field(init=False, repr=False, compare=False)
     _unique: DistinctTokens | None = field(init=False, repr=False, compare=False, default=None)
+    _versions: tuple = field(init=False, repr=False, compare=False, default=())
+
+    def _unchanged(self) -> None:
+        """A batch edited in place (``batch.ids[0] = 99``) is checked again and its cache dropped before it is used."""
+        if self._versions != (self.ids._version, self.offsets._version, self.labels._version):
+            self.__post_init__()
+            object.__setattr__(self, "_unique", None)
 
     def __post_init__(self):
         # the declaration checks (and copies) each field; here they are checked together
@@ -111,6 +118,7 @@ class RaggedBatch:
         object.__setattr__(self, "labels", labels)
         seg = torch.repeat_interleave(torch.arange(n, device=device), lengths)
         object.__setattr__(self, "_seg", seg)
+        object.__setattr__(self, "_versions", (ids._version, offsets._version, labels._version))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -158,6 +166,7 @@ class RaggedBatch:
     @property
     def seg(self) -> torch.Tensor:
         """For each flat token, the index of its sequence."""
+        self._unchanged()
         return self._seg
 
     @property
@@ -167,6 +176,7 @@ class RaggedBatch:
     def distinct(self) -> DistinctTokens:
         """The distinct (sequence, token) entries with multiplicities (cached): occurrences of a token in a sequence
         share score, value and weight, so a sum over occurrences is a count-weighted sum over entries."""
+        self._unchanged()
         unique = self._unique
         if unique is None:
             key, counts = torch.unique(self.seg * self.vocab_size + self.ids, return_counts=True)

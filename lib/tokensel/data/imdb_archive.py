@@ -55,7 +55,14 @@ def _is_url(location: str) -> bool:
 def fetch(location: str) -> Path:
     """The archive at ``location`` (a path, or a URL downloaded into the cache once) as a local file."""
     if not _is_url(location) or location.startswith("file://"):
-        path = Path(location[len("file://") :] if location.startswith("file://") else location).expanduser()
+        path = Path(location).expanduser()
+        if location.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            url = urlparse(location)
+            if url.netloc not in ("", "localhost"):
+                raise DataUnavailableError(f"the IMDB archive {location!r} is a file on another host: copy it here")
+            path = Path(unquote(url.path))
         if not path.is_file():
             raise DataUnavailableError(
                 f"the IMDB archive {str(path)!r} (TOKENSEL_IMDB_ARCHIVE) does not exist or is not a file. " + HOW_TO_GET
@@ -140,6 +147,8 @@ def parse_archive(path: str | Path) -> dict:
             pass
         tar.close()
         gz.close()
+    except DataUnavailableError:  # refused for its content (an OSError too): said as it is
+        raise
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as exc:
         raise DataUnavailableError(
             f"could not read {str(path)!r} as a .tar.gz archive ({type(exc).__name__}: {exc}); "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -51,6 +52,11 @@ def load(path: Path, key: str, device: torch.device | str = "cpu") -> dict | Non
     """The state saved at ``path`` by the run ``key`` (None without a file); a file of another run, or not a
     checkpoint, raises :class:`~tokensel.errors.CheckpointError` and is left alone."""
     if not path.exists():
+        try:  # a folder that cannot take the checkpoint is refused now, not at the first save
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=path.parent).close()
+        except OSError as exc:
+            raise StorageError(f"cannot write the checkpoint {str(path)!r} ({exc}): choose a writable folder") from exc
         return None
     if not path.is_file():  # a folder, or a FIFO that would block the read
         raise CheckpointError(f"the checkpoint path {str(path)!r} is not a file: pass the path of a file")
