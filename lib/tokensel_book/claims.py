@@ -62,6 +62,7 @@ class Claim:
     threshold: str | None = None
     preregistered: bool = False
     deviation: bool = False
+    range: str | None = None  # where the bound is stated for (e.g. "eta0 <= 300"); a run outside it says so
 
 
 def table_digest(table: dict[str, Claim] | None) -> str | None:
@@ -88,6 +89,8 @@ def claims_table(path: Path) -> dict[str, Claim]:
         for key in ("preregistered", "deviation"):
             if not isinstance(row.get(key, False), bool):
                 raise InvalidArgumentError(f"{where}: {cid}.{key} must be true or false")
+        if row.get("range") is not None and not (isinstance(row["range"], str) and row["range"].strip()):
+            raise InvalidArgumentError(f"{where}: {cid}.range must be a non-empty text")
         for key in ("tests", "threshold"):
             if not (isinstance(row.get(key), str) and row[key].strip()):
                 raise InvalidArgumentError(
@@ -186,20 +189,22 @@ def requirement(c: dict) -> str:
 
 
 def claim_line(c: dict, statement: str | None = None) -> str:
-    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a failed claim adds
-    what it tests and where its bound comes from."""
-    verdict = ("deviation" if c.get("deviation") else "ok") if c["passed"] else "FAILED"
-    m = c["measured"]
-    if c["kind"] == "true":
-        body = {True: "yes", False: "no"}.get(m, str(m)) + ("" if c["passed"] else ", required yes")
-    else:
-        body = f"{_number(m)}, required {requirement(c)}"
-        if c["kind"] == "rel" and isinstance(m, float) and c["expected"]:
-            body += f" (off by {100 * abs(m - c['expected']) / abs(c['expected']):.2g} %)"
-    line = f"[{verdict}] {c['name']}: {body}" + (f" (tests {c['tests']})" if c.get("tests") else "")
-    if c.get("deviation") and c["passed"]:
-        line += " (a recorded departure from the paper, checked in its direction)"
+    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a deviation says it is
+    one, a claim made outside the range its bound is stated for says so, and a failed claim adds what it tests and
+    where its bound comes from."""
+    m, req, tests = c["measured"], requirement(c), f" (tests {c['tests']})" if c.get("tests") else ""
+    shown = {True: "yes", False: "no"}.get(m, str(m)) if c["kind"] == "true" else _number(m)
+    if not c.get("within", True):
+        return f"[outside its range] {c['name']}: {shown}; the bound ({req}) is stated for {c.get('range')}{tests}"
+    if c["passed"] and c.get("deviation"):
+        return f"[deviation] {c['name']}: {shown}, {req} as observed: a departure from the paper{tests}"
+    body = shown if c["kind"] == "true" and c["passed"] else f"{shown}, required {req}"
+    if c["kind"] == "rel" and isinstance(m, float) and c["expected"]:
+        body += f" (off by {100 * abs(m - c['expected']) / abs(c['expected']):.2g} %)"
+    line = f"[{'ok' if c['passed'] else 'FAILED'}] {c['name']}: {body}{tests}"
     if not c["passed"]:
+        if c.get("deviation"):
+            line += "\n    the recorded departure from the paper no longer holds: the text must change"
         line += f"\n    what is tested: {statement or c.get('tests') or c['name']}"
         origin = c.get("threshold") or THRESHOLD_ORIGIN[bool(c.get("preregistered"))]
         line += f"\n    where the threshold comes from: {origin}"
@@ -247,11 +252,24 @@ def start_chapter(chapter: str) -> None:
     _watch_files()
 
 
-def check(claim_id: str, measured, *, at_least=None, at_most=None, close_to=None, tol=None, rel_tol=None, **fields):
+def check(
+    claim_id: str,
+    measured,
+    *,
+    at_least=None,
+    at_most=None,
+    close_to=None,
+    tol=None,
+    rel_tol=None,
+    within=True,
+    **fields,
+):
     """Assert the claim ``claim_id`` of the chapter's table on ``measured`` and return ``measured``.
 
     ``at_least=e`` (``m >= e``), ``at_most=e``, ``close_to=e`` with ``tol=t`` (``|m - e| <= t``) or ``rel_tol=r``
     (``|m - e| <= r |e|``); none of them claims that ``measured`` is True. ``fields`` fill the claim's text.
+    ``within=False`` says the run is outside the range its table gives the bound for (a reader's own parameters):
+    the claim is shown, not checked, and the book itself refuses such a run.
     A claim that does not hold raises :class:`ClaimFailedError` (``TOKENSEL_CLAIMS=report``: it is shown and the
     run goes on; :func:`end_chapter` raises). Introduced in chapter 01."""
     if not _run:
@@ -267,12 +285,12 @@ def check(claim_id: str, measured, *, at_least=None, at_most=None, close_to=None
         raise InvalidArgumentError(f"claim {claim_id!r}: its text needs the field {exc} (give it to check)") from None
     c = {"id": claim_id, "name": name, "measured": _measured(measured, kind), "expected": expected, "tol": tol}
     c.update(kind=kind, tests=row.tests, threshold=row.threshold)
-    c.update(preregistered=row.preregistered, deviation=row.deviation)
+    c.update(preregistered=row.preregistered, deviation=row.deviation, within=bool(within), range=row.range)
     c["passed"] = holds(c)
     _run["checks"].append(c)
     line = claim_line(c, None if c["passed"] or row.tests is None else statement_title(row.tests))
     print(line + _replication_note(c))
-    if not c["passed"]:
+    if not c["passed"] and c["within"]:
         if _run["mode"] == "report":
             import warnings
 
@@ -299,7 +317,7 @@ def end_chapter() -> dict:
         "depends": dependencies(_run.get("opened", set())),
     }
     record["seal"] = seal(record)
-    failed = [c["name"] for c in _run["checks"] if not c["passed"]]
+    failed = [c["name"] for c in _run["checks"] if not c["passed"] and c["within"]]
     summary = f"{record['chapter']}: {len(record['checks'])} claims checked" + (
         f", {len(failed)} failed: {failed}" if failed else f", all hold; executed in {record['seconds']:.1f} s"
     )
@@ -346,7 +364,7 @@ def seal(record: dict) -> str:
 _CLAIM_TYPES = {
     "id": str, "name": str, "kind": str, "passed": bool, "preregistered": bool, "deviation": bool,
     "measured": (bool, int, float, str), "expected": (int, float, type(None)), "tol": (int, float, type(None)),
-    "tests": (str, type(None)), "threshold": (str, type(None)),
+    "tests": (str, type(None)), "threshold": (str, type(None)), "within": bool, "range": (str, type(None)),
 }  # fmt: skip
 
 
@@ -388,6 +406,8 @@ def record_problems(record, table: dict[str, Claim] | None = None) -> list[str]:
             wrong = _form_problems(c)
         if wrong:
             out.append(f"claim {c['id']!r}: {', '.join(sorted(set(wrong)))} of the wrong type or form")
+        elif not c["within"]:
+            out.append(f"claim {c['id']!r} was made outside the range its bound is stated for ({c['range']})")
         elif c["passed"] != holds(c):
             out.append(f"claim {c['id']!r}: passed is {c['passed']} but its numbers say {holds(c)}")
         elif not c["passed"]:

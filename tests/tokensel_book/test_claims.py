@@ -63,7 +63,9 @@ def test_a_claim_is_one_call_and_its_line_says_what_was_claimed(book, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[ok] min value lead after the step: 0.41, required at least 0 (tests prop-mass-bound)"
     assert out[1] == "[ok] err at d = 4096 (5 seeds): 0.021, required at most 0.03 (tests lem-rate)"
-    assert out[2].startswith("[deviation] values NOT monotone: 0.42, required at most 0.9 (tests obs-shape) (a record")
+    assert out[2] == "[deviation] values NOT monotone: 0.42, at most 0.9 as observed: a departure from the paper" + (
+        " (tests obs-shape)"
+    )
     assert out[3] == "[ok] every sign right: yes (tests lem-rate)"
     record = tb.end_chapter()
     assert [c["id"] for c in record["checks"]] == ["lead", "err", "flat", "truth"]
@@ -108,6 +110,29 @@ def test_a_malformed_claim_is_a_clear_error_naming_what_to_fix(book, call, match
     tb.start_chapter("ch")
     with pytest.raises(InvalidArgumentError, match=match):
         call()
+
+
+def test_a_claim_outside_the_range_of_its_bound_is_shown_not_checked_and_the_book_refuses_it(book, capsys):
+    old = 'threshold: "the proposition\'s assumption"'
+    text = (book / "book" / "ch.md").read_text().replace(old, old + '\n    range: "eta0 <= 300"')
+    (book / "book" / "ch.md").write_text(text)
+    tb.start_chapter("ch")
+    tb.check("lead", -5.0, at_least=0.0, within=False)  # a reader's eta0 = 2000: no error
+    line = capsys.readouterr().out.strip()
+    assert (
+        line
+        == "[outside its range] min value lead after the step: -5; the bound (at least 0) is stated for eta0 <= 300 (tests prop-mass-bound)"
+    )
+    for cid in ("err", "flat", "truth"):
+        tb.check(cid, True) if cid == "truth" else tb.check(cid, 0.0, at_most=1.0, d=1, n=1)
+    record = tb.end_chapter()
+    assert "outside the range" in record_problems(record, claims_table(book / "book" / "ch.md"))[0]
+
+
+def test_a_failed_deviation_says_the_text_must_change(book):
+    tb.start_chapter("ch")
+    with pytest.raises(ClaimFailedError, match="departure from the paper no longer holds"):
+        tb.check("flat", 0.95, at_most=0.9)
 
 
 def test_a_measurement_that_is_not_a_finite_number_fails_and_a_truth_needs_a_boolean(book):
