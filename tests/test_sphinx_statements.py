@@ -128,9 +128,11 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     # the negative control: a label that names no statement is a warning (an error under -W), left unlinked
     assert re.search(r"WARNING: a check line tests 'lem-nowhere', which is no statement", log), log[-3000:]
     page = (book / "_build" / "html" / "book" / "ch.html").read_text()
-    assert '(tests <a class="reference internal" href="#lem-a">Lemma 1.1</a>)' in page
-    assert '(tests <a class="reference internal" href="#equation-eq-x">(1.1)</a>)' in page
-    assert "(tests lem-nowhere)" in page
+    # the check lines as a table: mark, claim, value, requirement, and the statement it tests as a link
+    assert '<td><p>✓</p></td>\n<td><p>a</p></td>\n<td><p>1</p></td>\n<td><p>at least 0</p></td>' in page
+    assert '<td><p><a class="reference internal" href="#lem-a">Lemma 1.1</a></p></td>' in page
+    assert '<a class="reference internal" href="#equation-eq-x">(1.1)</a>' in page
+    assert "<td><p>lem-nowhere</p></td>" in page
     # numbers glued from the code appear in the caption and the text
     assert re.search(r'A figure of <span class="pasted-text">400</span> points', page)
     assert 'Text with <span class="pasted-text">400</span> sequences' in page

@@ -1,9 +1,9 @@
 """Sphinx extension: statements by their numbers and titles, for readers.
 
-* **Check lines link what they test.** A claim checked with ``statement="lem-one-step"`` prints
-  ``... (tests lem-one-step)`` (:mod:`tokensel_book.claims`); in the HTML, that label becomes a link to the
-  statement, shown by its number (``Lemma 2.1``, ``(1.2)`` for an equation), in every cell output of the
-  book. A label that names no statement of the book is a build warning (an error under ``-W``).
+* **Check lines as a table that links what they test.** A cell's claim lines (``[ok] claim: value, required
+  ... (tests lem-one-step)``, :mod:`tokensel_book.claims`) are shown as a compact table, closed where there are
+  many; each label becomes a link to the statement by its number (``Lemma 2.1``, ``(1.2)``). A label that names no
+  statement of the book is a build warning (an error under ``-W``).
 * **The proof index by number and title.** sphinx-proof's index (``prf-prf``, "Proof Index") lists statements
   by their internal labels, sorted alphabetically. This one lists them chapter by chapter, each by its kind,
   number and title (``Lemma 2.1 One step from p0 = 0``), in the order the chapter states them, under the heading
@@ -20,8 +20,6 @@ from sphinx.addnodes import pending_xref
 from sphinx.domains import Index
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
-
-from .claims import TESTS
 
 logger = logging.getLogger(__name__)
 
@@ -72,47 +70,75 @@ def plain_title(title: str) -> str:
     return " ".join(re.sub(r"\$([^$]*)\$", tex, title).split())
 
 
+#: a claim's line (tokensel_book.claims.claim_line): its mark, text, value, requirement and the label it tests
+LINE = re.compile(
+    r"^\[(?P<mark>ok|deviation|FAILED|outside its range)\] (?P<name>.+): (?P<value>[-+\w.]+)"
+    r"(?:, required (?P<req>.+?)|, (?P<dev>.+?) as observed: a departure from the paper|; the bound .*?)?"
+    r"(?: \(off by [^)]*\))?(?: \(tests (?P<label>[A-Za-z][\w:.-]*)\))?$"
+)
+MARKS = {"ok": "\u2713", "deviation": "deviation", "FAILED": "FAILED", "outside its range": "outside its range"}
+COLLAPSE = 4  # a block of more claims than this is shown closed, with its count
+
+
 class StatementLinks(SphinxPostTransform):
-    """``(tests <label>)`` in a cell's output: the label becomes a link to the statement, by its number."""
+    """A cell's claim lines become a compact table (mark, claim, value, required, what it tests, as a link to the
+    statement by its number), closed by default where there are many; a label that names no statement warns."""
 
     default_priority = 5  # before the references are resolved (ReferencesResolver: 10)
 
-    def run(self, **kwargs: Any) -> None:
+    def _link(self, label: str, block) -> nodes.Node:
         proofs = getattr(self.env, "proof_list", {})
         equations = self.env.domains["math"].data.get("objects", {})
+        if label not in proofs and label not in equations:
+            logger.warning(f"a check line tests {label!r}, which is no statement or equation of the book",
+                           location=block)  # fmt: skip
+            return nodes.Text(label)
+        domain, kind = ("prf", "ref") if label in proofs else ("math", "eq")
+        xref = pending_xref("", refdomain=domain, reftype=kind, reftarget=label, refexplicit=False, refwarn=True)
+        xref["refdoc"] = self.env.docname
+        xref += nodes.inline(label, label)
+        return xref
+
+    def run(self, **kwargs: Any) -> None:
         for block in list(self.document.findall(nodes.literal_block)):
-            if "output" not in block.get("classes", []) or not TESTS.search(block.astext()):
+            lines = block.astext().splitlines()
+            claims = [LINE.match(line) for line in lines]
+            if "output" not in block.get("classes", []) or not any(claims):
                 continue
-            children: list[nodes.Node] = []
-            text = block.astext()
-            at = 0
-            for m in TESTS.finditer(text):
-                label = m["label"]
-                if label in proofs:
-                    xref = pending_xref(
-                        "", refdomain="prf", reftype="ref", reftarget=label, refexplicit=False, refwarn=True
-                    )
-                elif label in equations:
-                    xref = pending_xref(
-                        "", refdomain="math", reftype="eq", reftarget=label, refexplicit=False, refwarn=True
-                    )
-                else:
-                    logger.warning(
-                        f"a check line tests {label!r}, which is no statement or equation of the book "
-                        "(check(..., statement=) takes the label of a prf directive or of an equation)",
-                        location=block,
-                    )
+            body = nodes.tbody()
+            rest = []
+            for line, m in zip(lines, claims, strict=True):
+                if m is None and line.startswith("    (") and body.children:  # the claim's fresh seeds
+                    body.children[-1][1] += nodes.paragraph("", line.strip(), classes=["tokensel-note"])
                     continue
-                xref["refdoc"] = self.env.docname
-                xref += nodes.inline(label, label)
-                children += [nodes.Text(text[at : m.start("label")]), xref]
-                at = m.end("label")
-            if not children:
-                continue
-            children.append(nodes.Text(text[at:]))
-            block.children = []
-            block.extend(children)
-            block["classes"].append("tokensel-claims")
+                if m is None:
+                    rest.append(line)
+                    continue
+                row = nodes.row(classes=[f"tokensel-{m['mark'].split()[0].lower()}"])
+                cells = [MARKS[m["mark"]], m["name"], m["value"], m["req"] or m["dev"] or ""]
+                for text in cells:
+                    row += nodes.entry("", nodes.paragraph("", text))
+                row += nodes.entry("", nodes.paragraph("", "", self._link(m["label"], block)) if m["label"] else "")
+                body += row
+            group = nodes.tgroup(cols=5)
+            group += [nodes.colspec(colwidth=w) for w in (1, 8, 2, 3, 2)]
+            head = nodes.thead()
+            titles = ("", "claim", "value", "required", "tests")
+            head += nodes.row("", *[nodes.entry("", nodes.paragraph("", t)) for t in titles])
+            group += [head, body]
+            table = nodes.table(classes=["tokensel-claims"])
+            table += group
+            n, failed = len(body.children), sum("FAILED" in r["classes"][0] for r in body.children)
+            new: list[nodes.Node] = []
+            if n > COLLAPSE:
+                said = f"{n} claims checked" + (f", {failed} failed" if failed else ", all hold")
+                new.append(nodes.raw("", f"<details class='tokensel-claims'><summary>{said}</summary>", format="html"))
+            new.append(table)
+            if n > COLLAPSE:
+                new.append(nodes.raw("", "</details>", format="html"))
+            if any(line.strip() for line in rest):
+                new.append(nodes.literal_block("\n".join(rest), "\n".join(rest), classes=block["classes"]))
+            block.replace_self(new)
 
 
 class NumberedProofIndex(Index):
