@@ -112,8 +112,8 @@ def test_plain_markdown_has_no_myst_left():
     labels = nbs.collect_labels(CHAPTER, 2) | {"03_next": "chapter 3", "wu2025": "Wu et al. (2025)"}
     out = nbs.standalone_notebook(CHAPTER, labels, 2, repository="https://example.org/tokensel.git")
     first, *cells = out["cells"]
-    assert "pip install" in first["source"] and "https://example.org/tokensel.git" in first["source"]
-    assert "tokensel" in first["source"] and first["cell_type"] == "markdown"
+    assert first["cell_type"] == "code" and first["source"].count("git+https://example.org/tokensel") == 2
+    assert '"tokensel-book @ git+https://example.org/tokensel#subdirectory=lib"' in first["source"]
     md = "\n".join(c["source"] for c in cells if c["cell_type"] == "markdown")
     assert "{" + "prf" not in md and "````" not in md and "```" not in md and ":label:" not in md
     assert "{eq}" not in md and "{numref}" not in md and "{doc}" not in md and "{cite" not in md
@@ -126,7 +126,18 @@ def test_plain_markdown_has_no_myst_left():
     assert cells[1] == CHAPTER["cells"][1] | {"outputs": []}  # code cells as they were
     assert len(CHAPTER["cells"]) == 3  # the input is not changed
     generic = nbs.install_cell(None)["source"]
-    assert "pip install" in generic and "git clone" in generic
+    assert "pip install . ./lib" in generic and "git clone" in generic
+    with pytest.raises(InvalidArgumentError, match="placeholder"):
+        nbs.install_cell("https://github.com/ADDRESS/tokensel")
+
+
+def test_a_download_imports_glue_with_a_fallback_outside_a_book():
+    nb = _notebook(_code("from myst_nb import glue\nglue('n', 3, display=False)"))
+    out = nbs.standalone_notebook(nb, {}, 1)
+    source = out["cells"][1]["source"]
+    namespace: dict = {}
+    exec(compile(source.replace("from myst_nb import glue", "raise ImportError"), "cell", "exec"), namespace)
+    assert "except ImportError" in source
 
 
 def test_a_gated_solution_becomes_plain_markdown():

@@ -129,7 +129,7 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     assert re.search(r"WARNING: a check line tests 'lem-nowhere', which is no statement", log), log[-3000:]
     page = (book / "_build" / "html" / "book" / "ch.html").read_text()
     # the check lines as a table: mark, claim, value, requirement, and the statement it tests as a link
-    assert '<td><p>✓</p></td>\n<td><p>a</p></td>\n<td><p>1</p></td>\n<td><p>at least 0</p></td>' in page
+    assert "<td><p>✓</p></td>\n<td><p>a</p></td>\n<td><p>1</p></td>\n<td><p>at least 0</p></td>" in page
     assert '<td><p><a class="reference internal" href="#lem-a">Lemma 1.1</a></p></td>' in page
     assert '<a class="reference internal" href="#equation-eq-x">(1.1)</a>' in page
     assert "<td><p>lem-nowhere</p></td>" in page

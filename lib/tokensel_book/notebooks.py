@@ -488,23 +488,33 @@ def bib_labels(bibtex: str) -> dict[str, str]:
 
 
 def install_cell(repository: str | None = None) -> dict:
-    """The first cell of a downloaded chapter: what it needs and how to install ``tokensel``."""
-    where = (
-        f'`pip install "tokensel @ git+{repository}"`'
-        if repository
-        else "`pip install .` in a copy of the tokensel repository (`git clone` its address first), or "
-        '`pip install "tokensel @ git+ADDRESS"` with the address of the repository'
-    )
+    """The first cell of a downloaded chapter: with the book's repository address, a cell that installs the library
+    and the book's machinery from it; without one, how to install them from a copy of the repository."""
+    if repository and "ADDRESS" in repository:
+        raise InvalidArgumentError(f"tokensel_repository is still the placeholder {repository!r}: set the address")
+    if repository:
+        url = repository.removesuffix("/").removesuffix(".git")
+        source = (
+            "# Outside the book this chapter needs the library and the book's machinery (Python 3.10 or later):\n"
+            f'%pip install --quiet "tokensel @ git+{url}" "tokensel-book @ git+{url}#subdirectory=lib"\n'
+        )
+        return {"cell_type": "code", "metadata": {"tags": ["tokensel-install"]}, "source": source,
+                "outputs": [], "execution_count": None}  # fmt: skip
     text = (
-        "**Running this chapter outside the book.** This notebook is a chapter of the executable book "
-        "*tokensel: attention with trained embeddings selects important tokens*. Its code imports the "
-        f"library `tokensel`: install it first, in a terminal with {where} (Python 3.10 or later; it "
-        "brings torch, numpy, cvxpy and the rest). In Colab or a Jupyter notebook, run the same command in "
-        "a cell of its own prefixed with `%`, e.g. `%pip install ...`, then restart the kernel. Chapters "
-        "on real reviews (IMDB, Yelp) download their data the first time. The outputs below are the "
-        "book's own; running the cells reproduces them.\n"
+        "**Running this chapter outside the book.** Its code imports the library `tokensel` and the book's "
+        "machinery `tokensel_book`: `git clone` the book's repository and, in it, `pip install . ./lib` "
+        "(Python 3.10 or later). Chapters on real reviews download their data the first time. The outputs below are the book's "
+        "own; running the cells reproduces them.\n"
     )
     return {"cell_type": "markdown", "metadata": {"tags": ["tokensel-install"]}, "source": text}
+
+
+#: a chapter's glue import, given a fallback outside a book (the value is then only shown)
+GLUE = "from myst_nb import glue"
+GLUE_FALLBACK = (
+    "try:\n    from myst_nb import glue\nexcept ImportError:  # outside a book: show the value\n\n"
+    "    def glue(name, value, display=True):\n        if display:\n            print(name, value)\n"
+)
 
 
 def standalone_notebook(
@@ -521,7 +531,7 @@ def standalone_notebook(
     markdown = [k for k, c in enumerate(nb["cells"]) if c.get("cell_type") == "markdown"]
     marker = "\n\n<!-- tokensel-cell-break -->\n\n"
     whole = plain_markdown(marker.join(_source(nb["cells"][k]) for k in markdown), labels, chapter)
-    parts = whole.split(marker.strip())
+    parts = whole.split(marker.strip()) if markdown else []
     if len(parts) != len(markdown):
         raise InvalidArgumentError("a directive of the notebook spans Markdown cells: it cannot be converted")
     for k, text in zip(markdown, parts, strict=True):
@@ -529,6 +539,7 @@ def standalone_notebook(
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code":
             cell["outputs"] = repair_streams(cell.get("outputs") or [])
+            cell["source"] = _source(cell).replace(GLUE, GLUE_FALLBACK.rstrip("\n"))
     nb["cells"].insert(0, install_cell(repository))
     return nb
 
@@ -540,7 +551,7 @@ def standalone_problems(notebook: dict) -> list[str]:
     _check_notebook(notebook)
     cells = notebook["cells"]
     problems = []
-    if not cells or cells[0].get("cell_type") != "markdown" or "pip install" not in _source(cells[0]):
+    if not cells or "pip install" not in _source(cells[0]) or "ADDRESS" in _source(cells[0]):
         problems.append("the first cell does not say how to install tokensel (pip install)")
     for k, cell in enumerate(cells):
         if cell.get("cell_type") != "markdown":

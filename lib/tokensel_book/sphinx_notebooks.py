@@ -28,7 +28,9 @@ def caption_alt_text(app, doctree, docname=None) -> None:
         caption = next(iter(figure.findall(nodes.caption)), None)
         if caption is None:
             continue
-        text = " ".join(caption.astext().split())
+        from .sphinx_statements import plain_title
+
+        text = plain_title(" ".join(caption.astext().split()))  # no raw TeX for a screen reader
         for image in figure.findall(nodes.image):
             if not image.get("alt"):
                 image["alt"] = text
@@ -101,8 +103,23 @@ def book_labels(app) -> dict[str, str]:
     return labels
 
 
+def launch_buttons(app, config) -> None:
+    """With ``tokensel_repository`` set, the theme's repository link and Binder and Colab launch buttons."""
+    url = config.tokensel_repository
+    if url:
+        options = dict(config.html_theme_options or {})
+        options.update(repository_url=url, use_repository_button=True, path_to_docs="", repository_branch="main")
+        options["launch_buttons"] = {
+            "binderhub_url": "https://mybinder.org",
+            "colab_url": "https://colab.research.google.com",
+            "notebook_interface": "jupyterlab",
+        }
+        config.html_theme_options = options
+
+
 def setup(app):
     app.add_config_value("tokensel_repository", "", "html")
+    app.connect("config-inited", launch_buttons)
     # before sphinx-book-theme's header buttons (priority 501) read ``ipynb_source``
     app.connect("html-page-context", add_notebook_download, priority=500)
     app.connect("doctree-resolved", caption_alt_text)
