@@ -503,8 +503,8 @@ def install_cell(repository: str | None = None) -> dict:
     text = (
         "**Running this chapter outside the book.** Its code imports the library `tokensel` and the book's "
         "machinery `tokensel_book`: `git clone` the book's repository and, in it, `pip install . ./lib` "
-        "(Python 3.10 or later). Chapters on real reviews download their data the first time. The outputs below are the book's "
-        "own; running the cells reproduces them.\n"
+        "(Python 3.10 or later). Chapters on real reviews download their data the first time. The outputs below "
+        "are the book's own; running the cells reproduces them.\n"
     )
     return {"cell_type": "markdown", "metadata": {"tags": ["tokensel-install"]}, "source": text}
 
