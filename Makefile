@@ -26,7 +26,7 @@ help:
 	@echo "make browser-check-book / browser-check-student  the same for the full book only / the student edition only"
 	@echo "make browser-check-book-pages / browser-check-book-print  the full book's check in two halves: its pages; its PDF and the lab"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
-	@echo "make pdf-student    print the student edition to _build/pdf/tokensel-student.pdf (after make book-student)"
+	@echo "make pdf-student    print the student edition's chapters to _build/pdf/tokensel-student.pdf (after make book-student)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
 	@echo "make bench-quick  the same benchmarks at a tenth to a fifth of the size (what CI runs)"
 	@echo "make notebooks  write the paired .ipynb of every chapter"
@@ -146,7 +146,7 @@ pdf: $(STAMP)
 
 # the student edition as one PDF (after make book-student): no solution, as in its HTML
 pdf-student: $(STAMP)
-	$(BIN)/python -m tokensel_book pdf _build/student/_build/html _build/pdf/tokensel-student.pdf
+	$(BIN)/python -m tokensel_book pdf _build/student/_build/html _build/pdf/tokensel-student.pdf --chapters-only
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gradient.py

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     pp = sub.add_parser("pdf", help="print the built book to one PDF with headless Chromium")
     pp.add_argument("html_dir", nargs="?", default="_build/html")
     pp.add_argument("out", nargs="?", default="_build/pdf/tokensel.pdf")
+    pp.add_argument("--chapters-only", action="store_true", help="the landing page and the chapters, no reference")
     st = sub.add_parser("student", help="write the student edition's sources from a built book")
     st.add_argument("build_dir", nargs="?", default="_build")
     st.add_argument("out", nargs="?", default="_build/student")
@@ -80,12 +81,16 @@ def main(argv=None) -> int:
             return 0
         if args.command == "pdf":
             from .pdf import print_book
-            from .toc import toc_files
+            from .toc import reader_pages, toc_numbers
 
             root = _book()
             html = _existing(args.html_dir, "folder", "the built book")
             _existing(str(html / "index.html"), "file", "the built book's front page")
-            out = print_book(html, _output(args.out, "file", "the PDF"), toc_files(root))
+            pages = reader_pages(root)
+            pages = (
+                [p for i, p in enumerate(pages) if i == 0 or p in toc_numbers(root)] if args.chapters_only else pages
+            )
+            out = print_book(html, _output(args.out, "file", "the PDF"), pages)
             print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
             return 0
         if args.command == "student":
