@@ -95,37 +95,6 @@ def test_label_points_keeps_labels_one_line_apart():
     matplotlib.pyplot.close("all")
 
 
-def test_the_theme_is_seaborns_whitegrid_notebook_theme_without_importing_seaborn():
-    """The book's theme, written out, sets what seaborn's ``set_theme`` sets (but the images' default colour
-    map, which no figure relies on), and a chapter's kernel that calls it does not import seaborn."""
-    import subprocess
-    import sys
-
-    import matplotlib as mpl
-    import seaborn as sns
-
-    from tokensel_book import plots
-
-    before = dict(mpl.rcParams)
-    try:
-        plots.theme()
-        ours = dict(mpl.rcParams)
-        mpl.rcParams.update(before)
-        sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
-        mpl.rcParams.update(
-            {"figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 4.0), "axes.titlesize": "medium"}
-        )
-        mpl.rcParams.update({"figure.autolayout": False})
-        theirs = dict(mpl.rcParams)
-    finally:
-        mpl.rcParams.update(before)
-    differ = sorted(k for k in theirs if ours[k] != theirs[k])
-    assert differ == ["image.cmap"], differ
-    assert not any(k.startswith("image.cmap") for k in plots._theme_params())
-    code = "import sys, tokensel_book as tb; tb.plots.theme(); print('seaborn' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
-
-
 def test_a_figure_of_several_panels_records_them_in_its_png(tmp_path):
     import matplotlib
 

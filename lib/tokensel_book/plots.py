@@ -36,65 +36,14 @@ def tick_label_pt() -> float:
     )
 
 
-#: seaborn's deep palette, the colour cycle of every figure
-_DEEP = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
-
-
-def _theme_params(scale: float = 0.95) -> dict:
-    """The settings of seaborn's ``set_theme(context="notebook", style="whitegrid", font_scale=scale)``,
-    written out: importing seaborn (and scipy.stats with it) costs about two seconds in every chapter's
-    kernel. A test compares them with seaborn's own; the one setting left out is seaborn's default colour map
-    for images, which no figure of the book relies on (each names its colour map)."""
-    from cycler import cycler
-    from matplotlib.colors import to_rgb
-
-    grey, dark = ".8", ".15"
-    return {
-        # the "whitegrid" style
-        "axes.axisbelow": True,
-        "axes.edgecolor": grey,
-        "axes.grid": True,
-        "axes.labelcolor": dark,
-        "grid.color": grey,
-        "lines.solid_capstyle": "round",
-        "patch.edgecolor": "w",
-        "patch.force_edgecolor": True,
-        "text.color": dark,
-        "xtick.bottom": False,
-        "ytick.left": False,
-        "xtick.color": dark,
-        "ytick.color": dark,
-        "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
-        # the "notebook" context, its font sizes scaled
-        "font.size": 12 * scale,
-        "axes.labelsize": 12 * scale,
-        "axes.titlesize": 12 * scale,
-        "xtick.labelsize": 11 * scale,
-        "ytick.labelsize": 11 * scale,
-        "legend.fontsize": 11 * scale,
-        "legend.title_fontsize": 12 * scale,
-        "axes.linewidth": 1.25,
-        "grid.linewidth": 1.0,
-        "xtick.major.width": 1.25,
-        "ytick.major.width": 1.25,
-        "xtick.minor.width": 1.0,
-        "ytick.minor.width": 1.0,
-        "xtick.major.size": 6.0,
-        "ytick.major.size": 6.0,
-        "xtick.minor.size": 4.0,
-        "ytick.minor.size": 4.0,
-        # the "deep" palette
-        "axes.prop_cycle": cycler(color=[to_rgb(c) for c in _DEEP]),
-    }
-
-
 def theme() -> None:
     """The book's theme (seaborn's whitegrid style at the notebook context; call once per chapter).
 
     Introduced in chapter 01."""
     import matplotlib as mpl
+    import seaborn as sns
 
-    mpl.rcParams.update(_theme_params())
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
     mpl.rcParams.update(
         {
             "figure.dpi": 110,
