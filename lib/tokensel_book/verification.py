@@ -10,7 +10,6 @@ error) is missing from the record, so it fails verification whatever the form of
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 
@@ -122,11 +121,3 @@ def verify(root: Path, build: Path, pages: list[str] | None = None) -> list[dict
 
 def summary(records: list[dict]) -> str:
     return f"book claims: {sum(len(r['checks']) for r in records)} hold in {len(records)} chapters"
-
-
-def write_claims(records: list[dict], out: Path) -> Path:
-    """Every claim of the build as one JSON list (the status page and readers' downloads read it)."""
-    rows = [{"chapter": r["chapter"], **c} for r in records for c in r["checks"]]
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(rows, indent=1))
-    return Path(out)
