@@ -152,3 +152,19 @@ def test_a_cluster_of_separate_scheduler_and_workers_runs_the_sweep_and_refuses_
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, monkeypatch):
+    """Issue 48 (2): a claim whose cell crashes at every fresh seed showed as "not replicated"; it failed there."""
+    root = tiny_book(tmp_path)
+    text = (root / "book" / "ch.md").read_text().replace('tb.check("small"', 'assert seed == 0\ntb.check("small"')
+    (root / "book" / "ch.md").write_text(text)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
+    for seed in (1000, 1100):
+        spec = dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=seed, cells=cells, at=at, code=code,
+                    software=rep.software(), settings={}, timeout=60)  # fmt: skip
+        assert rep.run_task(spec)["status"] == "crashed"
+    frame = rep.summarize(tmp_path / "out", root).set_index("id")
+    assert frame.loc["small", "k"] == 0 and frame.loc["small", "n"] == 2 and frame.loc["small", "seed_dependent"]
+    assert frame.loc["small", "failed_seeds"] == "1000 1100"
