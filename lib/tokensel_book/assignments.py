@@ -219,6 +219,7 @@ def grade(root: Path, assignments: Path, submissions: Path, out: Path | None = N
         refs = references(nbformat.from_dict(json.loads(json.dumps(assignment))), key_path, timeout)
         for student in sorted(p for p in Path(submissions).iterdir() if p.is_dir()):
             path = student / teacher.name
+            answers: dict
             if not os.path.lexists(path):
                 answers, flag, error = {}, "", "not handed in"
             else:

@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokensel.errors import InvalidArgumentError, TokenselError
 
@@ -145,7 +146,9 @@ def comparison(
 
 def holds(c: dict) -> bool:
     """The verdict of a recorded claim's own numbers."""
-    m, e, t, kind = c["measured"], c.get("expected"), c.get("tol"), c["kind"]
+    m, kind = c["measured"], c["kind"]
+    e: Any = c.get("expected")
+    t: Any = c.get("tol")
     if kind == "true":
         return m is True
     if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
@@ -178,7 +181,8 @@ def _number(x) -> str:
 
 def requirement(c: dict) -> str:
     """The condition of a claim in words: ``"at most 3"``, ``"within 30 % of 0.5"``."""
-    e, t = c.get("expected"), c.get("tol")
+    e: Any = c.get("expected")
+    t: Any = c.get("tol")
     return {
         "le": lambda: f"at most {_number(e)}",
         "ge": lambda: f"at least {_number(e)}",
@@ -361,7 +365,7 @@ def seal(record: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True).encode()).hexdigest()
 
 
-_CLAIM_TYPES = {
+_CLAIM_TYPES: dict[str, Any] = {
     "id": str, "name": str, "kind": str, "passed": bool, "preregistered": bool, "deviation": bool,
     "measured": (bool, int, float, str), "expected": (int, float, type(None)), "tol": (int, float, type(None)),
     "tests": (str, type(None)), "threshold": (str, type(None)), "within": bool, "range": (str, type(None)),

@@ -65,6 +65,7 @@ def stale_reason(cache, nb) -> str | None:
     except KeyError:
         return "not executed yet"
     record = notebook_record(cache.get_cache_bundle(hit.pk).nb)
+    why: str | None
     if record is None or record_problems(record):
         why = "its record is missing or not valid"
     else:

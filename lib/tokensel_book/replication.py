@@ -353,7 +353,7 @@ def sweep(root: Path, chapters: list[str], seeds: list[int], out: Path, schedule
             for seed in seeds:
                 folder = out / "tasks" / chapter / f"seed-{seed}"
                 result, _, why = (
-                    read_task(folder, root, current) if (folder / "result.json").is_file() else (0, 0, "new")
+                    read_task(folder, root, current) if (folder / "result.json").is_file() else (None, None, "new")
                 )
                 if why or result is None or result["status"] not in ("ok", "claims failed"):
                     specs.append(dict(root=str(root), out=str(out), chapter=chapter, seed=seed, cells=cells, at=at,

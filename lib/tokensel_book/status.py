@@ -10,6 +10,7 @@ import html
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from tokensel.errors import InvalidArgumentError
 
@@ -18,7 +19,7 @@ from .toc import root_or_error
 from .verification import claiming_pages, verify
 
 #: what claims.json holds for each claim (the status page's table is built from exactly these fields)
-FIELDS = {
+FIELDS: dict[str, Any] = {
     "chapter": str, "id": str, "name": str, "measured": (bool, int, float, str), "kind": str,
     "expected": (int, float, type(None)), "tol": (int, float, type(None)), "passed": bool, "deviation": bool,
     "preregistered": bool, "tests": (str, type(None)), "threshold": (str, type(None)), "k": (int, type(None)),

@@ -289,7 +289,7 @@ def prepare(location: str | None = None, sha256: str | None = None, cache: str |
                 pq.write_table(table, tmp / "imdb" / f"{split}.parquet", compression="zstd")
             files = {f"imdb/{s}.parquet": sha256_file(tmp / "imdb" / f"{s}.parquet") for s in SPLITS}
             rows = {s: tables[s].num_rows for s in SPLITS}
-            manifest = dict(files=files, archive_sha256=digest, source=config.redact(location))
+            manifest: dict = dict(files=files, archive_sha256=digest, source=config.redact(location))
             manifest.update(verified=expected is not None, parser=PARSER_VERSION, rows=rows)
             write_json_atomic(tmp / MANIFEST, dict(manifest, seal=seal(key, digest, files, rows)))
             if folder.is_dir() and not folder.is_symlink():  # an incomplete or damaged earlier parse: ours to replace

@@ -204,6 +204,7 @@ def adam(
     def save(step: int) -> None:
         tensors = [t.detach() for t in trained]
         state = dict(key=key, step=step, tensors=tensors, opt=opt.state_dict(), traj=dataclasses.asdict(traj))
+        assert path is not None  # save() is called only for a run with a checkpoint
         checkpoints.save(path, state)
 
     try:
