@@ -386,38 +386,48 @@ def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: boo
 
 
 def phase_diagram(
-    ax,
-    table,
+    panels: dict,
     x: str,
     y: str,
     value: str,
     annot: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    cbar_label: str | None = None,
     vmin=0.0,
     vmax=1.0,
     cmap: str = "viridis",
     fmt: str = "{:.2f}",
-    cbar_label: str | None = None,
+    width: float = 6.4,
+    height: float = 3.4,
 ):
-    """A heat map of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of a long DataFrame;
-    cells are annotated with ``value`` and, if given, ``annot`` in brackets.
+    """Heat maps of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of long DataFrames, one row of the
+    figure per ``title: table`` of ``panels`` and one colour bar under them (rows fit a narrow column and a
+    phone shows them one by one); cells show ``value`` and, if given, ``annot`` in brackets. Returns the figure.
 
     Introduced in chapter 04."""
     import seaborn as sns
 
-    grid = table.pivot(index=y, columns=x, values=value).sort_index(ascending=False)
-    labels = grid.map(fmt.format)
-    if annot is not None:
-        extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
-        labels = labels + "\n(" + extra.map(fmt.format) + ")"
-    sns.heatmap(
-        grid,
-        ax=ax,
-        vmin=vmin,
-        vmax=vmax,
-        cmap=cmap,
-        annot=labels.values,
-        fmt="",
-        annot_kws={"fontsize": ANNOTATION_PT},
-        cbar_kws={"label": cbar_label or value},
-    )
-    return ax
+    fig, axes = subplots(1, len(panels), width=width, height=height)
+    for ax, (title, table) in zip(np.atleast_1d(axes), panels.items(), strict=True):
+        grid = table.pivot(index=y, columns=x, values=value).sort_index(ascending=False)
+        labels = grid.map(fmt.format)
+        if annot is not None:
+            extra = table.pivot(index=y, columns=x, values=annot).sort_index(ascending=False)
+            labels = labels + "\n(" + extra.map(fmt.format) + ")"
+        sns.heatmap(
+            grid,
+            ax=ax,
+            vmin=vmin,
+            vmax=vmax,
+            cmap=cmap,
+            annot=labels.values,
+            fmt="",
+            annot_kws={"fontsize": ANNOTATION_PT},
+            xticklabels=[f"{c:g}" for c in grid.columns],
+            cbar=False,
+        )
+        ax.set(title=title, xlabel=xlabel or x, ylabel=ylabel or y)
+        ax.tick_params(axis="y", labelrotation=0)
+    fig.colorbar(ax.collections[0], ax=axes, location="bottom", shrink=0.6, label=cbar_label or value)
+    return fig
