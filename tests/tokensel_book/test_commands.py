@@ -83,3 +83,34 @@ def test_replicate_shows_an_os_error_in_one_line(tmp_path, monkeypatch, capsys):
     assert main(["replicate", "--out", "out", "--chapters", "one"]) == 1
     err = capsys.readouterr().err
     assert "No space left on device (OSError)" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+BOMB = "format: jb-book\nroot: one\na: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(20)
+)
+
+
+@pytest.mark.parametrize("toc", [BOMB, "format: jb-book\nroot: &r [*r]\n", "root: [unclosed\n"])
+def test_a_table_of_contents_with_aliases_or_broken_yaml_is_refused_at_once(tmp_path, monkeypatch, capsys, toc):
+    """Issue 48 (6): 40 lines of aliases describing 2^40 entries hung verify; a self-reference raised a raw
+    RecursionError."""
+    import signal
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "_toc.yml").write_text(toc)
+    (tmp_path / "_build").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def hung(*args):
+        raise TimeoutError("verify hung on the table of contents")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert main(["verify"]) == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
