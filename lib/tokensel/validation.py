@@ -3,7 +3,7 @@ a chapter, a script or a user calls before its body runs, and hands the body the
 float, a ``Path``, an int64 or float64 array): never coercion (``2.0`` is not an int). A problem raises
 :class:`~tokensel.errors.InvalidArgumentError` naming the argument (a wrong type, its ``TypeError`` subclass
 :class:`~tokensel.errors.ArgumentTypeError`). A named dimension (``"S"``) is bound by the first argument that has
-it. ``tests/test_declared.py`` tries bad values on every declared function. Internal functions trust callers."""
+it. ``tests/tokensel/test_declared.py`` tries bad values on every declared function. Internal functions trust callers."""
 
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def _check_shape(actual: tuple, shape, name: str, dims: dict, what: str) -> None
 
 class Constraint:
     """What one argument must be (None passes when ``allow_none``): ``check`` gives its canonical value or
-    raises an error naming it; ``what`` says what it must be. ``tests/test_declared.py`` knows, for each kind,
+    raises an error naming it; ``what`` says what it must be. ``tests/tokensel/test_declared.py`` knows, for each kind,
     values it refuses and one it accepts."""
 
     binds: tuple[str, ...] = ()  # the named dimensions it binds

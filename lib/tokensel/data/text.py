@@ -23,7 +23,7 @@ from .batch import RaggedBatch
 _TAG = re.compile(r"<[^>]{0,20}>")
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:'[\p{L}\p{M}]+)?")
 #: the same rule on lower-cased ASCII (most reviews), found by ``re`` in 60 % of ``regex``'s time
-#: (``tests/test_text.py`` checks that both give the same words on any ASCII text)
+#: (``tests/tokensel/data/test_text.py`` checks that both give the same words on any ASCII text)
 _ASCII_WORD = re.compile(r"[a-z0-9][a-z0-9]*(?:'[a-z]+)?")
 
 

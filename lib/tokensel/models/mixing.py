@@ -31,7 +31,7 @@ from ..data.batch import RaggedBatch
 @contextmanager
 def _quiet_csr():
     # PyTorch prints "Sparse CSR tensor support is in beta state" once per process; the two
-    # kernels used here are stable and tested against the dense computation in tests/test_variants.py
+    # kernels used here are stable and tested against the dense computation in tests/tokensel/models/test_variants.py
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
         yield

@@ -805,7 +805,7 @@ def test_compile_script_calls_every_one_layer_kernel_in_both_dtypes():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     code = """
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("compile_kernels", sys.argv[1])

@@ -27,7 +27,7 @@ from tokensel_book.student import (
 )
 from tokensel_book.toc import toc_files, toc_numbers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FULL = ROOT / "_build" / "html"
 STUDENT = ROOT / "_build" / "student" / "_build" / "html"
 

@@ -8,7 +8,7 @@ from sphinx.errors import ExtensionError
 from tokensel_book.sphinx_roadmap import front_matter, roadmap_lines
 from tokensel_book.toc import reader_pages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_page_of_the_book_has_a_summary():

@@ -134,7 +134,7 @@ def test_read_runs_errors(tmp_path):
 
 
 def test_recorded_paper_scale_runs_are_readable():
-    summary, bins = ex.read_runs(Path(__file__).parents[1] / "book" / "recorded" / "variants_paper_scale")
+    summary, bins = ex.read_runs(Path(__file__).parents[3] / "book" / "recorded" / "variants_paper_scale")
     assert list(summary.index) == [ex.MODEL_NAMES[k] for k in ("one_layer", *ts.models.variants.COMPARED)]
     assert np.isfinite(summary[["u_gap", "spearman_v", "test_acc"]].to_numpy()).all()
     # chapter 07's paragraphs under the recorded table describe these files: keep them true if the files change

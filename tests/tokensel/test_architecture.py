@@ -10,7 +10,7 @@ import tomllib
 
 import tokensel as ts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib" / "tokensel"
 
 # the library's folders, lowest first: a module imports only modules of its own folder or of folders below it
@@ -168,12 +168,11 @@ def test_license_and_citation_agree_with_the_project():
     ]
 
 
-# library modules whose tests live in a module named otherwise
+# library modules whose tests live in a module named otherwise (in the test folder mirroring theirs)
 TESTED_IN = {
     "version": "test_architecture",
     "data": "test_batch",
     "models": "test_attention",
-    "models.lanes": "test_kernels",
     "training": "test_phases",
     "analysis": "test_statistics",
     "experiments": "test_experiments",
@@ -187,10 +186,38 @@ TESTED_IN = {
 }
 
 
-def test_every_library_module_has_a_test_module():
+def test_every_library_module_has_a_test_module_in_the_mirrored_folder():
+    """Issue 47 (6): tests/tokensel/models/ tests lib/tokensel/models/, and so on."""
     missing = []
-    for mod, _ in _modules():
+    for mod, path in _modules():
+        folder = path.parent.relative_to(LIB)
         name = TESTED_IN.get(mod, "test_" + mod.split(".")[-1])
-        if not (ROOT / "tests" / f"{name}.py").is_file():
-            missing.append(f"{mod} (tests/{name}.py)")
+        if not (ROOT / "tests" / "tokensel" / folder / f"{name}.py").is_file():
+            missing.append(f"{mod} (tests/tokensel/{folder}/{name}.py)")
     assert not missing, f"library modules without a test module: {missing}"
+
+
+def test_test_folders_mirror_the_library_and_every_test_asserts():
+    """A test folder names a library folder; a test function asserts (directly, through pytest.raises, or a
+    helper of its module that does): a test that cannot fail is a defect."""
+    tests = ROOT / "tests"
+    folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")}
+    libs = {Path("scripts")} | {Path(p.parent.relative_to(ROOT / "lib")) for p in (ROOT / "lib").rglob("__init__.py")}
+    assert folders <= libs, f"test folders without a library folder: {sorted(map(str, folders - libs))}"
+    silent = []
+    for path in tests.rglob("test_*.py"):
+        tree = ast.parse(path.read_text())
+        checks = {"raises", "warns", "fail", "assert_close", "assert_allclose", "assert_array_equal"}
+
+        def asserts(node, helpers=frozenset()) -> bool:
+            return any(
+                isinstance(m, ast.Assert)
+                or (isinstance(m, ast.Attribute) and m.attr in checks)
+                or (isinstance(m, ast.Call) and isinstance(m.func, ast.Name) and m.func.id in helpers)
+                for m in ast.walk(node)
+            )
+
+        functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+        helpers = frozenset(n.name for n in functions if not n.name.startswith("test_") and asserts(n))
+        silent += [f"{path.name}::{n.name}" for n in functions if n.name.startswith("test_") and not asserts(n, helpers)]
+    assert not silent, f"tests that assert nothing: {silent}"

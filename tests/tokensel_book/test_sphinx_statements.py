@@ -16,7 +16,7 @@ import tokensel_book as tb
 from tokensel_book.claims import TESTS, ClaimFailedError, statement_title
 from tokensel_book.sphinx_statements import plain_title
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 PAGE = """---

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
 SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "_panels_static", "reports"}
 

@@ -16,7 +16,7 @@ from tokensel_book.formatting import (
     unformatted,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PAGE = """---
 kernelspec:

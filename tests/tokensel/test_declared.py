@@ -34,7 +34,7 @@ from tokensel.data.reviews import Column, Source
 from tokensel.data.text import Words
 from tokensel.errors import ArgumentTypeError, InvalidArgumentError, TokenselError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # ------------------------------------------------------------------ the declared functions
 

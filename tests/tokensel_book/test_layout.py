@@ -28,7 +28,7 @@ from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
 STATIC = ROOT / "_static"
 WIDTHS = (1400, 400)

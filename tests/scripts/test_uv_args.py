@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "uv_args.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "uv_args.py"
 _spec = importlib.util.spec_from_file_location("uv_args", SCRIPT)
 assert _spec is not None and _spec.loader is not None
 uv_args = importlib.util.module_from_spec(_spec)

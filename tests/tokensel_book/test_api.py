@@ -12,7 +12,7 @@ import pytest
 import tokensel as ts
 from tokensel_book import api
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_pages_are_up_to_date():

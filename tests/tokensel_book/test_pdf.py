@@ -16,7 +16,7 @@ from tokensel_book import pdf
 from tokensel_book.sphinx_roadmap import page_title
 from tokensel_book.toc import toc_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _page(title: str) -> str:

@@ -2,7 +2,7 @@
 MyST rendered by jupyterlab-myst (a lemma is a lemma, not a raw fence), and a claim broken on purpose
 shown in red while the rest of the notebook runs on (TOKENSEL_CLAIMS=report, as `make lab` sets).
 
-Runs under `make browser-check` (needs Chromium and its driver, like tests/test_browser.py).
+Runs under `make browser-check` (needs Chromium and its driver, like tests/tokensel_book/test_browser.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import MYST_FRONT_MATTER
 from test_browser import chromium
 
 pytestmark = pytest.mark.browser
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 CHAPTER = (

@@ -1,5 +1,5 @@
 """tokensel_book.sphinx_figures: a PNG that records its panels is cut into them (the browser test of
-tests/test_layout.py builds a tiny book and measures how the panels are shown)."""
+tests/tokensel_book/test_layout.py builds a tiny book and measures how the panels are shown)."""
 
 import matplotlib
 
