@@ -1,28 +1,18 @@
 """Real review data sets prepared for the model: tokenized, the vocabulary built on the training split (words
 in at least 0.15 % of its reviews: 7,903 on IMDB), both splits encoded as batches. A reader's own labelled texts
-become the same :class:`ReviewData` (:func:`prepare_texts`, :func:`from_frame`). Preparing IMDB takes ten
-seconds, so :func:`prepare_reviews` keeps the result under ``TOKENSEL_CACHE_DIR``, keyed by the SHA-256 of the
-texts, the arguments and the code that prepares them, and checked as it is read back."""
+become the same :class:`ReviewData` (:func:`prepare_texts`, :func:`from_frame`)."""
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import math
 import os
-import tempfile
-import warnings
-import zipfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from .. import config
-from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError, TokenselError
-from ..validation import Bool, Choice, Constraint, FilePath, Instance, Int, Real, Text, declare
+from ..errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
+from ..validation import Choice, Constraint, FilePath, Instance, Int, Real, Text, declare
 from .batch import RaggedBatch, labels_from_01
 from .loaders import SOURCES, load_reviews
 from .text import MIN_DF, Vocabulary, build_vocabulary, encode, tokenize
@@ -128,7 +118,6 @@ SEED = Int(min=0)
     data_dir=FilePath(allow_none=True),
     sample_train_fraction=Real(min=0.0, max=1.0, min_inclusive=False, max_inclusive=False),
     seed=SEED,
-    cache=Bool(),
 )
 def prepare_reviews(
     name: str,
@@ -137,10 +126,9 @@ def prepare_reviews(
     data_dir=None,
     sample_train_fraction: float = 0.8,
     seed: int = 0,
-    cache: bool = True,
 ) -> ReviewData:
-    """Load, tokenize, build the vocabulary on the training split and encode both splits; with ``cache``, read
-    from and kept in ``TOKENSEL_CACHE_DIR`` (the result is the same either way). Introduced in chapter 06."""
+    """Load, tokenize, build the vocabulary on the training split and encode both splits (about ten seconds on
+    IMDB). Introduced in chapter 06."""
     is_sample = False
     test = load_reviews(name, "test", data_dir=data_dir)
     try:
@@ -160,11 +148,6 @@ def prepare_reviews(
                 f"{name}/{split}: review {bad} has a text of type {type(cols['text'][bad]).__name__}, not a str: "
                 "the data files are damaged; fetch them again"
             )
-    args = dict(name=name, min_df=min_df, max_len=max_len, fraction=sample_train_fraction, seed=seed, sample=is_sample)
-    key = _prepared_key(args, tr_cols, te_cols) if cache else None
-    kept = _read_prepared(key) if key is not None else None
-    if kept is not None:
-        return kept
     tr_words = [tokenize(t) for t in tr_cols["text"]]
     te_words = [tokenize(t) for t in te_cols["text"]]
     vocab = build_vocabulary(tr_words, min_df=min_df)
@@ -175,161 +158,7 @@ def prepare_reviews(
         source += f"; split {sample_train_fraction:.0%}/{1 - sample_train_fraction:.0%} into train/test"
     words, dropped = [te_words[i] for i in kept_te], (len(tr_words) - btr.n, len(te_words) - bte.n)
     ratings = rate(te_cols, kept_te), rate(tr_cols, kept_tr)
-    data = ReviewData(name, btr, bte, vocab, words, *ratings, source, is_sample, dropped)
-    if key is not None:
-        _write_prepared(key, data)
-    return data
-
-
-# ---------------------------------------------------------------- prepared data kept on disk
-
-#: the layout of a prepared-data file; a change makes every older file a miss
-_PREPARED_FORMAT = 1
-
-
-def _prepared_key(args: dict, tr_cols: dict, te_cols: dict) -> str:
-    """The SHA-256 of both splits' texts, labels and ratings, the arguments and the code that prepares them."""
-    from . import batch, text
-
-    h = hashlib.sha256(json.dumps({"format": _PREPARED_FORMAT, **args}, sort_keys=True).encode())
-    for module in (text, batch):
-        h.update(Path(module.__file__).read_bytes())  # type: ignore[arg-type]
-    h.update(_prepare_source())
-    for cols in (tr_cols, te_cols):
-        h.update(b"\x00split")
-        for t in cols["text"]:
-            h.update(len(t).to_bytes(8, "little"))
-            h.update(t.encode("utf-8", "surrogatepass"))
-        for column in ("label", "rating"):
-            values = np.asarray(cols[column]) if column in cols else np.zeros(0, np.int64)
-            raw = values.tobytes() if values.dtype.kind in "biuf" else repr(values.tolist()).encode()
-            h.update(f"{column} {values.dtype.str} {values.shape}".encode() + raw)
-    return h.hexdigest()
-
-
-def _prepare_source() -> bytes:
-    """This module's source up to the prepared-data helpers (what decides a prepared data set's content)."""
-    source = Path(__file__).read_bytes()
-    return source[: source.find(b"# ---------------------------------------------------------------- prepared data")]
-
-
-def _prepared_path(key: str) -> Path:
-    return config.cache_dir() / "prepared" / f"{key}.npz"
-
-
-def _arrays(data: ReviewData) -> dict:
-    """The arrays of a prepared data set; the test reviews' words as one text (words joined by spaces, reviews
-    by newlines: the tokenizer's words hold neither)."""
-    out = {}
-    for split, b in (("train", data.train), ("test", data.test)):
-        out[f"{split}_ids"] = b.ids.numpy().astype(np.int32)  # half the bytes: a vocabulary has < 2**31 words
-        out[f"{split}_offsets"] = b.offsets.numpy()
-        out[f"{split}_labels"] = b.labels.numpy()
-    out["words"] = np.frombuffer("\n".join(data.vocab.words).encode(), np.uint8)
-    out["doc_freq"] = np.asarray(data.vocab.doc_freq)
-    out["test_words"] = np.frombuffer("\n".join(" ".join(doc) for doc in data.test_words).encode(), np.uint8)
-    for split, r in (("train", data.train_ratings), ("test", data.test_ratings)):
-        if r is not None:
-            out[f"{split}_ratings"] = np.asarray(r)
-    return out
-
-
-def _digest(a: np.ndarray) -> str:
-    return hashlib.sha256(
-        str(a.dtype).encode() + repr(a.shape).encode() + np.ascontiguousarray(a).tobytes()
-    ).hexdigest()
-
-
-def _write_prepared(key: str, data: ReviewData) -> None:
-    """Keep ``data`` under its key: one ``.npz`` with a JSON header (the key, the scalars, each array's SHA-256),
-    renamed into place; a cache that cannot be written only costs the next run its preparation."""
-    path = _prepared_path(key)
-    arrays = _arrays(data)
-    meta = {
-        "format": _PREPARED_FORMAT,
-        "key": key,
-        "name": data.name,
-        "vocab_size": len(data.vocab),
-        "min_df": data.vocab.min_df,
-        "max_df": data.vocab.max_df,
-        "source": data.source,
-        "is_sample": data.is_sample,
-        "dropped": list(data.dropped),
-        "num_classes": data.train.num_classes,
-        "sha256": {k: _digest(v) for k, v in arrays.items()},
-    }
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        warnings.warn(
-            f"the prepared {data.name} data could not be kept in {str(path.parent)!r} ({type(exc).__name__}: "
-            f"{exc}); the next run prepares them again (set TOKENSEL_CACHE_DIR to a writable folder)",
-            stacklevel=3,
-        )
-
-
-class _Refused(Exception):
-    """A prepared-data file that does not hold what its key promises."""
-
-
-def _read_prepared(key: str) -> ReviewData | None:
-    """The prepared data kept under ``key``, or None; a file that is not what its key promises is never used."""
-    path = _prepared_path(key)
-    if not path.is_file():
-        return None
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-            files = {k: z[k] for k in z.files}
-        return _from_arrays(key, files)
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, _Refused, TokenselError) as exc:
-        warnings.warn(
-            f"refused the prepared-data file {str(path)!r} ({type(exc).__name__}: {str(exc)[:200]}); preparing the "
-            "data again",
-            stacklevel=3,
-        )
-        return None
-
-
-def _from_arrays(key: str, files: dict) -> ReviewData:
-    if "meta" not in files or files["meta"].dtype != np.uint8 or files["meta"].ndim != 1:
-        raise _Refused("no header")
-    meta = json.loads(files.pop("meta").tobytes().decode())
-    if not isinstance(meta, dict) or meta.get("format") != _PREPARED_FORMAT or meta.get("key") != key:
-        raise _Refused("its header names another key or format")
-    sums = meta.get("sha256")
-    if not isinstance(sums, dict) or set(sums) != set(files):
-        raise _Refused(
-            f"arrays {sorted(files)} against the header's {sorted(sums) if isinstance(sums, dict) else sums}"
-        )
-    for k, a in files.items():
-        if _digest(a) != sums[k]:
-            raise _Refused(f"array {k!r} does not match its checksum")
-    # every array is what the writer wrote (its checksum): the batches' invariants are checked once more
-    words = tuple(files["words"].tobytes().decode().split("\n")) if files["words"].size else ()
-    vocab = Vocabulary(words, files["doc_freq"], meta["min_df"], meta["max_df"])
-    batches = {}
-    for split in ("train", "test"):
-        batches[split] = RaggedBatch(
-            torch.from_numpy(files[f"{split}_ids"].astype(np.int64)),
-            torch.from_numpy(files[f"{split}_offsets"]),
-            torch.from_numpy(files[f"{split}_labels"]),
-            len(words),
-            num_classes=meta["num_classes"],
-        )
-    text = files["test_words"].tobytes().decode()
-    test_words = [doc.split(" ") for doc in text.split("\n")] if text else []
-    train, test, (a, b) = batches["train"], batches["test"], meta["dropped"]
-    ratings = files.get("test_ratings"), files.get("train_ratings")
-    return ReviewData(meta["name"], train, test, vocab, test_words, *ratings, meta["source"], meta["is_sample"], (a, b))
+    return ReviewData(name, btr, bte, vocab, words, *ratings, source, is_sample, dropped)
 
 
 @declare(labels=Column(), name=Text())
