@@ -519,9 +519,9 @@ def phase_explorer(panels: dict, x: str = "eta0", y: str = "d"):
             colorbar={"title": {"text": "P(select)", "side": "right"}, "thickness": 12},
             visible=k == 0,
             name=title,
-            hovertemplate="d = %{y}, η₀ = %{x}<br>P(every important token selected) = %{z:.2f} "
-            "[%{customdata[0]:.2f}, %{customdata[1]:.2f}]<br>trap frequency %{customdata[2]:.2f}<br>"
-            "%{customdata[3]} selected, %{customdata[4]} trapped, of %{customdata[5]} runs<extra></extra>",
+            hovertemplate="d = %{y}, η₀ = %{x}<br>P(select) = %{z:.2f} (95%: %{customdata[0]:.2f} to "
+            "%{customdata[1]:.2f})<br>trapped: %{customdata[2]:.2f}<br>%{customdata[3]} selected, "
+            "%{customdata[4]} trapped of %{customdata[5]} runs<extra></extra>",
         )
     menu = [
         {"label": t, "method": "restyle", "args": [{"visible": [j == k for j in range(len(panels))]}]}
