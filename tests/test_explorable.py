@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,9 +185,11 @@ TINY_PAGE = (
 
 @pytest.fixture(scope="module")
 def tiny_book(tmp_path_factory):
-    """A book of one page with the four figures, built by jupyter-book with the book's Sphinx extension."""
+    """A book of one page with the four figures, built by jupyter-book with the book's Sphinx extension, style
+    sheet and scripts."""
     book = tmp_path_factory.mktemp("explore")
     (book / "book").mkdir()
+    shutil.copytree(ROOT / "_static", book / "_static")  # the book's own style sheet and scripts
     (book / "_config.yml").write_text(
         "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
         "sphinx:\n  extra_extensions: [tokensel_book.sphinx_mathjax]\n"
