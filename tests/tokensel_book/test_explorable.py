@@ -26,7 +26,7 @@ from conftest import MYST_FRONT_MATTER  # noqa: E402
 
 import tokensel_book as tb  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the data of the tiny book's figures, small and synthetic (the page's first cell runs this too)
 DATA = """
