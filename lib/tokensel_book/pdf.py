@@ -246,9 +246,10 @@ def serve(directory):
 
 
 @contextmanager
-def chromium(profile_dir):
+def chromium(profile_dir, log_requests: bool = False):
     """Headless Chromium through Selenium (``TOKENSEL_CHROMIUM`` / ``TOKENSEL_CHROMEDRIVER`` override the
-    binaries found on the PATH); raises :class:`~tokensel.errors.DataUnavailableError` when either is missing."""
+    binaries found on the PATH); raises :class:`~tokensel.errors.DataUnavailableError` when either is missing.
+    ``log_requests``: keep the performance log, whose network events name every request a page makes."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -264,6 +265,8 @@ def chromium(profile_dir):
     for flag in CHROMIUM_FLAGS:
         opts.add_argument(flag)
     opts.add_argument(f"--user-data-dir={Path(profile_dir) / 'chromium-profile'}")
+    if log_requests:
+        opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
     driver.set_page_load_timeout(120)
     driver.set_script_timeout(120)

@@ -431,3 +431,217 @@ def phase_diagram(
         ax.tick_params(axis="y", labelrotation=0)
     fig.colorbar(ax.collections[0], ax=axes, location="bottom", shrink=0.6, label=cbar_label or value)
     return fig
+
+
+# --- figures a reader explores on the HTML page ------------------------------------------------------------------
+# Each builds a plotly figure from the data a chapter's static figure is drawn from; the figure cell ends with
+# explorable(static, live), so the PDF, the notebooks and a reader without scripts keep the PNG.
+
+#: the class of an explorable output's HTML, which the book's pages look for (:mod:`tokensel_book.sphinx_mathjax`)
+EXPLORABLE = "tokensel-explorable"
+
+
+def explorable(static_fig, live_fig) -> None:
+    """Show the matplotlib figure ``static_fig`` and the plotly figure ``live_fig`` as one output, so the cell's
+    caption and number apply to both: the book's HTML page draws ``live_fig`` with the plotly the build serves; a
+    notebook, the PDF and a reader without scripts see the PNG.
+
+    Introduced in chapter 02."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+    from PIL import Image
+
+    if not hasattr(static_fig, "savefig") or not hasattr(live_fig, "to_json"):
+        raise InvalidArgumentError("explorable takes a matplotlib figure and a plotly figure (e.g. of phase_explorer)")
+    buf = io.BytesIO()
+    static_fig.savefig(buf, format="png", dpi=2 * static_fig.dpi, bbox_inches="tight")  # sharp on dense screens
+    plt.close(static_fig)  # shown here, not again by the notebook's backend
+    width = Image.open(buf).size[0] // 2
+    png = base64.b64encode(buf.getvalue()).decode("ascii")
+    figure = live_fig.to_json().replace("</", "<\\/")  # no "</script>" inside the script element
+    html = (
+        f'<div class="{EXPLORABLE}"><div class="{EXPLORABLE}-static"><img src="data:image/png;base64,{png}" '
+        f'alt="the figure as an image" style="width: {width}px"></div><div class="{EXPLORABLE}-live"></div>'
+        f'<script type="application/json">{figure}</script></div>'
+    )
+    display({"image/png": png, "text/html": html}, raw=True, metadata={"image/png": {"width": width}})
+
+
+def _styled(fig, height: int, **layout):
+    """``fig`` in the book's style, as wide as the text column at any screen width and ``height`` pixels high."""
+    base = {
+        "template": "plotly_white",
+        "height": height,
+        "autosize": True,
+        "margin": {"l": 60, "r": 10, "t": 60, "b": 50},
+    }
+    return fig.update_layout({**base, "title": {"font": {"size": 13}, "x": 0.01, "xanchor": "left"}}, **layout)
+
+
+def _slider(steps: list[dict], prefix: str) -> list[dict]:
+    """A slider over ``steps`` (plotly's ``{"label", "method", "args"}``) under the plot."""
+    return [{"steps": steps, "active": 0, "currentvalue": {"prefix": prefix}, "pad": {"t": 50}, "len": 1.0, "x": 0}]
+
+
+def phase_explorer(panels: dict, x: str = "eta0", y: str = "d"):
+    """The phase diagram to explore: per panel (``title -> table`` of
+    :func:`tokensel.experiments.phase.phase_probabilities`) a heat map of ``p_full`` over ``x`` by ``y``; hovering
+    a cell reads the probability with its 95% interval (Clopper-Pearson), the trap's frequency and the counts; a
+    menu switches between the panels.
+
+    Introduced in chapter 04."""
+    import plotly.graph_objects as go
+    from scipy.stats import beta
+
+    if not isinstance(panels, dict) or not panels:
+        raise InvalidArgumentError("panels must be a non-empty dict: title -> table of phase_probabilities")
+    fig = go.Figure()
+    for k, (title, table) in enumerate(panels.items()):
+        grid = {c: table.pivot(index=y, columns=x, values=c).sort_index() for c in ("runs", "p_full", "p_trapped")}
+        n = grid["runs"].to_numpy(dtype=float)
+        sel, trap = np.rint(grid["p_full"].to_numpy() * n), np.rint(grid["p_trapped"].to_numpy() * n)
+        with np.errstate(invalid="ignore"):  # the interval of 0 (of n) starts at 0, of n ends at 1: NaN there
+            lo = np.nan_to_num(beta.ppf(0.025, sel, n - sel + 1), nan=0.0)
+            hi = np.nan_to_num(beta.ppf(0.975, sel + 1, n - sel), nan=1.0)
+        fig.add_heatmap(
+            x=[f"{v:g}" for v in grid["runs"].columns],
+            y=[f"{v:g}" for v in grid["runs"].index],
+            z=grid["p_full"].to_numpy(),
+            customdata=np.stack([lo, hi, grid["p_trapped"].to_numpy(), sel, trap, n], axis=-1),
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            texttemplate="%{z:.2f}",
+            textfont={"size": 10},
+            colorbar={"title": {"text": "P(select)", "side": "right"}, "thickness": 12},
+            visible=k == 0,
+            name=title,
+            hovertemplate="d = %{y}, η₀ = %{x}<br>P(select) = %{z:.2f} (95%: %{customdata[0]:.2f} to "
+            "%{customdata[1]:.2f})<br>trapped: %{customdata[2]:.2f}<br>%{customdata[3]} selected, "
+            "%{customdata[4]} trapped of %{customdata[5]} runs<extra></extra>",
+        )
+    menu = [
+        {"label": t, "method": "restyle", "args": [{"visible": [j == k for j in range(len(panels))]}]}
+        for k, t in enumerate(panels)
+    ]
+    return _styled(
+        fig,
+        460,
+        xaxis={"title": {"text": "first step size η₀"}, "type": "category"},
+        yaxis={"title": {"text": "d"}, "type": "category"},
+        updatemenus=[{"buttons": menu, "x": 0, "xanchor": "left", "y": 1.03, "yanchor": "bottom"}],
+    )
+
+
+def rate_explorer(runs, rate: float = -0.5):
+    """The rate sweep to explore: every run's ``err`` against its ``d`` (columns of ``runs``) on log axes, and a
+    slider over ``d`` that rings that width's runs and draws the line ``∝ d^rate`` through their mean, so a
+    reader sees whether the other widths lie on it.
+
+    Introduced in chapter 02."""
+    import plotly.graph_objects as go
+
+    means = runs.groupby("d")["err"].mean()
+    dims = means.index.to_numpy(dtype=float)
+    steps: list[dict] = []
+    for d, mean in means.items():
+        chosen = runs[runs["d"] == d]
+        data = {
+            "x": [chosen["d"].to_numpy(float), dims],
+            "y": [chosen["err"].to_numpy(float), mean * (dims / d) ** rate],
+        }
+        title = f"mean error at d = {d:g}: {mean:.3g}"
+        steps.append({"label": f"{d:g}", "method": "update", "args": [data, {"title.text": title}, [1, 2]]})
+    (data, title, _) = steps[0]["args"]
+    fig = go.Figure()
+    fig.add_scatter(x=runs["d"], y=runs["err"], mode="markers", name="runs", marker={"color": PALETTE["v"]})
+    ring = {"color": "black", "size": 12, "symbol": "circle-open"}
+    fig.add_scatter(x=data["x"][0], y=data["y"][0], mode="markers", name="runs at this d", marker=ring)
+    fig.add_scatter(
+        x=dims, y=data["y"][1], mode="lines", name=f"∝ d^{rate:g} through them", line={"dash": "dot", "color": "black"}
+    )
+    return _styled(
+        fig,
+        440,
+        title={"text": title["title.text"]},
+        xaxis={"title": {"text": "embedding dimension d"}, "type": "log"},
+        yaxis={"title": {"text": "relative error"}, "type": "log"},
+        legend={"x": 1, "xanchor": "right", "y": 1, "bgcolor": "rgba(255, 255, 255, 0.7)"},
+        sliders=_slider(steps, "d = "),
+    )
+
+
+def word_explorer(words, alpha, reviews, scores, values, roles=None):
+    """Every word's score ``E_s^T p`` against its value ``E_s^T v``, coloured by role (the sign of ``roles``, e.g.
+    of the posterior gap); hovering a point reads the word, its ``alpha``, the number of ``reviews`` it occurs in
+    and its two scores.
+
+    Introduced in chapter 06."""
+    import plotly.graph_objects as go
+
+    words = np.asarray(words, dtype=object)
+    alpha, reviews, scores, values = (np.asarray(a, dtype=float) for a in (alpha, reviews, scores, values))
+    roles = np.zeros(len(words)) if roles is None else np.sign(np.asarray(roles, dtype=float))
+    fig = go.Figure()
+    for val, name, symbol in (
+        (0, "irrelevant", "circle"),
+        (1, "positive", "triangle-up"),
+        (-1, "negative", "triangle-down"),
+    ):
+        m = roles == val
+        fig.add_scatter(
+            x=values[m],
+            y=scores[m],
+            text=words[m],
+            customdata=np.stack([alpha[m], reviews[m]], axis=-1),
+            mode="markers",
+            name=name,
+            marker={"color": PALETTE[name], "symbol": symbol, "size": 6, "opacity": 0.6},
+            hovertemplate="<b>%{text}</b><br>α = %{customdata[0]:.3g}, in %{customdata[1]} reviews<br>"
+            "score Eᵀp = %{y:.3g}, value Eᵀv = %{x:.3g}<extra></extra>",
+        )
+    return _styled(
+        fig,
+        520,
+        xaxis={"title": {"text": "value E_sᵀv"}},
+        yaxis={"title": {"text": "score E_sᵀp"}},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+    )
+
+
+def trajectory_explorer(table, columns: dict, time: str = "t", log_y=()):
+    """A run's quantities over time, one panel each (``columns``: ``label -> column`` of ``table``, those in
+    ``log_y`` on a log scale) against ``time`` on a log axis; a slider over the recorded times marks where the run
+    is on every panel and reads its values.
+
+    Introduced in chapter 03."""
+    from plotly.subplots import make_subplots
+
+    if not isinstance(columns, dict) or not columns:
+        raise InvalidArgumentError("columns must be a non-empty dict: label -> column of the table")
+    table = table[table[time] > 0]
+    t = table[time].to_numpy(float)
+    ys = {label: table[col].to_numpy(float) for label, col in columns.items()}
+    fig = make_subplots(rows=len(columns), cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    for r, (label, y) in enumerate(ys.items(), 1):
+        fig.add_scatter(x=t, y=y, mode="lines", name=label, row=r, col=1, line={"color": PALETTE["p"]})
+        fig.update_yaxes(title_text=label, type="log" if columns[label] in log_y else "linear", row=r, col=1)
+    for r, y in enumerate(ys.values(), 1):
+        fig.add_scatter(x=t[:1], y=y[:1], mode="markers", row=r, col=1, marker={"color": "black", "size": 10})
+    fig.update_xaxes(type="log", title_text=time, row=len(columns), col=1)
+    marks = list(range(len(ys), 2 * len(ys)))
+    steps: list[dict] = []
+    for k, tk in enumerate(t):
+        title = f"{time} = {tk:.3g}: " + ", ".join(f"{label} = {y[k]:.4g}" for label, y in ys.items())
+        data = {"x": [[tk]] * len(ys), "y": [[y[k]] for y in ys.values()]}
+        steps.append({"label": f"{tk:.2g}", "method": "update", "args": [data, {"title.text": title}, marks]})
+    return _styled(
+        fig,
+        200 + 200 * len(ys),
+        showlegend=False,
+        title={"text": steps[0]["args"][1]["title.text"]},
+        sliders=_slider(steps, f"{time} = "),
+    )

@@ -1,4 +1,4 @@
-"""Sphinx extension: the book carries its own MathJax, so its math renders without a network.
+"""Sphinx extension: the book carries its own MathJax and plotly, so its pages request nothing from a network.
 
 Sphinx loads MathJax from a CDN by default; a reader offline (and every machine of this project)
 would then see raw TeX. ``_config.yml`` sets ``mathjax_path`` to ``mathjax/es5/tex-mml-chtml.js``,
@@ -6,6 +6,10 @@ which Sphinx resolves relative to the build's ``_static`` folder, and lists this
 Sphinx extensions; the extension copies MathJax 3 there when an HTML build finishes. The files come
 from the PyPI package ``django-static-mathjax`` (installed by the ``book`` extra; it ships MathJax
 3.2.2 as the plain package ``mathjax`` and needs no Django).
+
+A page with an explorable figure (:func:`tokensel_book.plots.explorable`) also loads the ``plotly.min.js`` of the
+``plotly`` package, copied to ``_static/plotly``, and draws each figure from the JSON its output holds; the
+figure's PNG stays for a reader without scripts and for print.
 """
 
 from __future__ import annotations
@@ -14,7 +18,28 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+from .plots import EXPLORABLE
+
 LOCAL_PATH = "mathjax/es5/tex-mml-chtml.js"
+PLOTLY_PATH = "plotly/plotly.min.js"
+EXPLORABLE_CSS = "plotly/explorable.css"
+#: draws every explorable figure of a page once plotly (deferred) has loaded; without it the PNG stays
+DRAW = f"""document.addEventListener("DOMContentLoaded", () => {{
+  if (!window.Plotly) return;
+  for (const box of document.querySelectorAll("div.{EXPLORABLE}")) {{
+    const fig = JSON.parse(box.querySelector("script[type='application/json']").textContent);
+    box.classList.add("{EXPLORABLE}-on");
+    Plotly.newPlot(box.querySelector("div.{EXPLORABLE}-live"), fig.data, fig.layout,
+                   {{responsive: true, displayModeBar: false}});
+  }}
+}});"""
+#: the drawn figure on screen, the PNG on paper (the PDF is printed from the HTML)
+STYLE = f"""div.{EXPLORABLE}-on div.{EXPLORABLE}-static {{ display: none; }}
+@media print {{
+  div.{EXPLORABLE}-on div.{EXPLORABLE}-static {{ display: block; }}
+  div.{EXPLORABLE}-live {{ display: none; }}
+}}
+"""
 
 
 def mathjax_source() -> Path:
@@ -48,10 +73,25 @@ def _copy(app, exc):
         return
     dest = Path(app.outdir) / "_static" / Path(LOCAL_PATH).parent
     shutil.copytree(mathjax_source(), dest, dirs_exist_ok=True)
+    from plotly.offline import get_plotlyjs
+
+    plotly = Path(app.outdir) / "_static" / PLOTLY_PATH
+    plotly.parent.mkdir(parents=True, exist_ok=True)
+    plotly.write_text(get_plotlyjs(), encoding="utf-8")
+    plotly.with_name(Path(EXPLORABLE_CSS).name).write_text(STYLE, encoding="utf-8")
+
+
+def _explorable_assets(app, pagename, templatename, context, doctree):
+    """plotly and the drawing script on the pages that have an explorable figure, and only there."""
+    if f'class="{EXPLORABLE}"' in context.get("body", ""):
+        app.add_js_file(PLOTLY_PATH, loading_method="defer")
+        app.add_js_file(None, body=DRAW)
+        app.add_css_file(EXPLORABLE_CSS)
 
 
 def setup(app):
     mathjax_source()  # fail when the build starts, not after executing every chapter
     app.connect("config-inited", _check_config)
     app.connect("build-finished", _copy)
+    app.connect("html-page-context", _explorable_assets)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
