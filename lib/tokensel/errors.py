@@ -1,4 +1,4 @@
-"""Exceptions raised by :mod:`tokensel`: each is a :class:`TokenselError` and the built-in exception a caller
+"""Exceptions raised by ``tokensel``: each is a :class:`TokenselError` and the built-in exception a caller
 would catch (``ValueError`` for a bad value, ``TypeError`` for a wrong type, ``FileNotFoundError`` for missing
 data, ...), so ``except ValueError`` keeps working while the message names the argument and the fix."""
 

@@ -3,7 +3,8 @@ a chapter, a script or a user calls before its body runs, and hands the body the
 float, a ``Path``, an int64 or float64 array): never coercion (``2.0`` is not an int). A problem raises
 :class:`~tokensel.errors.InvalidArgumentError` naming the argument (a wrong type, its ``TypeError`` subclass
 :class:`~tokensel.errors.ArgumentTypeError`). A named dimension (``"S"``) is bound by the first argument that has
-it. ``tests/tokensel/test_declared.py`` tries bad values on every declared function. Internal functions trust callers."""
+it. ``tests/tokensel/test_declared.py`` tries bad values on every declared function. Internal functions trust
+callers."""
 
 from __future__ import annotations
 

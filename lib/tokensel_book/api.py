@@ -51,7 +51,7 @@ def _modules(package: str) -> list[str]:
 
 def canonical(target: str) -> str | None:
     """Where the object named ``target`` (``tokensel.train_p``) is defined (``tokensel.training.phases.train_p``),
-    or None when ``target`` names nothing in :mod:`tokensel`."""
+    or None when ``target`` names nothing in ``tokensel``."""
     parts = target.split(".")
     if parts[0] != "tokensel":
         return None
@@ -99,7 +99,7 @@ def _process_docstring(app, what, name, obj, options, lines):
 
 
 def setup(app):
-    """The Sphinx extension: references to re-exported names resolve (:func:`_resolve_alias`), and ``|`` in
+    """The Sphinx extension: references to re-exported names resolve (``_resolve_alias``), and ``|`` in
     docstrings is text (:func:`escape_bars`)."""
     app.connect("missing-reference", _resolve_alias)
     app.connect("autodoc-process-docstring", _process_docstring)

@@ -101,7 +101,7 @@ def book_title(page_html: str) -> str:
 
 
 def combined_page(html_root, pages: list[str], title: str | None = None, subtitle: str | None = None) -> Path:
-    """Write :data:`PRINT_PAGE` from the built ``pages`` (``_toc.yml`` names such as ``"book/01_model"``, all in
+    """Write ``PRINT_PAGE`` from the built ``pages`` (``_toc.yml`` names such as ``"book/01_model"``, all in
     one folder) and return its path: a title page (``title``, else the book's; ``subtitle``, else the day the
     first page was built), a
     table of contents (each page's heading, its page number filled in by :func:`print_book`), and every page's

@@ -21,7 +21,7 @@ class _NoAliases(yaml.SafeLoader):
 
 
 def read_yaml(text: str, where: str):
-    """``text`` as YAML, refusing aliases and documents over :data:`MAX_YAML` bytes."""
+    """``text`` as YAML, refusing aliases and documents over ``MAX_YAML`` bytes."""
     if len(text) > MAX_YAML:
         raise InvalidArgumentError(f"{where} is over {MAX_YAML:,} bytes: it cannot be a book's YAML")
     try:

@@ -97,7 +97,7 @@ def executed_problems(root: Path, page: str, build: Path) -> tuple[list[str], di
 
 
 def verify(root: Path, build: Path, pages: list[str] | None = None) -> list[dict]:
-    """The records of the book's claiming pages (or of ``pages``); raises :class:`ClaimFailedError` naming every
+    """The records of the book's claiming pages (or of ``pages``); raises :class:`~tokensel_book.claims.ClaimFailedError` naming every
     problem found."""
     if pages is not None and not pages:
         raise InvalidArgumentError("no chapter to verify: name at least one")

@@ -205,9 +205,9 @@ def test_test_folders_mirror_the_library_and_every_test_asserts():
     libs = {Path("scripts")} | {Path(p.parent.relative_to(ROOT / "lib")) for p in (ROOT / "lib").rglob("__init__.py")}
     assert folders <= libs, f"test folders without a library folder: {sorted(map(str, folders - libs))}"
     silent = []
+    checks = {"raises", "warns", "fail", "assert_close", "assert_allclose", "assert_array_equal"}
     for path in tests.rglob("test_*.py"):
         tree = ast.parse(path.read_text())
-        checks = {"raises", "warns", "fail", "assert_close", "assert_allclose", "assert_array_equal"}
 
         def asserts(node, helpers=frozenset()) -> bool:
             return any(
@@ -219,5 +219,7 @@ def test_test_folders_mirror_the_library_and_every_test_asserts():
 
         functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
         helpers = frozenset(n.name for n in functions if not n.name.startswith("test_") and asserts(n))
-        silent += [f"{path.name}::{n.name}" for n in functions if n.name.startswith("test_") and not asserts(n, helpers)]
+        silent += [
+            f"{path.name}::{n.name}" for n in functions if n.name.startswith("test_") and not asserts(n, helpers)
+        ]
     assert not silent, f"tests that assert nothing: {silent}"

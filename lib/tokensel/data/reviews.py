@@ -222,7 +222,7 @@ def prepare_texts(
 ) -> ReviewData:
     """A reader's labelled texts as a :class:`ReviewData`: ``labels`` of two classes (:func:`binary_labels`), a
     random ``test_fraction`` held out, the vocabulary built on the rest by :func:`prepare_reviews`' rule. It
-    works with every recipe of :mod:`tokensel.experiments` that needs no star ratings."""
+    works with every recipe of ``tokensel.experiments`` that needs no star ratings."""
     y, classes = binary_labels(labels, positive=positive)
     if len(texts) != len(y):
         raise InvalidArgumentError(

@@ -80,7 +80,7 @@ class StepResult:
 class ScoresAfter:
     """A step function's request that the Adam pass over ``E`` also form the next step's scores ``E [p, V]`` (from
     the rows it has just updated; ``PV()`` gives ``[p, V]`` after their update), so the next gradient need not read
-    ``E`` again. The next step takes them, once (:meth:`take`)."""
+    ``E`` again. The next step takes them, once (``take``)."""
 
     def __init__(self, PV: Callable[[], torch.Tensor]):
         self.PV = PV

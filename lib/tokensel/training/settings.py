@@ -1,5 +1,5 @@
 """The settings of every full-batch Adam run (:class:`TrainSettings`), taken by :func:`tokensel.train_joint`,
-:func:`tokensel.train_variant` and the recipes of :mod:`tokensel.experiments`."""
+:func:`tokensel.train_variant` and the recipes of ``tokensel.experiments``."""
 
 from __future__ import annotations
 
