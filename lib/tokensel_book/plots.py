@@ -536,10 +536,11 @@ def phase_explorer(panels: dict, x: str = "eta0", y: str = "d"):
     )
 
 
-def rate_explorer(runs, rate: float = -0.5):
-    """The rate sweep to explore: every run's ``err`` against its ``d`` (columns of ``runs``) on log axes, and a
-    slider over ``d`` that rings that width's runs and draws the line ``∝ d^rate`` through their mean, so a
-    reader sees whether the other widths lie on it.
+def rate_explorer(runs, rate: float = -0.5, fit=None):
+    """The rate sweep to explore: every run's ``err`` against its ``d`` (columns of ``runs``) on log axes, the
+    least-squares line ``fit = (slope, intercept)`` of log err on log d if given, and a slider over ``d`` that rings
+    that width's runs and draws the line ``∝ d^rate`` through their mean, so a reader sees whether the other
+    widths lie on it.
 
     Introduced in chapter 02."""
     import plotly.graph_objects as go
@@ -563,6 +564,12 @@ def rate_explorer(runs, rate: float = -0.5):
     fig.add_scatter(
         x=dims, y=data["y"][1], mode="lines", name=f"∝ d^{rate:g} through them", line={"dash": "dot", "color": "black"}
     )
+    if fit is not None:
+        slope, intercept = fit
+        line = {"color": "black", "width": 1}
+        fig.add_scatter(
+            x=dims, y=np.exp(intercept) * dims**slope, mode="lines", name=f"fit: slope {slope:.3f}", line=line
+        )
     return _styled(
         fig,
         440,
@@ -574,10 +581,10 @@ def rate_explorer(runs, rate: float = -0.5):
     )
 
 
-def word_explorer(words, alpha, reviews, scores, values, roles=None):
+def word_explorer(words, alpha, reviews, scores, values, roles=None, marked=()):
     """Every word's score ``E_s^T p`` against its value ``E_s^T v``, coloured by role (the sign of ``roles``, e.g.
-    of the posterior gap); hovering a point reads the word, its ``alpha``, the number of ``reviews`` it occurs in
-    and its two scores.
+    of the posterior gap), the words at the indices ``marked`` written beside their points; hovering a point
+    reads the word, its ``alpha``, the number of ``reviews`` it occurs in and its two scores.
 
     Introduced in chapter 06."""
     import plotly.graph_objects as go
@@ -602,6 +609,18 @@ def word_explorer(words, alpha, reviews, scores, values, roles=None):
             marker={"color": PALETTE[name], "symbol": symbol, "size": 6, "opacity": 0.6},
             hovertemplate="<b>%{text}</b><br>α = %{customdata[0]:.3g}, in %{customdata[1]} reviews<br>"
             "score Eᵀp = %{y:.3g}, value Eᵀv = %{x:.3g}<extra></extra>",
+        )
+    marked = list(marked)
+    if marked:
+        fig.add_scatter(
+            x=values[marked],
+            y=scores[marked],
+            text=words[marked],
+            mode="text",
+            textposition="top center",
+            textfont={"size": 10},
+            hoverinfo="skip",
+            showlegend=False,
         )
     return _styled(
         fig,

@@ -50,8 +50,8 @@ import tokensel_book as tb
 
 live = {
     "phase": tb.plots.phase_explorer({"recorded sweep": sweep, "this page": page}),
-    "rate": tb.plots.rate_explorer(runs),
-    "words": tb.plots.word_explorer(words, alpha, reviews, scores, values, roles=alpha),
+    "rate": tb.plots.rate_explorer(runs, fit=(-0.5, 0.0)),
+    "words": tb.plots.word_explorer(words, alpha, reviews, scores, values, roles=alpha, marked=[3, 7]),
     "flow": tb.plots.trajectory_explorer(flow, {"‖p_t‖": "norm_p", "L": "loss"}, log_y=["loss"]),
 }
 """
@@ -86,15 +86,19 @@ def test_the_rate_sliders_steps_draw_the_line_through_each_widths_mean(data):
         and list(update["x"][0]) == [512] * 3
         and layout["title.text"].startswith("mean error at d = 512")
     )
+    fit = fig.data[3]  # the static figure's least-squares line, drawn in the live one too
+    assert fit.name == "fit: slope -0.500" and np.allclose(fit.y, np.array([64, 128, 256, 512, 1024]) ** -0.5)
     # err is exactly d^-1/2 on average here: the line through any width's mean goes through every other width's
     np.testing.assert_allclose(update["y"][1], np.array([64, 128, 256, 512, 1024]) ** -0.5)
 
 
 def test_every_word_is_hovered_with_its_alpha_count_and_scores(data):
     fig = data["live"]["words"]
-    shown = {w: (a, r) for trace in fig.data for w, (a, r) in zip(trace.text, trace.customdata, strict=True)}
+    points, written = fig.data[:3], fig.data[3]
+    shown = {w: (a, r) for trace in points for w, (a, r) in zip(trace.text, trace.customdata, strict=True)}
     assert len(shown) == 60 and shown["word7"] == (data["alpha"][7], data["reviews"][7])
-    assert {t.name for t in fig.data} == {"irrelevant", "positive", "negative"}
+    assert {t.name for t in points} == {"irrelevant", "positive", "negative"}
+    assert list(written.text) == ["word3", "word7"] and written.mode == "text"  # the labelled words, as in the PNG
     assert "α" in fig.data[1].hovertemplate and "reviews" in fig.data[1].hovertemplate
 
 
