@@ -1,6 +1,6 @@
 """tokensel_book: the book's machinery beside the library ``tokensel``, which never imports it.
 
-* claims — :func:`check`, :func:`start_chapter`, :func:`end_chapter` and each chapter's claims table
+* claims — :func:`check`, :func:`prove`, :func:`start_chapter`, :func:`end_chapter` and each chapter's claims table
   (:mod:`.claims`), the build's verification (:mod:`.verification`) and the status page (:mod:`.status`);
 * the replication of every claim across fresh seeds (:mod:`.replication`);
 * the shared figures (:mod:`.plots`) and HTML views of attention (:mod:`.display`);
@@ -11,11 +11,12 @@
 """
 
 from . import claims, display, plots, replication, status, toc, verification
-from .claims import check, end_chapter, start_chapter
+from .claims import check, end_chapter, prove, start_chapter
 from .exercises import self_check
 
 __all__ = [
     "check",
+    "prove",
     "start_chapter",
     "end_chapter",
     "self_check",

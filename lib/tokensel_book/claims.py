@@ -11,7 +11,8 @@ A chapter declares its claims once, in a ``claims:`` table of its front matter, 
         deviation: true                         # a recorded departure from the paper (default false)
 
 and claims it in one call, ``tb.check("orth", value, close_to=0.0, tol=1e-13)``. A claim's text may hold
-``{fields}`` filled from the call (``tb.check("err", e, at_most=0.03, d=4096)``).
+``{fields}`` filled from the call (``tb.check("err", e, at_most=0.03, d=4096)``). An exact identity is proved
+rather than checked to rounding: ``tb.prove("id", difference)`` holds when the sympy ``difference`` simplifies to 0.
 
 :func:`end_chapter` keeps the run's record (every claim, the chapter's seed, and what the run imported and read)
 in the metadata of an output of the notebook, so it travels with the outputs it vouches for: ``python -m
@@ -41,7 +42,7 @@ SCHEMA = 3
 ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 LABEL = re.compile(r"[A-Za-z][\w:.-]*")
 TESTS = re.compile(r"\(tests (?P<label>[A-Za-z][\w:.-]*)\)")  # how a check line names its statement
-KINDS = ("abs", "rel", "le", "ge", "true")
+KINDS = ("abs", "rel", "le", "ge", "true", "proof")
 CLAIMS_ENV = "TOKENSEL_CLAIMS"  # "raise" (default): a failed claim raises at once; "report": it is shown, run on
 #: where a bound comes from, by the preregistered flag, when the table says nothing more precise
 THRESHOLD_ORIGIN = {
@@ -151,6 +152,8 @@ def holds(c: dict) -> bool:
     t: Any = c.get("tol")
     if kind == "true":
         return m is True
+    if kind == "proof":
+        return m == "0"
     if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
         return False
     return {
@@ -189,23 +192,30 @@ def requirement(c: dict) -> str:
         "rel": lambda: f"within {100 * t:.4g} % of {_number(e)}",
         "abs": lambda: f"exactly {_number(e)}" if t == 0 else f"within {_number(t)} of {_number(e)}",
         "true": lambda: "yes",
+        "proof": lambda: "simplifies to 0",
     }[c["kind"]]()
 
 
 def claim_line(c: dict, statement: str | None = None) -> str:
-    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a deviation says it is
-    one, a claim made outside the range its bound is stated for says so, and a failed claim adds what it tests and
-    where its bound comes from."""
+    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a proof says it is one, a
+    deviation says it is one, a claim made outside the range its bound is stated for says so, and a failed claim
+    adds what it tests and where its bound comes from."""
     m, req, tests = c["measured"], requirement(c), f" (tests {c['tests']})" if c.get("tests") else ""
-    shown = {True: "yes", False: "no"}.get(m, str(m)) if c["kind"] == "true" else _number(m)
+    shown = {True: "yes", False: "no"}.get(m, str(m)) if c["kind"] in ("true", "proof") else _number(m)
     if not c.get("within", True):
         return f"[outside its range] {c['name']}: {shown}; the bound ({req}) is stated for {c.get('range')}{tests}"
-    if c["passed"] and c.get("deviation"):
+    if c["kind"] == "proof":
+        verdict, body = (
+            ("proved", f"simplifies to {m}") if c["passed"] else ("FAILED", f"simplifies to {m}, required 0")
+        )
+    elif c["passed"] and c.get("deviation"):
         return f"[deviation] {c['name']}: {shown}, {req} as observed: a departure from the paper{tests}"
-    body = shown if c["kind"] == "true" and c["passed"] else f"{shown}, required {req}"
-    if c["kind"] == "rel" and isinstance(m, float) and c["expected"]:
-        body += f" (off by {100 * abs(m - c['expected']) / abs(c['expected']):.2g} %)"
-    line = f"[{'ok' if c['passed'] else 'FAILED'}] {c['name']}: {body}{tests}"
+    else:
+        verdict = "ok" if c["passed"] else "FAILED"
+        body = shown if c["kind"] == "true" and c["passed"] else f"{shown}, required {req}"
+        if c["kind"] == "rel" and isinstance(m, float) and c["expected"]:
+            body += f" (off by {100 * abs(m - c['expected']) / abs(c['expected']):.2g} %)"
+    line = f"[{verdict}] {c['name']}: {body}{tests}"
     if not c["passed"]:
         if c.get("deviation"):
             line += "\n    the recorded departure from the paper no longer holds: the text must change"
@@ -276,18 +286,53 @@ def check(
     the claim is shown, not checked, and the book itself refuses such a run.
     A claim that does not hold raises :class:`ClaimFailedError` (``TOKENSEL_CLAIMS=report``: it is shown and the
     run goes on; :func:`end_chapter` raises). Introduced in chapter 01."""
+    row = _row(claim_id)
+    kind, expected, tol = comparison(at_least, at_most, close_to, tol, rel_tol)
+    _claim(claim_id, row, fields, _measured(measured, kind), kind, expected, tol, within)
+    return measured
+
+
+def prove(claim_id: str, difference, **fields):
+    """Assert the claim ``claim_id`` that an exact identity holds: ``difference`` (a sympy expression or matrix,
+    e.g. from :mod:`tokensel.analysis.symbolic`) simplifies to 0, every entry of it. It records what the difference
+    simplifies to, and fails like :func:`check`. Returns ``difference``."""
+    row = _row(claim_id)
+    _claim(claim_id, row, fields, residual(difference), "proof", None, None, True)
+    return difference
+
+
+def residual(difference) -> str:
+    """What ``difference`` simplifies to, as text: ``"0"`` when every entry does, else its first entry that does
+    not. A rational function is 0 iff the numerator of its one fraction expands to 0 (fast); :func:`sympy.simplify`
+    judges the rest."""
+    import sympy
+
+    entries = list(difference) if isinstance(difference, sympy.MatrixBase) else [difference]
+    if not entries or not all(isinstance(e, sympy.Basic) for e in entries) or any(e.has(sympy.Float) for e in entries):
+        raise InvalidArgumentError(
+            f"a proof takes a non-empty sympy expression or matrix of exact numbers, got {type(difference).__name__}"
+        )
+    hard = (e for e in entries if sympy.expand(sympy.numer(sympy.together(e))) != 0)
+    return str(next((r for r in map(sympy.simplify, hard) if r != 0), 0))[:80]
+
+
+def _row(claim_id: str) -> Claim:
+    """The row of the chapter's table that ``claim_id`` names."""
     if not _run:
         raise InvalidArgumentError("call tb.start_chapter(name) before the chapter's first claim")
     table = _run["table"]
     if table is not None and claim_id not in table:
         raise InvalidArgumentError(f"claim {claim_id!r} is not in the claims table of {_run['chapter']}.md")
-    row = table[claim_id] if table is not None else Claim(claim=str(claim_id))
-    kind, expected, tol = comparison(at_least, at_most, close_to, tol, rel_tol)
+    return table[claim_id] if table is not None else Claim(claim=str(claim_id))
+
+
+def _claim(claim_id: str, row: Claim, fields: dict, measured, kind: str, expected, tol, within) -> None:
+    """Record a claim, print its line, and raise when it does not hold (unless the run only reports)."""
     try:
         name = row.claim.format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
         raise InvalidArgumentError(f"claim {claim_id!r}: its text needs the field {exc} (give it to check)") from None
-    c = {"id": claim_id, "name": name, "measured": _measured(measured, kind), "expected": expected, "tol": tol}
+    c = {"id": claim_id, "name": name, "measured": measured, "expected": expected, "tol": tol}
     c.update(kind=kind, tests=row.tests, threshold=row.threshold)
     c.update(preregistered=row.preregistered, deviation=row.deviation, within=bool(within), range=row.range)
     c["passed"] = holds(c)
@@ -298,10 +343,9 @@ def check(
         if _run["mode"] == "report":
             import warnings
 
-            warnings.warn(f"claim failed: {line}", stacklevel=2)
+            warnings.warn(f"claim failed: {line}", stacklevel=3)
         else:
             raise ClaimFailedError(f"claim failed in chapter {_run['chapter']!r}: {line}")
-    return measured
 
 
 def end_chapter() -> dict:
@@ -375,7 +419,8 @@ _CLAIM_TYPES: dict[str, Any] = {
 def _form_problems(c: dict) -> list[str]:
     """The fields of a well-typed claim that do not have its kind's form (finite numbers where it needs them)."""
     out = [k for k in ("expected", "tol") if isinstance(c[k], float) and not math.isfinite(c[k])]
-    if c["kind"] == "true":
+    if c["kind"] in ("true", "proof"):
+        out += ["measured"] if c["kind"] == "proof" and not isinstance(c["measured"], str) else []
         return out + [k for k in ("expected", "tol") if c[k] is not None]
     has_tol = c["kind"] in ("abs", "rel")
     out += ["expected"] if c["expected"] is None else []

@@ -1,7 +1,7 @@
-"""The status page: every claim of the build in one filterable table, each row opening to its card (the statement
-it tests, its bound and where the bound comes from, its value here, its values at the fresh seeds against the
-bound, in how many it held), the paper's claims mapped to them, and ``claims.json`` with a BibTeX entry to cite
-the book at its commit."""
+"""The status page: every claim of the build in one filterable table, each proved symbolically or checked
+numerically, each row opening to its card (the statement it tests, its bound and where the bound comes from, its
+value here, its values at the fresh seeds against the bound, in how many it held), the paper's claims mapped to
+them, and ``claims.json`` with a BibTeX entry to cite the book at its commit."""
 
 from __future__ import annotations
 
@@ -157,6 +157,7 @@ def table_html(rows: list[dict]) -> str:
     body = []
     for r in rows:
         shown = _value(r["measured"])
+        how = "proved symbolically" if r["kind"] == "proof" else "checked numerically"
         fresh = "not replicated" if r["n"] is None else f"{r['k']} of {r['n']} ({r['low']:.2f}-{r['high']:.2f})"
         tests = f'<a href="{esc(r["chapter"])}.html#{esc(r["tests"])}">{esc(r["tests"])}</a>' if r["tests"] else "-"
         origin = r["threshold"] or ("fixed before the first run" if r["preregistered"] else "set with a run in view")
@@ -173,14 +174,16 @@ def table_html(rows: list[dict]) -> str:
             f'data-claim="{esc(r["chapter"])}/{esc(r["id"])}">'
             f'<td><a href="{esc(r["chapter"])}.html">{esc(r["chapter"])}</a></td>'
             f"<td><details><summary>{esc(r['name'])}</summary>{card}</details></td><td>{esc(shown)}</td>"
-            f"<td>{esc(requirement(r))}</td><td>{esc(fresh)}</td><td>{esc(r['verdict'])}</td></tr>"
+            f"<td>{esc(requirement(r))}</td><td>{how}</td><td>{esc(fresh)}</td>"
+            f"<td>{esc(r['verdict'])}</td></tr>"
         )
     return (
         '<div class="tokensel-status"><p><label>chapter <select data-filter="chapter"><option value="">all</option>'
         f'{opts}</select></label> <label>replication <select data-filter="verdict"><option value="">all</option>'
         f'{verdicts}</select></label> <label><input type="checkbox" data-filter="dependent"> seed-dependent only'
         '</label></p><table class="tokensel-claims"><thead><tr><th>chapter</th><th>claim</th><th>here</th>'
-        f"<th>required</th><th>fresh seeds</th><th>replication</th></tr></thead><tbody>{''.join(body)}</tbody></table>"
+        "<th>required</th><th>how</th><th>fresh seeds</th><th>replication</th></tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>"
         f"{FILTER}</div>"
     )
 

@@ -45,8 +45,8 @@ def _read(path: Path) -> str:
 
 
 def source_problems(root: Path, page: str) -> list[str]:
-    """What is wrong with a page's claims before it runs: each ``tb.check`` names a claim of the table by a literal
-    id, and every claim of the table is checked somewhere."""
+    """What is wrong with a page's claims before it runs: each ``tb.check`` (``tb.prove``) names a claim of the
+    table by a literal id, and every claim of the table is made somewhere."""
     path = page_source(root, page)
     table = claims_table(path)
     out, used = [], set()
@@ -57,14 +57,20 @@ def source_problems(root: Path, page: str) -> list[str]:
             out.append(f"a code cell does not parse ({exc.msg}, line {exc.lineno})")
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "check":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("check", "prove")
+            ):
                 first = node.args[0] if node.args else None
                 if isinstance(first, ast.Constant) and isinstance(first.value, str):
                     used.add(first.value)
                 else:
                     out.append(f"line {node.lineno} of a cell: a claim's id must be a string literal")
-    out += [f"tb.check names {i!r}, which the claims table does not declare" for i in sorted(used - set(table))]
-    out += [f"the claims table declares {i!r}, which no tb.check makes" for i in sorted(set(table) - used)]
+    out += [f"a claim names {i!r}, which the claims table does not declare" for i in sorted(used - set(table))]
+    out += [
+        f"the claims table declares {i!r}, which no tb.check makes (nor tb.prove)" for i in sorted(set(table) - used)
+    ]
     return [f"{page}: {p}" for p in out]
 
 
@@ -97,8 +103,8 @@ def executed_problems(root: Path, page: str, build: Path) -> tuple[list[str], di
 
 
 def verify(root: Path, build: Path, pages: list[str] | None = None) -> list[dict]:
-    """The records of the book's claiming pages (or of ``pages``); raises :class:`~tokensel_book.claims.ClaimFailedError` naming every
-    problem found."""
+    """The records of the book's claiming pages (or of ``pages``); raises
+    :class:`~tokensel_book.claims.ClaimFailedError` naming every problem found."""
     if pages is not None and not pages:
         raise InvalidArgumentError("no chapter to verify: name at least one")
     known = claiming_pages(root)

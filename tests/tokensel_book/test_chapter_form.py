@@ -28,7 +28,7 @@ def form_problems(text: str) -> list[str]:
     problems = []
     if len(hidden) * 5 > len(cells):
         problems.append(f"{len(hidden)} of {len(cells)} code cells hide their input (at most a fifth)")
-    problems += ["a cell with a claim hides its input" for c in hidden if re.search(r"\bcheck\(", c)]
+    problems += ["a cell with a claim hides its input" for c in hidden if re.search(r"\b(check|prove)\(", c)]
     if sum("parameters" in tags(c) for c in cells) != 1:
         problems.append("not exactly one parameters cell")
     return problems

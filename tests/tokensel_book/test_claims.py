@@ -274,3 +274,79 @@ def test_in_ipython_the_record_is_an_output_of_the_notebook(book):
     [out] = [o for o in shown.outputs if MIME in (o.metadata or {})]
     assert out.metadata[MIME]["seed"] == 7 and out.data["text/plain"].startswith("ch: 4 claims checked, all hold")
     assert list(out.data) == ["text/plain"]  # the record is kept with the output, not shown
+
+
+# ---- proofs: an exact identity proved with sympy is a claim of kind "proof" ----------------------------------
+
+PROOFS = """---
+claims:
+  square:
+    claim: "(x + y)^2 expanded"
+    tests: eq-square
+    threshold: "an identity: proved symbolically"
+---
+"""
+
+
+@pytest.fixture
+def proofs(book):
+    (book / "book" / "ch.md").write_text(PROOFS)
+    return book
+
+
+def test_a_proof_holds_when_its_difference_simplifies_to_zero(proofs, capsys):
+    import sympy as sp
+
+    x, y = sp.symbols("x y")
+    tb.start_chapter("ch")
+    difference = sp.Matrix([(x + y) ** 2 - x**2 - 2 * x * y - y**2, sp.exp(2 * x) - sp.exp(x) ** 2])
+    assert tb.prove("square", difference) is difference
+    assert capsys.readouterr().out == "[proved] (x + y)^2 expanded: simplifies to 0 (tests eq-square)\n"
+    record = tb.end_chapter()
+    assert record["checks"][0]["kind"] == "proof" and record["checks"][0]["measured"] == "0"
+    assert record_problems(record, claims_table(proofs / "book" / "ch.md")) == []
+
+
+def test_a_planted_wrong_identity_fails_and_a_proof_needs_exact_sympy(proofs):
+    import sympy as sp
+
+    x, y = sp.symbols("x y")
+    tb.start_chapter("ch")
+    with pytest.raises(ClaimFailedError, match=r"\[FAILED\] .*: simplifies to x\*y, required 0"):
+        tb.prove("square", (x + y) ** 2 - x**2 - x * y - y**2)  # a factor 2 dropped
+    for bad in (0, 0.0, sp.Float(0.1) * x, sp.Matrix(0, 1, [])):
+        with pytest.raises(InvalidArgumentError, match="exact numbers"):
+            tb.prove("square", bad)
+
+
+def test_a_proof_edited_by_hand_is_refused(proofs):
+    import sympy as sp
+
+    x = sp.Symbol("x")
+    tb.start_chapter("ch")
+    tb.prove("square", x - x)
+    record, table = tb.end_chapter(), claims_table(proofs / "book" / "ch.md")
+    edits = {
+        "a verdict": dict(passed=False),
+        "a residual": dict(measured="x"),
+        "a truth": dict(kind="true"),
+        "a number": dict(measured=0.0),
+        "a bound": dict(expected=0.0, tol=0.0),
+    }
+    for what, edit in edits.items():
+        r = json.loads(json.dumps(record))
+        r["checks"][0].update(edit)
+        assert "changed after the run" in record_problems(r, table)[0], what
+        r["seal"] = seal(r)
+        assert record_problems(r, table), what  # resealed: its own record still refuses it
+
+
+def test_the_status_table_says_how_each_claim_was_established():
+    from tokensel_book.status import FIELDS, table_html
+
+    row = dict.fromkeys(FIELDS) | dict(chapter="ch", id="a", name="a", fresh=[], verdict="not replicated")
+    row |= dict(commit="c", passed=True, deviation=False, preregistered=False)
+    proof, check = row | dict(kind="proof", measured="0"), row | dict(kind="le", measured=0.5, expected=1.0)
+    page = table_html([proof, check])
+    assert "<td>simplifies to 0</td><td>proved symbolically</td>" in page
+    assert "<td>at most 1</td><td>checked numerically</td>" in page

@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ claims:
   le: {claim: c, tests: lem-a, threshold: x}
   ge: {claim: d, tests: lem-a, threshold: x}
   truth: {claim: e, tests: lem-a, threshold: x}
+  proof: {claim: f, tests: lem-a, threshold: x}
 ---
 """
 
@@ -38,6 +40,8 @@ def original(tmp_path_factory):
     tb.check("le", 0.1, at_most=0.2)
     tb.check("ge", 3, at_least=2)
     tb.check("truth", True)
+    x = sympy.Symbol("x")
+    tb.prove("proof", (x + 1) ** 2 - x**2 - 2 * x - 1)
     record = tb.end_chapter()
     mp.undo()
     return json.loads(json.dumps(record)), claims_table(root / "book" / "ch.md")
@@ -55,6 +59,8 @@ def truly_holds(record) -> bool:
             return False
         if kind == "true":
             ok = m is True
+        elif kind == "proof":
+            ok = m == "0" and e is None and t is None
         elif kind in ("abs", "rel"):
             ok = num(m) and num(e) and num(t) and t >= 0 and abs(m - e) <= t * (abs(e) if kind == "rel" else 1)
         elif kind in ("le", "ge"):
@@ -73,7 +79,7 @@ VALUES = st.one_of(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(claim=st.integers(0, 4), field=st.sampled_from(["measured", "expected", "tol", "kind", "passed", "id"]),
+@given(claim=st.integers(0, 5), field=st.sampled_from(["measured", "expected", "tol", "kind", "passed", "id"]),
        value=VALUES, resealed=st.booleans())  # fmt: skip
 def test_an_edited_record_is_refused_or_truly_holds(original, claim, field, value, resealed):
     record, table = original

@@ -72,6 +72,8 @@ def _problems(root):
         ),
         ([START, A, "tb.check('b', False)", END], {2: ["raises-exception"]}, "claim failed"),
         ([START, A, B], None, "shows no record"),
+        ([START, A, "import sympy\ntb.prove('b', sympy.Integer(0))", END], None, None),
+        ([START, A, "import sympy\ntb.prove('b', sympy.Integer(1))", END], {2: ["raises-exception"]}, "claim failed"),
     ],
 )
 def test_only_a_record_of_every_claim_that_holds_passes_whatever_the_cells_form(tmp_path, cells, tags, expected):
@@ -102,12 +104,14 @@ def test_a_notebook_that_is_not_the_sources_or_was_edited_or_ran_on_other_files_
     assert "does not have the code of its source" in _problems(root)
 
 
-def test_each_check_names_a_claim_of_the_table_by_a_literal_id(tmp_path):
+def test_each_check_or_proof_names_a_claim_of_the_table_by_a_literal_id(tmp_path):
     root = _book(tmp_path, [START, A, "tb.check('c', 1.0, at_least=0)", "tb.check(name, 1)", END])
     found = "\n".join(source_problems(root, "book/ch"))
     assert "'c', which the claims table does not declare" in found
     assert "declares 'b', which no tb.check makes" in found
     assert "must be a string literal" in found
+    root = _book(tmp_path, [START, A, "tb.prove('b', difference)", END])
+    assert source_problems(root, "book/ch") == []
 
 
 def test_verify_wants_chapters_of_the_book(tmp_path):
