@@ -34,6 +34,7 @@ def test_the_readmes_contents_are_the_books():
 
     readme = (ROOT / "README.md").read_text()
     assert contents_markdown(ROOT) in readme, "README's contents are stale: paste `python -m tokensel_book contents`"
+    assert len(readme.split()) <= 1500, "README over 1,500 words: move detail to ARCHITECTURE.md or a book page"
 
 
 def test_a_notebook_page_gives_its_summary_and_title_from_its_metadata_and_cells(tmp_path):

@@ -209,8 +209,8 @@ def bin_noise_summary(table, z: float = 2.0) -> dict:
 @declare(table=Table("count", "mean", "std", "center"))
 def positive_side_rise(table) -> float:
     """The least-squares slope of the bin means over the tokens of the bins above 0, in standard errors (at least
-    2: a rise the noise does not explain). Unlike the rank correlation it asks nothing of the negative side:
-    the paper's "weaker, but present, rise on the positive side". Introduced in chapter 07."""
+    2: a rise the noise does not explain). Unlike the rank correlation it asks nothing of the negative side: the
+    book's reading of a rise on the positive side only. Introduced in chapter 07."""
     filled = table[(table["count"] > 0) & (table["center"] > 0)]
     if len(filled) < 2:
         raise InvalidArgumentError("fewer than 2 filled bins on the positive side: a slope says nothing")
