@@ -173,7 +173,6 @@ TESTED_IN = {
     "version": "test_architecture",
     "data": "test_batch",
     "models": "test_attention",
-    "models.lanes": "test_kernels",
     "training": "test_phases",
     "analysis": "test_statistics",
     "experiments": "test_experiments",

@@ -25,7 +25,6 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
-from ..models import kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.core import fused_applies, fused_grads, score_value_grads
 from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient, p_gradient_of
@@ -59,9 +58,10 @@ RECORDS = Int(min=1, max=10**7)
 
 
 #: a flow (:func:`train_p`, :func:`train_p_v`, :func:`gradient_flow`, :func:`implicit_flow`) whose ``E`` has at most
-#: this many entries, and whose batch has fewer tokens than the kernels' ``SERIAL_BELOW``, runs torch on one thread
-#: (its thread count restored after): on more, each of its many small calls may wait for a sleeping thread to wake
+#: this many entries, and whose batch has fewer than ``SMALL_BATCH`` tokens, runs torch on one thread (its thread count
+#: restored after): on more, each of its many small calls may wait for a sleeping thread to wake
 SMALL_E = 2**16
+SMALL_BATCH = 50_000
 
 
 @contextmanager
@@ -72,9 +72,9 @@ def _one_thread_if_small(E: torch.Tensor, batch: RaggedBatch) -> Iterator[None]:
     On two threads, torch splits some of these small operations between them (``E p`` and ``E^T A`` for ``d`` of 512
     and more at ``|S| = 36``; ``exp`` over a few thousand entries), and every such call then waits for the second
     thread to wake: about 0.1 ms where idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``, as the Makefile has them),
-    twenty times the work. The kernels run such batches serially already (``kernels.SERIAL_BELOW``)."""
+    twenty times the work."""
     threads = torch.get_num_threads()
-    if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= kernels.SERIAL_BELOW:
+    if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= SMALL_BATCH:
         yield
         return
     torch.set_num_threads(1)
