@@ -209,10 +209,9 @@ def _block(b, off, ids, counts, CW, y, binary, grads, blocks, P, F, loss, a, e, 
                 h = g * e[j]
                 a[0, j] += ((a[1 + c, j] - r) - mc) * h
                 a[1 + c, j] = h
-        for j in range(L):
-            t = ids[lo + j]
-            for c in range(W):
-                Pb[t, c] += a[c, j]
+        for c in range(W):
+            for j in range(L):
+                Pb[c, ids[lo + j]] += a[c, j]
 
 
 @numba.njit(parallel=True, cache=True)
@@ -229,7 +228,7 @@ def _run(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multiclass: bool, 
     CW = np.ascontiguousarray(CW)
     n, width = plan.n, CW.shape[1]
     F, loss = np.empty((n, width - 1), dtype=CW.dtype), np.empty(n)
-    P = np.empty((plan.blocks.size - 1, plan.vocab_size, width) if grads else (1, 1, 1))
+    P = np.empty((plan.blocks.size - 1, width, plan.vocab_size) if grads else (1, 1, 1))
     y = np.ascontiguousarray(labels, np.float64)
     args = (plan.offsets, plan.ids, plan.counts, CW, y, not multiclass, grads, plan.blocks, plan.max_entries)
     with _pool():
@@ -243,7 +242,7 @@ def attention_grads(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multicl
     (float), the outputs (n,) or logits (n x K), and ``AB = [dL/dc, dL/dW]`` (|S| x (1 + K)), all in ``CW``'s dtype."""
     F, loss, P = _run(plan, CW, labels, multiclass, True)
     dtype = F.dtype
-    AB = P.sum(axis=0).astype(dtype)  # the blocks' tables in block order
+    AB = np.ascontiguousarray(P.sum(axis=0).T, dtype=dtype)  # the blocks' tables in block order
     return float(loss.astype(dtype).sum(dtype=dtype) / dtype.type(plan.n)), F if multiclass else F[:, 0], AB
 
 
