@@ -367,13 +367,17 @@ lengths = g.integers(20, T + 1, n)
 ids = g.integers(0, S, (n, T)) * (np.arange(T)[None, :] < lengths[:, None])
 X, R = (g.standard_normal((S, d)) / 2).astype(np.float32), g.standard_normal((S, 2)).astype(np.float32)
 f, _, aux = kernels.two_layer_forward(kernels.TwoLayerPlan(ids, lengths, S), X, None, R, True)
-np.save(sys.argv[1], np.concatenate([f, aux[np.arange(T)[None, :] < lengths[:, None]].ravel()]))
+M = int(lengths.sum())
+plan = kernels.EntryPlan(np.concatenate([[0], np.cumsum(lengths)]), g.integers(0, S, M), g.integers(1, 4, M), S)
+loss, F, AB = kernels.attention_grads(plan, g.standard_normal((S, 5)), g.integers(0, 4, n), True)
+real = aux[np.arange(T)[None, :] < lengths[:, None]].ravel()
+np.save(sys.argv[1], np.concatenate([f, real, [loss], F.ravel(), AB.ravel()]))
 """
 
 
-def test_two_layer_forward_compiled_here_equals_the_forward_loaded_from_the_cache(tmp_path):
-    """Once compiled in the process and once loaded from numba's cache (an empty cache folder, two processes), the
-    same bits: a reader's first build compiles the kernels, every later one loads them."""
+def test_kernels_compiled_here_equal_the_kernels_loaded_from_the_cache(tmp_path):
+    """The two-layer forward and the K-class attention pass, once compiled in the process and once loaded from numba's
+    cache (an empty cache folder, two processes): the same bits. A reader's first build compiles, later ones load."""
     import os
     import subprocess
     import sys
@@ -421,7 +425,7 @@ print(json.dumps(seen))
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    inner = {"_softplus", "_block", "_exp_shifted", "_sum", "_weigh", "_weighted_sum", "_row_dot", "_form_row"}
+    inner = {"_softplus", "_block", "_exp_shifted", "_weigh", "_weighted_sum", "_row_dot", "_form_row"}
     inner |= {"_rows", "_abt"}  # called by the kernels only
     two_layer = {"_two_layer_forward", "_two_layer_backward", "token_order", "_sum_by_token"}
     kernels = set(seen) - inner - two_layer

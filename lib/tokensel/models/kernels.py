@@ -125,16 +125,9 @@ def _exp_shifted(X, row, shift, L, e):  # pragma: no cover - compiled
         e[j] = v if x > _EXP_MIN else (0.0 if x <= _EXP_MIN else x)
 
 
-@numba.njit(fastmath=_FAST, cache=True)
-def _sum(x, L):  # pragma: no cover - compiled
-    """``sum_j x_j`` over ``j < L`` (a sum that vectorises)."""
-    s = 0.0
-    for j in range(L):
-        s += x[j]
-    return s
-
-
-@numba.njit(fastmath=_FAST, cache=True)
+# The attention pass's sums in the order of the source (no fastmath): reassociated, their order was the compiler's, and
+# a kernel compiled in the process gave other bits than the same kernel loaded from numba's cache (a test compares)
+@numba.njit(cache=True)
 def _weigh(e, counts, lo, L):  # pragma: no cover - compiled
     """``e_j *= counts[lo + j]`` for ``j < L``; their sum."""
     s = 0.0
@@ -144,9 +137,9 @@ def _weigh(e, counts, lo, L):  # pragma: no cover - compiled
     return s
 
 
-@numba.njit(fastmath=_FAST, cache=True)
+@numba.njit(cache=True)
 def _weighted_sum(e, a, c, r, L):  # pragma: no cover - compiled
-    """``sum_j e_j (a[c, j] - r)`` over ``j < L``, each term's difference taken first (a sum that vectorises)."""
+    """``sum_j e_j (a[c, j] - r)`` over ``j < L``."""
     s = 0.0
     for j in range(L):
         s += e[j] * (a[c, j] - r)
@@ -159,7 +152,7 @@ def _weighted_sum(e, a, c, r, L):  # pragma: no cover - compiled
 def _block(b, off, ids, counts, CW, y, binary, grads, blocks, P, F, loss, a, e, ref, m, f, G):  # pragma: no cover
     """Block ``b`` of sequences: the outputs ``F`` (n x K) from ``CW = [c, W]``; with ``grads`` also each sequence's
     loss (``binary``: logistic loss of ±1 labels ``y``, else cross-entropy of class indices ``y``) and the block's
-    partial sums ``P[b]`` (|S| x (1 + K)) of ``A`` and ``B``; the rest are scratch buffers. (A function of its own:
+    partial sums ``P[b]`` ((1 + K) x |S|) of ``A`` and ``B``; the rest are scratch buffers. (A function of its own:
     inlined in numba's parallel loop the same code ran at half the speed.)"""
     n, W = off.size - 1, CW.shape[1]
     K = W - 1
@@ -228,7 +221,7 @@ def _run(plan: EntryPlan, CW: np.ndarray, labels: np.ndarray, multiclass: bool, 
     CW = np.ascontiguousarray(CW)
     n, width = plan.n, CW.shape[1]
     F, loss = np.empty((n, width - 1), dtype=CW.dtype), np.empty(n)
-    P = np.empty((plan.blocks.size - 1, width, plan.vocab_size) if grads else (1, 1, 1))
+    P = np.empty((plan.blocks.size - 1, width, plan.vocab_size if grads else 1))
     y = np.ascontiguousarray(labels, np.float64)
     args = (plan.offsets, plan.ids, plan.counts, CW, y, not multiclass, grads, plan.blocks, plan.max_entries)
     with _pool():
@@ -453,7 +446,9 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
                 for j in range(1, L):
                     mx = max(mx, S[t, j])
                 _exp_shifted(S, t, np.float64(mx), L, e)
-                Z = _sum(e, L)
+                Z = 0.0
+                for j in range(L):
+                    Z += e[j]
                 ub = 0.0
                 zb = 0.0
                 for j in range(L):
