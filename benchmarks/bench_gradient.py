@@ -94,35 +94,18 @@ def parts(name, model, batch, floor, repeat):
     multiclass = batch.num_classes is not None
     CW = k.scores_values(E, PV)
     _, _, AB = k.attention_grads(plan, CW, batch.labels.numpy(), multiclass)
-    # grad_E's buffer as the step's (E_into's, a torch tensor: 64-byte aligned, so written by non-temporal stores
-    # where it is large, kernels.streams)
-    PVt, out, labels = np.ascontiguousarray(PV.T), torch.empty_like(model.E).numpy(), batch.labels.numpy()
+    ABt, PVt = torch.from_numpy(AB), torch.from_numpy(np.ascontiguousarray(PV.T))
+    out, labels = torch.empty_like(model.E), batch.labels.numpy()  # grad_E into a reused buffer, as E_into
     times = {
         "E [p, V]": timeit(lambda: k.scores_values(E, PV), repeat=repeat)[0],
         "attention pass": timeit(lambda: k.attention_grads(plan, CW, labels, multiclass), repeat=repeat)[0],
         "[A, B]^T E": timeit(lambda: k.transposed_product(E, AB), repeat=repeat)[0],
-        "grad_E written": timeit(lambda: k.low_rank_product(AB, PVt, out), repeat=repeat)[0],
+        "grad_E written": timeit(lambda: torch.mm(ABt, PVt, out=out), repeat=repeat)[0],
     }
     print(
         f"{name}: the step's passes one by one: "
         + ", ".join(f"{key} {t * 1e3:.1f} ms" for key, t in times.items())
         + f" (floor {floor * 1e3:.1f} ms)"
-    )
-
-
-def lane_order(model) -> None:
-    """Print whether ``E [p, V]`` in the lane sums of :mod:`tokensel.models.lanes` (the library's pass where ``d`` is a
-    multiple of 16) gives the bits of the compiler's own vectorised loop on this machine: the order that the book's
-    recorded numbers were computed in before the lanes were written out."""
-    k = ts.models.kernels
-    E = model.E.numpy()[:64]
-    PVt = np.ascontiguousarray(torch.stack([model.p, model.v]).numpy())
-    loop = np.empty((E.shape[0], 2), E.dtype)
-    for s in range(E.shape[0]):
-        k._row_scores_loop(E[s], PVt, loop[s])
-    same = np.array_equal(k.scores_values(E, PVt.T), loop)
-    print(
-        f"E [p, V]: the lane sums equal the compiler's own loop bit for bit on this machine: {'yes' if same else 'NO'}"
     )
 
 
@@ -171,7 +154,6 @@ def main():
     )
     del big
 
-    lane_order(model)
     loss, gE, gp = compare("gradient", model, batch, floor, args.repeat, tol)
     peak = peak_rss_gb()
     print(f"peak resident memory (data, model, gradients): {peak:.2f} GB (target <= 4 GB)")

@@ -100,6 +100,19 @@ def test_the_library_never_imports_the_books_machinery():
             assert not any(n.split(".")[0] == "tokensel_book" for n in names), f"tokensel.{mod} imports tokensel_book"
 
 
+def test_numba_is_imported_by_the_kernels_module_alone():
+    # numba's on-disk cache is keyed by the kernel's own file: a compiled helper in another module could change
+    # without invalidating the kernels that inline it
+    users = []
+    for mod, f in _modules():
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] == "numba" for n in names):
+                users.append(mod)
+    assert set(users) == {"models.kernels"}, users
+
+
 def _code_lines(path: Path):
     """(line number, normalised text) of the lines that carry code: no blank lines, comments, docstrings."""
     tree = ast.parse(path.read_text())
@@ -178,6 +191,7 @@ TESTED_IN = {
     "experiments": "test_experiments",
     "analysis.shapes": "test_statistics",
     "experiments.recipes": "test_experiments",
+    "training.variants": "test_train_variant",
     "experiments.baseline": "test_realdata",
     "experiments.tables": "test_experiments",
     "experiments.records": "test_experiments",

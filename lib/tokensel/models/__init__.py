@@ -8,4 +8,4 @@
 * :mod:`.variants` — the model variants (MLP heads, two-layer models).
 """
 
-from . import attention, core, gradients, kernels, lanes, mixing, variants
+from . import attention, core, gradients, kernels, mixing, variants

@@ -19,11 +19,8 @@ identity, exact for any reference ``k`` in the sequence,
 with ``k`` a top-scoring token: for ``t = k`` the result is a sum of small products ``q_j (u_j - u_k)``
 computed to full relative precision.
 
-Two implementations compute the same thing. The reference (:func:`score_value_grads`,
-:func:`score_value_grads_multiclass`) is a sequence of tensor operations over the entries, on any device;
-the fused one (:func:`fused_grads`, ``tokensel.models.kernels``) does the whole attention pass in one
-compiled kernel per sequence on the CPU, and is what :func:`tokensel.gradients` uses there
-(:func:`fused_applies`). The tests hold the two equal.
+The reference (:func:`score_value_grads`, :func:`score_value_grads_multiclass`) is tensor operations on any
+device; the fused path (:func:`fused_grads`, :mod:`tokensel.models.kernels`) one compiled pass on the CPU.
 """
 
 from __future__ import annotations
@@ -87,12 +84,9 @@ class ScoreValueGrads:
 
 
 def _attend(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool):
-    """Attention statistics over the distinct (sequence, token) entries for value columns ``W``
-    (|S| x K). Returns ``(dt, e, Z, f, u_minus_f)`` with ``e`` the count-weighted unnormalised
-    attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and ``u_minus_f`` (M x K).
-
-    The stable reference ``k`` of a sequence is its last top-scoring entry, found on the scores alone
-    (an M-vector), so only the gather of ``u`` and two differences touch M x K arrays."""
+    """Attention over the distinct entries for value columns ``W`` (|S| x K): ``(dt, e, Z, f, u_minus_f)`` with ``e``
+    the count-weighted unnormalised attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and
+    ``u_minus_f`` (M x K). The stable reference ``k`` is each sequence's last top-scoring entry."""
     dt = batch.distinct()
     seg, off = dt.seg, dt.offsets
     a, u = c[dt.ids], W[dt.ids]
@@ -118,12 +112,9 @@ def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
 
 
 def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor, stable: bool = True) -> ScoreValueGrads:
-    """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``.
-
-    Runs over the distinct (sequence, token) entries of the batch weighted by their counts
-    (:meth:`RaggedBatch.distinct`), with contiguous segment reductions. ``stable=False`` uses the
-    naive ``u_t - f``, kept to show what goes wrong in saturation.
-    """
+    """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``, over the
+    batch's distinct entries weighted by their counts. ``stable=False`` uses the naive ``u_t - f``, kept to show what
+    goes wrong in saturation."""
     dt, e, Z, f, umf = _attend(batch, c, w[:, None], stable)
     f, umf = f[:, 0], umf[:, 0]
     y = batch.labels.to(f.dtype)
@@ -152,8 +143,7 @@ def score_value_grads_multiclass(
 
 
 def fused_applies(batch: RaggedBatch, c: torch.Tensor, stable: bool) -> bool:
-    """Whether :func:`fused_grads` computes this evaluation: the stable form, on the CPU, in float32 or
-    float64 (the naive form, other devices and dtypes use the reference)."""
+    """Whether :func:`fused_grads` computes this evaluation: the stable form, on the CPU, in float32 or float64."""
     return (
         stable and batch.device.type == "cpu" and c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
     )
@@ -169,22 +159,19 @@ def entry_plan(batch: RaggedBatch) -> kernels.EntryPlan:
 
 
 def fused_scores_values(E: torch.Tensor, PV: torch.Tensor) -> torch.Tensor:
-    """``E PV`` in one pass over ``E`` (``tokensel.models.kernels.scores_values``; CPU, float32/float64)."""
+    """``E PV`` in one pass over ``E`` (:func:`tokensel.models.kernels.scores_values`)."""
     return torch.from_numpy(kernels.scores_values(E.detach().numpy(), PV.detach().numpy()))
 
 
 def fused_grads(batch: RaggedBatch, CW: torch.Tensor):
-    """The stable score/value gradients by the fused kernel, for ``CW = E [p, V]`` (|S| x (1 + K); K = 1
-    for the binary model). Returns ``(loss, f, AB)``: the mean loss (float), the outputs (n,) or logits
-    (n x K), and ``AB`` (|S| x (1 + K)) holding ``A`` in column 0 and ``B`` after it, as
-    :func:`score_value_grads` (binary) or :func:`score_value_grads_multiclass` (K-class) would give."""
+    """The stable score/value gradients by the fused kernel for ``CW = E [p, V]`` (|S| x (1 + K)): ``(loss, f, AB)``
+    with ``AB = [A, B]``, as :func:`score_value_grads` (or its K-class twin) gives them."""
     multiclass = batch.num_classes is not None
     loss, f, AB = kernels.attention_grads(entry_plan(batch), CW.detach().numpy(), batch.labels.numpy(), multiclass)
     return loss, torch.from_numpy(f), torch.from_numpy(AB)
 
 
 def fused_outputs(batch: RaggedBatch, CW: torch.Tensor) -> torch.Tensor:
-    """The outputs (n,) or logits (n x K) for ``CW = E [p, V]`` by the fused kernel, without the loss or its
-    gradients (:func:`tokensel.models.kernels.attention_outputs`; where :func:`fused_applies`)."""
+    """The outputs (n,) or logits (n x K) for ``CW = E [p, V]`` by the fused kernel, without loss or gradients."""
     F = torch.from_numpy(kernels.attention_outputs(entry_plan(batch), CW.detach().numpy()))
     return F if batch.num_classes is not None else F[:, 0]

@@ -1,8 +1,6 @@
-"""Exact full-batch gradients of the logistic loss with respect to ``E``, ``p`` and ``v``.
+"""Exact full-batch gradients with respect to ``E``, ``p`` and ``v`` (formulas: :mod:`tokensel.models.core`).
 
-``grad_E L = A p^T + B v^T`` is kept in factored form (:class:`Gradients`) and only materialised
-on request, so a step ``E <- E - lr * grad_E`` costs two rank-one updates, O(|S| d).
-See :mod:`tokensel.models.core` for the formulas and the saturation-stable evaluation.
+``grad_E L = A p^T + B v^T`` is kept factored (:class:`Gradients`): a step on ``E`` costs rank-one updates, O(|S| d).
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from ..validation import Bool, Instance, Real, Tensor, all_finite, declare, unch
 from . import core, kernels
 from .attention import AttentionModel, MultiClassAttentionModel
 
-# the attention pass, called per training step with arguments the functions below have checked
+# called per training step with arguments the functions below have checked
 fused_applies, fused_grads, fused_scores_values = (
     unchecked(core.fused_applies),
     unchecked(core.fused_grads),
@@ -42,7 +40,6 @@ class Gradients:
     v: torch.Tensor  # grad_v L = E^T B (d,), or grad_V L (d x K)
     _model_p: torch.Tensor
     _model_v: torch.Tensor
-    _fused: bool = False  # computed by the fused kernels: E_into forms grad_E with one too
 
     @property
     def E(self) -> torch.Tensor:
@@ -51,15 +48,8 @@ class Gradients:
 
     @declare(out=Tensor("float", ndim=2, allow_none=True))
     def E_into(self, out: torch.Tensor | None) -> torch.Tensor:
-        """``grad_E L`` written into ``out`` (reusing a buffer avoids page-faulting a fresh
-        |S| x d allocation on every step); a new tensor when ``out`` is None."""
+        """``grad_E L`` into ``out`` (a reused buffer: no fresh |S| x d allocation per step), or a new tensor."""
         AB, PV = self.factors()
-        if self._fused and (
-            out is None or (out.device.type == "cpu" and out.dtype == AB.dtype and out.is_contiguous())
-        ):
-            out = torch.empty(AB.shape[0], PV.shape[1], dtype=AB.dtype) if out is None else out
-            kernels.low_rank_product(AB.detach().numpy(), PV.detach().numpy(), out.detach().numpy())  # written once
-            return out
         return AB @ PV if out is None else torch.mm(AB, PV, out=out)
 
     def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,16 +74,13 @@ MODEL = Instance(AttentionModel, MultiClassAttentionModel, what="an AttentionMod
 
 @declare(model=MODEL, batch=Batch(), stable=Bool(), fused=Bool(allow_none=True))
 def gradients(model, batch: RaggedBatch, stable: bool = True, fused: bool | None = None) -> Gradients:
-    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``.
-
-    The attention pass runs in the fused kernel (:func:`tokensel.models.core.fused_grads`) where it applies (the
-    stable form on the CPU in float32/float64; ``fused=None``, the default), else, or with ``fused=False``,
-    in the reference implementation; ``fused=True`` insists on the kernel.
+    """Loss and exact gradients of ``model`` (binary or multi-class) on the full ``batch``: by the fused kernel where it
+    applies (:func:`tokensel.models.core.fused_applies`; ``fused=None``), else or with ``fused=False`` by the
+    reference; ``fused=True`` insists on the kernel.
 
     Introduced in chapter 01."""
     if fused is not False and fused_applies(batch, model.E, stable):
-        # the kernel's scores E p are finite unless E (or an overflow) is not: a NaN or inf of E is found there,
-        # without a pass over E of its own
+        # a NaN or inf of E shows in the kernel's scores E p: no pass over E of its own
         model._check_batch_but_E(batch)
         return gradients_of_checked(model, batch, stable, fused, _E_checked=False)
     model.check_batch(batch)
@@ -108,11 +95,9 @@ def gradients_of_checked(
     _E_checked: bool = True,
     scores: torch.Tensor | None = None,
 ) -> Gradients:
-    """:func:`gradients` without its checks (the arguments' declarations and ``model.check_batch``, a pass over
-    ``E`` for its finiteness): for a training loop that checked them once, and sees a non-finite ``E`` in the
-    loss it checks at every step. ``scores``: ``E [p, V]`` at the model's current parameters, already formed
-    (by the Adam pass of the update that made them, :class:`tokensel.training.loop.ScoresAfter`), which the
-    fused path uses instead of reading ``E`` for them; ignored elsewhere."""
+    """:func:`gradients` without its checks, for a training loop that checked once and sees a non-finite ``E`` in the
+    loss. ``scores``: ``E [p, V]`` already formed (by the last Adam pass, :class:`tokensel.training.loop.ScoresAfter`),
+    which the fused path uses instead of reading ``E``; ignored elsewhere."""
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
         raise InvalidParameterError(
@@ -143,7 +128,7 @@ def gradients_of_checked(
             r = score_value_grads(batch, CW[:, 0], CW[:, 1], stable=stable)
         loss, f, A, B = float(r.loss), r.f, r.A, r.B
         gpv = torch.cat([A[None, :], B.T if multiclass else B[None, :]], 0) @ E  # one pass over E
-    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v, fused)
+    return Gradients(loss, f, A, B, gpv[0], gpv[1:].T if multiclass else gpv[1], p, v)
 
 
 @declare(
@@ -154,8 +139,8 @@ def gradients_of_checked(
     stable=Bool(),
 )
 def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
-    """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and its values ``w = E v`` computed once
-    by the caller: one O(tokens + |S| d) evaluation. Returns ``(loss, grad_p)`` (the loss a 0-d tensor).
+    """Phase 2's loss and ``grad_p L = E^T A`` with ``E`` frozen and ``w = E v`` computed once by the caller.
+    Returns ``(loss, grad_p)`` (the loss a 0-d tensor).
 
     Introduced in chapter 03."""
     c = E @ p
@@ -167,12 +152,9 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
 
 
 def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
-    """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: a function ``p -> (loss, grad_p)`` for loops that
-    evaluate it thousands of times (the flows and normalised GD of chapters 3-5). The arguments are checked and the
-    kernel's inputs laid out once, not at every call; each call gives bitwise what :func:`p_gradient` gives (the
-    same products and the same kernel). ``p`` is not checked: pass a ``d``-vector of ``E``'s dtype and device. The
-    function reuses one buffer for ``[E p, w]``: call it from one thread at a time. :func:`tokensel.train_p` and
-    :func:`tokensel.gradient_flow` evaluate their gradients with it."""
+    """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: ``p -> (loss, grad_p)``, checked and laid out once for
+    loops that call it thousands of times (the flows of chapters 3-5), bitwise :func:`p_gradient`'s. ``p`` is not
+    checked; one buffer is reused: call it from one thread at a time."""
     if not fused_applies(batch, w, stable):
         grad = unchecked(p_gradient)
         return lambda p: grad(E, p, w, batch, stable)
@@ -193,9 +175,8 @@ def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: 
 
 @declare(model=MODEL, batch=Batch())
 def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
-    """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens * d) memory).
-
-    Only for tests and small batches: returns ``(loss, grad_E, grad_p, grad_v)``.
+    """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens d) memory, for tests and small
+    batches): ``(loss, grad_E, grad_p, grad_v)``.
 
     Introduced in chapter 01.
     """

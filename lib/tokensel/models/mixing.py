@@ -7,14 +7,8 @@ count-weighted attention of each entry. Its gradients are sparse too:
     dL/dE = Q^T G                     (a product with the transposed pattern)
     dL/dQ_{i,s} = G_i . E_s           (only at the entries of Q: a sampled product)
 
-with ``G = dL/dZ``. This costs O(entries x d) time and O(n d + |S| d) memory, where gathering
-``E[ids]`` into a padded (n x T x d) tensor, as autograd over the padded model does, costs
-O(n T d) of both. On two cores a full-batch gradient of the MLP-head variant at the paper-scale
-setting takes 0.4-0.6 s instead of 16-23 s (``benchmarks/bench_variants.py``), and its 300-step
-run under 3 minutes.
-
-The products are PyTorch's CSR kernels (``torch.sparse.mm`` and ``torch.sparse.sampled_addmm``),
-on any device.
+with ``G = dL/dZ``: O(entries x d) time and O(n d + |S| d) memory, where a padded (n x T x d) gather costs O(n T d)
+of both (``benchmarks/bench_variants.py``). PyTorch's CSR kernels, on any device.
 """
 
 from __future__ import annotations
@@ -109,11 +103,8 @@ def entry_attention(scores: torch.Tensor, plan: MixPlan) -> torch.Tensor:
 
 
 class _Exp(torch.autograd.Function):
-    """``exp`` by numpy on the CPU (one thread, its own vectorised exponential), by torch elsewhere. Torch's CPU
-    ``exp`` of a float64 tensor, run in chunks on its threads, returned on its first call in 2 to 4 of 20 fresh
-    processes values off by a few parts in 10^9 in one place (0.99192929790 for exp(-0.0081034497) = 0.99192929469,
-    entry 3,463 of 16,756), and the right ones on every later call: the MLP head's numbers depended on the process
-    they ran in, and the variants benchmark's float64 agreement check failed in those processes."""
+    """``exp`` by numpy on the CPU, by torch elsewhere: torch's threaded CPU ``exp`` of float64 gave, on its first call
+    in a few fresh processes, values off by parts in 10^9: results depended on the process."""
 
     @staticmethod
     def forward(ctx, x):

@@ -1,12 +1,7 @@
-"""Beyond one layer: the model variants of the paper's review discussion, trained by autograd.
+"""Beyond one layer: the model variants of the paper's review discussion (chapter 07), trained by autograd.
 
-All variants keep the paper's embedding table ``E`` (|S| x d), ``<cls>`` vector ``p`` and fixed unit
-read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v`` stay defined and comparable:
-
-Each variant is a small class with one interface (:class:`VariantModel`): ``init``, ``matrices``
-(its own trainable matrices), ``scores``/``values`` (the token statistics), ``prepare`` and
-``forward_prepared`` (the training path), ``forward_reference`` (the model as written, for tests).
-:data:`MODELS` maps the short names used on command lines to the classes.
+Every variant keeps ``E``, ``p`` and the unit read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v``
+stay comparable; one interface (:class:`VariantModel`), :data:`MODELS` by short name:
 
 * :class:`MLPHead` (``"mlp"``) — an MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)`` with
   ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
@@ -21,10 +16,8 @@ Each variant is a small class with one interface (:class:`VariantModel`): ``init
 * :class:`TwoLayerWKQ` (``"two_layer_wkq"``) — the same with trainable key-query matrices: layer-1 scores
   ``X W_KQ1 X^T / sqrt(d)`` and read-out scores ``H W_KQ2 p``; then ``W_KQ2 p`` plays the role of ``p``.
 
-The MLP head runs over the batch's distinct (sequence, token) entries with sparse products
-(:mod:`tokensel.models.mixing`). The two-layer models run over padded batches: sequences are padded to
-the batch's longest (truncate long reviews first with :meth:`RaggedBatch.truncate`: the
-two-layer cost is O(n T^2 d)). Runs on any torch device.
+The MLP head runs over the distinct entries with sparse products (:mod:`tokensel.models.mixing`); the two-layer
+models over padded batches (cost O(n T^2 d): truncate long reviews with :meth:`RaggedBatch.truncate`).
 """
 
 from __future__ import annotations
@@ -78,9 +71,8 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _kernel_plan(model, ids: torch.Tensor, mask: torch.Tensor):
-    """The two-layer kernels' plan of padded ``ids`` and ``mask`` (:class:`tokensel.models.kernels.TwoLayerPlan`),
-    or None where the kernels do not apply: parameters off the CPU or not float32/float64, or a mask that is
-    not a non-empty prefix of each row (as :func:`padded` makes)."""
+    """The two-layer kernels' plan of padded ``ids`` and ``mask``, or None where they do not apply: parameters off
+    the CPU or not float32/float64, or a mask that is not a non-empty prefix of each row (as :func:`padded` makes)."""
     E = model.E
     if E.device.type != "cpu" or ids.device.type != "cpu" or E.dtype not in (torch.float32, torch.float64):
         return None
@@ -93,9 +85,8 @@ def _kernel_plan(model, ids: torch.Tensor, mask: torch.Tensor):
 
 
 class _TwoLayerKernel(torch.autograd.Function):
-    """The two-layer read-out ``f`` from the tables ``Xt`` (|S| x d: values and keys), ``Kt`` (queries, or
-    None: ``Xt``) and ``R = [c', w]`` (|S| x 2), by :func:`tokensel.models.kernels.two_layer_forward`, with
-    its closed-form backward (:func:`tokensel.models.kernels.two_layer_backward`)."""
+    """The two-layer read-out ``f`` from the tables ``Xt`` (values and keys), ``Kt`` (queries, or None: ``Xt``) and
+    ``R = [c', w]`` by the compiled kernels, forward and closed-form backward."""
 
     @staticmethod
     def forward(ctx, Xt, Kt, R, plan):
@@ -357,17 +348,10 @@ class TwoLayer(VariantModel):
 
     @declare(ids=IDS, mask=MASK, scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, ids, mask, scores_dtype=None):
-        """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs
-        only ``H u = X u + A (X u)`` for ``u = p'`` (``read_out``) and ``u = v``, so the per-token work
-        is the layer-1 score product ``K X^T`` and a softmax, and ``A`` multiplies an (n x T x 2) tensor.
-        Equal to :meth:`forward_reference` up to rounding. ``scores_dtype=torch.bfloat16`` computes
-        ``K X^T`` from bfloat16 copies of the embeddings (float32 accumulation, softmax in float32): the GPU
-        setting of the paper-scale runs.
-
-        On the CPU in float32 or float64 (``scores_dtype`` None) this runs in the compiled kernels of
-        :mod:`tokensel.models.kernels` (one per sequence, forward and closed-form backward, under autograd);
-        elsewhere, and in ``_forward_tensors`` (the reference the tests compare against), as batched
-        tensor products."""
+        """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs only
+        ``H u = X u + A (X u)`` for ``u = p'`` and ``u = v``. ``scores_dtype=torch.bfloat16`` computes ``K X^T`` from
+        bfloat16 copies (the GPU setting of the paper-scale runs). On the CPU in float32/float64 the compiled kernels
+        run it; elsewhere ``_forward_tensors``, batched tensor products."""
         plan = None if scores_dtype is not None else _kernel_plan(self, ids, mask)
         if plan is None:
             return self._forward_tensors(ids, mask, scores_dtype)

@@ -15,7 +15,6 @@ import torch
 
 from ..data.batch import Batch, RaggedBatch
 from ..errors import InvalidParameterError, SolverError
-from ..models import kernels
 from ..models.attention import AttentionModel, MultiClassAttentionModel
 from ..models.core import fused_applies, fused_grads, score_value_grads
 from ..models.gradients import MODEL, gradients, gradients_of_checked, p_gradient, p_gradient_of
@@ -46,16 +45,16 @@ REFERENCE = Tensor("float", ndim=1, finite=True, allow_none=True)
 MONITOR = Function("a function p -> dict of floats", allow_none=True)
 RECORDS = Int(min=1, max=10**7)
 
-#: flows over an ``E`` of at most this many entries (and a batch below ``kernels.SERIAL_BELOW`` tokens) run on one
-#: thread: their many microsecond-long calls would otherwise each wait for a sleeping second thread to wake
+#: flows this small run torch on one thread: their many microsecond calls would each wait for a sleeping thread
 SMALL_E = 2**16
+SMALL_BATCH = 50_000
 
 
 @contextmanager
 def _one_thread_if_small(E: torch.Tensor, batch: RaggedBatch) -> Iterator[None]:
     """torch on one thread while a small flow runs, the caller's thread count restored after."""
     threads = torch.get_num_threads()
-    if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= kernels.SERIAL_BELOW:
+    if threads == 1 or E.numel() > SMALL_E or batch.ids.numel() >= SMALL_BATCH:
         yield
         return
     torch.set_num_threads(1)

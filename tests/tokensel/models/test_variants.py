@@ -1,12 +1,10 @@
 """The model variants: padding, equivalences with the one-layer model, training."""
 
-import numpy as np
 import pytest
 import torch
-from conftest import train_args
 
 import tokensel as ts
-from tokensel.errors import CheckpointError, InvalidParameterError
+from tokensel.errors import InvalidParameterError
 
 
 def test_padded_layout():
@@ -61,32 +59,6 @@ def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
     for a, b in zip(sparse, dense, strict=True):
         assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
     assert sparse[1][15:].abs().max() == 0  # unused tokens get no gradient
-
-
-@pytest.mark.parametrize("kind", ["two_layer", "two_layer_wkq"])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_two_layer_fast_path_equals_the_written_model_with_gradients(kind, seed):
-    """forward_prepared never forms H and applies W1 to E once; in float64 it equals forward_reference."""
-    data = ts.synthetic.independent_tokens(30, 15, length=(2, 9), delta=0.8, seed=seed)
-    batch = ts.RaggedBatch.from_sequences(
-        data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
-    )
-    m = ts.models.variants.make(kind, 19, 6, seed=seed, dtype=torch.float64)
-    g = torch.Generator().manual_seed(seed)
-    for w in m.matrices.values():  # away from the identity start, so W1 and W2 matter
-        w.add_(0.3 * torch.randn(w.shape, generator=g, dtype=torch.float64))
-    params = [m.E, m.p, *m.matrices.values()]
-    for t in params:
-        t.requires_grad_(True)
-    m.p.data *= 4.0
-    ids, mask = ts.models.variants.padded(batch)
-
-    def grads(f):
-        loss = torch.nn.functional.softplus(-f).square().sum()
-        return [loss.detach()] + list(torch.autograd.grad(loss, params))
-
-    for a, b in zip(grads(m.forward_prepared(ids, mask)), grads(m.forward_reference(ids, mask)), strict=True):
-        assert torch.allclose(a, b, atol=1e-12, rtol=1e-10), (a - b).abs().max()
 
 
 def test_two_layer_bfloat16_scores_stay_close_to_float32():
@@ -163,71 +135,3 @@ def test_mlp_output_sparse_path_has_the_reference_gradients():
     dense = grads(m.forward_reference(*ts.models.variants.padded(data.batch)))
     for a, b in zip(sparse, dense, strict=True):
         assert torch.allclose(a, b, atol=1e-11)
-
-
-def test_chunked_accumulation_is_the_full_batch_gradient():
-    data = ts.synthetic.independent_tokens(60, 20, length=(3, 9), delta=0.9, seed=3)
-    a = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
-    b = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0, dtype=torch.float64)
-    ta = ts.train_variant(a, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=1, progress=False))
-    tb = ts.train_variant(b, data.batch, ts.TrainSettings(steps=5, lr=0.01, eval_every=1, progress=False), chunk=7)
-    assert np.allclose(ta.loss, tb.loss, atol=1e-12, rtol=0)
-    assert torch.allclose(a.E, b.E, atol=1e-10) and torch.allclose(a.W2, b.W2, atol=1e-10)
-
-
-def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
-    data = ts.synthetic.independent_tokens(60, 20, length=8, delta=0.8, seed=1)
-    kw = dict(steps=12, lr=0.01, eval_every=4, progress=False, chunk=25)
-    whole = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj_whole = ts.train_variant(whole, data.batch, **train_args(**kw))
-
-    ckpt = tmp_path / "variant.pt"
-    real = ts.models.variants.TwoLayer.forward_prepared
-    calls = {"n": 0}
-
-    def dying(self, *a, **k):  # dies in the middle of step 7 (3 chunks a step)
-        calls["n"] += 1
-        if calls["n"] == 3 * 7 + 2:
-            raise KeyboardInterrupt("killed")
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", dying)
-    with pytest.raises(KeyboardInterrupt):
-        ts.train_variant(
-            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
-            data.batch,
-            **train_args(
-                checkpoint=ckpt,
-                checkpoint_every=5,
-                **kw,
-            ),
-        )
-    monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", real)
-    resumed = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
-    traj = ts.train_variant(resumed, data.batch, **train_args(checkpoint=ckpt, checkpoint_every=5, **kw))
-    for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [
-        (resumed.matrices[k], whole.matrices[k]) for k in whole.matrices
-    ]:
-        assert torch.equal(a, b)
-    assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
-    with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.train_variant(
-            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
-            data.batch,
-            **train_args(checkpoint=ckpt, **dict(kw, lr=0.02)),
-        )
-
-
-@pytest.mark.parametrize("kind", ts.models.variants.KINDS)
-def test_variant_training_is_bitwise_reproducible(kind):
-    # the same run twice gives the same bits: no reduction whose order varies between runs (the
-    # backward of plain indexing, index_put with accumulation, is one on the CPU)
-    # (large enough for the CPU kernels to split their work between threads)
-    data = ts.synthetic.independent_tokens(1500, 300, length=(40, 80), delta=0.8, seed=2)
-    runs = []
-    for _ in range(2):
-        m = ts.models.variants.make(kind, 300, 16, seed=0)
-        ts.train_variant(m, data.batch, ts.TrainSettings(steps=3, lr=0.01, eval_every=3, progress=False))
-        runs.append([m.E, m.p, *m.matrices.values()])
-    for a, b in zip(*runs, strict=True):
-        assert torch.equal(a, b)
