@@ -18,7 +18,7 @@ from pathlib import Path
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from .claims import dependency_changes, file_digest, notebook_record, record_problems
+from .claims import claims_table, dependency_changes, file_digest, notebook_record, record_problems
 
 logger = logging.getLogger(__name__)
 KEY = "tokensel-inputs.json"  # beside jupyter-cache's database: the digest of the data and recorded runs
@@ -28,10 +28,23 @@ def tree_digest(path: Path) -> str:
     """SHA-256 over every file under ``path`` (links followed), by relative name and content."""
     h = hashlib.sha256()
     path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+    files = [path] if path.is_file() else sorted(_files_under(path)) if path.exists() else []
     for f in files:
         h.update(f"{f.relative_to(path) if f != path else f.name}\0{file_digest(str(f))}\0".encode())
     return h.hexdigest()
+
+
+def _files_under(path: Path) -> list[Path]:
+    """Every file under ``path``, into linked folders too (``rglob`` does not follow them), each real folder once."""
+    out, seen = [], set()
+    for folder, dirs, names in os.walk(path, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        out += [Path(folder) / n for n in names if (Path(folder) / n).is_file()]
+    return out
 
 
 def inputs_digest(root: Path, inputs) -> str:
@@ -58,15 +71,17 @@ def _notebook(env, page: str):
     return None if reader is None else reader.read(text)
 
 
-def stale_reason(cache, nb) -> str | None:
-    """Why the cached execution of ``nb`` cannot be reused (None: it can); removes such an entry."""
+def stale_reason(cache, nb, source: Path | None = None) -> str | None:
+    """Why the cached execution of ``nb`` (of the page ``source``) cannot be reused (None: it can); removes such an
+    entry. A page's claims table is read from ``source``: an edit of the table alone executes the page again."""
     try:
         hit = cache.match_cache_notebook(nb)
     except KeyError:
         return "not executed yet"
     record = notebook_record(cache.get_cache_bundle(hit.pk).nb)
     why: str | None
-    if record is None or record_problems(record):
+    table = claims_table(source) if source is not None and record is not None and record.get("table") else None
+    if record is None or record_problems(record, table):
         why = "its record is missing or not valid"
     else:
         changes = dependency_changes(record["depends"])
@@ -97,7 +112,7 @@ def before_read(app, env, docnames: list) -> None:
         nb = _notebook(env, page)
         if nb is None:
             continue
-        why = "it executes in every build" if page in every else stale_reason(cache, nb)
+        why = "it executes in every build" if page in every else stale_reason(cache, nb, Path(env.doc2path(page)))
         if page in every and (hit := _match(cache, nb)) is not None:
             cache.remove_cache(hit.pk)
         if why is not None:

@@ -32,7 +32,8 @@ from .toc import book_root, page_source
 
 FRESH_BASE, STRIDE, SEED_DEPENDENT = 1000, 100, 0.9
 RECORDED = Path("book") / "recorded" / "replication"
-PACKAGES = ("torch", "numpy", "scipy", "pandas", "numba", "cvxpy", "clarabel", "datasets", "pyarrow", "ipython")
+PACKAGES = ("torch", "numpy", "scipy", "pandas", "numba", "cvxpy", "clarabel", "datasets", "pyarrow", "regex", "sympy",
+            "matplotlib", "ipython")  # fmt: skip
 #: settings a task carries from the submitting shell (the rest of a worker's environment is its own)
 CARRIED = ("TOKENSEL_", "HF_")
 #: settings that a process fixes when it starts: a worker must have been started with the sweep's
@@ -187,12 +188,22 @@ def run_task(spec: dict) -> dict:
 # ------------------------------------------------------------------------------------------- reading a sweep
 
 
-def read_task(folder: Path, root: Path, current: dict | None = None) -> tuple[dict | None, dict | None, str]:
+#: a task's result and record are small: a larger file is not one the sweep wrote
+MAX_TASK_FILE = 2**24
+
+
+def _read_json(path: Path):
+    if path.stat().st_size > MAX_TASK_FILE:
+        raise ValueError(f"{path.name} is over {MAX_TASK_FILE} bytes")
+    return json.loads(path.read_text())
+
+
+def read_task(folder: Path, root: Path, current: dict | None = None, digest=None) -> tuple[dict | None, dict | None, str]:
     """``(result, record, why it does not count)`` of a task folder; ``current``: the sweep's code and software,
     else what this tree has now (a task of another version, or a hand-edited one, does not count)."""
     try:
-        result = json.loads((folder / "result.json").read_text())
-        record = json.loads((folder / "record.json").read_text()) if (folder / "record.json").is_file() else None
+        result = _read_json(folder / "result.json")
+        record = _read_json(folder / "record.json") if (folder / "record.json").is_file() else None
     except (OSError, ValueError) as exc:
         return None, None, f"unreadable ({exc})"
     if not isinstance(result, dict) or result.get("seal") != seal(result):
@@ -210,7 +221,8 @@ def read_task(folder: Path, root: Path, current: dict | None = None) -> tuple[di
         return result, None, "other settings"
     from .claims import file_digest
 
-    changed = [f for f, d in (result.get("files") or {}).items() if file_digest(str(root / f)) != d]
+    digest = digest or file_digest
+    changed = [f for f, d in (result.get("files") or {}).items() if digest(str(root / f)) != d]
     if changed:
         return result, None, f"{changed[0]} changed"
     if record is not None:
@@ -223,14 +235,28 @@ def read_task(folder: Path, root: Path, current: dict | None = None) -> tuple[di
 
 def load(out: Path, root: Path, chapter: str = "*") -> tuple[list[dict], list[dict], list[str]]:
     """The current tasks of a sweep folder (results), their records, and why the others do not count."""
-    results, records, skipped = [], [], []
+    from functools import lru_cache
+
+    from .claims import file_digest
+
+    found, skipped, digest = [], [], lru_cache(maxsize=None)(file_digest)  # a data file is read once, not per task
     for folder in sorted(Path(out).glob(f"tasks/{chapter}/seed-*")):
-        result, record, why = read_task(folder, root)
+        result, record, why = read_task(folder, root, digest=digest)
         if why:
             skipped.append(f"{folder.parent.name} at {folder.name}: {why}")
         elif result is not None and result["status"] != "refused":
-            results.append(result)
-            records += [record] if record is not None else []
+            found.append((folder, result, record))
+    # a chapter's tasks count under one set of settings and data, its newest task's: never two sweeps mixed
+    newest: dict[str, dict] = {}
+    for _, r, _ in sorted(found, key=lambda t: t[1].get("ended", 0.0)):
+        newest[r["chapter"]] = r["settings"]
+    results, records = [], []
+    for folder, r, record in found:
+        if r["settings"] != newest[r["chapter"]]:
+            skipped.append(f"{folder.parent.name} at {folder.name}: other settings or data than the newest task's")
+            continue
+        results.append(r)
+        records += [record] if record is not None else []
     return results, records, skipped
 
 
@@ -275,20 +301,18 @@ _NOTES: dict = {}
 
 
 def note(root: Path | None, chapter: str, claim_id: str) -> str | None:
-    """What the book's recorded replication says of one claim, for its check line (None: not replicated)."""
+    """What the book's recorded replication says of one claim, for its check line: its current tasks only, as the
+    status page counts them (None: not replicated at this version)."""
     if root is None:
         return None
     if (root, chapter) not in _NOTES:
-        path = Path(root) / RECORDED / "summary.csv"
-        rows = list(csv.DictReader(path.open())) if path.is_file() else []
-        _NOTES[(root, chapter)] = {r["id"]: r for r in rows if r["chapter"] == chapter}
+        frame = summarize(Path(root) / RECORDED, Path(root), chapter)
+        _NOTES[(root, chapter)] = {r["id"]: r for r in frame.to_dict("records")}
     r = _NOTES[(root, chapter)].get(claim_id)
-    if r is None:
+    if r is None or not r["n"]:
         return None
-    flag = ", seed-dependent" if r["seed_dependent"] == "True" else ""
-    return (
-        f"fresh seeds: held in {r['k']} of {r['n']} (95 % interval {float(r['low']):.2f}-{float(r['high']):.2f}){flag}"
-    )
+    flag = ", seed-dependent" if r["seed_dependent"] else ""
+    return f"fresh seeds: held in {r['k']} of {r['n']} (95 % interval {r['low']:.2f}-{r['high']:.2f}){flag}"
 
 
 def compare(out: Path, recorded: Path, root: Path, rtol: float = 1e-3) -> list[str]:

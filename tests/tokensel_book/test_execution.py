@@ -81,6 +81,9 @@ def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(
         "a file under a linked folder": lambda: (elsewhere / "x.txt").write_text("b\n"),
         "an IPython start-up file": lambda: (startup / "00.py").write_text("X = 2\n"),
         "a setting (NUMBA_OPT)": lambda: env.update(NUMBA_OPT="0"),
+        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(
+            CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
+        ),
     }
     for what, change in changes.items():
         change()
@@ -89,3 +92,16 @@ def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(
     (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "3"))  # a false claim
     log = build(root, env)
     assert "ClaimFailedError" in log and "the helper's value" in log
+
+
+def test_the_digest_of_a_folder_follows_linked_subfolders(tmp_path):
+    from tokensel_book.execution import tree_digest
+
+    (tmp_path / "elsewhere" / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "sub" / "x").write_text("a")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "data" / "loop").symlink_to(tmp_path / "data")  # a link back: each real folder is read once
+    before = tree_digest(tmp_path / "data")
+    (tmp_path / "elsewhere" / "sub" / "x").write_text("b")
+    assert tree_digest(tmp_path / "data") != before

@@ -87,6 +87,11 @@ def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, mon
     assert len(rep.load(out, root)[0]) == 0 and "helper.py changed" in rep.load(out, root)[2][0]
     assert len(rep.sweep(root, ["ch"], seeds[:2], out, workers=2)) == 2
     assert rep.summarize(out, root).set_index("id").loc["small", "n"] == 2  # never two versions together
+    monkeypatch.setenv("TOKENSEL_TEST_SETTING", "off")
+    assert len(rep.sweep(root, ["ch"], seeds[:1], out, workers=2)) == 1
+    assert rep.summarize(out, root).set_index("id").loc["setting", "n"] == 1  # nor two settings
+    assert any("other settings" in why for why in rep.load(out, root)[2])
+    seeds = seeds[:1]
     record = out / f"tasks/ch/seed-{seeds[0]}/record.json"
     edited = json.loads(record.read_text())
     edited["checks"][0]["passed"] = not edited["checks"][0]["passed"]
