@@ -57,9 +57,8 @@ def _bad(name: str, value: str, want: str) -> InvalidArgumentError:
 
 
 def _whole(value: str, digits: int) -> int | None:
-    """``value`` as a whole number written with ASCII digits (``_`` between groups allowed) and at most
-    ``digits`` of them; None otherwise. Unicode digits that ``str.isdigit`` accepts but ``int`` refuses
-    (superscripts), signs, spaces inside and absurdly long numbers are all refused."""
+    """``value`` as a whole number of ASCII digits (``_`` between groups), at most ``digits`` of them; else None
+    (refusing Unicode digits ``int`` rejects, signs, inner spaces, absurd lengths)."""
     value = value.strip()
     if not re.fullmatch(r"[0-9]+(?:_[0-9]+)*", value, flags=re.ASCII) or len(value.replace("_", "")) > digits:
         return None

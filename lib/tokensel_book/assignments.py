@@ -1,18 +1,10 @@
 """A class's assignments: the chapters as student notebooks, and a grader a student cannot fool from a notebook.
 
-:func:`write_assignments` writes one notebook per chapter without solutions or outputs, as the book's downloads
-are (plain Markdown, labels and citations resolved). :func:`grade` grades ``<submissions>/<student>/<chapter>.ipynb``:
-
-* the references are computed in a clean run of the teacher's copy (its data, its seed), with the answer key
-  (``book/answers.py``), which no student notebook can import;
-* each submission runs on its own in a fresh kernel, in a folder of its own, without the key and with a time
-  limit; its self-checks only note the student's answers (``TOKENSEL_GRADES``), so a notebook that redefines the
-  comparison, rebinds the chapter's objects or reads the installed packages changes nothing but its own answers;
-* answers are compared with the references here, in the teacher's process; a changed ``parameters`` cell (say, the
-  seed) is flagged; a notebook that is unreadable, fails or runs out of time is graded on its own and named.
-
-Limit: a submission is code run on the grading machine; grade in a container when the class cannot be trusted.
-"""
+:func:`write_assignments` writes one notebook per chapter without solutions or outputs. :func:`grade` grades
+``<submissions>/<student>/<chapter>.ipynb``: references come from a clean run of the teacher's copy with the answer
+key; each submission runs alone in a fresh kernel without the key, its self-checks only noting answers
+(``TOKENSEL_GRADES``), which are compared here, so a notebook can change nothing but its own answers.
+Limit: a submission is code run on the grading machine; grade in a container when the class cannot be trusted."""
 
 from __future__ import annotations
 

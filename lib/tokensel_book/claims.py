@@ -1,24 +1,10 @@
 """Checked claims: a chapter asserts each numerical claim in one line, and a false claim fails the build.
 
-A chapter declares its claims once, in a ``claims:`` table of its front matter, keyed by a short id::
-
-    claims:
-      orth:
-        claim: "one step, p0 = 0: |dE orthogonal to v| / |dE|"
-        tests: lem-one-step                     # the statement it tests (a label of the book)
-        threshold: "an identity of Lemma 2.1: floating-point rounding"   # where the bound comes from
-        preregistered: true                     # the bound was written down before any run (default false)
-        deviation: true                         # a recorded departure from the paper (default false)
-
-and claims it in one call, ``tb.check("orth", value, close_to=0.0, tol=1e-13)``. A claim's text may hold
-``{fields}`` filled from the call (``tb.check("err", e, at_most=0.03, d=4096)``). An exact identity is proved
-rather than checked to rounding: ``tb.prove("id", difference)`` holds when the sympy ``difference`` simplifies to 0.
-
-:func:`end_chapter` keeps the run's record (every claim, the chapter's seed, and what the run imported and read)
-in the metadata of an output of the notebook, so it travels with the outputs it vouches for: ``python -m
-tokensel_book verify`` reads it from the executed notebooks, and the execution cache reuses an execution only while
-everything the record lists is unchanged (:mod:`.execution`).
-"""
+A chapter's front matter declares a ``claims:`` table keyed by id (``claim``, ``tests``: a book label, ``threshold``:
+where the bound comes from, optional ``preregistered`` and ``deviation``), and claims each in one call:
+``tb.check("err", e, at_most=0.03, d=4096)`` (``{fields}`` fill the text) or ``tb.prove("id", difference)`` (sympy
+simplifies to 0). :func:`end_chapter` stores the run's record in a notebook output, read by ``python -m tokensel_book
+verify`` and keyed by the execution cache (:mod:`.execution`)."""
 
 from __future__ import annotations
 
@@ -197,9 +183,8 @@ def requirement(c: dict) -> str:
 
 
 def claim_line(c: dict, statement: str | None = None) -> str:
-    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``; a proof says it is one, a
-    deviation says it is one, a claim made outside the range its bound is stated for says so, and a failed claim
-    adds what it tests and where its bound comes from."""
+    """The line a check prints: ``[ok] name: 0.99, required at least 0.9 (tests lem-x)``, marking proofs,
+    deviations and out-of-range runs; a failure adds what it tests and where its bound comes from."""
     m, req, tests = c["measured"], requirement(c), f" (tests {c['tests']})" if c.get("tests") else ""
     shown = {True: "yes", False: "no"}.get(m, str(m)) if c["kind"] in ("true", "proof") else _number(m)
     if not c.get("within", True):
@@ -229,8 +214,7 @@ _STATEMENT = re.compile(r"^(`{3,}|:{3,})\{prf:(?P<kind>\w+)\}[ \t]*(?P<title>.*?
 
 
 def statement_title(label: str, root: Path | None = None) -> str:
-    """What a failed claim says it tests: the kind and title of the statement ``label`` in the book's pages
-    (``Lemma “One step from $p^0 = 0$” (lem-one-step)``), or the label alone."""
+    """What a failed claim tests: ``Lemma “One step from $p^0 = 0$” (lem-one-step)``, or ``label`` alone."""
     root = root or book_root()
     for path in sorted(Path(root).glob("book/*.md")) if root else []:
         for m in _STATEMENT.finditer(path.read_text(encoding="utf-8")):
@@ -253,8 +237,8 @@ def claims_mode() -> str:
 
 
 def start_chapter(chapter: str) -> None:
-    """Begin a run of ``chapter``: its claims table is read from ``book/<chapter>.md`` when the notebook runs inside
-    the book (outside it, a claim is named by its id). Introduced in chapter 01."""
+    """Begin a run of ``chapter``, reading its claims table from ``book/<chapter>.md`` inside the book.
+    Introduced in chapter 01."""
     if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", chapter):
         raise InvalidArgumentError(f"chapter must be a page's name such as '01_model', got {chapter!r}")
     mode = claims_mode()
@@ -278,14 +262,12 @@ def check(
     within=True,
     **fields,
 ):
-    """Assert the claim ``claim_id`` of the chapter's table on ``measured`` and return ``measured``.
+    """Assert the claim ``claim_id`` on ``measured`` and return ``measured``.
 
-    ``at_least=e`` (``m >= e``), ``at_most=e``, ``close_to=e`` with ``tol=t`` (``|m - e| <= t``) or ``rel_tol=r``
-    (``|m - e| <= r |e|``); none of them claims that ``measured`` is True. ``fields`` fill the claim's text.
-    ``within=False`` says the run is outside the range its table gives the bound for (a reader's own parameters):
-    the claim is shown, not checked, and the book itself refuses such a run.
-    A claim that does not hold raises :class:`ClaimFailedError` (``TOKENSEL_CLAIMS=report``: it is shown and the
-    run goes on; :func:`end_chapter` raises). Introduced in chapter 01."""
+    ``at_least=e``, ``at_most=e``, ``close_to=e`` with ``tol=t`` (``|m - e| <= t``) or ``rel_tol=r``
+    (``|m - e| <= r |e|``); none: ``measured`` is True. ``fields`` fill the text; ``within=False`` shows, not checks,
+    a run outside the bound's range. A failure raises :class:`ClaimFailedError` (``TOKENSEL_CLAIMS=report``: at
+    :func:`end_chapter`). Introduced in chapter 01."""
     row = _row(claim_id)
     kind, expected, tol = comparison(at_least, at_most, close_to, tol, rel_tol)
     _claim(claim_id, row, fields, _measured(measured, kind), kind, expected, tol, within)
@@ -293,18 +275,16 @@ def check(
 
 
 def prove(claim_id: str, difference, **fields):
-    """Assert the claim ``claim_id`` that an exact identity holds: ``difference`` (a sympy expression or matrix,
-    e.g. from :mod:`tokensel.analysis.symbolic`) simplifies to 0, every entry of it. It records what the difference
-    simplifies to, and fails like :func:`check`. Returns ``difference``."""
+    """Assert the claim ``claim_id`` that ``difference`` (sympy expression or matrix) simplifies to 0 entrywise;
+    fails like :func:`check`. Returns ``difference``."""
     row = _row(claim_id)
     _claim(claim_id, row, fields, residual(difference), "proof", None, None, True)
     return difference
 
 
 def residual(difference) -> str:
-    """What ``difference`` simplifies to, as text: ``"0"`` when every entry does, else its first entry that does
-    not. A rational function is 0 iff the numerator of its one fraction expands to 0 (fast); :func:`sympy.simplify`
-    judges the rest."""
+    """What ``difference`` simplifies to, as text (``"0"``, else its first nonzero entry): a rational function's
+    numerator expanded first (fast), ``sympy.simplify`` for the rest."""
     import sympy
 
     entries = list(difference) if isinstance(difference, sympy.MatrixBase) else [difference]
@@ -349,8 +329,7 @@ def _claim(claim_id: str, row: Claim, fields: dict, measured, kind: str, expecte
 
 
 def end_chapter() -> dict:
-    """Finish the run: show its record as an output of the notebook and raise if any claim failed.
-    Introduced in chapter 01."""
+    """Finish the run: show its record as an output and raise if any claim failed. Introduced in chapter 01."""
     if not _run:
         raise InvalidArgumentError("end_chapter() without start_chapter(): call tb.start_chapter(name) first")
     caller = sys._getframe(1).f_globals
@@ -486,16 +465,14 @@ def notebook_record(nb) -> dict | None:
 
 _SKIP = ("/proc/", "/sys/", "/dev/")
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library (Python's version is recorded instead)
-#: variables that change between two runs of the same thing, or that a kernel sets for itself (the book's figures
-#: always use the inline backend), never what is computed
+#: variables that differ between runs of the same thing or that a kernel sets itself, never what is computed
 NOISE = re.compile(
     r"(JPY|PYDEVD|KERNEL)_.*|TERM.*|CLICOLOR.*|_|PWD|OLDPWD|SHLVL|COLUMNS|LINES|FORCE_COLOR|.*PAGER|MPLBACKEND"
 )
 
 
 def _watch_files() -> None:
-    """Note every file a run opens for reading (Python's audit hook; files opened by compiled code are not seen:
-    the execution cache keys the data folders and the recorded runs as a whole)."""
+    """Note every file a run opens for reading (audit hook; compiled code's reads are not seen)."""
     _run["opened"] = set()
     if not getattr(sys, "_tokensel_audit", False):
 
@@ -510,8 +487,7 @@ def _watch_files() -> None:
 
 
 def file_digest(path: str) -> str | None:
-    """What identifies a file's content: SHA-256 of its bytes (of its size and time for a compiled library, which
-    only an install changes); None when it is gone."""
+    """SHA-256 of a file's bytes (size and time for a compiled library); None when it is gone."""
     try:
         st = os.stat(path)
         if path.endswith((".so", ".pyd", ".dylib")) or st.st_size > 2**28:
@@ -526,8 +502,7 @@ def file_digest(path: str) -> str | None:
 
 
 def dependencies(opened=()) -> dict:
-    """What a run depended on: the files of every module it imported (the standard library aside) and every file
-    it opened for reading, by content; IPython's start-up files; the environment."""
+    """What a run depended on: its imported modules' files (not stdlib), files it read, IPython start-up, env."""
     files = {getattr(m, "__file__", None) for m in list(sys.modules.values())} | set(opened)
     try:
         from IPython import get_ipython
@@ -557,8 +532,7 @@ def _environment() -> dict[str, str]:
 
 
 def dependency_changes(depends: dict, env: bool = True) -> list[str]:
-    """What changed since a run recorded ``depends``: the files it imported and read, with ``env`` its environment
-    (which only a process started as the run was can compare) and Python."""
+    """What changed since a run recorded ``depends``: imported and read files, ``env`` and Python."""
     out = [f"{f} changed" for f, d in depends["files"].items() if file_digest(f) != d]
     if not env:
         return out

@@ -1,16 +1,8 @@
 """Self-checks for the exercises: the student computes, the book says right or not yet, with a hint.
 
-An exercise that asks for numbers ends with a cell the student runs::
-
-    total = None  # your answer
-    tb.self_check("ex-sum", total=total)
-
-The references come from the answer key (``book/answers.py``, :func:`load_key`), which this package does not
-hold: inside the book the check says right or not yet; where the key is absent (a student's own machine) it
-notes the answers for the teacher's grader. A self-check never raises and records no claim. For the grader,
-``TOKENSEL_GRADES`` names a file where each check appends the student's answers, and ``TOKENSEL_REFERENCES`` one
-where the teacher's run appends the references (:mod:`.assignments`).
-"""
+A cell such as ``tb.self_check("ex-sum", total=total)`` compares with the answer key (``book/answers.py``,
+:func:`load_key`) or, without it, notes the answers for the grader (``TOKENSEL_GRADES``, ``TOKENSEL_REFERENCES``,
+:mod:`.assignments`). A self-check never raises and records no claim."""
 
 from __future__ import annotations
 
@@ -65,8 +57,7 @@ def exercise(label: str, *answers: Answer, given: tuple[str, ...] = ()):
 
 
 def load_key(path: Path | None = None) -> dict[str, Exercise]:
-    """The answer key at ``path`` (default ``$TOKENSEL_ANSWER_KEY``, else ``book/answers.py`` of the book around
-    the working directory); empty when there is none."""
+    """The answer key at ``path`` (``$TOKENSEL_ANSWER_KEY``, else the book's ``answers.py``); empty if none."""
     from .toc import book_root
 
     root = book_root()

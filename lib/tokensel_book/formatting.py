@@ -1,14 +1,7 @@
 """The chapters' code cells linted and formatted by ruff, under the project's one configuration.
 
-The MyST sources stay byte for byte what they were outside the code of the ``{code-cell}`` blocks: the
-code of every cell is put into a throw-away notebook, ``ruff check --fix`` and ``ruff format`` treat it as
-notebook cells (so a trailing ``;`` that hides a cell's value is kept, and imports may open any cell), and
-each cell's code is written back in its place. The rules are those of the project's ``pyproject.toml``
-(the library's, the tests' and the scripts'), found above the pages; only the formatter's line length is
-the book's text column, 88 characters. ``python -m tokensel_book format`` fixes and formats the chapters,
-``python -m tokensel_book format --check`` (``make lint`` and a test) fails on a chapter that is not formatted
-or has a lint finding that ruff cannot fix.
-"""
+Each page's cell code goes through a throw-away notebook (``ruff check --fix``, ``ruff format``) and back, the rest
+of the page byte for byte; line length is the text column, 88. ``python -m tokensel_book format [--check]``."""
 
 from __future__ import annotations
 
@@ -26,8 +19,7 @@ LINE_LENGTH = 88
 
 
 def project_config(start: Path) -> Path | None:
-    """The ``pyproject.toml`` with a ``[tool.ruff]`` table nearest above ``start`` (a page or a folder), or
-    None: a page copied out of the project is then treated with ruff's defaults."""
+    """The nearest ``pyproject.toml`` with ``[tool.ruff]`` above ``start``, or None (ruff's defaults)."""
     here = Path(start).resolve()
     for folder in [here, *here.parents] if here.is_dir() else list(here.parents):
         candidate = folder / "pyproject.toml"
@@ -38,8 +30,7 @@ def project_config(start: Path) -> Path | None:
 
 def _ruff(command: list[str], path: Path, config: Path | None) -> subprocess.CompletedProcess:
     where = ["--config", str(config)] if config is not None else ["--isolated"]
-    # the formatter wraps code at the text column; the linter's E501 keeps the project's limit, since a long
-    # string (a caption, a statement) is not the formatter's to break
+    # wrap at the text column; E501 keeps the project's limit, long strings are not the formatter's to break
     width = ["--line-length", str(LINE_LENGTH)] if command[0] == "format" else []
     return subprocess.run(
         [sys.executable, "-m", "ruff", *command, "--no-cache", *where, *width, str(path)],
@@ -77,9 +68,8 @@ _OPEN = re.compile(r"^(`{3,})\{code-cell\}")
 
 
 def code_cells(text: str) -> list[tuple[int, int]]:
-    """The code of every ``{code-cell}`` block of a MyST page as ``(first line, end line)`` indices into
-    ``text.split("\\n")`` (the end excluded), after the cell's YAML block (``---`` ... ``---``) and its
-    ``:option:`` lines."""
+    """Each ``{code-cell}``'s code as ``(first line, end line)`` indices into ``text.split("\\n")`` (end
+    excluded), after its YAML block and ``:option:`` lines."""
     if not isinstance(text, str):
         raise InvalidArgumentError(f"text must be a MyST page as str, got {type(text).__name__}")
     lines = text.split("\n")
@@ -108,8 +98,7 @@ def code_cells(text: str) -> list[tuple[int, int]]:
 
 
 def _ruff_cells(sources: list[str], config: Path | None, commands: list[list[str]]) -> tuple[list[str], str]:
-    """Run the ruff ``commands`` in turn on the code of notebook cells (as cells of one notebook) under the
-    configuration ``config``: the cells' code afterwards and the last command's output."""
+    """Run the ruff ``commands`` on the cells (as one notebook) under ``config``: the code and the last output."""
     _check_sources(sources)
     _check_config(config)
     if not sources:
@@ -130,15 +119,12 @@ def _ruff_cells(sources: list[str], config: Path | None, commands: list[list[str
 
 
 def format_sources(sources: list[str], config: Path | None = None) -> list[str]:
-    """The code of notebook cells (as cells of one notebook) with ruff's fixable lint findings fixed
-    (``ruff check --fix``: import order, unused imports, ...) and then formatted (``ruff format``), under
-    the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+    """The cells' code fixed (``ruff check --fix``) and formatted under ``config`` (None: ruff's defaults)."""
     return _ruff_cells(sources, config, [["check", "--fix-only", "--exit-zero", "--quiet"], ["format"]])[0]
 
 
 def lint_sources(sources: list[str], config: Path | None = None) -> list[tuple[int, int, str, str]]:
-    """What ``ruff check`` finds in the code of notebook cells, as ``(cell index, line in the cell, code,
-    message)``, under the configuration ``config`` (a ``pyproject.toml``; None: ruff's defaults)."""
+    """``ruff check`` findings in the cells as ``(cell index, line in the cell, code, message)`` under ``config``."""
     report = _ruff_cells(sources, config, [["check", "--output-format", "json", "--exit-zero"]])[1]
     found = []
     for item in json.loads(report or "[]"):
@@ -149,8 +135,7 @@ def lint_sources(sources: list[str], config: Path | None = None) -> list[tuple[i
 
 
 def format_page(text: str, config: Path | None = None) -> str:
-    """A MyST page with the code of every code cell fixed and formatted by ruff under the configuration
-    ``config`` (a ``pyproject.toml``; None: ruff's defaults); everything else unchanged."""
+    """A MyST page with every code cell fixed and formatted under ``config``; everything else unchanged."""
     lines = text.split("\n")
     cells = code_cells(text)
     formatted = format_sources(["\n".join(lines[a:b]) for a, b in cells], config)
@@ -168,8 +153,7 @@ def _pages(paths) -> list[Path]:
 
 
 def unformatted(paths) -> list[str]:
-    """The pages among ``paths`` whose code cells ``ruff check --fix`` or ``ruff format`` would change, each
-    under the project configuration above it (:func:`project_config`)."""
+    """The pages among ``paths`` that ruff would change, each under its :func:`project_config`."""
     return [
         str(p)
         for p in _pages(paths)
@@ -178,8 +162,7 @@ def unformatted(paths) -> list[str]:
 
 
 def lint_findings(paths) -> list[str]:
-    """What ``ruff check`` finds in the code cells of the pages ``paths`` (under the project configuration
-    above each), one line per finding: ``page:line: CODE message`` with the page's own line number."""
+    """``ruff check`` findings in the pages ``paths``, one ``page:line: CODE message`` line each."""
     found = []
     for p in _pages(paths):
         text = p.read_text(encoding="utf-8")

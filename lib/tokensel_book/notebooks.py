@@ -1,18 +1,6 @@
-"""A chapter's executed notebook made fit to leave the book: streams stored once, solutions taken out, MyST
-turned into plain Markdown.
-
-* :func:`repair_streams`: myst-nb merges a cell's stream outputs for display (``nb_merge_streams``) *in place*
-  and then stores the notebook, so the stored first stream holds every later one and the later ones stay:
-  rendered again (the student edition, Jupyter), each of those lines shows twice. This keeps one stream per
-  name with each line once.
-* :func:`split_solutions`: a notebook without its exercises' solutions (``{solution}`` blocks and gated
-  ``{solution-start}`` ... ``{solution-end}`` ones with the code cells between), and the solutions taken out.
-* :func:`standalone_notebook`: the notebook as classic Jupyter, Colab or VS Code show it, without the book's
-  MyST extensions: lemmas, proofs and exercises become a bold heading and their text, admonitions block
-  quotes, roles (``{prf:ref}``, ``{eq}``, ``{numref}``, ``{doc}``, ``{cite:t}``, ...) plain text with the
-  book's numbers, every display equation carries its number; and a first cell says how to install
-  ``tokensel``.
-"""
+"""A chapter's executed notebook made fit to leave the book: streams stored once (:func:`repair_streams`, undoing
+myst-nb's in-place merge that shows lines twice), solutions taken out (:func:`split_solutions`), and MyST turned
+into plain Markdown with the book's numbers and an install cell (:func:`standalone_notebook`)."""
 
 from __future__ import annotations
 
@@ -79,11 +67,9 @@ def _check_notebook(notebook) -> None:
 
 
 def repair_streams(outputs: list) -> list:
-    """A cell's outputs with one stream per name (``stdout``, ``stderr``), each line once, in place of the first,
-    and without the run's record (it names the build's files).
+    """A cell's outputs with one stream per name, each line once, and without the run's record.
 
-    A stored first stream that already ends with the later ones (myst-nb's in-place merge) is kept as it is
-    and the later ones dropped; otherwise the later ones are appended to it, as Jupyter shows them."""
+    A first stream already ending with the later ones (myst-nb's merge) is kept and they dropped; else appended."""
     if not isinstance(outputs, list):
         raise InvalidArgumentError(f"outputs must be a cell's list of outputs, got {type(outputs).__name__}")
     first: dict[str, dict] = {}
@@ -116,8 +102,7 @@ def repair_streams(outputs: list) -> list:
 
 
 def _clean_stream(text: str) -> str:
-    """A stream's text as a terminal shows it (myst-nb applies this when it merges): a character followed by a
-    backspace, and a line's text before a carriage return, dropped."""
+    """A stream's text as a terminal shows it: backspaced characters and text before a carriage return dropped."""
     old = None
     while old != text:
         old, text = text, re.sub(r"[^\n]\x08", "", text)
@@ -133,9 +118,8 @@ def _closes(line: str, fence: str) -> bool:
 
 
 def split_solutions(notebook: dict) -> tuple[dict, list[dict]]:
-    """``(notebook without solutions, solutions)``. Each solution taken out is a dict: ``label`` (the exercise
-    it solves), ``markdown`` (its text), ``code`` (the sources of its code cells) and ``outputs`` (the text of
-    those cells' outputs). ``notebook`` is not changed; an unclosed solution is an error."""
+    """``(notebook without solutions, solutions)``, each solution a dict of ``label``, ``markdown``, ``code`` and
+    ``outputs``; ``notebook`` is not changed, an unclosed solution is an error."""
     _check_notebook(notebook)
     cells, solutions = [], []
     current: dict[str, Any] | None = None  # current solution
@@ -199,10 +183,8 @@ def _outputs_text(cell) -> str:
 
 
 def collect_labels(notebook: dict, chapter: int | None = None, page: str | None = None) -> dict[str, str]:
-    """What the book calls each label defined in ``notebook`` (its ``chapter`` number, if numbered):
-    ``{"lem-one-step": "Lemma 2.1", "eq-one-step": "(2.3)", "fig-x": "Figure 2.1", "ex-y": "Exercise 2.2"}``;
-    ``page`` (e.g. ``"02_one_step"``) adds the page itself as ``"chapter 2"``. Numbers run per kind in reading
-    order, as sphinx-proof, sphinx-exercise and numfig number them (every display equation counts)."""
+    """What the book calls each label of ``notebook`` (``{"lem-one-step": "Lemma 2.1", "eq-one-step": "(2.3)"}``),
+    numbered per kind in reading order as the Sphinx extensions do; ``page`` adds itself as ``"chapter N"``."""
     _check_notebook(notebook)
     counts: dict[str, int] = {}
     labels: dict[str, str] = {}
@@ -289,8 +271,7 @@ def _role(name: str, body: str, labels: dict[str, str]) -> str:
 
 
 def glued(notebook: dict) -> dict[str, str]:
-    """The values a notebook glues (``myst_nb.glue(name, value, display=False)``) as ``{"glue:<name>": text}``,
-    the ``text/plain`` of each glue output (empty for a notebook that has not run)."""
+    """The ``text/plain`` of the values a notebook glues, as ``{"glue:<name>": text}`` (empty before it runs)."""
     _check_notebook(notebook)
     found = {}
     for cell in notebook["cells"]:
@@ -304,10 +285,8 @@ def glued(notebook: dict) -> dict[str, str]:
 
 
 def restore_glue(notebook: dict, outputs: dict) -> dict:
-    """A copy of ``notebook`` with its glued values put back: myst-nb keeps what a page glues out of the executed
-    notebook it stores, in ``<page>.glue.json`` beside it (``outputs``, read from that file: name -> output);
-    a notebook rendered again (the student edition) or downloaded needs them among its outputs. They go to
-    its first code cell, as ``glue(..., display=False)`` writes them (shown nowhere)."""
+    """A copy of ``notebook`` with the glued ``outputs`` (from ``<page>.glue.json``, which myst-nb strips) put back
+    into its first code cell, so a re-rendered or downloaded notebook has them."""
     _check_notebook(notebook)
     if not isinstance(outputs, dict):
         raise InvalidArgumentError(
@@ -331,8 +310,7 @@ def restore_glue(notebook: dict, outputs: dict) -> dict:
 
 
 def glued_text(value: str | None, spec: str = "") -> str | None:
-    """A glued value's ``text/plain`` formatted as ``{glue:text}`name:spec``` shows it (``spec`` a Python
-    format such as ``.2f``); the text as it is when it is not a number; None when there is none."""
+    """A glued value's ``text/plain`` formatted by ``spec`` (e.g. ``.2f``); text as is if not a number; None if none."""
     import ast
 
     if value is None:
@@ -349,10 +327,8 @@ def glued_text(value: str | None, spec: str = "") -> str | None:
 def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int | None = None) -> str:
     """MyST Markdown as plain (CommonMark + LaTeX math) Markdown, for a notebook outside the book.
 
-    ``{prf:lemma} Title`` and its kin become ``**Lemma 2.1** (Title).`` and their text, a proof *Proof.*
-    ... ∎, an exercise ``**Exercise 2.1** (Title)``, a solution ``**Solution to Exercise 2.1**``, an admonition
-    a block quote with its title in bold; options (``:label:``, ``:class:``) are dropped; every display
-    equation gets its number as ``\\tag{...}``; roles become plain text through ``labels``
+    Directives become bold headings (``**Lemma 2.1** (Title).``), proofs *Proof.* ... ∎, admonitions block quotes;
+    options are dropped, display equations get ``\\tag{...}``, roles become text via ``labels``
     (:func:`collect_labels`)."""
     if not isinstance(text, str):
         raise InvalidArgumentError(f"text must be a string of Markdown, got {type(text).__name__}")
@@ -488,8 +464,7 @@ def bib_labels(bibtex: str) -> dict[str, str]:
 
 
 def install_cell(repository: str | None = None) -> dict:
-    """The first cell of a downloaded chapter: with the book's repository address, a cell that installs the library
-    and the book's machinery from it; without one, how to install them from a copy of the repository."""
+    """A downloaded chapter's first cell: install the library from the book's repository, or say how to."""
     if repository and "ADDRESS" in repository:
         raise InvalidArgumentError(f"tokensel_repository is still the placeholder {repository!r}: set the address")
     if repository:
@@ -520,9 +495,8 @@ GLUE_FALLBACK = (
 def standalone_notebook(
     notebook: dict, labels: dict[str, str] | None = None, chapter: int | None = None, repository: str | None = None
 ) -> dict:
-    """A copy of ``notebook`` for Jupyter, Colab or VS Code without MyST: every Markdown cell through
-    :func:`plain_markdown` (with ``labels``, by default those of the notebook itself), every cell's streams
-    through :func:`repair_streams`, and :func:`install_cell` first."""
+    """A copy of ``notebook`` for Jupyter, Colab or VS Code: Markdown through :func:`plain_markdown`, streams
+    through :func:`repair_streams`, :func:`install_cell` first."""
     _check_notebook(notebook)
     labels = collect_labels(notebook, chapter) if labels is None else dict(labels)
     labels |= glued(notebook)
@@ -545,9 +519,8 @@ def standalone_notebook(
 
 
 def standalone_problems(notebook: dict) -> list[str]:
-    """Why ``notebook`` would not stand alone outside the book: a first cell that does not say how to install
-    ``tokensel``, and every MyST directive, role or option left in its Markdown (``{prf:lemma}``, ``{eq}`x```,
-    ``:label:``), which classic Jupyter, Colab and VS Code show as raw text."""
+    """Why ``notebook`` would not stand alone: no install cell first, or MyST directives, roles or options left
+    (shown raw by classic Jupyter, Colab and VS Code)."""
     _check_notebook(notebook)
     cells = notebook["cells"]
     problems = []

@@ -1,16 +1,8 @@
-"""The built book as one PDF for a class: a title page, a table of contents with page numbers, every page of
-``_toc.yml`` in order with page numbers on every sheet, and a PDF bookmark per page; printed by headless
-Chromium.
+"""The built book as one PDF for a class, printed by headless Chromium.
 
-:func:`combined_page` writes ``book/print.html`` next to the chapters: the ``<head>`` of the first page (its
-stylesheets and the book's own MathJax), a title page, a table of contents, and the article of every page, so
-the relative links to figures and scripts stay valid; hidden cells (their "Show code cell source" stubs
-included) are left out of print. :func:`print_book` serves the HTML folder on localhost, loads that page in
-headless Chromium, waits for MathJax, opens every dropdown, and prints each part by itself (so the page on
-which each starts is known), then the contents with those numbers; :func:`assemble` joins the parts with
-pypdf, stamps the page numbers and adds the bookmarks. ``make pdf`` prints the book, ``make pdf-student`` the
-student edition; ``python -m tokensel_book pdf [HTML_DIR] [OUT]`` either.
-"""
+:func:`combined_page` writes one print page of every ``_toc.yml`` page; :func:`print_book` prints each part by
+itself (to learn its first page), and :func:`assemble` joins them with pypdf, page numbers and bookmarks.
+``make pdf`` / ``make pdf-student`` or ``python -m tokensel_book pdf [HTML_DIR] [OUT]``."""
 
 from __future__ import annotations
 
@@ -90,8 +82,7 @@ def _text(fragment: str) -> str:
 
 
 def book_title(page_html: str) -> str:
-    """The book's title as a built page shows it (the navigation bar's title, else the part of ``<title>``
-    after the page's own)."""
+    """The book's title as a built page shows it (navigation bar, else ``<title>`` after the page's own)."""
     found = _BOOK_TITLE.search(page_html)
     if found and _text(found.group(1)):
         return _text(found.group(1))
@@ -101,11 +92,8 @@ def book_title(page_html: str) -> str:
 
 
 def combined_page(html_root, pages: list[str], title: str | None = None, subtitle: str | None = None) -> Path:
-    """Write ``PRINT_PAGE`` from the built ``pages`` (``_toc.yml`` names such as ``"book/01_model"``, all in
-    one folder) and return its path: a title page (``title``, else the book's; ``subtitle``, else the day the
-    first page was built), a
-    table of contents (each page's heading, its page number filled in by :func:`print_book`), and every page's
-    article, each a ``<section data-part="k">``."""
+    """Write ``PRINT_PAGE`` from the built ``pages`` and return its path: title page (``title``, ``subtitle``
+    or the build day), contents (numbers filled by :func:`print_book`), each article a ``<section data-part="k">``."""
     html_root = Path(html_root)
     if not pages or not all(isinstance(p, str) for p in pages):
         raise InvalidArgumentError(f"pages must be a non-empty list of page names, got {pages!r}")
@@ -187,9 +175,8 @@ def _number_stamp(writer, width: float, height: float, text: str):
 
 
 def assemble(parts: list[tuple[str | None, bytes]], out, numbered_from: int = 1) -> Path:
-    """Join the PDFs of ``parts`` (``(bookmark title or None, PDF bytes)``, in order) into ``out``: every sheet
-    from index ``numbered_from`` on carries its page number (counted from the first sheet, as a viewer
-    counts), and each part with a title gets a bookmark to its first sheet. Returns ``out``."""
+    """Join the PDFs of ``parts`` (``(bookmark title or None, bytes)``) into ``out``, page numbers from sheet
+    ``numbered_from`` on, a bookmark per titled part. Returns ``out``."""
     from pypdf import PdfReader, PdfWriter
 
     if not parts or not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], bytes) for p in parts):
@@ -247,9 +234,8 @@ def serve(directory):
 
 @contextmanager
 def chromium(profile_dir, log_requests: bool = False):
-    """Headless Chromium through Selenium (``TOKENSEL_CHROMIUM`` / ``TOKENSEL_CHROMEDRIVER`` override the
-    binaries found on the PATH); raises :class:`~tokensel.errors.DataUnavailableError` when either is missing.
-    ``log_requests``: keep the performance log, whose network events name every request a page makes."""
+    """Headless Chromium via Selenium (``TOKENSEL_CHROMIUM`` / ``TOKENSEL_CHROMEDRIVER`` override); raises
+    :class:`~tokensel.errors.DataUnavailableError` if missing. ``log_requests`` keeps the network log."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -285,8 +271,7 @@ def _pages_in(data: bytes) -> int:
 def print_book(
     html_root, out, pages: list[str], profile_dir=None, title: str | None = None, subtitle: str | None = None
 ) -> Path:
-    """Print ``pages`` of the built book at ``html_root`` to the PDF ``out`` (A4) and return its path: a title
-    page, the contents with page numbers, every page from a new sheet, page numbers, a bookmark per page."""
+    """Print ``pages`` of the book at ``html_root`` to the A4 PDF ``out`` and return its path."""
     html_root, out = Path(html_root), Path(out)
     page = combined_page(html_root, pages, title, subtitle)
     headings = headings_of(page)
@@ -301,8 +286,7 @@ def print_book(
 
         def part(name):
             driver.execute_script(SHOW_PART, name)
-            # the DevTools command itself: chromedriver's print_page gives the renderer only 10 s, too little
-            # for a whole book on a busy machine
+            # DevTools directly: chromedriver's print_page allows only 10 s, too little for a whole book
             result = driver.execute_cdp_cmd(
                 "Page.printToPDF",
                 {

@@ -1,12 +1,7 @@
 """One theme and the figure types the chapters share, so no chapter copies plotting code.
 
-**Figures on a phone.** A figure of several panels made here (:func:`subplots`, :func:`panel_grid`,
-:func:`mosaic` and the figure types built on them) records where each panel lies in the PNG it is saved as:
-a text chunk ``tokensel-panels`` with one box ``[left, top, right, bottom]`` per panel, in fractions of the
-image, the boxes cut halfway between neighbouring panels (labels and ticks included). The book's HTML
-(``tokensel_book.sphinx_figures``) cuts the image into its panels and, on a screen of 640 px or less,
-shows them one under the other above the caption instead of the whole figure.
-"""
+A multi-panel figure (:func:`subplots`, :func:`panel_grid`, :func:`mosaic`) records its panels' boxes in the PNG
+chunk ``tokensel-panels``, so the HTML (``tokensel_book.sphinx_figures``) can stack them on a phone."""
 
 from __future__ import annotations
 
@@ -37,9 +32,7 @@ def tick_label_pt() -> float:
 
 
 def theme() -> None:
-    """The book's theme (seaborn's whitegrid style at the notebook context; call once per chapter).
-
-    Introduced in chapter 01."""
+    """The book's theme (seaborn whitegrid, notebook context; call once per chapter). Introduced in chapter 01."""
     import matplotlib as mpl
     import seaborn as sns
 
@@ -57,8 +50,7 @@ def theme() -> None:
 
 
 def _retina() -> None:
-    """In a notebook, figures as PNG at twice the pixel density, shown at their normal size (sharp on
-    high-density screens and when zoomed)."""
+    """Notebook figures as PNG at twice the pixel density, sharp on high-density screens."""
     try:
         from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -73,9 +65,7 @@ PANELS_KEY = "tokensel-panels"
 
 
 def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kw):
-    """``ncols`` x ``nrows`` panels of ``width`` x ``height`` inches each (matplotlib's ``subplots`` with the
-    constrained layout): the figure and its axes, the panels recorded for phones (see the module).
-
+    """``ncols`` x ``nrows`` panels of ``width`` x ``height`` inches: the figure and its axes, panels recorded.
     Introduced in chapter 01."""
     import matplotlib.pyplot as plt
 
@@ -85,10 +75,8 @@ def subplots(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float =
 
 
 def panel_boxes(fig, renderer=None) -> list[list[float]]:
-    """The box ``[left, top, right, bottom]`` (fractions of the figure as drawn, top = 0) of every visible panel
-    of ``fig`` placed on a grid, in reading order: the grid's cells cut halfway between the drawn extents
-    (labels and ticks included) of neighbouring rows and columns; a panel spanning cells gets their union.
-    Empty for a figure of one panel."""
+    """Each visible panel's box ``[left, top, right, bottom]`` (figure fractions, top = 0) in reading order,
+    cut halfway between neighbours' drawn extents; empty for one panel."""
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_subplotspec() is not None]
     if len(axes) < 2:
         return []
@@ -140,8 +128,7 @@ def _install_png_metadata() -> None:
     original = FigureCanvasAgg.print_png
 
     def print_png(self, filename_or_obj, *, metadata=None, pil_kwargs=None, **ignored):
-        # matplotlib passes a print method outside its own modules the options of other renderers too (dpi,
-        # facecolor, edgecolor, orientation, bbox_inches_restore): the Agg method takes none of them
+        # matplotlib passes other renderers' options (dpi, facecolor, ...) that the Agg method does not take
         if getattr(self.figure, "_tokensel_panels", False):
             try:
                 boxes = panel_boxes(self.figure, self.get_renderer())
@@ -174,11 +161,8 @@ def png_panels(path) -> list[list[float]]:
 
 
 def binned_band(ax, table, label: str | None = None, color=None, spread: str = "std"):
-    """Per-bin mean with a band (``spread="std"``: mean ± std, the token-to-token spread; ``"se"``: mean ± 2
-    standard errors of the bin mean, its noise level; ``"quantiles"``: 10%–90%) from
-    :func:`tokensel.analysis.shapes.binned`. Empty bins are left out.
-
-    Introduced in chapter 05."""
+    """Per-bin mean with a band (``"std"``, ``"se"``: ±2 standard errors, ``"quantiles"``: 10%–90%) from
+    :func:`tokensel.analysis.shapes.binned`. Introduced in chapter 05."""
     from tokensel.analysis.shapes import standard_errors
     from tokensel.validation import check_choice
 
@@ -195,9 +179,7 @@ def binned_band(ax, table, label: str | None = None, color=None, spread: str = "
 
 
 def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap $\Delta_s$", title=None):
-    """The paper's two shapes side by side: binned ``E_s^T p`` on ``ax_p`` and ``E_s^T v`` on ``ax_v``
-    (tables of :func:`tokensel.analysis.shapes.binned`), each mean ± std against ``xlabel``.
-
+    """Binned ``E_s^T p`` on ``ax_p`` and ``E_s^T v`` on ``ax_v`` (mean ± std) against ``xlabel``.
     Introduced in chapter 05."""
     binned_band(ax_p, bins_p, color=PALETTE["p"])
     binned_band(ax_v, bins_v, color=PALETTE["v"])
@@ -209,11 +191,8 @@ def score_value_bands(ax_p, ax_v, bins_p, bins_v, xlabel: str = r"posterior gap 
 
 
 def mosaic(layout, width: float = 3.4, height: float = 2.8, **kw):
-    """Panels placed by name (matplotlib's ``subplot_mosaic``; a name repeated spans cells), each cell
-    ``width`` x ``height`` inches: the figure and a dict of its axes. Keep rows to two cells so the figure
-    stays legible on a narrow screen.
-
-    Introduced in chapter 06."""
+    """Panels placed by name (``subplot_mosaic``), each cell ``width`` x ``height`` inches: the figure and its axes
+    dict. Keep rows to two cells for narrow screens. Introduced in chapter 06."""
     import matplotlib.pyplot as plt
 
     if (
@@ -240,9 +219,8 @@ MAX_X_TICKS = 5
 
 
 def _compact_x_ticks(ax, max_ticks: int = MAX_X_TICKS):
-    """At most ``max_ticks`` x ticks on ``ax`` at round values, their labels short: values below 0.01 or from
-    1000 up in magnitude are written as multiples of a power of ten, shown once at the end of the axis
-    (``×10⁻³``). A later ``set_xscale`` or ``set_xticks`` replaces these ticks."""
+    """At most ``max_ticks`` round x ticks on ``ax``, small or large values as multiples of a power of ten
+    shown once (``×10⁻³``), so narrow panels' labels never collide."""
     from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
     ax.xaxis.set_major_locator(MaxNLocator(nbins=max_ticks - 1, steps=[1, 2, 2.5, 5, 10]))
@@ -252,13 +230,8 @@ def _compact_x_ticks(ax, max_ticks: int = MAX_X_TICKS):
 
 
 def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, ylabel: str | None = None, **kw):
-    """``n`` panels in rows of ``ncols`` (two by default, so a figure stays legible on a narrow screen): the
-    figure and a flat array of its first ``n`` axes (unused cells of the last row are hidden); ``ylabel`` goes
-    on the first column. Each panel's x axis has at most :data:`MAX_X_TICKS` ticks, and values far from 1 are
-    written as multiples of a power of ten shown once at the axis' end, so the tick
-    labels of a narrow panel never run into each other.
-
-    Introduced in chapter 02."""
+    """``n`` panels in rows of ``ncols`` (two: legible on a phone): the figure and a flat array of its ``n`` axes,
+    ``ylabel`` on the first column, x ticks compacted (:data:`MAX_X_TICKS`). Introduced in chapter 02."""
     from tokensel.validation import check_int
 
     check_int(n, "n", min=1)
@@ -277,9 +250,7 @@ def panel_grid(n: int, ncols: int = 2, width: float = 3.4, height: float = 2.8, 
 
 
 def shape_bins(bins: dict, width: float = 3.4, height: float = 2.6):
-    """One row per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``): the scores on the
-    left, the values on the right, against the posterior gap; x labels on the last row only.
-
+    """One row per model of ``bins`` (``name -> (bins of E_s^T p, bins of E_s^T v)``) against the posterior gap.
     Introduced in chapter 07."""
     fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
     for i, (name, (bp, bv)) in enumerate(bins.items()):
@@ -292,11 +263,8 @@ def shape_bins(bins: dict, width: float = 3.4, height: float = 2.6):
 
 
 def value_bins(bins: dict, width: float = 3.4, height: float = 2.6):
-    """One row per model of ``bins`` (``name -> (bins of E_s^T v, bins of the token values as the model
-    reads them)``): ``E_s^T v`` on the left, the token values on the right, each bin mean ± 2 standard errors
-    of the mean, against the posterior gap.
-
-    Introduced in chapter 07."""
+    """One row per model of ``bins`` (``name -> (bins of E_s^T v, bins of token values)``), mean ± 2 standard
+    errors against the posterior gap. Introduced in chapter 07."""
     fig, axes = subplots(2, len(bins), width=width, height=height, squeeze=False)
     for i, (name, (bv, bh)) in enumerate(bins.items()):
         binned_band(axes[i, 0], bv, color=PALETTE["v"], spread="se")
@@ -310,9 +278,7 @@ def value_bins(bins: dict, width: float = 3.4, height: float = 2.6):
 
 
 def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float = 0.6):
-    """Scatter of one point per token, coloured by role (+1 positive, -1 negative, 0 irrelevant).
-
-    Introduced in chapter 01."""
+    """Scatter of one point per token, coloured by role (+1, -1, 0). Introduced in chapter 01."""
     x, y = np.asarray(x), np.asarray(y)
     if roles is None:
         ax.scatter(x, y, s=s, alpha=alpha, color=PALETTE["p"], lw=0)
@@ -328,11 +294,8 @@ def token_scatter(ax, x, y, roles=None, labels=None, s: float = 10, alpha: float
 
 
 def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
-    """Label points ``(x[i], y[i])`` for ``(i, text)`` in ``labels`` without overprinting: each label goes
-    to the side of its point away from the nearer edge, and the labels of a side are spread vertically to
-    one line apart, each joined to its point by a thin line. Returns the text artists.
-
-    Introduced in chapter 07."""
+    """Label points ``(x[i], y[i])`` for ``(i, text)`` in ``labels`` without overprinting (spread per side, joined
+    by thin lines); returns the text artists. Introduced in chapter 07."""
     labels = list(labels)
     if not labels:
         return []
@@ -372,9 +335,7 @@ def label_points(ax, x, y, labels, fontsize: float = ANNOTATION_PT):
 
 
 def convergence(ax, x, y, label: str | None = None, logx: bool = True, logy: bool = True, **kw):
-    """A convergence curve on log axes (e.g. ``1 - cos`` against ``t`` or ``||p_t||``).
-
-    Introduced in chapter 02."""
+    """A convergence curve on log axes (e.g. ``1 - cos`` against ``t``). Introduced in chapter 02."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y) & ((x > 0) if logx else True) & ((y > 0) if logy else True)
     ax.plot(x[keep], y[keep], label=label, **kw)
@@ -401,11 +362,8 @@ def phase_diagram(
     width: float = 6.4,
     height: float = 3.4,
 ):
-    """Heat maps of ``value`` over the grid ``x`` (columns) by ``y`` (rows) of long DataFrames, one row of the
-    figure per ``title: table`` of ``panels`` and one colour bar under them (rows fit a narrow column and a
-    phone shows them one by one); cells show ``value`` and, if given, ``annot`` in brackets. Returns the figure.
-
-    Introduced in chapter 04."""
+    """Heat maps of ``value`` over ``x`` by ``y``, one figure row per ``title: table`` of ``panels``, one colour
+    bar, cells annotated with ``annot`` if given. Returns the figure. Introduced in chapter 04."""
     import seaborn as sns
 
     fig, axes = subplots(1, len(panels), width=width, height=height)
@@ -433,20 +391,15 @@ def phase_diagram(
     return fig
 
 
-# --- figures a reader explores on the HTML page ------------------------------------------------------------------
-# Each builds a plotly figure from the data a chapter's static figure is drawn from; the figure cell ends with
-# explorable(static, live), so the PDF, the notebooks and a reader without scripts keep the PNG.
+# --- figures a reader explores on the HTML page: plotly twins of static figures, shown via explorable() ----------
 
 #: the class of an explorable output's HTML, which the book's pages look for (:mod:`tokensel_book.sphinx_mathjax`)
 EXPLORABLE = "tokensel-explorable"
 
 
 def explorable(static_fig, live_fig) -> None:
-    """Show the matplotlib figure ``static_fig`` and the plotly figure ``live_fig`` as one output, so the cell's
-    caption and number apply to both: the book's HTML page draws ``live_fig`` with the plotly the build serves; a
-    notebook, the PDF and a reader without scripts see the PNG.
-
-    Introduced in chapter 02."""
+    """Show ``static_fig`` (matplotlib) and ``live_fig`` (plotly) as one output under one caption: HTML draws the
+    live one, notebooks and the PDF the PNG. Introduced in chapter 02."""
     import base64
     import io
 
@@ -487,11 +440,8 @@ def _slider(steps: list[dict], prefix: str) -> list[dict]:
 
 
 def phase_explorer(panels: dict, x: str = "eta0", y: str = "d"):
-    """The phase diagram to explore: per panel (``title -> table`` of
-    :func:`tokensel.experiments.phase.phase_probabilities`) a heat map of ``p_full`` over ``x`` by ``y``; hovering
-    a cell reads the probability with its 95% interval (Clopper-Pearson), the trap's frequency and the counts; a
-    menu switches between the panels.
-
+    """Explorable phase diagram: a heat map of ``p_full`` per panel of
+    :func:`tokensel.experiments.phase.phase_probabilities`, hover shows the Clopper-Pearson 95% interval and counts.
     Introduced in chapter 04."""
     import plotly.graph_objects as go
     from scipy.stats import beta
@@ -537,12 +487,8 @@ def phase_explorer(panels: dict, x: str = "eta0", y: str = "d"):
 
 
 def rate_explorer(runs, rate: float = -0.5, fit=None):
-    """The rate sweep to explore: every run's ``err`` against its ``d`` (columns of ``runs``) on log axes, the
-    least-squares line ``fit = (slope, intercept)`` of log err on log d if given, and a slider over ``d`` that rings
-    that width's runs and draws the line ``∝ d^rate`` through their mean, so a reader sees whether the other
-    widths lie on it.
-
-    Introduced in chapter 02."""
+    """Explorable rate sweep: ``err`` against ``d`` on log axes with the fit, and a slider over ``d`` that draws
+    ``∝ d^rate`` through that width's mean. Introduced in chapter 02."""
     import plotly.graph_objects as go
 
     means = runs.groupby("d")["err"].mean()
@@ -582,11 +528,8 @@ def rate_explorer(runs, rate: float = -0.5, fit=None):
 
 
 def word_explorer(words, alpha, reviews, scores, values, roles=None, marked=()):
-    """Every word's score ``E_s^T p`` against its value ``E_s^T v``, coloured by role (the sign of ``roles``, e.g.
-    of the posterior gap), the words at the indices ``marked`` written beside their points; hovering a point
-    reads the word, its ``alpha``, the number of ``reviews`` it occurs in and its two scores.
-
-    Introduced in chapter 06."""
+    """Every word's ``E_s^T p`` against ``E_s^T v``, coloured by the sign of ``roles``, ``marked`` words labelled;
+    hover shows word, ``alpha``, ``reviews``. Introduced in chapter 06."""
     import plotly.graph_objects as go
 
     words = np.asarray(words, dtype=object)
@@ -632,11 +575,8 @@ def word_explorer(words, alpha, reviews, scores, values, roles=None, marked=()):
 
 
 def trajectory_explorer(table, columns: dict, time: str = "t", log_y=()):
-    """A run's quantities over time, one panel each (``columns``: ``label -> column`` of ``table``, those in
-    ``log_y`` on a log scale) against ``time`` on a log axis; a slider over the recorded times marks where the run
-    is on every panel and reads its values.
-
-    Introduced in chapter 03."""
+    """A run's ``columns`` of ``table`` against log ``time``, one panel each (``log_y`` on log scale);
+    a slider marks the run's position. Introduced in chapter 03."""
     from plotly.subplots import make_subplots
 
     if not isinstance(columns, dict) or not columns:

@@ -1,16 +1,8 @@
 """Sphinx extension: the book carries its own MathJax and plotly, so its pages request nothing from a network.
 
-Sphinx loads MathJax from a CDN by default; a reader offline (and every machine of this project)
-would then see raw TeX. ``_config.yml`` sets ``mathjax_path`` to ``mathjax/es5/tex-mml-chtml.js``,
-which Sphinx resolves relative to the build's ``_static`` folder, and lists this module among the
-Sphinx extensions; the extension copies MathJax 3 there when an HTML build finishes. The files come
-from the PyPI package ``django-static-mathjax`` (installed by the ``book`` extra; it ships MathJax
-3.2.2 as the plain package ``mathjax`` and needs no Django).
-
-A page with an explorable figure (:func:`tokensel_book.plots.explorable`) also loads the ``plotly.min.js`` of the
-``plotly`` package, copied to ``_static/plotly``, and draws each figure from the JSON its output holds; the
-figure's PNG stays for a reader without scripts and for print.
-"""
+Offline, CDN MathJax would leave raw TeX: ``mathjax_path`` points into ``_static``, where this copies MathJax 3
+(PyPI ``django-static-mathjax``, no Django needed) and ``plotly.min.js`` for
+:func:`tokensel_book.plots.explorable` figures."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """Sphinx extension: every chapter page offers its notebook as ``.ipynb`` in the download menu.
 
-sphinx-book-theme lists an ``.ipynb`` download only when a page's context has ``ipynb_source``, which
-it sets itself only when launch buttons (Binder, JupyterHub, ...) are configured. This extension sets
-it for every page that myst-nb executed: the executed notebook (``_build/jupyter_execute/<page>.ipynb``,
-with its outputs) is written next to the page's source under ``_sources/`` before the theme builds its
-buttons, made to stand alone (:func:`tokensel_book.notebooks.standalone_notebook`): classic Jupyter, Colab
-and VS Code show its lemmas, proofs and exercises as plain Markdown with the book's numbers, and its first
-cell says how to install ``tokensel`` (from ``tokensel_repository`` in the Sphinx configuration when set).
-
-It also gives every figure made by a code cell a descriptive alt text: an image without one (Sphinx then
-writes the file name) takes its figure's caption, so a screen reader reads what the figure shows.
-"""
+sphinx-book-theme offers it only with launch buttons configured; this sets ``ipynb_source`` for every executed page,
+writing the notebook made standalone (:func:`tokensel_book.notebooks.standalone_notebook`) under ``_sources/``.
+It also gives every code-cell figure its caption as alt text, for screen readers."""
 
 from __future__ import annotations
 
@@ -67,8 +59,7 @@ def write_download(app, pagename: str, executed: Path) -> Path:
 
 
 def rewrite_downloads(app, exception) -> None:
-    """Once the pages are written, write every download again: a page whose source is itself a notebook (the
-    student edition's) has had its source copied over it by Sphinx (``html_copy_source``)."""
+    """Write every download again once pages are written: Sphinx copied notebook sources over them."""
     if exception is not None:
         return
     for pagename, executed in (getattr(app, "_tokensel_downloads", None) or {}).items():
@@ -83,8 +74,8 @@ def _numbers(app) -> dict:
 
 
 def book_labels(app) -> dict[str, str]:
-    """Every label of the executed pages and every entry of the bibliography, as the book numbers and cites
-    them (:func:`~tokensel_book.notebooks.collect_labels`), read once per build."""
+    """Every label and bibliography entry as the book numbers and cites them
+    (:func:`~tokensel_book.notebooks.collect_labels`), read once per build."""
     cached = getattr(app, "_tokensel_labels", None)
     if cached is not None:
         return cached

@@ -1,18 +1,9 @@
 """The student edition: the same executed book with every exercise's solution left out.
 
-:func:`prepare_student_sources` writes a source folder for a second Jupyter Book build from the first one:
-every page of ``_toc.yml`` that the first build executed comes as its executed notebook
-(``_build/jupyter_execute/<page>.ipynb``, outputs included), the other pages as their ``.md``, and a
-``_config.yml`` that executes nothing and sets sphinx-exercise's ``hide_solutions``. That option only hides
-solutions in the HTML (the page's source, its ``.ipynb`` download and a gated solution's cells keep them), so
-:func:`student_notebook` takes every solution out of the notebooks themselves, and :func:`drop_claims` takes
-the exercises' checks out of the status page's tables. So the student edition shows the very numbers and
-figures of the full book and costs a Sphinx build, not a second execution. ``make book-student`` runs it
-after ``make book`` and builds ``_build/student/_build/html``.
-
-:func:`leak_evidence` and :func:`find_leaks` make the test that no artefact of the student edition (its
-pages, page sources, notebook downloads, search index, PDF) holds a solution's text or an answer's value.
-"""
+:func:`prepare_student_sources` makes the sources of a second Sphinx build from the first build's executed
+notebooks (no re-execution, the very same numbers), solutions taken out of the notebooks themselves
+(``hide_solutions`` only hides them in HTML). :func:`leak_evidence` and :func:`find_leaks` test that no artefact
+holds a solution's text or value. ``make book-student`` builds it."""
 
 from __future__ import annotations
 
@@ -37,9 +28,8 @@ TITLE_SUFFIX = " (student edition: exercises without solutions)"
 
 
 def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
-    """A copy of ``notebook`` (nbformat 4 as a dict) fit for the student edition, and the solutions taken out:
-    every solution removed (:func:`~tokensel_book.notebooks.split_solutions`: ``{solution}`` blocks, gated
-    ones with their code cells and outputs) and every cell's streams stored once
+    """A copy of ``notebook`` for the student edition, and the solutions taken out
+    (:func:`~tokensel_book.notebooks.split_solutions`); streams stored once
     (:func:`~tokensel_book.notebooks.repair_streams`)."""
     out, solutions = split_solutions(notebook)
     cells = [
@@ -62,8 +52,7 @@ _ROW = re.compile(r"<tr\b[^>]*\bdata-claim=\"[^\"]*/(?P<id>[a-z0-9-]+)\".*?</tr>
 
 
 def drop_claims(notebook: dict, ids: list[str]) -> tuple[dict, int]:
-    """A copy of ``notebook`` without the status table's rows of the claims ``ids`` (the exercises' checks), and
-    how many rows went."""
+    """A copy of ``notebook`` without the status table's rows of claims ``ids``, and how many rows went."""
     removed = 0
 
     def rows(text: str) -> str:
@@ -86,8 +75,7 @@ def drop_claims(notebook: dict, ids: list[str]) -> tuple[dict, int]:
 
 
 def student_config(config: dict) -> dict:
-    """The full book's ``_config.yml`` (as a dict) turned into the student edition's: no execution, executed
-    notebooks read as pages, solutions hidden. ``config`` is not changed."""
+    """The full book's ``_config.yml`` dict made the student edition's (no execution, solutions hidden); a copy."""
     if not isinstance(config, dict) or "execute" not in config or "sphinx" not in config:
         raise InvalidArgumentError(
             "config must be the book's _config.yml as a dict, with 'execute' and 'sphinx' sections; "
@@ -103,11 +91,8 @@ def student_config(config: dict) -> dict:
 
 
 def prepare_student_sources(root, built, out) -> Path:
-    """Write the student edition's sources to ``out`` (emptied first) and return it.
-
-    ``root`` is the book's root (with ``_config.yml`` and ``_toc.yml``), ``built`` the first build's folder
-    (``_build``, with ``jupyter_execute/``). Every page of ``_toc.yml`` is taken from ``built`` when it was
-    executed there, else from ``root`` (a page without code)."""
+    """Write the student edition's sources to ``out`` (emptied first) and return it: each ``_toc.yml`` page
+    from ``built`` (``_build``) when executed there, else from ``root``."""
     from .toc import front_matter, toc_files
 
     root, built, out = Path(root), Path(built), Path(out)
@@ -193,8 +178,7 @@ _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": 
 
 
 def normalise(text: str) -> str:
-    """Text as the leak search compares it: HTML tags dropped, entities decoded, Sphinx's curly quotes
-    straightened, words lower-cased and separated by single spaces."""
+    """Text as the leak search compares it: tags dropped, entities decoded, quotes straightened, words lower-cased."""
     return " ".join(html.unescape(_TAG.sub(" ", text)).translate(_QUOTES).lower().split())
 
 
@@ -217,13 +201,9 @@ def _values(text: str) -> list[str]:
 def leak_evidence(
     notebooks: list[dict], claims: Sequence[dict] = (), elsewhere: Sequence[str] = ()
 ) -> dict[str, list[str]]:
-    """What would show that a solution leaked, from the full book's executed chapter ``notebooks`` and its
-    ``claims`` (the rows of ``claims.json``): ``phrases``, every run of five or more words of a
-    solution's text (between formulas and punctuation), and ``values``, every number of three or more
-    significant digits that a solution's cells print or its claims record (measured and expected value, as
-    the status page prints them); and ``claims``, the ids of the claims its cells check. Phrases and numbers
-    that the chapters show outside their solutions, or that the texts ``elsewhere`` hold (pages without code),
-    are left out (they prove nothing)."""
+    """What would show a leaked solution, from the full book's ``notebooks`` and ``claims``: ``phrases`` (runs of
+    five or more words of a solution), ``values`` (numbers of three or more significant digits its cells print or claims
+    record) and ``claims`` (ids it checks), minus what is shown outside solutions or in ``elsewhere``."""
 
     def _shown(x) -> str:
         return f"{x:.6g}" if isinstance(x, float) else str(x)

@@ -85,10 +85,9 @@ def _planted_roles(n_important, n_irrelevant):
 def assumption1_pairs(
     n_pairs: int, n_important: int, n_irrelevant: int, length=8, seed: int = 0, per_sequence: int = 1
 ) -> SyntheticData:
-    """Assumption-1 data with ``alpha_s = 0`` exactly for every irrelevant token: each pair of sequences shares
-    its irrelevant tokens and holds a positive important token in its positive sequence, a negative one in its
-    negative sequence, at the same position. ``per_sequence > 1`` puts that many distinct important tokens of
-    the label's sign into each sequence (what happens beyond Assumption 1's one). Introduced in chapter 01."""
+    """Assumption-1 data with ``alpha_s = 0`` exactly for irrelevant tokens: each pair of sequences shares its
+    irrelevant tokens and holds a positive (negative) important token in its positive (negative) sequence, same place;
+    ``per_sequence > 1`` puts that many of the label's sign in each (beyond Assumption 1). Introduced in chapter 01."""
     if per_sequence > n_important:
         raise InvalidArgumentError(
             f"per_sequence={per_sequence} distinct important tokens need n_important >= it, got {n_important}"
@@ -395,12 +394,10 @@ CO_SELECTED_TOKENS = {"a": 0, "b": 1, "e": 2, "c": 3}
     seed=Int(min=0),
 )
 def co_selected(n_pairs: int, pools=(12, 4, 4), length: int = 6, seed: int = 0) -> SyntheticData:
-    """Data on which the flow selects two tokens of one sequence together. Partly polar ``a`` (+, id 0) and
-    ``b`` (-, 1), completely polar ``e`` (+, 2) and ``c`` (-, 3), and irrelevant pools A, B, C of sizes
-    ``pools``; pairs sharing their irrelevant tokens cycle through ``(a, A)+ (c, A)-``, ``(e, B)+ (b, B)-``,
-    ``(a, C)+ (b, C)-`` and ``(a, b, C)`` with both labels. The last is least at a finite gap between ``a`` and
-    ``b``, so the flow ties them there; with ``m_A != m_B`` the max-margin problem without the tie ranks them
-    apart (chapter 05)."""
+    """Data on which the flow selects two tokens of one sequence together: partly polar ``a`` (+, 0), ``b`` (-, 1),
+    completely polar ``e`` (+, 2), ``c`` (-, 3), irrelevant pools A, B, C (sizes ``pools``); pairs cycle through
+    ``(a, A)+ (c, A)-``, ``(e, B)+ (b, B)-``, ``(a, C)+ (b, C)-`` and ``(a, b, C)`` with both labels, least at a finite
+    ``a``-``b`` gap, so the flow ties them; with ``m_A != m_B`` untied max-margin ranks them apart (chapter 05)."""
     sizes, T = list(pools), length
     a, b, e, c = (CO_SELECTED_TOKENS[k] for k in "abec")
     start = np.cumsum([4, *sizes])  # pool A starts at 4, B after A, C after B

@@ -1,7 +1,6 @@
-"""Chapter 04's experiments: where, over the draws of the data and of the initialisation, one gradient step and
-the flow of ``p`` select every important token (:func:`phase_runs`, :func:`phase_probabilities`); the trap of
-too large a step, followed to its own max-margin direction; the executed grid against the recorded sweep within
-binomial noise; and two kinds of data beyond Assumption 1."""
+"""Chapter 04's experiments: where one gradient step and the flow of ``p`` select every important token
+(:func:`phase_runs`, :func:`phase_probabilities`); the trap of too large a step, followed to its own max-margin
+direction; the executed grid against the recorded sweep; and two kinds of data beyond Assumption 1."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ STEPS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 FLOOR_GAP = 1e-3
 #: flow time at which a trapped run is compared with its own max-margin direction (scores grow like ``ln t``)
 TRAP_T = 1e80
-#: ``own_status`` of a trapped run whose own max-margin problem was solved: followed by the explicit integrator, by
-#: implicit Euler steps once it spent its budget, or by those in many digits (``PRECISE``) once they spent theirs
+#: ``own_status`` of a trapped run followed to its solved max-margin direction: explicitly, implicitly, in many digits
 PRECISE = "solved (implicit, many digits)"
 SOLVED = ("solved", "solved (implicit)", PRECISE)
 #: ``own_status`` of a trapped run no integrator took to ``trap_t`` within its budget (cosines NaN)
@@ -54,10 +52,9 @@ COLUMNS = (
 
 
 def _own_direction(m: AttentionModel, batch, trap_t: float, budget, implicit_budget, digits, followed: list):
-    """Flow a trapped run on to ``trap_t``; the cosines of ``p`` at ``trap_t ** 0.25`` and at ``trap_t`` with the
-    max-margin direction of its final selection, and the status. A stiff flow goes on by :func:`implicit_flow`
-    once ``budget`` is spent, in ``digits`` digits once ``implicit_budget`` is too, ``followed`` receiving that
-    follow-on as ``(t, p)`` pairs of plain lists (so that two sweeps' ``attrs`` compare)."""
+    """Flow a trapped run on to ``trap_t``: the cosines of ``p`` at ``trap_t ** 0.25`` and ``trap_t`` with its
+    selection's max-margin direction, and the status; stiff flows go on by :func:`implicit_flow` (``budget``), then in
+    ``digits`` digits (``implicit_budget``), ``followed`` receiving ``(t, p)`` as plain lists (comparable ``attrs``)."""
     kept: list[torch.Tensor] = []
     records = int(round(np.log10(trap_t))) + 4  # log-spaced records, at every power of ten for trap_t = 1e80
 
@@ -144,13 +141,11 @@ def phase_runs(
     implicit_evaluations: int | None = None,
     digits: int | None = None,
 ):
-    """Chapter 04's grid, run by run: per data seed (:func:`tokensel.data.synthetic.theory_pairs`), width, first
-    step and initialisation seed, one step on ``E`` and the flow of ``p`` to ``t_max``; one row per run (columns
-    ``COLUMNS``). ``trapped``: every important token leads in value, yet the loss stays ``FLOOR_GAP`` above its
-    floor; with ``own_svm`` such a run is followed to ``trap_t`` and compared with the max-margin direction of its
-    own selection (``cos_own``), the flow going on by implicit steps once ``follow_evaluations`` are spent and in
-    ``digits`` digits once ``implicit_evaluations`` are (``runs.attrs["followed"]`` keeps those follow-ons).
-    Deterministic: the same arguments give the same rows."""
+    """Chapter 04's grid, run by run (data seed of :func:`tokensel.data.synthetic.theory_pairs`, width, first step,
+    init seed): one step on ``E``, the flow of ``p`` to ``t_max``, one row per run (``COLUMNS``). ``trapped``: every
+    important token leads in value yet the loss stays ``FLOOR_GAP`` above its floor; ``own_svm`` follows such runs to
+    ``trap_t`` (``cos_own``; implicit after ``follow_evaluations``, ``digits`` digits after ``implicit_evaluations``,
+    ``runs.attrs["followed"]``). Deterministic."""
     import pandas as pd
 
     for name, seeds in (("data_seeds", data_seeds), ("init_seeds", init_seeds)):
@@ -202,8 +197,8 @@ def phase_probabilities(runs):
 
 
 def recorded_path():
-    """``book/recorded/phase/runs.csv`` under the book's root (``_config.yml`` at or above the working folder),
-    else under the checkout this library was loaded from."""
+    """``book/recorded/phase/runs.csv`` under the book's root (``_config.yml`` above the working folder), else
+    the checkout this library came from."""
     from pathlib import Path
 
     here = Path.cwd().resolve()
@@ -217,8 +212,8 @@ def recorded_path():
 
 @declare(path=FilePath(allow_none=True))
 def read_runs(path=None):
-    """The rows of a recorded sweep (``scripts/phase_probability.py``; default the book's), refused, naming the first
-    problem, unless they are what :func:`phase_runs` writes."""
+    """The rows of a recorded sweep (default the book's), refused, naming the first problem, unless
+    :func:`phase_runs`'s."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
@@ -313,10 +308,9 @@ def read_followed(data_seed: int, d: int, eta0: float, init_seed: int, path=None
     path=FilePath(allow_none=True),
 )
 def followed_directions(runs, data_seed: int, d: int, eta0: float, init_seed: int, tie: float = 1e-3, path=None):
-    """A run followed in many digits against the max-margin directions of its final selection (within
-    ``1e-9 ||p||``, as the sweep reads it) and of its selection with ties (within ``tie ||p||``: a gap that stays
-    finite while ``||p||`` grows is a tie of the limit direction). Per recorded time ``cos``, ``cos_tied`` and
-    the least score ``gap``; the follow-on must reproduce the row's ``cos_own``."""
+    """A run followed in many digits against the max-margin directions of its selection (within
+    ``1e-9 ||p||``) and with ties (within ``tie ||p||``: a gap staying finite as ``||p||`` grows); per recorded time
+    ``cos``, ``cos_tied`` and the least ``gap``; it must reproduce the row's ``cos_own``."""
     import pandas as pd
 
     from ..errors import DataUnavailableError
@@ -423,9 +417,9 @@ def _counts(runs, quantity: str):
     eta0=Real(min=0.0, min_inclusive=False, allow_none=True),
 )
 def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> dict:
-    """The executed count of ``quantity`` runs against what the recorded sweep (independent seeds) predicts, over
-    the grid or one ``eta0``: ``expected = sum_c n k_r / N``, ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)``
-    with ``p_c = (k_r + 1) / (N + 2)`` (so a cell seen 0 or N times claims no certainty), and ``z``."""
+    """The executed count of ``quantity`` runs against the recorded sweep's prediction (grid or one ``eta0``):
+    ``expected = sum_c n k_r / N``, ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)``, ``p_c = (k_r + 1) / (N + 2)``
+    (no cell claims certainty), and ``z``."""
     if eta0 is not None:
         executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
         if executed.empty or recorded.empty:
@@ -475,9 +469,9 @@ def cell_agreement(executed, recorded):
     match=Real(min=-1.0, max=1.0),
 )
 def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: float = 0.99) -> dict:
-    """What the trapped runs have in common: how many bury one class (mass ``<= buried``) while selecting the other
-    (``>= selected``), in how many ``p`` drifted away from the buried class along ``v``, and how their own
-    max-margin problems ended (solved, infeasible, stiff; cosines ``>= match``, rising from 1e20 to 1e80)."""
+    """What trapped runs share: how many bury one class (mass ``<= buried``) selecting the other (``>= selected``),
+    how many drifted from the buried class along ``v``, how their own max-margin problems ended (solved, infeasible,
+    stiff; cosines ``>= match``, rising from 1e20 to 1e80)."""
     t = runs[runs.trapped]
     pos_buried = (t.mass_pos <= buried) & (t.mass_neg >= selected)
     neg_buried = (t.mass_neg <= buried) & (t.mass_pos >= selected)
@@ -498,8 +492,7 @@ def trap_anatomy(runs, buried: float = 1e-3, selected: float = 0.99, match: floa
 
 @declare(runs=RUNS, eta0=Real(min=0.0, min_inclusive=False))
 def trap_pair(runs, eta0: float):
-    """The trapped run of the smallest width at ``eta0`` and, at its seeds, the selecting run of the next width
-    above it (or None)."""
+    """The smallest-width trapped run at ``eta0`` and, at its seeds, the next width's selecting run (or None)."""
     at = runs[runs.eta0 == eta0].sort_values(["d", "data_seed", "init_seed"])
     trapped = at[at.trapped]
     if trapped.empty:
@@ -543,8 +536,7 @@ def trap_trajectory(data_seed: int, d: int, eta0: float, init_seed: int, t_max: 
     steps=Int(min=1),
 )
 def gd_against_flow(data_seed: int, d: int, eta0: float, init_seed: int, lr: float = 1.0, steps: int = 3000) -> dict:
-    """Plain gradient descent against the flow at the same time ``lr * steps``: their relative difference and
-    each one's least mass on the important token."""
+    """Plain GD against the flow at time ``lr * steps``: relative difference and least important-token mass."""
     from ..training.phases import train_p
 
     data = synthetic.theory_pairs(seed=data_seed)
@@ -665,8 +657,7 @@ class SeveralImportant:
 def generator_contrast(
     seed: int, n_important: int = 10, n_irrelevant: int = 10, length: int = 8, d: int = 128, eta0: float = 100.0
 ):
-    """Assumption 1's paired data against data whose irrelevant tokens are drawn i.i.d. per sequence, at the same
-    sizes, width and step: a :class:`GeneratorRun` each."""
+    """Assumption 1's paired data against i.i.d. irrelevant tokens, same sizes: a :class:`GeneratorRun` each."""
     from ..analysis.statistics import alpha, contains, optimal_tokens, selection, value_lead
 
     runs = {}
@@ -701,8 +692,8 @@ def generator_contrast(
 
 @declare(seed=Int(min=0), ks=Numbers(int, min=1), d=Int(min=1), eta0=Real(min=0.0, min_inclusive=False))
 def several_important(seed: int, ks=(2, 3), d: int = 128, eta0: float = 100.0):
-    """Sequences holding ``k`` distinct important tokens of their label's sign, per ``k`` of ``ks``: one step, the
-    flow to ``t = 1e6``, and a :class:`SeveralRun` each (``result[k]``)."""
+    """``k`` important tokens of the label's sign per sequence, per ``k`` of ``ks``: one step, the flow to
+    ``t = 1e6``, a :class:`SeveralRun` each."""
     from ..analysis.statistics import optimal_tokens, selection
 
     runs = {}

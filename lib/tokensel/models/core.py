@@ -1,27 +1,16 @@
 """Segment operations over a ragged batch, and the exact loss gradients in closed form.
 
-Notation (PAPER.md §1): token scores ``c = E p`` and values ``w = E v``; for the occurrence ``t`` of
-sequence ``i``: ``a_t = c_{x_t}``, ``u_t = w_{x_t}``, ``q = softmax(a)`` over the sequence,
-``f_i = sum_t q_t u_t``. With ``g_i = dL/df_i = (1/n) * l'(y_i f_i) * y_i`` and
+Notation (PAPER.md §1): scores ``c = E p``, values ``w = E v``; for occurrence ``t`` of sequence ``i``:
+``a_t = c_{x_t}``, ``u_t = w_{x_t}``, ``q = softmax(a)``, ``f_i = sum_t q_t u_t``, ``g_i = (1/n) l'(y_i f_i) y_i``,
 ``l'(z) = -1/(1 + e^z)``:
 
     dL/dc_s = sum_{occurrences t of s} g_i q_t (u_t - f_i)      (vector ``A``)
     dL/dw_s = sum_{occurrences t of s} g_i q_t                  (vector ``B``)
 
-so ``grad_E L = A p^T + B v^T``, ``grad_p L = E^T A`` and ``grad_v L = E^T B``.
-
-Saturation. Once the softmax puts almost all mass on the top token ``k``, ``u_k - f`` is a tiny
-difference of O(1) numbers, and every digit of the naive formula is lost. The stable form uses the
-identity, exact for any reference ``k`` in the sequence,
-
-    u_t - f = (u_t - u_k) - sum_j q_j (u_j - u_k),
-
-with ``k`` a top-scoring token: for ``t = k`` the result is a sum of small products ``q_j (u_j - u_k)``
-computed to full relative precision.
-
-The reference (:func:`score_value_grads`, :func:`score_value_grads_multiclass`) is tensor operations on any
-device; the fused path (:func:`fused_grads`, :mod:`tokensel.models.kernels`) one compiled pass on the CPU.
-"""
+so ``grad_E L = A p^T + B v^T``, ``grad_p L = E^T A`` and ``grad_v L = E^T B``. In saturation ``u_k - f`` loses every
+digit; the exact identity ``u_t - f = (u_t - u_k) - sum_j q_j (u_j - u_k)`` with ``k`` a top token keeps them.
+The reference (:func:`score_value_grads`, :func:`score_value_grads_multiclass`) runs on any device; the fused path
+(:func:`fused_grads`, :mod:`tokensel.models.kernels`) is one compiled CPU pass."""
 
 from __future__ import annotations
 
@@ -71,11 +60,8 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class ScoreValueGrads:
-    """Loss and its gradients with respect to the per-token scores ``c`` and values ``w``.
-
-    Binary model: ``f`` has shape (n,) and ``B`` shape (|S|,). Multi-class model (``K`` value
-    columns): ``f`` holds the logits, shape (n, K), and ``B`` has shape (|S|, K).
-    """
+    """Loss and its gradients in the scores ``c`` and values ``w``: ``f`` (n,), ``B`` (|S|,); K classes: (n, K),
+    (|S|, K)."""
 
     loss: torch.Tensor
     f: torch.Tensor
@@ -84,9 +70,8 @@ class ScoreValueGrads:
 
 
 def _attend(batch: RaggedBatch, c: torch.Tensor, W: torch.Tensor, stable: bool):
-    """Attention over the distinct entries for value columns ``W`` (|S| x K): ``(dt, e, Z, f, u_minus_f)`` with ``e``
-    the count-weighted unnormalised attention, ``Z`` its per-sequence sums, ``f`` (n x K) the outputs and
-    ``u_minus_f`` (M x K). The stable reference ``k`` is each sequence's last top-scoring entry."""
+    """``(dt, e, Z, f, u_minus_f)`` over the distinct entries for value columns ``W`` (|S| x K), stable reference
+    ``k`` each sequence's last top-scoring entry."""
     dt = batch.distinct()
     seg, off = dt.seg, dt.offsets
     a, u = c[dt.ids], W[dt.ids]
@@ -112,9 +97,8 @@ def _scatter(dt, x: torch.Tensor, S: int) -> torch.Tensor:
 
 
 def score_value_grads(batch: RaggedBatch, c: torch.Tensor, w: torch.Tensor, stable: bool = True) -> ScoreValueGrads:
-    """Exact full-batch gradients of the logistic loss with respect to ``c = E p`` and ``w = E v``, over the
-    batch's distinct entries weighted by their counts. ``stable=False`` uses the naive ``u_t - f``, kept to show what
-    goes wrong in saturation."""
+    """Exact full-batch logistic-loss gradients in ``c = E p`` and ``w = E v`` over the distinct entries;
+    ``stable=False`` uses the naive ``u_t - f``, to show saturation."""
     dt, e, Z, f, umf = _attend(batch, c, w[:, None], stable)
     f, umf = f[:, 0], umf[:, 0]
     y = batch.labels.to(f.dtype)

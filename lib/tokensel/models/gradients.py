@@ -95,9 +95,8 @@ def gradients_of_checked(
     _E_checked: bool = True,
     scores: torch.Tensor | None = None,
 ) -> Gradients:
-    """:func:`gradients` without its checks, for a training loop that checked once and sees a non-finite ``E`` in the
-    loss. ``scores``: ``E [p, V]`` already formed (by the last Adam pass, :class:`tokensel.training.loop.ScoresAfter`),
-    which the fused path uses instead of reading ``E``; ignored elsewhere."""
+    """:func:`gradients` unchecked, for a loop that checked once; ``scores``: ``E [p, V]`` already formed
+    (:class:`tokensel.training.loop.ScoresAfter`), used by the fused path instead of reading ``E``."""
     E, p, v = model.E, model.p, model.v
     if fused and not fused_applies(batch, E, stable):
         raise InvalidParameterError(
@@ -152,9 +151,8 @@ def p_gradient(E: torch.Tensor, p: torch.Tensor, w: torch.Tensor, batch: RaggedB
 
 
 def p_gradient_of(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch, stable: bool = True):
-    """:func:`p_gradient` with ``E``, ``w`` and ``batch`` fixed: ``p -> (loss, grad_p)``, checked and laid out once for
-    loops that call it thousands of times (the flows of chapters 3-5), bitwise :func:`p_gradient`'s. ``p`` is not
-    checked; one buffer is reused: call it from one thread at a time."""
+    """:func:`p_gradient` with ``E``, ``w``, ``batch`` fixed: ``p -> (loss, grad_p)``, bitwise the same, laid out
+    once for the flows' thousands of calls. ``p`` unchecked; one buffer reused: one thread at a time."""
     if not fused_applies(batch, w, stable):
         grad = unchecked(p_gradient)
         return lambda p: grad(E, p, w, batch, stable)
@@ -178,8 +176,7 @@ def autograd_gradients(model: AttentionModel, batch: RaggedBatch):
     """Reference gradients by torch.autograd on the gathered embeddings (O(#tokens d) memory, for tests and small
     batches): ``(loss, grad_E, grad_p, grad_v)``.
 
-    Introduced in chapter 01.
-    """
+    Introduced in chapter 01."""
     from .core import logistic_loss, segment_softmax, segment_sum
 
     model.check_batch(batch)

@@ -1,15 +1,10 @@
 """The fused attention pass and the products with ``E``, compiled with numba (CPU, float32 and float64).
 
-The reference (:mod:`tokensel.models.core`) makes a dozen tensor passes over a batch's distinct (sequence, token)
-entries; here one loop per sequence does the whole pass while its entries are in cache. With scores ``a_t``, values
-``u_t`` and counts ``n_t`` of its entries and ``k`` the last top-scored one (the stable reference of ``core``):
-``e_t = exp(a_t - a_k) n_t``, ``Z = sum e_t``, ``m = sum e_t (u_t - u_k) / Z``, ``f = u_k + m``; with
-``G = dL/df`` and ``h_tc = G_c e_t / Z`` each entry adds ``sum_c h_tc ((u_tc - u_kc) - m_c)`` to ``A`` and
-``h_tc`` to ``B`` at its token.
-
-Determinism: the work is cut into a fixed number of blocks (:data:`BLOCKS`, not the thread count); each block sums
-into its own table and the tables are added in block order, so every run and thread count gives the same bits.
-"""
+One loop per sequence does the whole pass of :mod:`tokensel.models.core` while its entries are in cache. With scores
+``a_t``, values ``u_t``, counts ``n_t`` and ``k`` the last top-scored entry: ``e_t = exp(a_t - a_k) n_t``,
+``Z = sum e_t``, ``m = sum e_t (u_t - u_k) / Z``, ``f = u_k + m``; with ``G = dL/df`` and ``h_tc = G_c e_t / Z``
+each entry adds ``sum_c h_tc ((u_tc - u_kc) - m_c)`` to ``A`` and ``h_tc`` to ``B`` at its token.
+Determinism: a fixed number of blocks (:data:`BLOCKS`), each summing into its own table, added in block order."""
 
 from __future__ import annotations
 
@@ -28,12 +23,10 @@ from ..errors import InvalidBatchError
 
 #: blocks of sequences (or rows of ``E``): fixed, so that the order of every sum is independent of the thread count
 BLOCKS = 16
-#: fastmath for the loops that must vectorise (a sum's order is then the compiled kernel's, the same on every run);
-#: no finite-math flag: a NaN must reach the loss, where the training loop looks for it
+#: fastmath for the loops that must vectorise, without finite-math: a NaN must reach the loss, where it is looked for
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
-# numba's own pool, not OpenMP's: that would share torch's OpenMP runtime and reset torch's thread count. It takes
-# one launch at a time: every launch holds _LAUNCH.
+# numba's own pool (OpenMP's would reset torch's thread count); one launch at a time: each holds _LAUNCH
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]
 _LAUNCH = threading.RLock()
@@ -85,9 +78,8 @@ def _blocks(cost: np.ndarray) -> np.ndarray:
 
 
 class EntryPlan:
-    """A batch's distinct entries as the kernels read them, made once per batch: per-sequence ``offsets``, token
-    ``ids`` and ``counts`` in 32 bits (half the attention pass's memory traffic), the longest sequence's number of
-    entries and the :data:`BLOCKS` blocks of sequences. The kernels index without bounds checks: checked here."""
+    """A batch's distinct entries as the kernels read them, made once: ``offsets``, ``ids`` and ``counts`` in 32 bits
+    (half the memory traffic), the longest sequence and the :data:`BLOCKS` blocks; checked here, the kernels do not."""
 
     def __init__(self, offsets: np.ndarray, ids: np.ndarray, counts: np.ndarray, vocab_size: int):
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -124,9 +116,8 @@ def _softplus(x):  # pragma: no cover - compiled
     return x if x > 20.0 else math.log1p(math.exp(x))
 
 
-#: ``exp(x) = 2^k e^r`` with ``k = round(x / ln 2)``, ``|r| <= ln(2) / 2``, ``e^r`` by its Taylor polynomial to degree
-#: 13 and ``2^k`` from a table: a loop that vectorises (the C library's exp, called per entry, took four times as
-#: long: 20 of the binary attention pass's 40 ms at IMDB's size), within 3e-16 of it over ``[-707, 0]``
+#: ``exp(x) = 2^k e^r``, ``k = round(x / ln 2)``, ``e^r`` by Taylor to degree 13, ``2^k`` from a table: it vectorises
+#: (libm's exp per entry took half the attention pass), within 3e-16 of it over ``[-707, 0]``
 _LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
 _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
 _POW2 = np.ldexp(1.0, np.arange(-1100, 1))  # 2^k for k from -1100 to 0
@@ -148,8 +139,7 @@ def _exp_shifted(X, row, shift, L, e):  # pragma: no cover - compiled
         e[j] = v if x > _EXP_MIN else (0.0 if x <= _EXP_MIN else x)
 
 
-# The attention pass's sums in the order of the source (no fastmath): reassociated, their order was the compiler's, and
-# a kernel compiled in the process gave other bits than the same kernel loaded from numba's cache (a test compares)
+# sums in source order (no fastmath): reassociated, compiled and cached kernels gave other bits (a test compares)
 @numba.njit(cache=True)
 def _weigh(e, counts, lo, L):  # pragma: no cover - compiled
     """``e_j *= counts[lo + j]`` for ``j < L``; their sum."""
@@ -169,14 +159,12 @@ def _weighted_sum(e, a, c, r, L):  # pragma: no cover - compiled
     return s
 
 
-# no fastmath: reassociating (u_t - u_k) - m would lose the stable form's digits; no reference counting (_nrt, numba's
-# own option): it allocates nothing, and counting its arrays in and out of each helper took 40 % of the pass
+# no fastmath: reassociating (u_t - u_k) - m loses the stable form's digits; no _nrt: counting references took 40 %
 @numba.njit(cache=True, _nrt=False)  # type: ignore[call-overload]
 def _block(b, off, ids, counts, CW, y, binary, grads, blocks, P, F, loss, a, e, ref, m, f, G):  # pragma: no cover
-    """Block ``b`` of sequences: the outputs ``F`` (n x K) from ``CW = [c, W]``; with ``grads`` also each sequence's
-    loss (``binary``: logistic loss of ±1 labels ``y``, else cross-entropy of class indices ``y``) and the block's
-    partial sums ``P[b]`` ((1 + K) x |S|) of ``A`` and ``B``; the rest are scratch buffers. (A function of its own:
-    inlined in numba's parallel loop the same code ran at half the speed.)"""
+    """Block ``b``: outputs ``F`` (n x K) from ``CW = [c, W]``; with ``grads`` each sequence's loss (logistic or
+    cross-entropy) and partial sums ``P[b]`` ((1 + K) x |S|) of ``A``, ``B``. Its own function: inlined, it ran at half
+    the speed."""
     n, W = off.size - 1, CW.shape[1]
     K = W - 1
     Pb = P[b]
@@ -273,8 +261,7 @@ def attention_outputs(plan: EntryPlan, CW: np.ndarray) -> np.ndarray:
 
 @numba.njit(fastmath=_FAST, cache=True)
 def _row_dot(r, PVt, out):  # pragma: no cover - compiled
-    """``out[c] = r . PVt[c]`` in float64: one row of ``E [p, V]``, for :func:`scores_values` and the Adam pass alike
-    (so that both give the same bits)."""
+    """``out[c] = r . PVt[c]`` in float64, shared by :func:`scores_values` and the Adam pass: the same bits."""
     for c in range(PVt.shape[0]):
         acc = 0.0
         for j in range(r.size):
@@ -363,11 +350,10 @@ def adam_low_rank(
     eps: float,
     scores_PV: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """In place: Adam's update of ``E`` (|S| x d, C-contiguous) and its moments for the gradient ``AB @ PV`` (the
-    one-layer model's ``grad_E = A p^T + B V^T``) at step ``step`` (1 for the first), in one pass that never forms
-    the gradient. Torch's formula, each scalar in ``E``'s dtype: ``m b1 + g (1 - b1)``, ``s b2 + g g (1 - b2)``,
-    ``e - (lr / bias1) m / (sqrt(s) / sqrt(bias2) + eps)``. With ``scores_PV`` (the updated ``[p, V]``, d x (1 + K))
-    returns the next step's ``E [p, V]``, bitwise what :func:`scores_values` gives, without its pass over ``E``."""
+    """In place: Adam's update of ``E`` (|S| x d, C-contiguous) and its moments for the gradient ``AB @ PV``
+    (``A p^T + B V^T``) at ``step`` (1-based), never forming it. Torch's formula in ``E``'s dtype:
+    ``m b1 + g (1 - b1)``, ``s b2 + g g (1 - b2)``, ``e - (lr / bias1) m / (sqrt(s) / sqrt(bias2) + eps)``. With
+    ``scores_PV`` (updated ``[p, V]``) returns the next ``E [p, V]``, bitwise :func:`scores_values`'s."""
     dt = E.dtype.type
     beta1, beta2 = betas
     bias1, bias2 = 1.0 - beta1**step, 1.0 - beta2**step
@@ -384,15 +370,13 @@ def adam_low_rank(
 
 
 # ---------------------------------------------------------------- the two-layer variants
-# Per sequence the layer-1 attention ``A = softmax(K X^T)`` and the read-out ``f = softmax(u)^T z`` with
-# ``u = c + A c``, ``z = w + A w`` (:mod:`tokensel.models.variants`), then the closed-form backward; the sequence's
-# rows and its T x T attention stay in cache. The per-occurrence gradient rows are added per token in a fixed order.
+# Per sequence ``A = softmax(K X^T)``, ``f = softmax(c + A c)^T (w + A w)`` and the closed-form backward, in cache;
+# per-occurrence gradient rows are added per token in a fixed order.
 
 
 class TwoLayerPlan:
-    """A padded batch for the two-layer kernels: token ``ids`` (n x T), ``lengths`` (n), the blocks of sequences, and
-    on the first backward the occurrences sorted by token (:func:`token_order`). Checked: the kernels index without
-    bounds checks."""
+    """A padded batch for the two-layer kernels: ``ids`` (n x T), ``lengths``, blocks, and the token order
+    (:func:`token_order`) from the first backward; checked, the kernels do not."""
 
     def __init__(self, ids: np.ndarray, lengths: np.ndarray, vocab_size: int):
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
@@ -483,8 +467,7 @@ def _two_layer_forward(ids, lengths, Xt, Kt, R, sym, blocks, keep, A, aux, f):  
                 aux[i, t, 1] = zb
                 u[t] = c[t] + ub
                 umax = max(umax, u[t])
-            # the exponentials and their sum in two loops: in one, the loop compiled in a process gave other bits
-            # than the same loop loaded from numba's cache (a test compares the two)
+            # exponentials and their sum in two loops: fused, compiled and cached loops gave other bits
             for t in range(L):
                 u[t] = math.exp(u[t] - umax)
             Zq = 0.0
@@ -568,8 +551,8 @@ def _two_layer_backward(ids, lengths, Xt, Kt, R, sym, blocks, A, aux, f, G, slot
 
 @numba.njit(cache=True)
 def token_order(ids, lengths, vocab_size):  # pragma: no cover - compiled
-    """The occurrences of padded ``ids`` sorted by token, then position (a counting sort): ``slot[i, t]`` is the place
-    of occurrence ``(i, t)``, and ``crow[s]:crow[s + 1]`` are the places of token ``s``."""
+    """Occurrences of padded ``ids`` sorted by token then position: ``slot[i, t]`` is a place, ``crow[s]:crow[s + 1]``
+    token ``s``'s places."""
     n, T = ids.shape
     crow = np.zeros(vocab_size + 1, np.int64)
     for i in range(n):
@@ -600,9 +583,8 @@ def _sum_by_token(rows, crow, out):  # pragma: no cover - compiled
 
 
 def two_layer_forward(plan: TwoLayerPlan, Xt: np.ndarray, Kt: np.ndarray | None, R: np.ndarray, keep: bool):
-    """Outputs of the two-layer read-out from the |S| x d tables ``Xt`` (values and keys), ``Kt`` (queries; None:
-    ``Xt``) and the |S| x 2 read-out ``R = [c, w]``. Returns ``(f, A, aux)``: ``f`` (n, float64), and with ``keep``
-    the attention (n x T x T) and the per-position values (n x T x 3) that the backward needs."""
+    """The two-layer read-out from the |S| x d tables ``Xt``, ``Kt`` (None: ``Xt``) and ``R = [c, w]``:
+    ``(f, A, aux)``: ``f`` (n, float64), with ``keep`` the attention (n x T x T) and values (n x T x 3) for backward."""
     n, T = plan.ids.shape
     A = np.empty((n, T, T) if keep else (1, 1, 1), dtype=Xt.dtype)
     aux, f = np.empty((n, T, 3)), np.empty(n)

@@ -1,24 +1,15 @@
 """Beyond one layer: the model variants of the paper's review discussion (chapter 07), trained by autograd.
 
-Every variant keeps ``E``, ``p`` and the unit read-out ``v``, so the token statistics ``E_s^T p`` and ``E_s^T v``
-stay comparable; one interface (:class:`VariantModel`), :data:`MODELS` by short name:
+Each keeps ``E``, ``p`` and the read-out ``v`` so ``E_s^T p`` and ``E_s^T v`` stay comparable (:class:`VariantModel`,
+:data:`MODELS`); ``z = sum_t q_t E_{x_t}``, ``q = softmax(E_X p)``:
 
-* :class:`MLPHead` (``"mlp"``) — an MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)`` with
-  ``W1, W2`` (d x d), ``q = softmax(E_X p)`` as in the one-layer model.
-* :class:`MLPResidual` (``"mlp_residual"``) — the MLP head with a residual connection,
-  ``f = v^T (z + W2 relu(W1 z))``; :class:`MLPTrainedV` (``"mlp_trained_v"``) — the MLP head with ``v``
-  trained too; :class:`MLPOutput` (``"mlp_output"``) — ``v`` as the MLP's output layer,
-  ``f = v^T relu(W1 z)``, trained. The four MLP placements are compared in chapter 07 (:data:`MLP_PLACEMENTS`).
-* :class:`TwoLayer` (``"two_layer"``) — a self-attention layer over the sequence before the ``<cls>`` read-out, with a
-  residual connection: ``H = X + softmax(X X^T / sqrt(d)) X`` (rows of ``X`` are ``E_{x_t}``), then
-  ``f = softmax(H p)^T H v``. The residual keeps each position's own embedding in ``H``, so the
-  read-out can still select individual tokens and ``E_s^T p`` keeps its meaning.
-* :class:`TwoLayerWKQ` (``"two_layer_wkq"``) — the same with trainable key-query matrices: layer-1 scores
-  ``X W_KQ1 X^T / sqrt(d)`` and read-out scores ``H W_KQ2 p``; then ``W_KQ2 p`` plays the role of ``p``.
+* :class:`MLPHead` (``"mlp"``): ``f = v^T W2 relu(W1 z)``; :class:`MLPResidual`: ``f = v^T (z + W2 relu(W1 z))``;
+  :class:`MLPTrainedV`: ``v`` trained; :class:`MLPOutput`: ``f = v^T relu(W1 z)`` (:data:`MLP_PLACEMENTS`).
+* :class:`TwoLayer`: ``H = X + softmax(X X^T / sqrt(d)) X``, ``f = softmax(H p)^T H v``; the residual keeps each
+  token's embedding, so ``E_s^T p`` keeps its meaning. :class:`TwoLayerWKQ`: with key-query matrices.
 
-The MLP head runs over the distinct entries with sparse products (:mod:`tokensel.models.mixing`); the two-layer
-models over padded batches (cost O(n T^2 d): truncate long reviews with :meth:`RaggedBatch.truncate`).
-"""
+MLP heads use sparse products (:mod:`tokensel.models.mixing`); two-layer models padded batches, O(n T^2 d)
+(:meth:`RaggedBatch.truncate`)."""
 
 from __future__ import annotations
 
@@ -58,8 +49,7 @@ def padded(batch: RaggedBatch):
 
 @declare(batch=Batch(), chunk=Int(min=1, allow_none=True))
 def length_chunks(batch: RaggedBatch, chunk: int | None) -> list[torch.Tensor]:
-    """Indices of the sequences of ``batch`` in parts of at most ``chunk`` (all of them when None), taken
-    in order of length, so that each padded part is as short as its longest member allows."""
+    """Indices of ``batch``'s sequences in length order, in parts of at most ``chunk``, so padding stays short."""
     if chunk is None or chunk >= batch.n:
         return [torch.arange(batch.n)]
     order = torch.argsort(batch.lengths.cpu(), stable=True)
@@ -71,8 +61,8 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _kernel_plan(model, ids: torch.Tensor, mask: torch.Tensor):
-    """The two-layer kernels' plan of padded ``ids`` and ``mask``, or None where they do not apply: parameters off
-    the CPU or not float32/float64, or a mask that is not a non-empty prefix of each row (as :func:`padded` makes)."""
+    """The two-layer kernels' plan of padded ``ids`` and ``mask``, or None off the CPU, off float32/64 or for a
+    mask that is not a non-empty row prefix."""
     E = model.E
     if E.device.type != "cpu" or ids.device.type != "cpu" or E.dtype not in (torch.float32, torch.float64):
         return None
@@ -85,8 +75,7 @@ def _kernel_plan(model, ids: torch.Tensor, mask: torch.Tensor):
 
 
 class _TwoLayerKernel(torch.autograd.Function):
-    """The two-layer read-out ``f`` from the tables ``Xt`` (values and keys), ``Kt`` (queries, or None: ``Xt``) and
-    ``R = [c', w]`` by the compiled kernels, forward and closed-form backward."""
+    """The two-layer read-out ``f`` from ``Xt``, ``Kt`` (None: ``Xt``), ``R = [c', w]`` by the compiled kernels."""
 
     @staticmethod
     def forward(ctx, Xt, Kt, R, plan):
@@ -112,12 +101,10 @@ class _TwoLayerKernel(torch.autograd.Function):
 
 @dataclass
 class VariantModel(_EmbeddingModel):
-    """What every variant shares: ``E``, ``p`` and the fixed read-out ``v`` of the one-layer model,
-    plus the variant's own d x d matrices (the dataclass fields after ``v``; :attr:`matrices`).
+    """What every variant shares: ``E``, ``p``, the fixed read-out ``v``, and its own d x d :attr:`matrices`.
 
-    A subclass sets ``kind`` (its short name) and ``name`` (its display name), and defines
-    :meth:`forward_reference`, :meth:`prepare` and :meth:`forward_prepared`; a subclass with matrices
-    overrides ``_init_matrices``."""
+    A subclass sets ``kind`` and ``name``, defines :meth:`forward_reference`, :meth:`prepare` and
+    :meth:`forward_prepared`; one with matrices overrides ``_init_matrices``."""
 
     kind: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -156,8 +143,7 @@ class VariantModel(_EmbeddingModel):
         same_dtype_and_device(self.E, **self.matrices)
         return self
 
-    #: whether training also updates the read-out ``v`` (fixed, as in the theory and as the book chooses for the
-    #: variants, unless a subclass says so; the paper's experiments train it)
+    #: whether training also updates ``v`` (fixed as in the theory unless a subclass says so; the paper trains it)
     trains_v: ClassVar[bool] = False
 
     def read_out(self) -> torch.Tensor:
@@ -165,8 +151,7 @@ class VariantModel(_EmbeddingModel):
         return self.p
 
     def token_values(self) -> torch.Tensor:
-        """Each token's value as the model reads it: the output when all the attention sits on that token.
-        ``E_s^T v`` here (for the two-layer models a lone token gives ``2 E_s^T v``: the same order)."""
+        """Each token's value as read when all attention sits on it: ``E_s^T v`` (two-layer: ``2 E_s^T v``)."""
         return self.values()
 
     def scores(self) -> torch.Tensor:
@@ -187,8 +172,7 @@ class VariantModel(_EmbeddingModel):
         raise NotImplementedError
 
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
-        """``X = E[ids]`` (n x T x d); index_select because its backward (index_add) sums in a fixed order
-        on the CPU, where that of ``E[ids]`` (index_put with accumulation) does not: runs repeat bitwise."""
+        """``X = E[ids]`` (n x T x d) via index_select: its CPU backward sums in a fixed order, so runs repeat."""
         return self.E.index_select(0, ids.reshape(-1)).view(*ids.shape, self.d)
 
     @declare(batch=Batch(), chunk=Int(min=1))
@@ -224,8 +208,7 @@ class VariantModel(_EmbeddingModel):
 
 @dataclass
 class MLPHead(VariantModel):
-    """An MLP after the softmax: ``z = sum_t q_t E_{x_t}``, ``f = v^T W2 relu(W1 z)``; ``W1, W2`` start
-    He-initialised (N(0, 2/d) and N(0, 1/d))."""
+    """``f = v^T W2 relu(W1 z)``, ``z = sum_t q_t E_{x_t}``; ``W1, W2`` He-initialised (N(0, 2/d), N(0, 1/d))."""
 
     kind: ClassVar[str] = "mlp"
     name: ClassVar[str] = "MLP head"
@@ -243,8 +226,7 @@ class MLPHead(VariantModel):
         return torch.relu(z @ self.W1.T) @ self.W2.T @ self.v
 
     def token_values(self) -> torch.Tensor:
-        """``head(E_s)``: the output when all the attention sits on token ``s`` (the MLP's analogue of
-        ``E_s^T v``, which the head does not read directly)."""
+        """``head(E_s)``: the output with all attention on ``s`` (the MLP's analogue of ``E_s^T v``)."""
         return self.head(self.E)
 
     @declare(batch=Batch())
@@ -254,8 +236,7 @@ class MLPHead(VariantModel):
 
     @declare(batch=Batch(), plan=Instance(MixPlan), scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, batch, plan, scores_dtype=None):
-        """The head over the distinct entries of ``batch``: ``z = Q E`` as one sparse product
-        (:mod:`tokensel.models.mixing`), no padded (n x T x d) gather (``scores_dtype`` is ignored)."""
+        """The head over ``batch``'s distinct entries, ``z = Q E`` as one sparse product (``scores_dtype`` ignored)."""
         return self.forward_entries(batch, plan)
 
     def forward_entries(self, batch: RaggedBatch, plan: MixPlan) -> torch.Tensor:
@@ -272,8 +253,7 @@ class MLPHead(VariantModel):
 
 @dataclass
 class MLPResidual(MLPHead):
-    """The MLP head with a residual connection around the MLP: ``f = v^T (z + W2 relu(W1 z))``, so ``v``
-    also reads the attention output directly, as in the one-layer model."""
+    """The MLP head with a residual, ``f = v^T (z + W2 relu(W1 z))``: ``v`` also reads ``z`` directly."""
 
     kind: ClassVar[str] = "mlp_residual"
     name: ClassVar[str] = "MLP head + residual"
@@ -286,8 +266,7 @@ class MLPResidual(MLPHead):
 
 @dataclass
 class MLPTrainedV(MLPHead):
-    """The MLP head of :class:`MLPHead` with the read-out ``v`` trained too (it starts as the same unit
-    vector): ``E_s^T v`` then uses the trained ``v``."""
+    """:class:`MLPHead` with the read-out ``v`` trained too; ``E_s^T v`` uses the trained ``v``."""
 
     kind: ClassVar[str] = "mlp_trained_v"
     name: ClassVar[str] = "MLP head, v trained"
@@ -296,10 +275,7 @@ class MLPTrainedV(MLPHead):
 
 @dataclass
 class MLPOutput(VariantModel):
-    """An MLP after the softmax whose output layer is ``v``: ``f = v^T relu(W1 z)`` with ``z = sum_t q_t E_{x_t}``
-    and hidden width ``d``; ``W1`` starts He-initialised (N(0, 2/d)) and ``v`` (the output layer) is trained. ``v``
-    reads the hidden layer directly, with no ``W2`` between them; the sparse forward path is
-    :class:`MLPHead`'s."""
+    """``v`` as the MLP's trained output layer, ``f = v^T relu(W1 z)``, ``W1`` He-initialised, no ``W2``."""
 
     kind: ClassVar[str] = "mlp_output"
     name: ClassVar[str] = "MLP head, v as output layer"
@@ -326,8 +302,8 @@ class MLPOutput(VariantModel):
 
 @dataclass
 class TwoLayer(VariantModel):
-    """A self-attention layer with a residual before the ``<cls>`` read-out:
-    ``H = X + softmax(X X^T / sqrt(d)) X``, ``f = softmax(H p)^T H v``."""
+    """Self-attention with a residual before the read-out: ``H = X + softmax(X X^T / sqrt(d)) X``,
+    ``f = softmax(H p)^T H v``."""
 
     kind: ClassVar[str] = "two_layer"
     name: ClassVar[str] = "two layers"
@@ -348,10 +324,9 @@ class TwoLayer(VariantModel):
 
     @declare(ids=IDS, mask=MASK, scores_dtype=SCORES_DTYPE)
     def forward_prepared(self, ids, mask, scores_dtype=None):
-        """Outputs over padded ids (n x T) and mask without forming ``H`` (n x T x d): the read-out needs only
-        ``H u = X u + A (X u)`` for ``u = p'`` and ``u = v``. ``scores_dtype=torch.bfloat16`` computes ``K X^T`` from
-        bfloat16 copies (the GPU setting of the paper-scale runs). On the CPU in float32/float64 the compiled kernels
-        run it; elsewhere ``_forward_tensors``, batched tensor products."""
+        """Outputs over padded ids (n x T) and mask without forming ``H``: only ``H u = X u + A (X u)`` for
+        ``u = p', v``. ``scores_dtype=torch.bfloat16`` forms ``K X^T`` in bfloat16 (the paper's GPU runs); compiled
+        kernels on CPU float32/64, else ``_forward_tensors``."""
         plan = None if scores_dtype is not None else _kernel_plan(self, ids, mask)
         if plan is None:
             return self._forward_tensors(ids, mask, scores_dtype)
@@ -387,8 +362,7 @@ class TwoLayer(VariantModel):
 
 @dataclass
 class TwoLayerWKQ(TwoLayer):
-    """:class:`TwoLayer` with trainable key-query matrices (both start at the identity): layer-1 scores
-    ``X W1 X^T / sqrt(d)``, read-out scores ``H W2 p``, so ``W2 p`` plays the role of ``p``."""
+    """:class:`TwoLayer` with key-query matrices (start: identity), scores ``X W1 X^T / sqrt(d)`` and ``H W2 p``."""
 
     kind: ClassVar[str] = "two_layer_wkq"
     name: ClassVar[str] = "two layers + W_KQ"

@@ -1,9 +1,7 @@
 """The one training loop: full-batch Adam with evaluation, divergence check, checkpoints and a progress bar.
 
-A model plugs in through a *step function* ``step(take_grad) -> StepResult``: it evaluates the loss on the full
-training batch and, when ``take_grad`` is true, leaves the gradient of every trained tensor in its ``.grad``
-(:func:`tokensel.train_joint` with closed-form gradients, :func:`tokensel.train_variant` with autograd).
-"""
+A model plugs in a step function ``step(take_grad) -> StepResult`` that evaluates the full-batch loss and leaves
+the gradients in ``.grad`` (:func:`tokensel.train_joint`: closed form, :func:`tokensel.train_variant`: autograd)."""
 
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ from .settings import TrainSettings
 class Trajectory:
     """Recorded quantities of a run, one entry per recorded step.
 
-    ``t`` is the gradient-flow time (``lr * step`` for plain GD, the integrator's time for a flow, the step for
-    normalised GD and Adam). ``stopped`` says why the run ended: ``"steps"``, ``"t_max"``, ``"underflow"`` (the
-    gradient became exactly zero) or ``"max_norm"``."""
+    ``t``: gradient-flow time (``lr * step`` for GD, the step for normalised GD and Adam); ``stopped``: ``"steps"``,
+    ``"t_max"``, ``"underflow"`` (zero gradient) or ``"max_norm"``."""
 
     method: str
     step: list = field(default_factory=list)
@@ -66,9 +63,8 @@ class Trajectory:
 
 @dataclass
 class StepResult:
-    """What a step function reports: the training loss and accuracy, the norm of the gradient in ``p`` (NaN when
-    not computed) and whether the loss and gradients are finite. ``low_rank`` is ``(E, AB, PV[, ScoresAfter])``
-    when ``E``'s gradient ``AB @ PV`` was not formed: :func:`low_rank_adam` updates ``E`` from the factors."""
+    """A step's loss, accuracy, ``p``-gradient norm (NaN if not computed) and finiteness; ``low_rank`` is
+    ``(E, AB, PV[, ScoresAfter])`` when ``E``'s gradient ``AB @ PV`` was left for :func:`low_rank_adam`."""
 
     loss: float
     train_acc: float
@@ -78,9 +74,8 @@ class StepResult:
 
 
 class ScoresAfter:
-    """A step function's request that the Adam pass over ``E`` also form the next step's scores ``E [p, V]`` (from
-    the rows it has just updated; ``PV()`` gives ``[p, V]`` after their update), so the next gradient need not read
-    ``E`` again. The next step takes them, once (``take``)."""
+    """Request that the Adam pass over ``E`` also form the next step's scores ``E [p, V]`` (``PV()`` after the
+    update), saving the next gradient a read of ``E``; taken once (``take``)."""
 
     def __init__(self, PV: Callable[[], torch.Tensor]):
         self.PV = PV
@@ -101,8 +96,7 @@ def _prologue(model, batch, test_batch, settings: TrainSettings | None) -> Train
 
 
 def _evaluate(model, batch) -> tuple[float, float]:
-    """``(loss, accuracy)`` on ``batch`` from one forward pass; the one-layer models' by the fused kernel where it
-    applies, which finds a NaN of ``E`` in the scores ``E [p, V]`` without a pass of its own."""
+    """``(loss, accuracy)`` on ``batch`` in one forward pass (the fused kernel where it applies, NaN-checking ``E``)."""
     with torch.no_grad():
         if isinstance(model, (AttentionModel, MultiClassAttentionModel)):
             if core.fused_applies(batch, model.E, True):
@@ -139,10 +133,9 @@ def low_rank_adam(
     PV: torch.Tensor,
     scores: ScoresAfter | None = None,
 ) -> None:
-    """``opt``'s Adam step (plain: the loop's) on ``E`` for the gradient ``AB @ PV`` in one pass over ``E`` and its
-    moments (:func:`tokensel.models.kernels.adam_low_rank`), never forming the |S| x d gradient. The moments live in
-    ``opt.state[E]`` as torch's fused Adam keeps them, so checkpoints are the same either way; with ``scores`` the
-    pass also leaves the updated ``E [p, V]`` in ``scores.value``."""
+    """``opt``'s Adam step on ``E`` for the gradient ``AB @ PV`` in one pass
+    (:func:`tokensel.models.kernels.adam_low_rank`), never forming it;
+    moments in ``opt.state[E]`` as torch keeps them; ``scores`` receives the new ``E [p, V]``."""
     group = next(g for g in opt.param_groups if any(q is E for q in g["params"]))
     state = opt.state[E]
     if not state:
@@ -180,12 +173,9 @@ def adam(
 ) -> Trajectory:
     """Full-batch Adam on the ``trained`` tensors of ``model``, in place.
 
-    Every ``settings.eval_every`` steps and at the end the loss, the training accuracy, ``||p||`` and the norm of
-    its gradient are recorded (with ``test_batch``, its loss and accuracy too). A step whose loss or gradient is not
-    finite raises :class:`~tokensel.errors.DivergenceError` before its update. With ``settings.checkpoint`` the
-    state is saved every ``settings.checkpoint_every`` steps and at the end, and a file of the same ``run``
-    (:func:`tokensel.training.checkpoints.identity`) is resumed. With ``autograd`` the trained tensors require
-    gradients during the run, and never after it."""
+    Records loss, accuracy, ``||p||`` and its gradient norm (and ``test_batch``'s) every ``settings.eval_every`` steps;
+    a non-finite step raises :class:`~tokensel.errors.DivergenceError` before its update; ``settings.checkpoint`` saves
+    and resumes the same ``run`` (:func:`tokensel.training.checkpoints.identity`); ``autograd`` only during the run."""
     steps, lr = settings.steps, settings.lr
     opt = FusedAdam(trained, lr)  # one element-wise pass over each tensor per step: deterministic
 

@@ -1,8 +1,6 @@
 """The theory's phases: one step on ``E`` (:func:`one_step`), then ``p`` trained with ``E`` frozen (:func:`train_p`,
-:func:`train_p_v`, the flows :func:`gradient_flow` and :func:`implicit_flow`); and ``E``, ``p`` (and ``v``) trained
-together with Adam (:func:`train_joint`). All use the exact closed-form gradients of
-:mod:`tokensel.models.gradients` and record a :class:`~tokensel.training.loop.Trajectory`.
-"""
+:func:`train_p_v`, :func:`gradient_flow`, :func:`implicit_flow`), and joint Adam (:func:`train_joint`), all with the
+closed-form gradients of :mod:`tokensel.models.gradients`, recording a :class:`~tokensel.training.loop.Trajectory`."""
 
 from __future__ import annotations
 
@@ -84,8 +82,7 @@ def record_steps(steps: int, count: int = 200) -> np.ndarray:
 
 
 def _prepare(model, batch: RaggedBatch, reference):
-    """The model's parameters and the batch checked against each other, and ``reference`` against ``p``; returns
-    the reference in ``p``'s dtype and device."""
+    """The parameters and batch checked together, and ``reference`` returned in ``p``'s dtype and device."""
     model.validate()
     model.check_batch(batch)
     if reference is None:
@@ -257,11 +254,8 @@ def gradient_flow(
     gradient decays, so decades of flow time cost hundreds of evaluations. ``model.p`` is set to ``p(t_max)``;
     recorded at ``t = 0`` and ``records`` log-spaced times in ``[1e-3, t_max]``.
 
-    A flow the integrator cannot follow (a stiff one: :func:`implicit_flow`) raises
-    :class:`~tokensel.errors.SolverError`, or with ``on_failure="stop"`` ends at the last time reached (``stopped``
-    says where and why). With ``max_evaluations`` a flow that crawls on without failing raises
-    :class:`~tokensel.errors.SolverError` after that many gradient evaluations, ``model.p`` unchanged.
-
+    A stiff flow (:func:`implicit_flow`) raises :class:`~tokensel.errors.SolverError`, or with ``on_failure="stop"``
+    ends where ``stopped`` says; ``max_evaluations`` bounds the gradient evaluations (``model.p`` then unchanged).
     Introduced in chapter 03."""
     from scipy.integrate import solve_ivp
 
@@ -337,18 +331,14 @@ def train_joint(
     of ``settings`` (None: the defaults of :class:`~tokensel.training.settings.TrainSettings`). Records the training
     loss and accuracy (and the test loss and accuracy with ``test_batch``).
 
-    A step whose loss or gradient is not finite raises :class:`~tokensel.errors.DivergenceError`, the model left as
-    it was before that step. With ``settings.checkpoint`` a killed run started again resumes and ends with the
-    result of an uninterrupted run; a checkpoint of another run (another ``recipe``, data, initial parameters or
-    settings) is refused.
-
+    A non-finite step raises :class:`~tokensel.errors.DivergenceError`, the model as before it; a killed run with
+    ``settings.checkpoint`` resumes to the uninterrupted result, refusing another run's checkpoint.
     Introduced in chapter 05."""
     settings = loop._prologue(model, batch, test_batch, settings)
     tensors = {name: getattr(model, name) for name in params}
     multiclass = isinstance(model, MultiClassAttentionModel)
     y = batch.labels if multiclass else batch.labels.to(model.E.dtype)
-    # E updated from its gradient's factors in one pass where the kernel applies (loop.low_rank_adam); else the
-    # gradient formed in a buffer reused by every step
+    # E updated from its gradient's factors in one pass where the kernel applies (loop.low_rank_adam)
     low_rank = "E" in tensors and loop.low_rank_applies(model.E)
     gE_buffer = torch.empty_like(model.E) if "E" in tensors and not low_rank else None
     # that pass also forms the next step's scores E [p, V] where the next gradient is the fused one: a pass less
@@ -403,9 +393,8 @@ def _float64(p) -> torch.Tensor:
 
 
 def _float64_step(E: torch.Tensor, w: torch.Tensor, batch: RaggedBatch):
-    """``(step, evaluations)``: the backward Euler step ``p -> p'`` of size ``h`` in float64 (None when Newton's
-    method stalls), solved in the scores ``c = E p`` (``c' = c - h G A(c')``, ``G = E E^T``), and the count of
-    gradient evaluations. The Hessian ``dA/dc`` by central differences, a backtracking line search on the residual."""
+    """``(step, evaluations)``: the backward Euler step of size ``h`` in float64 (None if Newton stalls), solved
+    in the scores ``c = E p`` (``c' = c - h G A(c')``, ``G = E E^T``), Hessian by central differences, line search."""
     G = E @ E.T
     S = G.shape[0]
     gnorm = float(torch.linalg.matrix_norm(G, 2))
@@ -481,15 +470,10 @@ def implicit_flow(
     """Phase 2's gradient flow by backward (implicit) Euler steps, for *stiff* flows (part of the scores settles at a
     finite optimum while the rest diverges), which :func:`gradient_flow` cannot take to large ``t``.
 
-    Each step solves ``p' = p - h grad L(p')`` by Newton's method; ``h`` starts at ``first_step``, doubles up to
-    ``(growth - 1) t`` and is cut by 4 after a failed solve. First order: the path is the flow's up to ``O(h)``; the
-    settled scores and the direction of divergence are the flow's. Records as :func:`gradient_flow`. Needs ``|S| <=
-    4000``. With ``max_evaluations``, a :class:`~tokensel.errors.SolverError` after that many gradient evaluations,
-    ``model.p`` unchanged. float64's solves fail from ``t`` of about ``1e16`` on a stiff flow; with ``digits`` each
-    step is solved in that many digits (:mod:`tokensel.training.precise`; slow), up to ``t`` of about ``10 ** (3 *
-    digits / 4)``.
-
-    Introduced in chapter 05."""
+    Each step solves ``p' = p - h grad L(p')`` by Newton; ``h`` from ``first_step`` grows up to ``(growth - 1) t``, cut
+    by 4 on failure; first order, settled scores and divergence direction exact. Needs ``|S| <= 4000``;
+    ``max_evaluations`` as :func:`gradient_flow`. float64 fails from ``t ~ 1e16``; ``digits`` solves in that many digits
+    (:mod:`tokensel.training.precise`, slow) up to ``t ~ 10 ** (3 * digits / 4)``. Introduced in chapter 05."""
     reference = _prepare(model, batch, reference)
     if model.vocab_size > 4000:
         raise InvalidParameterError(
