@@ -6,6 +6,7 @@ chunk ``tokensel-panels``, so the HTML (``tokensel_book.sphinx_figures``) can st
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -417,10 +418,19 @@ def explorable(static_fig, live_fig) -> None:
     figure = live_fig.to_json().replace("</", "<\\/")  # no "</script>" inside the script element
     html = (
         f'<div class="{EXPLORABLE}"><div class="{EXPLORABLE}-static"><img src="data:image/png;base64,{png}" '
-        f'alt="the figure as an image" style="width: {width}px"></div><div class="{EXPLORABLE}-live"></div>'
+        f'alt="{_alt(static_fig)}" style="width: {width}px"></div><div class="{EXPLORABLE}-live"></div>'
         f'<script type="application/json">{figure}</script></div>'
     )
     display({"image/png": png, "text/html": html}, raw=True, metadata={"image/png": {"width": width}})
+
+
+def _alt(fig) -> str:
+    """A PNG's alt text read off its panels (what each plots against what), without TeX: a screen reader's words."""
+    import html
+
+    plain = [(re.sub(r"[$\\{}]", "", a.get_ylabel()), re.sub(r"[$\\{}]", "", a.get_xlabel())) for a in fig.axes]
+    panels = sorted({f"{y} against {x}" for y, x in plain if y.strip() and x.strip()})
+    return html.escape("Plot of " + "; ".join(panels) if panels else "The figure's static image", quote=True)
 
 
 def _styled(fig, height: int, **layout):

@@ -152,6 +152,9 @@ def run_task(spec: dict) -> dict:
     if differ:
         result.update(status="refused", error=f"worker {platform.node()} has {'; '.join(differ)}", seconds=0.0)
         return result
+    from . import claims
+
+    claims.REPLICATION_NOTES = False
     with _SHELL_LOCK:
         saved = dict(os.environ)
         os.environ.update(spec["settings"], TOKENSEL_CLAIMS="report", TOKENSEL_PROGRESS="0", MPLBACKEND="Agg")
@@ -198,7 +201,9 @@ def _read_json(path: Path):
     return json.loads(path.read_text())
 
 
-def read_task(folder: Path, root: Path, current: dict | None = None, digest=None) -> tuple[dict | None, dict | None, str]:
+def read_task(
+    folder: Path, root: Path, current: dict | None = None, digest=None
+) -> tuple[dict | None, dict | None, str]:
     """``(result, record, why it does not count)`` of a task folder; ``current``: the sweep's code and software,
     else what this tree has now (a task of another version, or a hand-edited one, does not count)."""
     try:

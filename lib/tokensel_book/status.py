@@ -26,7 +26,7 @@ FIELDS: dict[str, Any] = {
     "n": (int, type(None)), "low": (float, type(None)), "high": (float, type(None)), "fresh": list,
     "verdict": str, "commit": str,
 }  # fmt: skip
-VERDICTS = ("robust", "held in most", "seed-dependent", "not replicated")
+VERDICTS = ("robust", "held in most", "seed-dependent", "not replicated", "failed at every fresh seed")
 FILTER = """<script>(function () {
   const root = document.currentScript.parentElement, f = root.querySelectorAll("[data-filter]");
   function apply() {
@@ -53,6 +53,11 @@ def commit(root: Path) -> str:
         return "unknown"
 
 
+def fresh_verdict(k: int, n: int) -> str:
+    """What ``k`` of ``n`` fresh seeds say of a claim (the replication's 90 % line)."""
+    return VERDICTS[3 if not n else 0 if k == n else 1 if k >= 0.9 * n else 4 if k == 0 else 2]
+
+
 def claims(root: Path | None = None, build: Path | None = None) -> tuple[list[dict], list[dict]]:
     """``(claims, chapters)``: every claim of the verified build with its fresh seeds (the recorded replication on
     this code), and each chapter's seed, claims and seconds. Raises when any claim of any chapter does not hold."""
@@ -74,7 +79,7 @@ def claims(root: Path | None = None, build: Path | None = None) -> tuple[list[di
             n = len(seeds)
             values = [g["measured"] for g in got if g is not None and isinstance(g["measured"], (int, float))]
             low, high = wilson(k, n) if n else (None, None)
-            verdict = VERDICTS[3 if not n else 0 if k == n else 1 if k >= 0.9 * n else 2]
+            verdict = fresh_verdict(k, n)
             row = {"chapter": chapter, **{f: c[f] for f in FIELDS if f in c}, "k": k if n else None, "n": n or None}
             rows.append(row | {"low": low, "high": high, "fresh": values, "verdict": verdict, "commit": here})
     chapters = [{"chapter": r["chapter"], "seed": r["seed"], "claims": len(r["checks"]), "seconds": r["seconds"]}

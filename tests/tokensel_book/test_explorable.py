@@ -120,6 +120,7 @@ def test_an_explorable_output_holds_the_static_png_and_the_figure(data, monkeypa
     for name, live in data["live"].items():
         static, ax = tb.plots.subplots(2)
         ax[0].plot([1, 2])
+        ax[0].set(xlabel=r"$\eta_0$", ylabel=r"$\|p_t\|$ & more")
         tb.plots.explorable(static, live)
         (bundle,), kw = shown.pop()
         png = base64.b64decode(bundle["image/png"])
@@ -127,6 +128,7 @@ def test_an_explorable_output_holds_the_static_png_and_the_figure(data, monkeypa
         html = bundle["text/html"]
         # the HTML page shows the same PNG where scripts do not run, and the figure's JSON for plotly
         assert f'src="data:image/png;base64,{bundle["image/png"]}"' in html, name
+        assert 'alt="Plot of |p_t| &amp; more against eta_0"' in html, name  # its panels in words, no TeX
         found = re.search(r'<script type="application/json">(.*?)</script>', html, re.S)
         assert json.loads(found.group(1).replace("<\\/", "</"))["data"], name
         assert not matplotlib.pyplot.get_fignums()  # closed: the notebook does not show it a second time

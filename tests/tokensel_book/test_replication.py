@@ -71,11 +71,13 @@ def test_wilson_intervals_and_fresh_seeds():
 
 @pytest.mark.slow(seconds=60)
 def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, monkeypatch):
-    root, out = tiny_book(tmp_path), tmp_path / "out"
+    root = tiny_book(tmp_path)
+    out = root / rep.RECORDED  # where the book keeps its sweep: a task never reads the sweep it belongs to
     monkeypatch.setenv("TOKENSEL_TEST_SETTING", "on")
     seeds = rep.fresh_seeds(4)
     first = rep.sweep(root, ["ch"], seeds, out, workers=2)
     assert sorted(r["seed"] for r in first) == seeds and {r["status"] for r in first} <= {"ok", "claims failed"}
+    assert not [f for r in first for f in r["files"] if f.startswith(str(rep.RECORDED))]
     frame = rep.summarize(out, root).set_index("id")
     draws = [json.loads((out / f"tasks/ch/seed-{s}/record.json").read_text())["checks"][0] for s in seeds]
     assert frame.loc["small", "k"] == sum(c["passed"] for c in draws) and frame.loc["small", "n"] == 4
@@ -173,3 +175,8 @@ def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, 
     frame = rep.summarize(tmp_path / "out", root).set_index("id")
     assert frame.loc["small", "k"] == 0 and frame.loc["small", "n"] == 2 and frame.loc["small", "seed_dependent"]
     assert frame.loc["small", "failed_seeds"] == "1000 1100"
+    from tokensel_book.status import fresh_verdict
+
+    assert fresh_verdict(0, 2) == "failed at every fresh seed"  # on the status page, not "seed-dependent"
+    assert [fresh_verdict(k, 20) for k in (20, 18, 17)] == ["robust", "held in most", "seed-dependent"]
+    assert fresh_verdict(0, 0) == "not replicated"
