@@ -31,6 +31,15 @@ def _book() -> Path:
     return root_or_error()
 
 
+def _ours(path: Path, starts: bytes, what: str) -> Path:
+    """``path``, unless it is a file this command did not write (it writes over its own output only)."""
+    if path.is_file():
+        with open(path, "rb") as fh:
+            if not fh.read(len(starts)) == starts:
+                raise UsageError(f"{str(path)!r} exists and is not {what}: name another file or remove it")
+    return path
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["replicate"]:
@@ -90,7 +99,7 @@ def main(argv=None) -> int:
             pages = (
                 [p for i, p in enumerate(pages) if i == 0 or p in toc_numbers(root)] if args.chapters_only else pages
             )
-            out = print_book(html, _output(args.out, "file", "the PDF"), pages)
+            out = print_book(html, _ours(_output(args.out, "file", "the PDF"), b"%PDF", "a PDF"), pages)
             print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
             return 0
         if args.command == "student":
@@ -110,13 +119,13 @@ def main(argv=None) -> int:
         if args.command == "grade":
             from collections import Counter
 
-            from .assignments import grade
+            from .assignments import FIELDS, grade
 
             rows = grade(
                 _book(),
                 _existing(args.assignments, "folder", "the assignments"),
                 _existing(args.submissions, "folder", "the submissions"),
-                _output(args.out, "file", "the grades"),
+                _ours(_output(args.out, "file", "the grades"), ",".join(FIELDS).encode(), "a grades file"),
                 timeout=args.timeout,
             )
             right = Counter(r["student"] for r in rows if r["verdict"] == "right")

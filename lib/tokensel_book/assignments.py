@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tokensel.errors import InvalidArgumentError, StorageError
 
-from .exercises import GRADES_ENV, KEY_ENV, REFERENCES_ENV, load_key
+from .exercises import GRADES_ENV, KEY_ENV, REFERENCES_ENV, load_key, number
 
 TAG = "self-check"
 MARK = ".tokensel-assignments"  # the folder was written by write_assignments: only such a folder is written over
@@ -179,8 +179,10 @@ def grade_submission(path: Path, assignment, refs: dict, timeout: int) -> tuple[
         answers = Path(folder) / "answers.jsonl"
         error = run_notebook(nb, Path(folder), {GRADES_ENV: str(answers)}, timeout)
         found: dict[str, dict] = {}
-        for item in _lines(answers):
-            found.setdefault(item["exercise"], {}).update(item.get("answers") or {})
+        for item in _lines(answers):  # written by the student's kernel: numbers by name, anything else dropped
+            given = item.get("answers")
+            numbers = {k: number(v) for k, v in given.items() if isinstance(k, str)} if isinstance(given, dict) else {}
+            found.setdefault(item["exercise"], {}).update({k: v for k, v in numbers.items() if v is not None})
     return found, flag, error
 
 

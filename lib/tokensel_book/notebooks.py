@@ -10,7 +10,7 @@ from typing import Any
 
 from tokensel.errors import InvalidArgumentError
 
-from .claims import MIME
+from .claims import MIME, TESTS
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<arg>.*?)\s*$")
 _CODE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?!.*`)")
@@ -513,6 +513,9 @@ def standalone_notebook(
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code":
             cell["outputs"] = repair_streams(cell.get("outputs") or [])
+            for out in cell["outputs"]:  # a check line names its statement as the reader sees it
+                if out.get("output_type") == "stream":
+                    out["text"] = TESTS.sub(lambda m: f"(tests {labels.get(m['label'], m['label'])})", out["text"])
             cell["source"] = _source(cell).replace(GLUE, GLUE_FALLBACK.rstrip("\n"))
     nb["cells"].insert(0, install_cell(repository))
     return nb

@@ -95,14 +95,14 @@ def book_labels(app) -> dict[str, str]:
 
 
 def launch_buttons(app, config) -> None:
-    """With ``tokensel_repository`` set, the theme's repository link and Binder and Colab launch buttons."""
+    """With ``tokensel_repository`` set, the theme's repository link and a Binder button (Colab opens only .ipynb
+    files in a repository, and the book's are built, not committed)."""
     url = config.tokensel_repository
     if url:
         options = dict(config.html_theme_options or {})
         options.update(repository_url=url, use_repository_button=True, path_to_docs="", repository_branch="main")
         options["launch_buttons"] = {
             "binderhub_url": "https://mybinder.org",
-            "colab_url": "https://colab.research.google.com",
             "notebook_interface": "jupyterlab",
         }
         config.html_theme_options = options

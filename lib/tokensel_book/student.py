@@ -40,11 +40,19 @@ def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
 
 
 def solution_claims(solutions: list[dict]) -> list[str]:
-    """The ids of the claims that solutions' code cells check (``tb.check("id", ...)``)."""
+    """The ids of the claims that solutions' code cells make (``tb.check``, ``tb.prove``): each must be a literal,
+    or the student edition could keep a solution's claim on its status page."""
+    import ast
+
+    from .verification import claim_ids
+
     ids = []
     for sol in solutions:
         for code in sol.get("code", []):
-            ids += re.findall(r"""\bcheck\(\s*["']([a-z0-9][a-z0-9-]*)["']""", code)
+            found, bad = claim_ids(ast.parse(re.sub(r"^(\s*)([%!])", r"\1#\2", code, flags=re.M)))
+            if bad:
+                raise InvalidArgumentError(f"exercise {sol.get('label')}: a claim's id must be a string literal")
+            ids += found
     return list(dict.fromkeys(ids))
 
 

@@ -44,6 +44,19 @@ def _read(path: Path) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
+def claim_ids(tree: ast.AST) -> tuple[list[str], list[int]]:
+    """The ids of the claims a cell makes (``tb.check``, ``tb.prove``), and the lines of those without a literal id."""
+    ids, bad = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "prove"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                ids.append(first.value)
+            else:
+                bad.append(node.lineno)
+    return ids, bad
+
+
 def source_problems(root: Path, page: str) -> list[str]:
     """What is wrong with a page's claims before it runs: each ``tb.check`` (``tb.prove``) names a claim of the
     table by a literal id, and every claim of the table is made somewhere."""
@@ -56,17 +69,9 @@ def source_problems(root: Path, page: str) -> list[str]:
         except SyntaxError as exc:
             out.append(f"a code cell does not parse ({exc.msg}, line {exc.lineno})")
             continue
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("check", "prove")
-            ):
-                first = node.args[0] if node.args else None
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    used.add(first.value)
-                else:
-                    out.append(f"line {node.lineno} of a cell: a claim's id must be a string literal")
+        ids, bad = claim_ids(tree)
+        used |= set(ids)
+        out += [f"line {n} of a cell: a claim's id must be a string literal" for n in bad]
     out += [f"a claim names {i!r}, which the claims table does not declare" for i in sorted(used - set(table))]
     out += [
         f"the claims table declares {i!r}, which no tb.check makes (nor tb.prove)" for i in sorted(set(table) - used)

@@ -34,6 +34,21 @@ def test_dependencies_are_ranges_and_constraints_pin_them():
     assert not unpinned, f"dependencies without an exact pin in constraints.txt: {unpinned}"
 
 
+def test_the_conda_environment_pins_both_packages_dependencies_and_installs_them():
+    # Binder builds a launched page's environment from environment.yml alone
+    import yaml
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    listed = _requirement_names(line for line in pip if not line.startswith("-e"))
+    pins = _requirement_names((ROOT / "constraints.txt").read_text().splitlines())
+    for path in (ROOT / "pyproject.toml", ROOT / "lib" / "pyproject.toml"):
+        for name in _requirement_names(tomllib.loads(path.read_text())["project"]["dependencies"]):
+            if name != "tokensel":
+                assert listed.get(name) == pins[name], f"environment.yml: {name} as in constraints.txt ({pins[name]})"
+    assert {"-e .", "-e ./lib"} <= set(pip)
+
+
 def _setuptools_for_building() -> bool:
     """Whether this interpreter's setuptools can build the project without downloading one."""
     try:

@@ -148,6 +148,13 @@ CLASS = {
         "lab",
     ),
     "rebinds": ("data = np.zeros(3)\nx = 0.0\ntb.self_check('ex-sum', x=x, given=dict(data=data))", "lab"),
+    "forges": (  # lines the grader reads back, written by hand: not numbers, so nothing counts and nothing breaks
+        "import json, os\nwith open(os.environ['TOKENSEL_GRADES'], 'a') as f:\n"
+        "    f.write(json.dumps({'exercise': 'ex-sum', 'answers': 'ab'}) + '\\n' + json.dumps({'x': 's'}) + '\\n')\n"
+        "    f.write(json.dumps({'exercise': 'ex-sum', 'answers': {'x': 'right'}}) + '\\n')",
+        "lab",
+    ),
+    "dies": ("import os\nos._exit(1)", "classic"),
 }
 
 
@@ -171,6 +178,8 @@ def test_a_class_is_graded_each_notebook_on_its_own_and_no_cheat_scores(book, tm
     assert rows["reseeds"]["verdict"] == "not yet" and rows["reseeds"]["flag"] == "parameters changed"
     assert rows["garbled"]["verdict"] == "missing" and rows["garbled"]["error"].startswith("unreadable")
     assert rows["loops"]["verdict"] == "missing" and "out of time" in rows["loops"]["error"]
+    assert rows["forges"]["verdict"] == "missing" and rows["dies"]["verdict"] == "missing"
+    assert rows["dies"]["error"], rows["dies"]
     assert (tmp_path / "grades.csv").read_text().splitlines()[0] == "student,chapter,exercise,answer,verdict,flag,error"
 
 

@@ -114,3 +114,17 @@ def test_a_table_of_contents_with_aliases_or_broken_yaml_is_refused_at_once(tmp_
         signal.signal(signal.SIGALRM, old)
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_pdf_and_grade_write_over_their_own_output_only(tmp_path, monkeypatch, capsys):
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: one\n")
+    for folder in ("html", "assignments", "submissions"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "html" / "index.html").write_text("<html></html>")
+    (tmp_path / "thesis.tex").write_text("\\documentclass{book}")
+    monkeypatch.chdir(tmp_path)
+    for argv in (["pdf", "html", "thesis.tex"], ["grade", "assignments", "submissions", "--out", "thesis.tex"]):
+        assert main(argv) == 1, argv
+        assert "'thesis.tex' exists and is not a" in capsys.readouterr().err, argv
+    assert (tmp_path / "thesis.tex").read_text() == "\\documentclass{book}"

@@ -140,6 +140,13 @@ def test_a_download_imports_glue_with_a_fallback_outside_a_book():
     assert "except ImportError" in source
 
 
+def test_a_downloads_check_lines_name_their_statement_as_the_book_does():
+    line = "[ok] step: 0.99, required at least 0.9 (tests lem-a)\n    (tests lem-far)\n"
+    nb = _notebook(CHAPTER["cells"][0], _code("tb.check(...)", [_stream(line)]))
+    out = nbs.standalone_notebook(nb, None, 2)
+    assert out["cells"][2]["outputs"][0]["text"] == line.replace("lem-a", "Lemma 2.1")  # an unknown label stays
+
+
 def test_a_gated_solution_becomes_plain_markdown():
     out = nbs.standalone_notebook(GATED, None, 3)
     assert nbs.standalone_problems(out) == []

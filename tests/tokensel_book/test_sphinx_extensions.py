@@ -98,3 +98,15 @@ def test_a_captioned_figure_without_alt_text_takes_its_caption():
     sphinx_notebooks.caption_alt_text(None, doc, "page")
     assert plain["alt"] == "Bin means of the values against the gap."
     assert described["alt"] == "kept as written" and "alt" not in lone
+
+
+def test_a_configured_repository_gives_its_link_and_a_binder_button_only():
+    config = SimpleNamespace(tokensel_repository="", html_theme_options={"a": 1})
+    sphinx_notebooks.launch_buttons(None, config)
+    assert config.html_theme_options == {"a": 1}  # no address, no buttons
+    config.tokensel_repository = "https://github.com/o/tokensel"
+    sphinx_notebooks.launch_buttons(None, config)
+    options = config.html_theme_options
+    assert options["repository_url"] == "https://github.com/o/tokensel" and options["a"] == 1
+    assert options["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert "colab_url" not in options["launch_buttons"]

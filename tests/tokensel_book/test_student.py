@@ -68,6 +68,10 @@ def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
     assert out["cells"][-1]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
     assert solution_claims(solutions) == ["exercise-answer"]
     assert len(nb["cells"]) == 4  # the input is not changed
+    proved = [{"label": "ex-p", "code": ["%time x = 1\ntb.prove('exercise-proof', 0)"]}]
+    assert solution_claims(proved) == ["exercise-proof"]
+    with pytest.raises(InvalidArgumentError, match="ex-q: a claim's id must be a string literal"):
+        solution_claims([{"label": "ex-q", "code": ["name = 'exercise-x'\ntb.check(name, 1, 1, tol=0)"]}])
 
 
 def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
