@@ -73,7 +73,8 @@ test-fast: $(STAMP)
 # the built book's (after make book) and the student edition's (after make book-student) browser tests: both
 # targets, or one (CI runs them side by side, the book's as soon as the book is built)
 # (the book's in two halves of about equal time, which CI runs side by side: the pages, and the print and the lab)
-BROWSER_BOOK_PAGES := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py
+BROWSER_BOOK_PAGES := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py \
+  tests/tokensel_book/test_explorable.py
 BROWSER_BOOK_PRINT := tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py
 BROWSER_BOOK := $(BROWSER_BOOK_PAGES) $(BROWSER_BOOK_PRINT)
 BROWSER_STUDENT := tests/tokensel_book/test_student.py

@@ -209,8 +209,44 @@ def _use_numbered_index(app) -> None:
         domain.indices = [NumberedProofIndex]
 
 
+def statement_target(env, label: str) -> tuple[str, str] | None:
+    """``(docname, anchor)`` of a statement or equation of the book (None: no such label)."""
+    proof = getattr(env, "proof_list", {}).get(label)
+    if proof is not None:
+        return proof["docname"], label
+    found = env.domaindata["math"]["objects"].get(label)
+    return (found[0], f"equation-{label}") if found else None
+
+
+_CLAIM_HREF = re.compile(r'href="(?P<page>[\w.-]+)\.html#(?P<label>[A-Za-z][\w:.-]*)"')
+
+
+def link_claim_cards(app, exception) -> None:
+    """The status page links each claim's statement at the claim's own chapter (it runs without the book's index):
+    point each link at the page and anchor where the statement is."""
+    if exception is not None or app.builder.format != "html":
+        return
+    import os
+    from pathlib import Path
+
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        if 'data-claim="' not in text:
+            continue
+
+        def fix(m: re.Match, page: Path = page) -> str:
+            target = statement_target(app.env, m["label"])
+            if target is None:
+                return m.group(0)
+            where = os.path.relpath(Path(app.outdir) / f"{target[0]}.html", page.parent)
+            return f'href="{where}#{target[1]}"'
+
+        page.write_text(_CLAIM_HREF.sub(fix, text), encoding="utf-8")
+
+
 def setup(app):
     app.setup_extension("sphinx_proof")
+    app.connect("build-finished", link_claim_cards)
     app.add_post_transform(StatementLinks)
     app.connect("doctree-read", _record_titles)
     app.connect("env-purge-doc", _purge)

@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)\n```$", re.S | re.M)
 
 
+#: a chapter is one sitting: its narrative (before the closing Evidence section) at most about 2,500 words
+NARRATIVE_WORDS = 2600
+
+
 def form_problems(text: str) -> list[str]:
     """What keeps the MyST notebook ``text`` from reading as a chapter (see the module)."""
     cells = CELL.findall(text)
@@ -31,6 +35,14 @@ def form_problems(text: str) -> list[str]:
     problems += ["a cell with a claim hides its input" for c in hidden if re.search(r"\b(check|prove)\(", c)]
     if sum("parameters" in tags(c) for c in cells) != 1:
         problems.append("not exactly one parameters cell")
+    body = text.split("\n---\n", 1)[-1] if text.startswith("---\n") else text
+    narrative = re.sub(r"\$\$.*?\$\$", " ", CELL.sub(" ", body.split("\n## Evidence\n", 1)[0]), flags=re.S)
+    if len(narrative.split()) > NARRATIVE_WORDS:
+        problems.append(f"a narrative of {len(narrative.split())} words before its Evidence section")
+    if "\n## Key points\n" not in body:
+        problems.append("no Key points section")
+    problems += [f"a caption says {m}: label the panels (a), (b)" for m in re.findall(r"\b(?:Left|Right)\b", "".join(
+        re.findall(r"caption: \|?\n?(.*?)\n    name:", "\n".join(cells), re.S)))]  # fmt: skip
     return problems
 
 
@@ -41,8 +53,17 @@ def test_each_chapter_reads_as_a_chapter(page):
 
 def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
     cell = "```{code-cell} ipython3\n%s\nx = 1\n```\n"
-    good = cell % ":tags: [parameters]" + cell % "" * 3 + cell % ":tags: [hide-input]"
+    good = cell % ":tags: [parameters]" + cell % "" * 3 + cell % ":tags: [hide-input]" + "\n## Key points\n"
     assert form_problems(good) == []
+    assert "no Key points section" in form_problems(good.replace("Key points", "Summary"))
+    assert any("words before its Evidence" in p for p in form_problems(good + "word " * 2600))
+    assert form_problems(good + "\n## Evidence\n" + "word " * 3000) == []
+    figure = "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Left: a. Right: b.\n"
+    figure += "    name: f\n---\nx\n```\n"
+    assert [p for p in form_problems(good + figure) if "caption" in p] == [
+        "a caption says Left: label the panels (a), (b)",
+        "a caption says Right: label the panels (a), (b)",
+    ]
     hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'tb.check("a", 1, at_least=0)')
     assert "a cell with a claim hides its input" in form_problems(hidden_claim)
     assert any("a fifth" in p for p in form_problems(hidden_claim))

@@ -109,6 +109,35 @@ def test_a_chapter_without_a_parameters_cell_is_refused(tmp_path):
         rep.sweep(root, ["ch"], [1000], tmp_path / "out")
 
 
+def test_a_chapter_whose_parameters_tag_moved_is_not_counted_at_the_seed_it_was_given(tmp_path, monkeypatch):
+    root = tiny_book(tmp_path)
+    text = (root / "book" / "ch.md").read_text().replace(":tags: [parameters]\n", "")
+    (root / "book" / "ch.md").write_text(text.replace("```{code-cell} ipython3\nimport os", "```{code-cell} ipython3\n"
+                                                      ":tags: [parameters]\nimport os"))  # fmt: skip
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
+    spec = dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=1000, cells=cells, at=at, code=code,
+                software=rep.software(), settings={}, timeout=60)  # fmt: skip
+    result = rep.run_task(spec)
+    assert result["status"] == "crashed" and "ran at seed 0, not 1000" in result["error"]
+
+
+@pytest.mark.slow(seconds=40)
+def test_a_worker_with_two_threads_runs_one_task_at_a_time(tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    root = tiny_book(tmp_path)
+    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True) as cluster, Client(cluster) as client:
+        [software] = client.run(rep.software).values()  # the worker's own hash seed
+        specs = [dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=s, cells=cells, at=at, code=code,
+                      software=software, settings={}, timeout=60) for s in rep.fresh_seeds(3)]  # fmt: skip
+        done = client.gather([client.submit(rep.run_task, spec, pure=False) for spec in specs])
+    assert all(r["status"] in ("ok", "claims failed") for r in done), [r.get("error") for r in done]
+    spans = sorted((r["ended"] - r["seconds"], r["ended"]) for r in done)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans  # one chapter at a time
+
+
 def start(program: str, *args, env: dict) -> subprocess.Popen:
     """A Dask scheduler or worker process, without its dashboard and with ``env`` alone."""
     cmd = [sys.executable, "-m", f"distributed.cli.{program}", *args, "--no-dashboard"]

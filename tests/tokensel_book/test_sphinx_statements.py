@@ -56,6 +56,8 @@ glue("n", n, display=False)
 print("[ok] a: 1, required at least 0 (tests lem-a)")
 print("[ok] b: 1, required at least 0 (tests eq-x)")
 print("[ok] c: 1, required at least 0 (tests lem-nowhere)")
+print("[ok] d: 1, required at least 0 (tests lem-a)")
+print("[ok] e: 1, required at least 0 (tests lem-a)")
 ```
 
 ```{code-cell} ipython3
@@ -113,7 +115,9 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
         "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
         "    chapters:\n      - file: book/ch\n"
     )
-    (book / "book" / "intro.md").write_text("# Intro\n\nSee {ref}`prf-prf`.\n")
+    card = '<tr data-claim="ch/a"><td><a href="intro.html#lem-a">a</a><a href="intro.html#eq-x">b</a></td></tr>'
+    card = f"<table>{card}</table>"
+    (book / "book" / "intro.md").write_text(f"# Intro\n\nSee {{ref}}`prf-prf`.\n\n```{{raw}} html\n{card}\n```\n")
     (book / "book" / "ch.md").write_text(PAGE)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
     out = subprocess.run(
@@ -133,6 +137,10 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     assert '<td><p><a class="reference internal" href="#lem-a">Lemma 1.1</a></p></td>' in page
     assert '<a class="reference internal" href="#equation-eq-x">(1.1)</a>' in page
     assert "<td><p>lem-nowhere</p></td>" in page
+    assert "<details class='tokensel-claims'><summary>5 claims checked, all hold</summary>" in page  # closed: many
+    # a claim card (the status page's) links each statement where the book states it
+    intro = (book / "_build" / "html" / "book" / "intro.html").read_text()
+    assert '<a href="ch.html#lem-a">a</a><a href="ch.html#equation-eq-x">b</a>' in intro
     # numbers glued from the code appear in the caption and the text
     assert re.search(r'A figure of <span class="pasted-text">400</span> points', page)
     assert 'Text with <span class="pasted-text">400</span> sequences' in page
