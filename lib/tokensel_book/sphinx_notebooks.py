@@ -14,6 +14,13 @@ from docutils import nodes
 from .notebooks import bib_labels, collect_labels, restore_glue, standalone_notebook
 
 
+def _with_dollars(node) -> str:
+    """A caption's text with its math in ``$...$``, as :func:`plain_title` reads it."""
+    if isinstance(node, nodes.math):
+        return f"${node.astext()}$"
+    return node.astext() if isinstance(node, nodes.Text) else "".join(_with_dollars(c) for c in node.children)
+
+
 def caption_alt_text(app, doctree, docname=None) -> None:
     """Set the alt text of every image of a captioned figure that has none to the caption's text."""
     for figure in doctree.findall(nodes.figure):
@@ -22,7 +29,7 @@ def caption_alt_text(app, doctree, docname=None) -> None:
             continue
         from .sphinx_statements import plain_title
 
-        text = plain_title(" ".join(caption.astext().split()))  # no raw TeX for a screen reader
+        text = plain_title(" ".join(_with_dollars(caption).split()))  # no raw TeX for a screen reader
         for image in figure.findall(nodes.image):
             if not image.get("alt"):
                 image["alt"] = text

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_explorable import requested
 
 from tokensel_book.notebooks import standalone_problems
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
@@ -132,10 +133,12 @@ def test_every_page_of_the_book_renders(tmp_path):
     SHOTS.mkdir(parents=True, exist_ok=True)
     report, links, totals = {}, set(), {"math": 0, "images": 0}
     notebooks = {}
-    with serve(HTML) as base, chromium(tmp_path) as driver:
+    with serve(HTML) as base, chromium(tmp_path, log_requests=True) as driver:
         for page in pages:
             rel = page.relative_to(HTML).as_posix()
             problems, info = page_problems(driver, base + rel)
+            outside = [u for u in requested(driver) if not u.startswith((base, "data:", "chrome", "about:", "blob:"))]
+            problems += [f"asked the network for {u}" for u in outside[:3]]  # the book is read offline
             if rel.startswith("book/") and (ROOT / rel).with_suffix(".md").read_text().count("```{code-cell}"):
                 # every chapter offers its notebook in the download menu, and the file is a notebook
                 nb = [link for link in info["links"] if link.endswith(f"_sources/{rel[:-5]}.ipynb")]
@@ -292,3 +295,21 @@ def test_the_proof_index_lists_statements_by_number_and_title(tmp_path):
     ], found[1400][0][:3]
     # the negative control: sphinx-proof's own entries (its labels) are refused
     assert index_problems(["lem-one-step", "def-alpha", "Lemma 2.1 One step"]) == ["lem-one-step", "def-alpha"]
+
+
+def test_a_claim_card_opens_and_the_filter_keeps_one_chapter(tmp_path):
+    with serve(HTML) as base, chromium(tmp_path) as driver:
+        driver.get(base + "book/status.html")
+        summary = driver.find_element("css selector", "div.tokensel-status tbody tr summary")
+        summary.click()
+        card = summary.find_element("xpath", "..").text
+        assert "bound from" in card and "requires" in card and "fresh seeds" in card, card
+        chapter = driver.find_element("css selector", "div.tokensel-status tbody tr").get_attribute("data-chapter")
+        driver.execute_script(
+            "const s = document.querySelector('[data-filter=chapter]'); s.value = arguments[0];"
+            "s.dispatchEvent(new Event('change'));",
+            chapter,
+        )
+        rows = driver.find_elements("css selector", "div.tokensel-status tbody tr")
+        shown = [r.get_attribute("data-chapter") for r in rows if r.is_displayed()]
+        assert shown and set(shown) == {chapter} and len(shown) < len(rows)

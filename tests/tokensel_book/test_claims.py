@@ -350,3 +350,21 @@ def test_the_status_table_says_how_each_claim_was_established():
     page = table_html([proof, check])
     assert "<td>simplifies to 0</td><td>proved symbolically</td>" in page
     assert "<td>at most 1</td><td>checked numerically</td>" in page
+
+
+def test_the_downloadable_claims_round_trip_and_a_damaged_row_is_refused(tmp_path):
+    from tokensel_book.status import FIELDS, claims_problems, table_html, write_downloads
+
+    row = dict.fromkeys(FIELDS) | dict(chapter="ch", id="a", name="a", kind="le", measured=0.5, expected=1.0)
+    row |= dict(commit="c", passed=True, deviation=False, preregistered=False, tests="lem-a", threshold="the proof")
+    row |= dict(k=9, n=10, low=0.6, high=0.98, fresh=[0.4, 0.6, 1.2], verdict="held in most")
+    (tmp_path / "_config.yml").write_text("title: t\nurl: https://example.org/book\n")
+    data, bib = write_downloads([row], tmp_path / "out", tmp_path)
+    loaded = json.loads(data.read_text())
+    assert claims_problems(loaded) == [] and table_html(loaded) == table_html([row])
+    assert "version = {c}" in bib.read_text() and "url = {https://example.org/book}" in bib.read_text()
+    card = table_html([row])
+    assert "bound from" in card and "<svg" in card and 'fill="#c22"' in card  # the seed above the bound in red
+    assert claims_problems([{k: v for k, v in row.items() if k != "k"}]) and claims_problems([row | {"k": "9"}])
+    with pytest.raises(InvalidArgumentError, match="schema"):
+        write_downloads([row | {"passed": "yes"}], tmp_path / "bad", tmp_path)

@@ -128,3 +128,27 @@ def test_pdf_and_grade_write_over_their_own_output_only(tmp_path, monkeypatch, c
         assert main(argv) == 1, argv
         assert "'thesis.tex' exists and is not a" in capsys.readouterr().err, argv
     assert (tmp_path / "thesis.tex").read_text() == "\\documentclass{book}"
+
+
+def test_a_chapters_only_pdf_prints_the_front_page_and_the_numbered_chapters(tmp_path, monkeypatch, capsys):
+    from tokensel_book import pdf
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(
+        f"  - file: book/{p}\n" for p in ("01_a", "02_b", "status", "api", "api/models")
+    )
+    (tmp_path / "_toc.yml").write_text(toc)
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "index.html").write_text("<html></html>")
+    printed = {}
+
+    def fake(html, out, pages):
+        printed[out.name] = pages
+        out.write_bytes(b"%PDF-1.7")
+        return out
+
+    monkeypatch.setattr(pdf, "print_book", fake)
+    monkeypatch.chdir(tmp_path)
+    assert main(["pdf", "html", "all.pdf"]) == 0 and main(["pdf", "html", "chapters.pdf", "--chapters-only"]) == 0
+    assert printed["all.pdf"] == ["book/intro", "book/01_a", "book/02_b", "book/status", "book/api"]
+    assert printed["chapters.pdf"] == ["book/intro", "book/01_a", "book/02_b"]

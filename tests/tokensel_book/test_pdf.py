@@ -139,3 +139,13 @@ def test_the_printed_book_has_every_page(tmp_path):
     out = pdf.print_book(ROOT / "_build" / "html", tmp_path / "tokensel.pdf", pages, profile_dir=tmp_path)
     check_printed_book(out, pages)
     print(f"PDF: {out.stat().st_size / 2**20:.1f} MiB")
+    # every figure of the HTML is printed as an image (the explorable ones as their PNG)
+    import pypdf
+
+    images = set()
+    for sheet in pypdf.PdfReader(out).pages:
+        for ref in (sheet.get("/Resources") or {}).get("/XObject", {}).values():
+            if ref.get_object().get("/Subtype") == "/Image":
+                images.add(ref.idnum)
+    figures = sum((ROOT / "_build" / "html" / f"{p}.html").read_text().count("<figure") for p in pages)
+    assert len(images) >= figures > 20, (len(images), figures)

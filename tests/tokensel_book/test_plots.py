@@ -164,3 +164,17 @@ def test_panel_grid_tick_labels_do_not_overlap_on_small_values():
     fig2.canvas.draw()
     assert _tick_label_overlaps(ax2, fig2.canvas.get_renderer())
     matplotlib.pyplot.close("all")
+
+
+def test_the_phase_diagram_stacks_its_panels_in_rows_over_one_colour_bar():
+    import pandas as pd
+
+    table = pd.DataFrame({"eta0": [1, 1, 2, 2], "d": [8, 16, 8, 16], "P": [0.1, 0.2, 0.3, 0.4], "n": [9] * 4})
+    fig = tb.plots.phase_diagram({"(a) all": table, "(b) trap": table}, "eta0", "d", "P", annot="n")
+    heat, bar = fig.axes[:2], fig.axes[2:]
+    assert len(bar) == 1 and bar[0].get_xlabel() == "P"  # one colour bar, below the panels
+    (x0, y0), (x1, y1) = (ax.get_position().p0 for ax in heat)
+    assert abs(x0 - x1) < 1e-9 and y1 < y0  # one panel per row, (a) above (b)
+    assert [ax.get_title() for ax in heat] == ["(a) all", "(b) trap"]
+    assert heat[0].texts[0].get_text() == "0.20\n(9.00)"  # each cell says its value and its count
+    matplotlib.pyplot.close("all")

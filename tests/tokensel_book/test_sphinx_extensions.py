@@ -93,10 +93,14 @@ def test_a_captioned_figure_without_alt_text_takes_its_caption():
     plain, described = nodes.image(uri="a.png"), nodes.image(uri="b.png", alt="kept as written")
     for image in (plain, described):
         doc += nodes.figure("", image, nodes.caption("", "Bin means of  the values\n against the gap."))
-    lone = nodes.image(uri="c.png")
+    lone, tex = nodes.image(uri="c.png"), nodes.image(uri="d.png")
     doc += lone
+    doc += nodes.figure(
+        "", tex, nodes.caption("", "", nodes.Text("The norm "), nodes.math("", r"\|p_t\|"), nodes.Text("."))
+    )
     sphinx_notebooks.caption_alt_text(None, doc, "page")
     assert plain["alt"] == "Bin means of the values against the gap."
+    assert tex["alt"] == "The norm ‖pₜ‖."  # no raw TeX for a screen reader
     assert described["alt"] == "kept as written" and "alt" not in lone
 
 
