@@ -275,7 +275,12 @@ def summarize(out: Path, root: Path, chapter: str = "*"):
     by_chapter: dict[str, list] = {}
     for r in results:
         by_chapter.setdefault(r["chapter"], []).append(r)
-    made = {(r["chapter"], r["seed"]): {c["id"]: c for c in r["checks"]} for r in records}
+    made: dict = {}  # per task and claim: its first failed check, else its last (a claim made k times holds if all do)
+    for r in records:
+        task = made.setdefault((r["chapter"], r["seed"]), {})
+        for c in r["checks"]:
+            if c["id"] not in task or task[c["id"]]["passed"]:
+                task[c["id"]] = c
     rows = []
     for chapter, tasks in sorted(by_chapter.items()):
         for cid, row in claims_table(page_source(root, chapter)).items():

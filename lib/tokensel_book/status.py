@@ -67,14 +67,14 @@ def claims(root: Path | None = None, build: Path | None = None) -> tuple[list[di
     records = verify(root, Path(build) if build is not None else root / "_build", claiming_pages(root))
     results, fresh, _ = load(root / RECORDED, root) if (root / RECORDED).is_dir() else ([], [], [])
     tasks = {(r["chapter"], r["seed"]) for r in results}
-    made = {(r["chapter"], r["seed"], c["id"]): c for r in fresh for c in r["checks"]}
+    made = {(r["chapter"], r["seed"], c["id"], c["name"]): c for r in fresh for c in r["checks"]}  # names: seedless
     here = commit(root)
     rows = []
     for record in records:
         chapter = record["chapter"]
         seeds = sorted(s for ch, s in tasks if ch == chapter)
         for c in record["checks"]:
-            got = [made.get((chapter, s, c["id"])) for s in seeds]
+            got = [made.get((chapter, s, c["id"], c["name"])) for s in seeds]
             k = sum(1 for g in got if g is not None and g["passed"])
             n = len(seeds)
             values = [g["measured"] for g in got if g is not None and isinstance(g["measured"], (int, float))]

@@ -204,6 +204,13 @@ def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, 
     frame = rep.summarize(tmp_path / "out", root).set_index("id")
     assert frame.loc["small", "k"] == 0 and frame.loc["small", "n"] == 2 and frame.loc["small", "seed_dependent"]
     assert frame.loc["small", "failed_seeds"] == "1000 1100"
+    # a claim made twice in a run holds there only if both hold: one failure counts against it
+    twice = text.replace('assert seed == 0\ntb.check("small"', 'tb.check("small", 0.9, at_most=0.8)\ntb.check("small"')
+    (root / "book" / "ch.md").write_text(twice)
+    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
+    spec |= dict(out=str(tmp_path / "twice"), seed=1000, cells=cells, at=at, code=code)
+    assert rep.run_task(spec)["status"] == "claims failed"
+    assert rep.summarize(tmp_path / "twice", root).set_index("id").loc["small", "k"] == 0
     from tokensel_book.status import fresh_verdict
 
     assert fresh_verdict(0, 2) == "failed at every fresh seed"  # on the status page, not "seed-dependent"

@@ -21,9 +21,9 @@ from ..validation import MAX_STEPS, Bool, FilePath, Instance, Int, Real, declare
 )
 @dataclass(frozen=True)
 class TrainSettings:
-    """Full-batch Adam's settings, checked when made: ``steps`` (the paper's 300), ``lr``, ``eval_every`` (steps
-    between evaluations; the last step is always evaluated), ``checkpoint`` (a file the run saves to and resumes
-    from), ``checkpoint_every`` and ``progress`` (None: as ``TOKENSEL_PROGRESS`` says).
+    """Full-batch Adam's settings, checked when made: ``steps`` (our protocol's 300; the paper gives none), ``lr``,
+    ``eval_every`` (steps between evaluations; the last step is always evaluated), ``checkpoint`` (a file the run
+    saves to and resumes from), ``checkpoint_every`` and ``progress`` (None: as ``TOKENSEL_PROGRESS`` says).
 
     Introduced in chapter 05."""
 
