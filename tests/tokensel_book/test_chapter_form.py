@@ -154,7 +154,7 @@ def test_the_claim_scan_sees_a_display_label():
 
 #: a number in a caption that equals a parameter's value by coincidence: (page, number) -> what it is
 CAPTION_COINCIDENCES = {
-    ("07_beyond", 20.0): "the bin count of ts.shapes.binned (a library default), not the parameter strata = 20",
+    ("07_beyond", 20.0): "the bin count of ts.shapes.binned (a library default), not the parameter strata = 20"
 }
 
 

@@ -71,11 +71,7 @@ def test_infeasible_without_cycle_when_rank_deficient():
 
 @pytest.mark.parametrize(
     "pairs, message",
-    [
-        (np.zeros((0, 2)), "non-empty"),
-        (np.array([[0, 5]]), "must lie in"),
-        (np.array([1, 2]), "non-empty \\(k, 2\\)"),
-    ],
+    [(np.zeros((0, 2)), "non-empty"), (np.array([[0, 5]]), "must lie in"), (np.array([1, 2]), "non-empty \\(k, 2\\)")],
 )
 def test_bad_pairs(pairs, message):
     with pytest.raises(InvalidParameterError, match=message):
