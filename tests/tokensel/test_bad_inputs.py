@@ -22,7 +22,6 @@ def _variant(vocab=None):
 
 B, V, HTML = InvalidBatchError, ValueError, tb.display.attention_html
 CASES = [
-    ("claim without a tolerance", lambda: (tb.start_chapter("c"), tb.check("x", 1.0, close_to=1.0)), V, "one of tol"),
     ("no finite pairs to bin", lambda: ts.shapes.binned(np.full(3, np.nan), np.zeros(3)), V, "no finite"),
     ("one step, other vocab", lambda: ts.one_step(ts.AttentionModel.init(99, 3), _batch(), eta0=1.0), B, "E has 99"),
     ("empty subset", lambda: _batch().subset([]), B, "empty"),

@@ -1,13 +1,6 @@
-"""Bad input to every declared function, generated from its declaration (:func:`tokensel.validation.declare`).
-
-Declarations are the boundary: a function that a chapter, a script, the book's machinery or a user calls (a name
-of ``tokensel.__all__``, a public function of a module the chapters call by name) declares its arguments, and an
-internal one trusts its caller. For each declared parameter and each value its kind refuses (wrong type, out of
-range, NaN or inf, None where None is not allowed, a bool for an int, a meta-device or sparse tensor, a wrong
-shape, ...) the function is called with valid example values for its other parameters and must raise an
-:class:`~tokensel.errors.InvalidArgumentError` naming that parameter, with nothing changed. The values each kind
-refuses and accepts are listed here (``BAD``, ``EXAMPLES``); only a new kind, or an argument of a new library
-type (``_registry``), needs new test code."""
+"""Bad input to every declared function, generated from its declaration (:func:`tokensel.validation.declare`): each
+value a parameter's kind refuses (``BAD``) raises an InvalidArgumentError naming it, with nothing changed; the other
+parameters take valid examples (``EXAMPLES``, ``_registry``). Only a new kind or library type needs new code here."""
 
 from __future__ import annotations
 
@@ -236,9 +229,12 @@ def _choice(c, dims):
     return out + ([("another spelling", first.upper())] if str(first).upper() not in c.options else [])
 
 
+NUMPY = {"int": np.int64, "real": np.float64, "bool": bool}
+
+
 def _array(c, dims):
     shape = _resolve(c.shape, dims)
-    make = lambda s: np.zeros(s, dtype={"int": np.int64, "real": np.float64, "bool": bool}[c.kind])  # noqa: E731
+    make = lambda s: np.zeros(s, dtype=NUMPY[c.kind])  # noqa: E731
     out = [("a str", "abc"), ("an array of str", np.full(shape, "a")), ("a ragged list", [[1, 2], [3]])]
     out += [("a complex tensor", torch.zeros(shape, dtype=torch.complex64))]
     out += [("a meta tensor", torch.zeros(shape, device="meta"))]
@@ -300,6 +296,12 @@ def _batch(c, dims):
     return out
 
 
+def _dtype(c, dims):
+    others = [t for t in (torch.float16, torch.int64, torch.complex64, torch.float64) if t not in c.allowed][:3]
+    out = [("a str", str(c.allowed[0]).replace("torch.", "")), ("a numpy dtype", np.float32), ("an int", 1)]
+    return out + [(str(t), t) for t in others]
+
+
 def _table_example(c):
     if "count" in c.columns:
         return binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
@@ -316,37 +318,17 @@ BAD = {
     v.FilePath: lambda c, d: [("an int", 1), ("an empty str", ""), ("blanks", "  "), ("bytes", b"x"), ("a list", [])],
     v.Instance: lambda c, d: [(k, x) for k, x in (("a str", "x"), ("an int", 1)) if not isinstance(x, c.types or ())],
     v.Array: _array,
-    v.Device: lambda c, d: [
-        ("unknown", "gpu"),
-        ("a float", 1.5),
-        ("a bool", True),
-        ("meta", "meta"),
-        ("GPU 99", "cuda:99"),
-    ],
-    v.Dtype: lambda c, d: (
-        [("a str", str(c.allowed[0]).replace("torch.", "")), ("a numpy dtype", np.float32), ("an int", 1)]
-        + [
-            (str(t), t)
-            for t in [t for t in (torch.float16, torch.int64, torch.complex64, torch.float64) if t not in c.allowed][:3]
-        ]
-    ),
+    v.Device: lambda c, d: [("gpu", "gpu"), ("a float", 1.5), ("a bool", True), ("meta", "meta"), ("99", "cuda:99")],
+    v.Dtype: _dtype,
     v.Tensor: _tensor,
     v.Either: _either,
     v.Numbers: _numbers,
-    v.Subset: lambda c, d: [
-        ("a bare option", c.options[0]),
-        ("empty", ()),
-        ("twice", (c.options[0],) * 2),
-        ("unknown", (c.options[0], "?")),
-    ],
+    v.Subset: lambda c, d: (
+        [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2)]
+        + [("unknown", (c.options[0], "?"))]
+    ),
     Batch: _batch,
-    Sequences: lambda c, d: [
-        ("a str", "ab"),
-        ("a list of str", ["ab"]),
-        ("no sequence", []),
-        ("floats", [[0.5]]),
-        ("2-D", [[[0]]]),
-    ],
+    Sequences: lambda c, d: [("a str", "ab"), ("strs", ["ab"]), ("none", []), ("floats", [[0.5]]), ("2-D", [[[0]]])],
     Words: lambda c, d: [("a str", "a good film"), ("a list of ints", [1, 2])],
     Column: lambda c, d: (
         [("a str", "a good film"), ("a dict", {"a": 1})]
@@ -375,9 +357,7 @@ EXAMPLES = {
     v.Text: lambda c, d: "example",
     v.FilePath: lambda c, d: Path("tokensel-example"),
     v.Instance: lambda c, d: (lambda *args, **kwargs: {}) if c.methods == ("__call__",) else NotImplemented,
-    v.Array: lambda c, d: np.zeros(
-        _resolve(c.shape, d), dtype={"int": np.int64, "real": np.float64, "bool": bool}[c.kind]
-    ),
+    v.Array: lambda c, d: np.zeros(_resolve(c.shape, d), dtype=NUMPY[c.kind]),
     v.Device: lambda c, d: "cpu",
     v.Dtype: lambda c, d: c.allowed[0],
     v.Tensor: lambda c, d: torch.zeros(_resolve(c.shape, d), dtype=_dtype_of(c)),

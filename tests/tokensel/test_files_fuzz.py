@@ -1,8 +1,5 @@
-"""Property-based fuzzing of what tokensel reads from disk and of its command line (issue 24): a
-checkpoint, a manifest, an IMDB archive, a parsed-IMDB cache or a command-line path, however it is
-damaged, is either accepted as valid or refused with one :class:`tokensel.TokenselError` (or, for the
-command line, one line and a non-zero exit): never a raw exception, a crash, a hang, or changed parameters.
-"""
+"""Fuzzing what tokensel reads from disk and its command line (issue 24): a damaged checkpoint, manifest, archive,
+cache or path is accepted or refused with one TokenselError (one line and a non-zero exit): never a crash or hang."""
 
 import csv
 import gzip

@@ -1,9 +1,5 @@
-"""Figures a reader explores without a kernel (``tokensel_book.plots.explorable`` and the four figures built on
-it): every output holds the static PNG beside the interactive figure; in a tiny book built here, headless
-Chromium at 1400 px and 400 px reads a phase-diagram cell by hovering it, moves the rate sweep's slider and sees
-the plot change, finds each figure under its caption and number, and sees no request leave the build; the PDF
-printed from the HTML holds every figure's image. The browser tests run with ``--browser``.
-"""
+"""Figures a reader explores without a kernel (``tokensel_book.plots.explorable``): a static PNG beside each, and in
+a tiny book in Chromium (``--browser``) hover, slider, captions, no request leaving the build, images in the PDF."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""`make lab` as a reader uses it: a chapter opened in JupyterLab as a notebook (jupytext pairing), its
-MyST rendered by jupyterlab-myst (a lemma is a lemma, not a raw fence), and a claim broken on purpose
-shown in red while the rest of the notebook runs on (TOKENSEL_CLAIMS=report, as `make lab` sets).
-
-Runs under `make browser-check` (needs Chromium and its driver, like tests/tokensel_book/test_browser.py).
-"""
+"""`make lab` as a reader uses it: a chapter opened in JupyterLab renders its MyST, and a claim broken on purpose
+shows in red while the notebook runs on (``--browser``)."""
 
 from __future__ import annotations
 

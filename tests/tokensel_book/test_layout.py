@@ -1,22 +1,6 @@
-"""Nothing is clipped: every page of the built book at a desktop width (1400 px) and a phone width (400 px).
-
-Measured in headless Chromium after MathJax has typeset, with every dropdown opened: a display equation, a
-cell output or a table whose content is wider than its own box (``scrollWidth > clientWidth``) is reported,
-as is an inline formula that runs past the right edge of its paragraph (inline math cannot wrap) and a page
-that scrolls sideways. The book's own rules make them fit: long equations are split over lines
-in the sources, outputs wrap at spaces, and a table too wide for the column turns into one card per row
-(``_static/tokensel.js`` and ``tokensel.css``). Code cells and figures are not measured for width: a code
-line keeps its characters and may scroll in its box, and a figure is never shown so small that its tick
-labels are under 10 px (it scrolls in its box instead; the last test measures the text size). A negative control
-runs the same measurement on a crafted page.
-
-A figure of several panels is shown whole at 1400 px and panel by panel at 400 px: its panels one under the
-other, each within the text column, above the caption, and the whole image hidden
-(``tokensel_book.sphinx_figures``). Measured on every page of the book and on a tiny book built here, with a
-negative control (the same tiny book without the book's style sheet shows the whole figure on a phone).
-
-Needs the built book and Chromium (``make browser-check``, ``--browser``).
-"""
+"""Nothing is clipped on any page of the built book at 1400 px and 400 px, multi-panel figures stack on a phone and
+tick labels stay >= 10 px (``_static/tokensel.js``, ``tokensel.css``, ``sphinx_figures``), each measurement with a
+negative control. Needs `make book` and Chromium (``--browser``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""tokensel_book.student: the student edition, the executed book without the exercises' solutions.
-
-The source preparation and the leak search are tested on crafted notebooks by the plain test run; the built
-student edition (``make book-student``, after ``make book``) by ``make browser-check`` (``--browser``): every
-chapter has its exercises and none of its solutions, shows the same figures as the full book, and no file of
-it (pages, page sources, notebook downloads, search index) nor its PDF holds a solution's text, an answer's
-value or an exercise's check."""
+"""tokensel_book.student: the executed book without the exercises' solutions (crafted notebooks here; the built
+edition, its pages, downloads, search index and PDF, with ``--browser`` after `make book-student`)."""
 
 from __future__ import annotations
 

@@ -69,25 +69,17 @@ def test_infeasible_without_cycle_when_rank_deficient():
         ts.max_margin(E, np.array([[0, 2], [2, 1]]))
 
 
-@pytest.mark.parametrize(
-    "pairs, message",
-    [(np.zeros((0, 2)), "non-empty"), (np.array([[0, 5]]), "must lie in"), (np.array([1, 2]), "non-empty \\(k, 2\\)")],
-)
-def test_bad_pairs(pairs, message):
-    with pytest.raises(InvalidParameterError, match=message):
-        ts.max_margin(torch.eye(3, dtype=torch.float64), pairs)
+def test_pairs_beyond_the_vocabulary():
+    with pytest.raises(InvalidParameterError, match="must lie in"):
+        ts.max_margin(torch.eye(3, dtype=torch.float64), np.array([[0, 5]]))
 
 
 def test_self_pair_and_bad_masks(small):
     data, _ = small
     with pytest.raises(InfeasibleSVMError, match="both selected and unselected"):
         ts.max_margin(torch.eye(3, dtype=torch.float64), np.array([[1, 1]]))
-    with pytest.raises(InvalidParameterError, match="boolean mask"):
-        ts.selection_pairs(data.batch, torch.ones(3, dtype=torch.bool))
     with pytest.raises(InvalidParameterError, match="empty"):
         ts.selection_pairs(data.batch, torch.zeros(data.batch.num_tokens, dtype=torch.bool))
-    with pytest.raises(InvalidParameterError, match="NaN"):
-        ts.max_margin(torch.full((3, 3), float("nan"), dtype=torch.float64), np.array([[0, 1]]))
 
 
 def test_score_space_svm_matches_embedding_svm(small):
@@ -117,8 +109,6 @@ def test_kkt_residual_small_at_the_optimum_and_large_off_it():
     other = svm.p * 2.0
     res2, _ = ts.maxmargin.kkt_residual(m.E, dataclasses.replace(svm, p=other))
     assert res2 > 0.1
-    with pytest.raises(ts.InvalidParameterError):
-        ts.maxmargin.kkt_residual(m.E, svm, active_tol=0)
 
 
 @pytest.mark.parametrize("form", ["sparse", "dense"])
@@ -213,5 +203,3 @@ def test_closed_form_by_width_rows_and_trend():
     assert rows.norm.iloc[1] == pytest.approx(svm.norm, rel=1e-6)
     with pytest.raises(InvalidParameterError, match="important"):
         ts.maxmargin.closed_form_by_width(data.batch, imp.numpy(), [32], [0], eta0=60.0)
-    with pytest.raises(InvalidParameterError, match="eta0"):
-        ts.maxmargin.closed_form_by_width(data.batch, imp, [32], [0], eta0=0.0)

@@ -94,8 +94,6 @@ def test_eq15_tokens_law_and_assumption1_frequency():
     assert ts.synthetic.assumption1_report(ts.synthetic.theory_pairs())["holds"]
     freq = ts.synthetic.assumption1_frequency([0, 1, 2], n=20, n_polar=1, n_irrelevant=2, length=2, delta_tilde=0.0)
     assert list(freq.seed) == [0, 1, 2] and not freq.holds.any()  # two polar tokens per sequence
-    with pytest.raises(ts.InvalidBatchError, match="delta_tilde"):
-        ts.synthetic.eq15_tokens(10, 1, 2, delta_tilde=1.5)
     with pytest.raises(ts.InvalidBatchError, match="seeds="):
         ts.synthetic.assumption1_frequency([0], seed=3, n=4, n_polar=1, n_irrelevant=2)
     with pytest.raises(ts.InvalidBatchError, match="planted roles"):
