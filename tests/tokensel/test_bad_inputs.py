@@ -25,7 +25,6 @@ CASES = [
     ("no finite pairs to bin", lambda: ts.shapes.binned(np.full(3, np.nan), np.zeros(3)), V, "no finite"),
     ("one step, other vocab", lambda: ts.one_step(ts.AttentionModel.init(99, 3), _batch(), eta0=1.0), B, "E has 99"),
     ("empty subset", lambda: _batch().subset([]), B, "empty"),
-    ("texts, labels", lambda: ts.prepare_texts(["a good", "a bad", "a"], [1, 0]), B, "got 3 texts and 2 labels"),
     ("variant, multi-class", lambda: _variant(_multiclass().vocab_size).forward(_multiclass()), B, "binary models"),
     ("variant, other vocab", lambda: _variant(99).forward(_batch()), B, "E has 99 rows"),
     ("fit, vocab", lambda: ts.train_variant(_variant(99), _batch(), ts.TrainSettings(steps=2)), B, "E has 99"),

@@ -163,10 +163,7 @@ def test_dense_and_token_problems_agree_on_ties():
         (lambda X: ts.att_svm_dense(X, np.zeros((3, 4), dtype=bool)), "no selected position"),
         (lambda X: ts.att_svm_dense(X, np.ones((3, 4), dtype=bool)), "no constraint"),
         (lambda X: ts.att_svm_dense(X, np.full(3, 3), mask=np.arange(4) < np.full((3, 1), 3)), "mask leaves out"),
-        (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((2, 2))), "Z"),
-        (lambda X: ts.att_svm_kq(X, np.zeros(3, dtype=np.int64), np.ones((3, 2)), norm="l1"), "norm"),
         (lambda X: ts.normalized_gd(X, [0, 1, 1], np.ones(2), steps=3), "labels_from_01"),
-        (lambda X: ts.normalized_gd(X, [1, -1, 1], np.ones(3), steps=3), "v must"),
         (lambda X: ts.att_svm_dense(np.where(X > 0, np.nan, X), np.zeros(3, dtype=np.int64)), "X"),
     ],
 )

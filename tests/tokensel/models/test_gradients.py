@@ -118,11 +118,8 @@ def test_gradient_underflows_to_exact_zero_without_nan():
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("p", torch.zeros(3, dtype=torch.float64), "p has shape"),
-        ("v", torch.full((4,), float("nan"), dtype=torch.float64), "v contains NaN"),
         ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
         ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
-        ("p", torch.zeros(4, dtype=torch.long), "floating point"),
     ],
 )
 def test_bad_parameters(field, value, message):
