@@ -122,8 +122,6 @@ def _expected_seconds(item) -> float:
 def train_args(**kw) -> dict:
     """Keyword arguments for a trainer: the fields of ``TrainSettings`` among ``kw`` gathered into
     ``settings=``, the rest passed on (tests write a run's settings and its other arguments in one dict)."""
-    import tokensel as ts
-
     fields = set(ts.TrainSettings.__dataclass_fields__)
     return {"settings": ts.TrainSettings(**{k: v for k, v in kw.items() if k in fields})} | {
         k: v for k, v in kw.items() if k not in fields

@@ -20,12 +20,16 @@ import torch
 
 import tokensel as ts
 from tokensel import validation as v
-from tokensel.analysis.maxmargin import Pairs
+from tokensel.analysis.maxmargin import Pairs, SVMResult
 from tokensel.analysis.shapes import Table, binned
 from tokensel.data.batch import Batch, RaggedBatch, Sequences
 from tokensel.data.reviews import Column, Source
 from tokensel.data.text import Words
 from tokensel.errors import ArgumentTypeError, InvalidArgumentError, TokenselError
+from tokensel.experiments.controls import ClassShapes
+from tokensel.experiments.recipes import Fit, Run
+from tokensel.models.mixing import MixPlan
+from tokensel.training.loop import Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -388,12 +392,6 @@ def example(c: v.Constraint, dims: dict):
 @functools.cache
 def _registry() -> list:
     """One example object per library type a declaration names (by ``Instance``, ``Batch`` or ``Duck``)."""
-    from tokensel.analysis.maxmargin import SVMResult
-    from tokensel.experiments.controls import ClassShapes
-    from tokensel.experiments.recipes import Fit, Run
-    from tokensel.models.mixing import MixPlan
-    from tokensel.training.loop import Trajectory
-
     synthetic = ts.synthetic.assumption1_pairs(3, 1, 3, length=(3, 4), seed=0)
     batch = synthetic.batch
     model = ts.AttentionModel.init(batch.vocab_size, 4, seed=0)

@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import os
+import signal
 import tarfile
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import tokensel as ts
 from tokensel.__main__ import main
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import read_manifest, sha256_file, verify
-from tokensel.errors import CheckpointError, DataUnavailableError, TokenselError
+from tokensel.errors import CheckpointError, DataUnavailableError, StorageError, TokenselError
 from tokensel_book.__main__ import main as book_main
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -205,14 +206,6 @@ def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
     assert "EDITED" not in ds["text"] and sorted(ds["text"]) == sorted(SMALL["train"]["text"])
 
 
-def test_datasets_cache_cannot_be_edited_after_a_verified_load(parsed):
-    """The loaded data come from the bytes that were checked, held in memory: there is no Arrow cache file
-    behind the dataset that an edit could change."""
-    ds = ts.load_reviews("imdb", "train")
-    assert ds.cache_files == []
-    assert sorted(ds["text"]) == sorted(SMALL["train"]["text"])
-
-
 @FUZZ
 @given(edit=st.sampled_from(["truncate", "garbage", "manifest", "seal", "folder", "key"]))
 def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory, edit):
@@ -341,7 +334,6 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     """A bad submission (a FIFO, which would block its reader, a folder, a dangling link, an unreadable file,
     bytes that are no notebook) is graded ``missing`` and named without running a kernel; a bad teacher's copy
     refuses the run in one line. Never a hang (an alarm fails the test) or a traceback."""
-    import signal
 
     from tokensel_book import assignments
 
@@ -391,8 +383,6 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
 def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):
     """Issue 24 root cause 9: a cache folder that is a file when the IMDB archive is parsed into it: one
     StorageError naming the cache, no traceback from deep inside the parser."""
-    from tokensel.errors import StorageError
-
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
     target = tmp_path / "cache"
     target.write_text("not a folder")

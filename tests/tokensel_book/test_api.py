@@ -3,6 +3,7 @@ Sphinx with autodoc under -W -n (slow)."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,6 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
 def test_the_pages_build_under_w_n(tmp_path):
     """The API pages alone (the pages they link to as stubs), with the book's own _config.yml (autodoc and
     tokensel_book.api included; nothing to execute), built as the Makefile builds the book: -W and -n."""
-    import shutil
 
     import yaml
 

@@ -2,6 +2,7 @@
 Jupyter, each on its own, and cannot be fooled from inside a notebook."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -105,8 +106,6 @@ def test_without_the_key_a_self_check_notes_the_answers_and_the_package_holds_no
     labels = set(re.findall(r'"(ex-[a-z0-9-]+)"', key))
     package = "".join(p.read_text() for p in Path(tokensel_book.__file__).parent.glob("*.py"))
     assert labels and not any(label in package for label in labels)  # no exercise of the book in the package
-    import os
-
     os.chdir(tmp_path_factory.mktemp("elsewhere"))  # outside the book: no answer key
     assert exercises.self_check("ex-sum", x=1.5) is None
     assert "answers noted (x = 1.5)" in capsys.readouterr().out

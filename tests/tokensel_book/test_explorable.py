@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 import numpy as np
@@ -129,8 +130,6 @@ def test_an_explorable_output_holds_the_static_png_and_the_figure(data, monkeypa
 
 
 def test_only_a_page_with_an_explorable_figure_loads_plotly():
-    from types import SimpleNamespace
-
     from tokensel_book import sphinx_mathjax
 
     added = []

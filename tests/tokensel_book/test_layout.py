@@ -4,6 +4,12 @@ negative control. Needs `make book` and Chromium (``--browser``)."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,8 +151,6 @@ def test_multi_panel_figures_are_shown_panel_by_panel_on_a_phone(measured):
 
 def test_every_image_that_records_panels_is_cut_into_them():
     # a figure of several panels drawn by tb.plots records its panels in its PNG: the book must cut every one
-    import re
-
     from tokensel_book.plots import png_panels
 
     missed = []
@@ -207,11 +211,6 @@ for ax in axes:
 
 
 def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     book = tmp_path / "tiny"
     (book / "book").mkdir(parents=True)
     shutil.copytree(STATIC, book / "_static")
@@ -278,8 +277,6 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
 
 def png_dpi(path: Path) -> float | None:
     """The resolution a PNG records (its ``pHYs`` chunk), in dots per inch; None when it records none."""
-    import struct
-
     data = path.read_bytes()
     at = data.find(b"pHYs")
     if at < 0:

@@ -3,6 +3,7 @@ book after ``make book``, with ``--browser``)."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -64,8 +65,6 @@ def test_book_title():
 
 
 def _blank(pages: int) -> bytes:
-    import io
-
     from pypdf import PdfWriter
 
     writer = PdfWriter()

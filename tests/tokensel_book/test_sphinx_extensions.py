@@ -1,5 +1,6 @@
 """tokensel_book.sphinx_mathjax and tokensel_book.sphinx_notebooks, called as Sphinx calls them."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +17,6 @@ def test_mathjax_is_installed_and_the_config_is_checked():
 
 
 def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alone(tmp_path):
-    import json
-
     root = tmp_path / "src"
     (root / "book").mkdir(parents=True)
     (root / "_toc.yml").write_text(

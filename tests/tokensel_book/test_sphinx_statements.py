@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import MYST_FRONT_MATTER
 
 import tokensel_book as tb
 from tokensel_book.claims import TESTS, ClaimFailedError, statement_title
@@ -19,18 +20,9 @@ from tokensel_book.sphinx_statements import plain_title
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-PAGE = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-    format_version: 0.13
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-# Chapter
+PAGE = (
+    MYST_FRONT_MATTER
+    + """# Chapter
 
 ````{prf:definition} Signed frequency $\\alpha_s$
 :label: def-b
@@ -73,6 +65,7 @@ plt.plot([1, 2]);
 
 Text with {glue:text}`n:,d` sequences.
 """
+)
 
 
 def test_a_failed_claim_names_the_statement_it_tests_by_kind_and_title(tmp_path, monkeypatch):

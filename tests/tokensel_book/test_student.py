@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -323,7 +324,6 @@ def test_a_reader_of_the_student_edition_sees_no_solution_at_desktop_and_phone_w
     shows no solution's text, value or check, and the notebook its download menu offers stands alone and holds
     none either. The control: the full book's first chapter, opened the same way, shows its solutions at both
     widths (so the opening and the reading see what a solution would look like)."""
-    import urllib.request
 
     from tokensel_book.notebooks import standalone_problems
     from tokensel_book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InfeasibleSVMError, InvalidArgumentError
+from tokensel.errors import DivergenceError, InfeasibleSVMError, InvalidArgumentError
 
 
 def _features(E, batch):
@@ -187,8 +187,6 @@ def test_a_feasible_svm_of_small_features_is_solved_at_every_scale(scale):
 
 def test_normalized_gd_that_leaves_the_finite_numbers_says_so():
     """Issue 48 (7): a start far out gave NaN losses without a word."""
-    from tokensel.errors import DivergenceError
-
     X = np.random.default_rng(0).normal(size=(6, 4, 3))
     y, v = np.array([1, -1, 1, -1, 1, -1.0]), np.ones(3)
     with pytest.raises(DivergenceError, match="scale the features down"):

@@ -1,5 +1,6 @@
 """The ATT-SVM: pairs, sparse vs dense form, feasibility diagnostics."""
 
+import dataclasses
 import itertools
 
 import cvxpy as cp
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InfeasibleSVMError, InvalidParameterError
+from tokensel.errors import InfeasibleSVMError, InvalidParameterError, SolverError
 
 
 def _brute_pairs(batch, selected):
@@ -98,8 +99,6 @@ def test_score_space_svm_matches_embedding_svm(small):
 
 
 def test_kkt_residual_small_at_the_optimum_and_large_off_it():
-    import dataclasses
-
     data = ts.synthetic.assumption1_pairs(n_pairs=20, n_important=2, n_irrelevant=6, length=4, seed=0)
     m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, d=32, seed=0), data.batch, eta0=50.0)
     svm = ts.max_margin_for_selection(m.E, data.batch, data.important_occurrences)
@@ -116,8 +115,6 @@ def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
     """The pair (0, 1) is separable (E_1 - E_0 != 0): the problem is feasible with |p| ~ 1e12, which no
     solver resolves. That is a SolverError saying so, never an InfeasibleSVMError; identical embeddings
     (p^T 0 >= 1) stay infeasible."""
-    from tokensel.errors import InfeasibleSVMError, SolverError
-
     E = torch.randn(4, 3, dtype=torch.float64, generator=ts.generator(0))
     E[1] = E[0] + 1e-12
     with pytest.raises(SolverError, match="feasible .* 1.73e-12 apart") as info:

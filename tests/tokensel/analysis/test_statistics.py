@@ -1,6 +1,7 @@
 """Token statistics and the synthetic generators."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -162,8 +163,6 @@ def test_values_spread_separates_moved_values_from_noise():
 
 
 def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
-    import pandas as pd
-
     table = pd.DataFrame(
         {"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0], "std": [1.0, 1.0, 1.0, np.nan, 1.0]}
     )

@@ -1,5 +1,6 @@
 """RaggedBatch: construction, views, and every malformed input."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -75,9 +76,6 @@ def test_distinct_entries_with_counts():
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_a_batch_never_shares_memory_with_the_callers_arrays(kind):
     """Edits to the caller's arrays after validation must not leak into the batch (they used to alias)."""
-    import numpy as np
-    import torch
-
     ids, offsets, labels = np.array([0, 1, 2, 1], dtype=np.int64), np.array([0, 2, 4]), np.array([1.0, -1.0])
     if kind == "torch":
         ids, offsets, labels = torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels)

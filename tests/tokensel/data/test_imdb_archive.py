@@ -1,10 +1,15 @@
 """tokensel.data.imdb_archive: IMDB from an archive in the original layout (parse, verify, cache, reuse, fetch
 over HTTP) and the mirror command that writes one."""
 
+import errno
+import functools
+import http.server
+import io
 import json
 import os
 import subprocess
 import sys
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,7 +20,7 @@ import tokensel as ts
 from tokensel import config
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import sha256_file, write_manifest
-from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError, StorageError
 
 # a few reviews per split and label, ratings in the names as in aclImdb/{split}/{pos,neg}/<id>_<rating>.txt
 SMALL = {
@@ -84,10 +89,6 @@ def test_a_full_disk_while_the_cache_key_is_written_leaves_no_key_and_the_next_r
 ):
     """Writing ``.seal-key`` fails (a full disk): one StorageError, no key and no temporary file left, so the
     next run, with space again, makes the key and the cache (an empty key used to refuse every later run)."""
-    import errno
-    import io
-
-    from tokensel.errors import StorageError
 
     cache = tmp_path / "cache" / "imdb"
     real_open = io.open
@@ -212,10 +213,6 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
 def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, tmp_path):
     """The reader's path end to end: an http(s) URL fetched by datasets' download manager (fsspec +
     aiohttp), cached, verified and parsed; a second process reuses the cached download."""
-    import functools
-    import http.server
-    import threading
-
     served = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):

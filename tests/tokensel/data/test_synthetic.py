@@ -34,8 +34,6 @@ def test_value_lead_is_the_signed_separation():
 
 
 def test_contested_pairs_have_a_finite_stationary_point():
-    import tokensel as ts
-
     data = ts.synthetic.contested_pairs(3)
     a = ts.statistics.alpha(data.batch)
     assert torch.allclose(a[0::2], -a[1::2]) and bool(torch.all(a[0::2] > 0))
@@ -49,8 +47,6 @@ def test_contested_pairs_have_a_finite_stationary_point():
 
 
 def test_contested_stationary_point_rejects_same_sign_values():
-    import tokensel as ts
-
     m = ts.AttentionModel.init(4, d=16, seed=0)
     E = m.E.clone()
     E[:, :] = 0.0

@@ -1,6 +1,7 @@
 """The phase diagram as probabilities (tokensel.experiments.phase): runs, cells, and a recorded sweep read back."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tokensel as ts
@@ -120,8 +121,6 @@ def test_a_seed_twice_is_refused_before_any_run():
 
 def _frame(cells):
     """Hand-made phase runs: ``cells`` maps (d, eta0) to a list of (full, trapped) per run."""
-    import pandas as pd
-
     rest = dict(mass_pos=1.0, mass_neg=1.0, p_dot_v=0.0, cos_own_mid=np.nan, cos_own=np.nan, own_status="")
     rows = [
         dict(data_seed=0, d=d, eta0=eta0, init_seed=i, full=full, trapped=trapped, **rest)

@@ -9,6 +9,7 @@ import torch
 import tokensel as ts
 from tokensel import experiments as ex
 from tokensel.errors import DataUnavailableError, InvalidArgumentError, InvalidParameterError
+from tokensel.experiments.baseline import _fit
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +178,6 @@ def test_logistic_baseline_on_polar_words(polar):
 
 
 def test_logistic_baseline_fit_is_the_regularised_optimum():
-    from tokensel.experiments.baseline import _fit
-
     rng = np.random.default_rng(1)
     X = (rng.random((50, 6)) < 0.4).astype(float)
     y = np.where(X[:, 0] + rng.normal(0, 0.5, 50) > 0.4, 1.0, -1.0)

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 import tokensel as ts
+from tokensel.training import phases
+from tokensel.training.phases import cosine, implicit_flow
 
 
 def _phase1(seed=0, d=24):
@@ -86,8 +88,6 @@ def test_monitor_records_extra_columns():
 
 
 def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
-    from tokensel.training.phases import cosine, implicit_flow
-
     data = ts.synthetic.assumption1_pairs(20, 2, 8, length=5, seed=0)
     m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 24, seed=0), data.batch, 50.0)
     a, b = m.copy(), m.copy()
@@ -152,8 +152,6 @@ def test_small_flows_run_torch_on_one_thread_and_restore_its_thread_count(monkey
     """A flow over a small E and batch runs torch on one thread (each of its many small calls would otherwise wait
     for a second thread to wake), and the thread count the caller set comes back, also when the flow raises; a large
     E keeps the caller's threads. The trajectory is the same either way."""
-    from tokensel.training import phases
-
     data, m = _phase1()
     seen = []
 
