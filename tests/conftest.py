@@ -56,6 +56,29 @@ kernelspec:
 """
 
 
+def md_cell(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def code_cell(text, outputs=(), metadata=None):
+    return {
+        "cell_type": "code",
+        "metadata": metadata or {},
+        "source": text,
+        "outputs": list(outputs),
+        "execution_count": 1,
+    }
+
+
+def stream(text, name="stdout"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def notebook(*cells, **metadata):
+    """An nbformat 4 notebook (a dict) of ``cells``: the tests' crafted notebooks."""
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": list(cells)}
+
+
 POS = ["a great and wonderful film", "great acting, wonderful story", "wonderful, simply great"]
 NEG = ["a bad and boring film", "boring story, bad acting", "simply bad <br /> and boring"]
 
