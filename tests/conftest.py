@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -149,3 +151,14 @@ def train_args(**kw) -> dict:
     return {"settings": ts.TrainSettings(**{k: v for k, v in kw.items() if k in fields})} | {
         k: v for k, v in kw.items() if k not in fields
     }
+
+
+def build_book(book: Path, *flags: str) -> str:
+    """``jupyter-book build book *flags`` with this interpreter's tools and the checkout's library: its log, once the
+    build succeeded."""
+    binary = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
+    run = [str(binary / "jupyter-book"), "build", str(book), *flags]
+    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout + done.stderr

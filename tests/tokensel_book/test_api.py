@@ -1,14 +1,12 @@
 """The API reference (book/api.md and a page per folder): generated from the library, kept up to date, and built by
 Sphinx with autodoc under -W -n (slow)."""
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import build_book
 
 import tokensel as ts
 from tokensel_book import api
@@ -79,12 +77,6 @@ def test_the_pages_build_under_w_n(tmp_path):
         yaml.safe_dump({"format": "jb-book", "root": "book/intro", "chapters": chapters})
     )
     shutil.copy(ROOT / "references.bib", tmp_path / "references.bib")
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(tmp_path), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "lib")},
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    build_book(tmp_path, "-W", "-n", "--keep-going")
     html = (tmp_path / "_build" / "html" / "book" / "api" / "analysis.html").read_text()
     assert 'class="sig-name descname"><span class="pre">att_svm_dense' in html

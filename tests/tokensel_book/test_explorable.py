@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from conftest import MYST_FRONT_MATTER  # noqa: E402
+from conftest import MYST_FRONT_MATTER, build_book  # noqa: E402
 
 import tokensel_book as tb  # noqa: E402
 
@@ -196,16 +193,7 @@ def tiny_book(tmp_path_factory):
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/explore\n")
     (book / "book" / "explore.md").write_text(TINY_PAGE)
-    binary = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
-    out = subprocess.run(
-        [str(binary / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    build_book(book, "-W", "-n", "--keep-going")
     return book / "_build" / "html"
 
 

@@ -4,15 +4,13 @@ negative control. Needs `make book` and Chromium (``--browser``)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import build_book
 
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
@@ -222,16 +220,7 @@ def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_the
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
     (book / "book" / "panels.md").write_text(TINY_PAGE)
-    binary = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
-    out = subprocess.run(
-        [str(binary / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    build_book(book, "-W", "-n", "--keep-going")
     html = book / "_build" / "html"
     with serve(html) as base, chromium(tmp_path) as driver:
         seen = {width: panel_layout(driver, f"{base}book/panels.html", width) for width in WIDTHS}
