@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import tomllib
+import yaml
 
 import tokensel as ts
 
@@ -149,8 +150,6 @@ def test_version_is_the_projects():
 
 
 def test_license_and_citation_agree_with_the_project():
-    import yaml
-
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert meta["project"]["license"] == "MIT" and meta["project"]["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import build_book
 
 import tokensel as ts
@@ -58,8 +59,6 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
 def test_the_pages_build_under_w_n(tmp_path):
     """The API pages alone (the pages they link to as stubs), with the book's own _config.yml (autodoc and
     tokensel_book.api included; nothing to execute), built as the Makefile builds the book: -W and -n."""
-
-    import yaml
 
     pages = api.render(ROOT)
     for rel, text in pages.items():

@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np
+import pytest
 import torch  # noqa: E402
 
 import tokensel as ts  # noqa: E402
@@ -35,8 +36,6 @@ def test_score_value_bands_label_their_axes():
 
 
 def test_value_bins_show_the_noise_of_a_bin_mean():
-    import pytest
-
     gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
     noisy = gap + torch.randn(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     bv = ts.shapes.binned(gap, noisy, bins=10)
@@ -52,8 +51,6 @@ def test_value_bins_show_the_noise_of_a_bin_mean():
 
 
 def test_panel_grid_puts_at_most_two_panels_in_a_row():
-    import pytest
-
     fig, axes = tb.plots.panel_grid(4, ylabel="y")
     assert len(axes) == 4 and fig.axes[0].get_gridspec().get_geometry() == (2, 2)
     assert axes[0].get_ylabel() == axes[2].get_ylabel() == "y" and not axes[1].get_ylabel()
@@ -65,8 +62,6 @@ def test_panel_grid_puts_at_most_two_panels_in_a_row():
 
 
 def test_mosaic_places_panels_by_name():
-    import pytest
-
     fig, axd = tb.plots.mosaic([["p", "v"], ["tokens", "tokens"]], height_ratios=[1, 1.5])
     assert set(axd) == {"p", "v", "tokens"}
     w, h = fig.get_size_inches()
