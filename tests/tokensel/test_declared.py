@@ -42,31 +42,37 @@ def _modules():
             yield importlib.import_module(info.name)
 
 
-def _declared() -> dict:
-    """``{name: (owner, attribute)}`` for every declared callable: a function (owner None), a class whose
-    fields are declared (attribute None), or a method, classmethod or staticmethod of a class."""
-    found = {}
+def _unwrap(member):
+    return member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+
+
+def _public():
+    """``(name, class or None, attribute or None, object)`` for every public function and class of tokensel's
+    modules, and every function, classmethod and staticmethod of such a class."""
     for mod in _modules():
         for name, obj in vars(mod).items():
-            if getattr(obj, "__module__", None) != mod.__name__ or name.startswith("_"):
-                continue
-            if inspect.isfunction(obj) and hasattr(obj, "__tokensel_params__"):
-                found[f"{mod.__name__}.{name}"] = (obj, None)
-            elif inspect.isclass(obj):
-                if "__tokensel_params__" in vars(obj):
-                    found[f"{mod.__name__}.{name}"] = (obj, None)
-                for attr, member in vars(obj).items():
-                    fn = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
-                    if attr != "__init__" and hasattr(fn, "__tokensel_params__"):
-                        found[f"{mod.__name__}.{name}.{attr}"] = (obj, attr)
+            if getattr(obj, "__module__", None) == mod.__name__ and not name.startswith("_"):
+                yield f"{mod.__name__}.{name}", None, None, obj
+                for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
+                    yield f"{mod.__name__}.{name}.{attr}", obj, attr, _unwrap(member)
+
+
+def _declared() -> dict:
+    """``{name: (owner, attribute)}`` for every declared callable: a function, a class whose fields are declared
+    (attribute None), or a method, classmethod or staticmethod of a class."""
+    found = {}
+    for name, cls, attr, obj in _public():
+        if attr is None and (inspect.isfunction(obj) or inspect.isclass(obj)) and "__tokensel_params__" in vars(obj):
+            found[name] = (obj, None)
+        elif attr not in (None, "__init__") and hasattr(obj, "__tokensel_params__"):
+            found[name] = (cls, attr)
     return found
 
 
 def _declaration(owner, attr) -> v.Declaration:
     if attr is None:
         return owner.__tokensel_params__
-    member = vars(owner)[attr]
-    return (member.__func__ if isinstance(member, (classmethod, staticmethod)) else member).__tokensel_params__
+    return _unwrap(vars(owner)[attr]).__tokensel_params__
 
 
 DECLARED = _declared()
@@ -158,25 +164,13 @@ def _public_callables() -> dict:
     """``{name: function}`` for every public function, and every public method of a public class, defined in
     a module of tokensel that takes a named argument (besides ``self``, ``cls``, ``*args`` and ``**kwargs``,
     which a declaration cannot name). The methods of a constraint are the declarations' machinery."""
-    found = {}
-    for mod in _modules():
-        for name, obj in vars(mod).items():
-            if getattr(obj, "__module__", None) != mod.__name__ or name.startswith("_"):
-                continue
-            if inspect.isfunction(obj):
-                found[f"{mod.__name__}.{name}"] = obj
-            elif inspect.isclass(obj) and not issubclass(obj, v.Constraint):
-                for attr, member in vars(obj).items():
-                    fn = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
-                    if inspect.isfunction(fn) and not attr.startswith("_"):
-                        found[f"{mod.__name__}.{name}.{attr}"] = fn
     out = {}
     var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    for name, fn in found.items():
+    for name, cls, attr, fn in _public():
+        if not inspect.isfunction(fn) or (cls is not None and (attr.startswith("_") or issubclass(cls, v.Constraint))):
+            continue
         params = [n for n, p in inspect.signature(fn).parameters.items() if p.kind not in var]
-        if params[:1] in (["self"], ["cls"]):
-            params = params[1:]
-        if params:
+        if params[1:] if params[:1] in (["self"], ["cls"]) else params:
             out[name] = fn
     return out
 
