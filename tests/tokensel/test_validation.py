@@ -15,7 +15,6 @@ from tokensel.errors import (
     InvalidParameterError,
     SolverError,
     TokenselError,
-    UnknownWordError,
 )
 from tokensel.validation import all_finite, check_int, check_real, check_real_array
 
@@ -133,13 +132,6 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
     monkeypatch.setenv("TOKENSEL_CACHE_DIR", "/proc/read-only-cache")  # local files need no cache at all
     ds = ts.load_reviews("imdb", "test", data_dir=tmp_path)
     assert ds["text"] == ["a fine film"] and ds.cache_files == []
-
-
-def test_an_unknown_word_is_a_tokensel_key_error():
-    vocab = ts.data.text.build_vocabulary([["good", "film"]], min_df=1)
-    with pytest.raises(UnknownWordError) as info:
-        vocab.id("bad")
-    assert isinstance(info.value, KeyError) and isinstance(info.value, TokenselError)
 
 
 @pytest.mark.parametrize(

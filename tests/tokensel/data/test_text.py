@@ -43,7 +43,7 @@ def test_vocabulary_rule_and_encoding():
     assert kept.tolist() == [0, 1, 2]  # "the end" has no in-vocabulary word
     assert [vocab.words[i] for i in batch.sequence(0).tolist()] == ["a", "good"]
     assert "bad" not in vocab and vocab.id("good") in (0, 1, 2)
-    with pytest.raises(KeyError, match="not in the vocabulary"):
+    with pytest.raises(ts.errors.UnknownWordError, match="not in the vocabulary"):  # a KeyError too
         vocab.id("bad")
     with pytest.raises(ValueError, match="no word occurs"):
         ts.data.text.build_vocabulary(docs, min_df=10)
