@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,29 @@ kernelspec:
   name: python3
 ---
 """
+
+
+def md_cell(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def code_cell(text, outputs=(), metadata=None):
+    return {
+        "cell_type": "code",
+        "metadata": metadata or {},
+        "source": text,
+        "outputs": list(outputs),
+        "execution_count": 1,
+    }
+
+
+def stream(text, name="stdout"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def notebook(*cells, **metadata):
+    """An nbformat 4 notebook (a dict) of ``cells``: the tests' crafted notebooks."""
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": list(cells)}
 
 
 POS = ["a great and wonderful film", "great acting, wonderful story", "wonderful, simply great"]
@@ -122,9 +147,18 @@ def _expected_seconds(item) -> float:
 def train_args(**kw) -> dict:
     """Keyword arguments for a trainer: the fields of ``TrainSettings`` among ``kw`` gathered into
     ``settings=``, the rest passed on (tests write a run's settings and its other arguments in one dict)."""
-    import tokensel as ts
-
     fields = set(ts.TrainSettings.__dataclass_fields__)
     return {"settings": ts.TrainSettings(**{k: v for k, v in kw.items() if k in fields})} | {
         k: v for k, v in kw.items() if k not in fields
     }
+
+
+def build_book(book: Path, *flags: str) -> str:
+    """``jupyter-book build book *flags`` with this interpreter's tools and the checkout's library: its log, once the
+    build succeeded."""
+    binary = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
+    run = [str(binary / "jupyter-book"), "build", str(book), *flags]
+    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout + done.stderr

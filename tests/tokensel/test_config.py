@@ -4,7 +4,8 @@ import pytest
 
 import tokensel as ts
 from tokensel import config
-from tokensel.errors import InvalidArgumentError
+from tokensel.data import imdb_archive
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
 
 def test_settings_are_read_when_used(monkeypatch):
@@ -18,12 +19,6 @@ def test_settings_are_read_when_used(monkeypatch):
 
 
 def test_a_urls_password_is_never_repeated_in_an_error(monkeypatch, tmp_path):
-    import pytest
-
-    from tokensel import config
-    from tokensel.data import imdb_archive
-    from tokensel.errors import DataUnavailableError
-
     url = "https://alice:s3cret-pw@mirror.invalid:8443/aclImdb_v1.tar.gz"
     assert config.redact(url) == "https://***@mirror.invalid:8443/aclImdb_v1.tar.gz"
     assert "s3cret" not in config.redact_text(f"failed to fetch {url} (401)")
@@ -36,9 +31,6 @@ def test_a_urls_password_is_never_repeated_in_an_error(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("value", ["²", "1²", "１２", "٣", "_", "1__0", "9" * 5000, "-1", "1.5"])
 def test_environment_numbers_that_are_digits_but_not_integers_are_refused(monkeypatch, value):
-    from tokensel import config
-    from tokensel.errors import InvalidArgumentError
-
     monkeypatch.setenv("TOKENSEL_THREADS", value)
     monkeypatch.setenv("TOKENSEL_YELP_SIZE", value)
     for read in (config.threads, config.yelp_size):

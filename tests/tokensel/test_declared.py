@@ -1,13 +1,6 @@
-"""Bad input to every declared function, generated from its declaration (:func:`tokensel.validation.declare`).
-
-Declarations are the boundary: a function that a chapter, a script, the book's machinery or a user calls (a name
-of ``tokensel.__all__``, a public function of a module the chapters call by name) declares its arguments, and an
-internal one trusts its caller. For each declared parameter and each value its kind refuses (wrong type, out of
-range, NaN or inf, None where None is not allowed, a bool for an int, a meta-device or sparse tensor, a wrong
-shape, ...) the function is called with valid example values for its other parameters and must raise an
-:class:`~tokensel.errors.InvalidArgumentError` naming that parameter, with nothing changed. The values each kind
-refuses and accepts are listed here (``BAD``, ``EXAMPLES``); only a new kind, or an argument of a new library
-type (``_registry``), needs new test code."""
+"""Bad input to every declared function, generated from its declaration (:func:`tokensel.validation.declare`): each
+value a parameter's kind refuses (``BAD``) raises an InvalidArgumentError naming it, with nothing changed; the other
+parameters take valid examples (``EXAMPLES``, ``_registry``). Only a new kind or library type needs new code here."""
 
 from __future__ import annotations
 
@@ -27,12 +20,16 @@ import torch
 
 import tokensel as ts
 from tokensel import validation as v
-from tokensel.analysis.maxmargin import Pairs
+from tokensel.analysis.maxmargin import Pairs, SVMResult
 from tokensel.analysis.shapes import Table, binned
 from tokensel.data.batch import Batch, RaggedBatch, Sequences
 from tokensel.data.reviews import Column, Source
 from tokensel.data.text import Words
 from tokensel.errors import ArgumentTypeError, InvalidArgumentError, TokenselError
+from tokensel.experiments.controls import ClassShapes
+from tokensel.experiments.recipes import Fit, Run
+from tokensel.models.mixing import MixPlan
+from tokensel.training.loop import Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,31 +42,37 @@ def _modules():
             yield importlib.import_module(info.name)
 
 
-def _declared() -> dict:
-    """``{name: (owner, attribute)}`` for every declared callable: a function (owner None), a class whose
-    fields are declared (attribute None), or a method, classmethod or staticmethod of a class."""
-    found = {}
+def _unwrap(member):
+    return member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+
+
+def _public():
+    """``(name, class or None, attribute or None, object)`` for every public function and class of tokensel's
+    modules, and every function, classmethod and staticmethod of such a class."""
     for mod in _modules():
         for name, obj in vars(mod).items():
-            if getattr(obj, "__module__", None) != mod.__name__ or name.startswith("_"):
-                continue
-            if inspect.isfunction(obj) and hasattr(obj, "__tokensel_params__"):
-                found[f"{mod.__name__}.{name}"] = (obj, None)
-            elif inspect.isclass(obj):
-                if "__tokensel_params__" in vars(obj):
-                    found[f"{mod.__name__}.{name}"] = (obj, None)
-                for attr, member in vars(obj).items():
-                    fn = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
-                    if attr != "__init__" and hasattr(fn, "__tokensel_params__"):
-                        found[f"{mod.__name__}.{name}.{attr}"] = (obj, attr)
+            if getattr(obj, "__module__", None) == mod.__name__ and not name.startswith("_"):
+                yield f"{mod.__name__}.{name}", None, None, obj
+                for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
+                    yield f"{mod.__name__}.{name}.{attr}", obj, attr, _unwrap(member)
+
+
+def _declared() -> dict:
+    """``{name: (owner, attribute)}`` for every declared callable: a function, a class whose fields are declared
+    (attribute None), or a method, classmethod or staticmethod of a class."""
+    found = {}
+    for name, cls, attr, obj in _public():
+        if attr is None and (inspect.isfunction(obj) or inspect.isclass(obj)) and "__tokensel_params__" in vars(obj):
+            found[name] = (obj, None)
+        elif attr not in (None, "__init__") and hasattr(obj, "__tokensel_params__"):
+            found[name] = (cls, attr)
     return found
 
 
 def _declaration(owner, attr) -> v.Declaration:
     if attr is None:
         return owner.__tokensel_params__
-    member = vars(owner)[attr]
-    return (member.__func__ if isinstance(member, (classmethod, staticmethod)) else member).__tokensel_params__
+    return _unwrap(vars(owner)[attr]).__tokensel_params__
 
 
 DECLARED = _declared()
@@ -79,6 +82,7 @@ UNDECLARED_MODULES = {
     "tokensel.models.kernels": "numba kernels on arrays that their declared callers have checked and laid out",
     "tokensel.validation": "the declaration machinery itself: the check_* functions are what the constraints call",
     "tokensel.files.path_kind": "the command lines' paths: argparse gives strings, checked by existing/writable",
+    "tokensel.analysis.symbolic": "the book's identities in sympy at a few fixed small sizes, none from a user",
 }
 #: ... and single callables: the building blocks of a step, called once per step by a declared model or loop on
 #: arguments it has checked, where a declaration would check them again per step
@@ -161,25 +165,13 @@ def _public_callables() -> dict:
     """``{name: function}`` for every public function, and every public method of a public class, defined in
     a module of tokensel that takes a named argument (besides ``self``, ``cls``, ``*args`` and ``**kwargs``,
     which a declaration cannot name). The methods of a constraint are the declarations' machinery."""
-    found = {}
-    for mod in _modules():
-        for name, obj in vars(mod).items():
-            if getattr(obj, "__module__", None) != mod.__name__ or name.startswith("_"):
-                continue
-            if inspect.isfunction(obj):
-                found[f"{mod.__name__}.{name}"] = obj
-            elif inspect.isclass(obj) and not issubclass(obj, v.Constraint):
-                for attr, member in vars(obj).items():
-                    fn = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
-                    if inspect.isfunction(fn) and not attr.startswith("_"):
-                        found[f"{mod.__name__}.{name}.{attr}"] = fn
     out = {}
     var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    for name, fn in found.items():
+    for name, cls, attr, fn in _public():
+        if not inspect.isfunction(fn) or (cls is not None and (attr.startswith("_") or issubclass(cls, v.Constraint))):
+            continue
         params = [n for n, p in inspect.signature(fn).parameters.items() if p.kind not in var]
-        if params[:1] in (["self"], ["cls"]):
-            params = params[1:]
-        if params:
+        if params[1:] if params[:1] in (["self"], ["cls"]) else params:
             out[name] = fn
     return out
 
@@ -236,9 +228,12 @@ def _choice(c, dims):
     return out + ([("another spelling", first.upper())] if str(first).upper() not in c.options else [])
 
 
+NUMPY = {"int": np.int64, "real": np.float64, "bool": bool}
+
+
 def _array(c, dims):
     shape = _resolve(c.shape, dims)
-    make = lambda s: np.zeros(s, dtype={"int": np.int64, "real": np.float64, "bool": bool}[c.kind])  # noqa: E731
+    make = lambda s: np.zeros(s, dtype=NUMPY[c.kind])  # noqa: E731
     out = [("a str", "abc"), ("an array of str", np.full(shape, "a")), ("a ragged list", [[1, 2], [3]])]
     out += [("a complex tensor", torch.zeros(shape, dtype=torch.complex64))]
     out += [("a meta tensor", torch.zeros(shape, device="meta"))]
@@ -300,6 +295,12 @@ def _batch(c, dims):
     return out
 
 
+def _dtype(c, dims):
+    others = [t for t in (torch.float16, torch.int64, torch.complex64, torch.float64) if t not in c.allowed][:3]
+    out = [("a str", str(c.allowed[0]).replace("torch.", "")), ("a numpy dtype", np.float32), ("an int", 1)]
+    return out + [(str(t), t) for t in others]
+
+
 def _table_example(c):
     if "count" in c.columns:
         return binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
@@ -316,37 +317,17 @@ BAD = {
     v.FilePath: lambda c, d: [("an int", 1), ("an empty str", ""), ("blanks", "  "), ("bytes", b"x"), ("a list", [])],
     v.Instance: lambda c, d: [(k, x) for k, x in (("a str", "x"), ("an int", 1)) if not isinstance(x, c.types or ())],
     v.Array: _array,
-    v.Device: lambda c, d: [
-        ("unknown", "gpu"),
-        ("a float", 1.5),
-        ("a bool", True),
-        ("meta", "meta"),
-        ("GPU 99", "cuda:99"),
-    ],
-    v.Dtype: lambda c, d: (
-        [("a str", str(c.allowed[0]).replace("torch.", "")), ("a numpy dtype", np.float32), ("an int", 1)]
-        + [
-            (str(t), t)
-            for t in [t for t in (torch.float16, torch.int64, torch.complex64, torch.float64) if t not in c.allowed][:3]
-        ]
-    ),
+    v.Device: lambda c, d: [("gpu", "gpu"), ("a float", 1.5), ("a bool", True), ("meta", "meta"), ("99", "cuda:99")],
+    v.Dtype: _dtype,
     v.Tensor: _tensor,
     v.Either: _either,
     v.Numbers: _numbers,
-    v.Subset: lambda c, d: [
-        ("a bare option", c.options[0]),
-        ("empty", ()),
-        ("twice", (c.options[0],) * 2),
-        ("unknown", (c.options[0], "?")),
-    ],
+    v.Subset: lambda c, d: (
+        [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2)]
+        + [("unknown", (c.options[0], "?"))]
+    ),
     Batch: _batch,
-    Sequences: lambda c, d: [
-        ("a str", "ab"),
-        ("a list of str", ["ab"]),
-        ("no sequence", []),
-        ("floats", [[0.5]]),
-        ("2-D", [[[0]]]),
-    ],
+    Sequences: lambda c, d: [("a str", "ab"), ("strs", ["ab"]), ("none", []), ("floats", [[0.5]]), ("2-D", [[[0]]])],
     Words: lambda c, d: [("a str", "a good film"), ("a list of ints", [1, 2])],
     Column: lambda c, d: (
         [("a str", "a good film"), ("a dict", {"a": 1})]
@@ -375,9 +356,7 @@ EXAMPLES = {
     v.Text: lambda c, d: "example",
     v.FilePath: lambda c, d: Path("tokensel-example"),
     v.Instance: lambda c, d: (lambda *args, **kwargs: {}) if c.methods == ("__call__",) else NotImplemented,
-    v.Array: lambda c, d: np.zeros(
-        _resolve(c.shape, d), dtype={"int": np.int64, "real": np.float64, "bool": bool}[c.kind]
-    ),
+    v.Array: lambda c, d: np.zeros(_resolve(c.shape, d), dtype=NUMPY[c.kind]),
     v.Device: lambda c, d: "cpu",
     v.Dtype: lambda c, d: c.allowed[0],
     v.Tensor: lambda c, d: torch.zeros(_resolve(c.shape, d), dtype=_dtype_of(c)),
@@ -408,12 +387,6 @@ def example(c: v.Constraint, dims: dict):
 @functools.cache
 def _registry() -> list:
     """One example object per library type a declaration names (by ``Instance``, ``Batch`` or ``Duck``)."""
-    from tokensel.analysis.maxmargin import SVMResult
-    from tokensel.experiments.controls import ClassShapes
-    from tokensel.experiments.recipes import Fit, Run
-    from tokensel.models.mixing import MixPlan
-    from tokensel.training.loop import Trajectory
-
     synthetic = ts.synthetic.assumption1_pairs(3, 1, 3, length=(3, 4), seed=0)
     batch = synthetic.batch
     model = ts.AttentionModel.init(batch.vocab_size, 4, seed=0)

@@ -1,10 +1,14 @@
 """tokensel.files: atomic JSON writes and folder locks."""
 
+import errno
 import json
+import os
 import threading
 
 import pytest
+import torch
 
+import tokensel as ts
 import tokensel.files as files
 from tokensel.errors import StorageError
 
@@ -41,9 +45,6 @@ def test_lock_is_exclusive(tmp_path):
 
 
 def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_behind(tmp_path, monkeypatch):
-    import errno
-    import os
-
     path = tmp_path / "r.json"
     files.write_json_atomic(path, {"old": 1})
 
@@ -70,12 +71,6 @@ def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_b
 
 
 def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    import errno
-
-    import torch
-
-    import tokensel as ts
-
     batch = ts.synthetic.independent_tokens(40, 12, length=5, seed=1).batch
     path = tmp_path / "run.pt"
     ts.train_joint(

@@ -1,14 +1,12 @@
-"""Property-based fuzzing of what tokensel reads from disk and of its command line (issue 24): a
-checkpoint, a manifest, an IMDB archive, a parsed-IMDB cache or a command-line path, however it is
-damaged, is either accepted as valid or refused with one :class:`tokensel.TokenselError` (or, for the
-command line, one line and a non-zero exit): never a raw exception, a crash, a hang, or changed parameters.
-"""
+"""Fuzzing what tokensel reads from disk and its command line (issue 24): a damaged checkpoint, manifest, archive,
+cache or path is accepted or refused with one TokenselError (one line and a non-zero exit): never a crash or hang."""
 
 import csv
 import gzip
 import io
 import json
 import os
+import signal
 import tarfile
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import tokensel as ts
 from tokensel.__main__ import main
 from tokensel.data import imdb_archive
 from tokensel.data.manifest import read_manifest, sha256_file, verify
-from tokensel.errors import CheckpointError, DataUnavailableError, TokenselError
+from tokensel.errors import CheckpointError, DataUnavailableError, StorageError, TokenselError
 from tokensel_book.__main__ import main as book_main
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -208,14 +206,6 @@ def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
     assert "EDITED" not in ds["text"] and sorted(ds["text"]) == sorted(SMALL["train"]["text"])
 
 
-def test_datasets_cache_cannot_be_edited_after_a_verified_load(parsed):
-    """The loaded data come from the bytes that were checked, held in memory: there is no Arrow cache file
-    behind the dataset that an edit could change."""
-    ds = ts.load_reviews("imdb", "train")
-    assert ds.cache_files == []
-    assert sorted(ds["text"]) == sorted(SMALL["train"]["text"])
-
-
 @FUZZ
 @given(edit=st.sampled_from(["truncate", "garbage", "manifest", "seal", "folder", "key"]))
 def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory, edit):
@@ -276,7 +266,6 @@ COMMANDS = [
     ["book", "grade", "{d}", "{p}"],
     ["book", "grade", "{p}", "{d}", "--out", "{d}/g.csv"],
 ]
-PATHS = st.sampled_from(["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
 
 
 @pytest.fixture
@@ -314,38 +303,18 @@ def _make(root, kind):
     return str(path)
 
 
-@FUZZ
-@given(command=st.sampled_from(COMMANDS), kind=PATHS)
-def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(
-    tmp_path_factory, monkeypatch, capsys, no_cluster, command, kind
-):
-    """Run outside a book (in an empty folder): no command reports success, none shows a traceback or
-    blocks on a FIFO."""
-    root = tmp_path_factory.mktemp("cli")
-    monkeypatch.chdir(root)
-    p = _make(root, kind)
-    argv = [a.format(p=p, d=str(root)) for a in command]
-    try:
-        code = run(argv)
-    except SystemExit as exc:  # argparse: usage errors exit 2 with a usage line
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code not in (0, None), (argv, out, err)
-    assert "Traceback" not in err + out
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert lines and (len(lines) == 1 or lines[0].startswith("usage:")), err
-
-
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
-@pytest.mark.parametrize("kind", ["missing", "file", "folder", "fifo", "dangling", "notbook.md", ""])
-def test_every_command_and_every_bad_path(tmp_path, monkeypatch, capsys, no_cluster, command, kind):
-    """The same property as above over every pair, so that no pair is left to chance."""
+@pytest.mark.parametrize("kind", ["missing", "file", "folder", "fifo", "dangling", "unreadable", "notbook.md", ""])
+def test_every_command_given_a_bad_path_prints_one_line_and_exits_non_zero(
+    tmp_path, monkeypatch, capsys, no_cluster, command, kind
+):
+    """Run outside a book (in an empty folder): no command reports success, shows a traceback or blocks on a FIFO."""
     monkeypatch.chdir(tmp_path)
     p = _make(tmp_path, kind)
     argv = [a.format(p=p, d=str(tmp_path)) for a in command]
     try:
         code = run(argv)
-    except SystemExit as exc:
+    except SystemExit as exc:  # argparse: usage errors exit 2 with a usage line
         code = exc.code
     out, err = capsys.readouterr()
     assert code not in (0, None), (argv, out, err)
@@ -365,7 +334,6 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     """A bad submission (a FIFO, which would block its reader, a folder, a dangling link, an unreadable file,
     bytes that are no notebook) is graded ``missing`` and named without running a kernel; a bad teacher's copy
     refuses the run in one line. Never a hang (an alarm fails the test) or a traceback."""
-    import signal
 
     from tokensel_book import assignments
 
@@ -415,8 +383,6 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
 def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):
     """Issue 24 root cause 9: a cache folder that is a file when the IMDB archive is parsed into it: one
     StorageError naming the cache, no traceback from deep inside the parser."""
-    from tokensel.errors import StorageError
-
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
     target = tmp_path / "cache"
     target.write_text("not a folder")

@@ -1,11 +1,6 @@
-"""Property-based fuzzing of the public API's bodies: an entry point called with one argument replaced by a
-malformed value (wrong type, wrong shape, NaN, inf, empty, huge, negative) either works or raises a
-:class:`tokensel.TokenselError`; and when it raises, no model, file or record of claims has changed.
-
-The bad values of each declared argument on its own are generated from the declarations
-(``test_declared.py``); the entry points listed here are those whose bodies check more (arguments against
-each other: a batch against a model, labels against sequences, a range against the data), and the book's
-functions, which are not declared."""
+"""Malformed values (wrong type, shape, NaN, inf, empty, huge, negative) for the entry points whose bodies check
+more than their declarations (arguments against each other), and for the book's undeclared functions: each works or
+raises a TokenselError, and when it raises, no model, file or record of claims has changed."""
 
 import hashlib
 from pathlib import Path
@@ -29,43 +24,11 @@ WORDS = [["good", "film"], ["bad", "film"], ["good", "plot"]]
 VOCAB = ts.data.text.build_vocabulary(WORDS, min_df=1)
 
 BAD = st.sampled_from(
-    [
-        None,
-        "",
-        "abc",
-        "1",
-        b"x",
-        True,
-        False,
-        0,
-        -1,
-        1.5,
-        -0.5,
-        2**63,
-        10**30,
-        float("nan"),
-        float("inf"),
-        -float("inf"),
-        [],
-        [[]],
-        [1, "a"],
-        [[1, 2], [3]],
-        {},
-        {"a": 1},
-        (1, 2, 3),
-        object(),
-        np.array([]),
-        np.array([np.nan]),
-        np.array([[1.0, 2.0]]),
-        np.array(["a"]),
-        torch.tensor([]),
-        torch.tensor([1.5, 2.5]),
-        torch.tensor([True]),
-        torch.zeros(3, dtype=torch.float16),
-        torch.full((S,), float("nan")),
-        torch.zeros(S, 2),
-        Path("/nonexistent/dir/file.pt"),
-    ]
+    [None, "", "abc", "1", b"x", True, False, 0, -1, 1.5, -0.5, 2**63, 10**30, float("nan"), float("inf")]
+    + [-float("inf"), [], [[]], [1, "a"], [[1, 2], [3]], {}, {"a": 1}, (1, 2, 3), object(), np.array([])]
+    + [np.array([np.nan]), np.array([[1.0, 2.0]]), np.array(["a"]), torch.tensor([]), torch.tensor([1.5, 2.5])]
+    + [torch.tensor([True]), torch.zeros(3, dtype=torch.float16), torch.full((S,), float("nan")), torch.zeros(S, 2)]
+    + [Path("/nonexistent/dir/file.pt")]
 )
 
 
@@ -88,6 +51,11 @@ def _claim(**kwargs):
     return tb.check(**kwargs)
 
 
+def _settings():
+    return ts.TrainSettings(steps=2, lr=0.01, eval_every=1, progress=False)
+
+
+T, F64, NOWHERE = torch.tensor, torch.float64, Path("/nonexistent-tokensel")
 ENTRY_POINTS = {
     "from_sequences": (
         ts.RaggedBatch.from_sequences,
@@ -95,9 +63,7 @@ ENTRY_POINTS = {
     ),
     "RaggedBatch": (
         ts.RaggedBatch,
-        lambda: dict(
-            ids=torch.tensor([0, 1, 2]), offsets=torch.tensor([0, 2, 3]), labels=torch.tensor([1.0, -1.0]), vocab_size=3
-        ),
+        lambda: dict(ids=T([0, 1, 2]), offsets=T([0, 2, 3]), labels=T([1.0, -1.0]), vocab_size=3),
     ),
     "subset": (lambda **k: BATCH.subset(**k), lambda: dict(index=[0, 1])),
     "sequence": (lambda **k: BATCH.sequence(**k), lambda: dict(i=0)),
@@ -105,11 +71,7 @@ ENTRY_POINTS = {
     "MultiClass.init": (ts.MultiClassAttentionModel.init, lambda: dict(vocab_size=8, d=4, num_classes=3, seed=0)),
     "AttentionModel": (
         ts.AttentionModel,
-        lambda: dict(
-            E=torch.zeros(S, 4, dtype=torch.float64),
-            p=torch.zeros(4, dtype=torch.float64),
-            v=torch.ones(4, dtype=torch.float64),
-        ),
+        lambda: dict(E=torch.zeros(S, 4, dtype=F64), p=torch.zeros(4, dtype=F64), v=torch.ones(4, dtype=F64)),
     ),
     "gradients": (ts.gradients, lambda: dict(model=_model(), batch=BATCH)),
     "one_step": (ts.one_step, lambda: dict(model=_model(), batch=BATCH, eta0=1.0)),
@@ -120,13 +82,7 @@ ENTRY_POINTS = {
     "gradient_flow": (ts.gradient_flow, lambda: dict(model=_model(), batch=BATCH, t_max=1.0, records=3)),
     "train_joint": (
         ts.train_joint,
-        lambda: dict(
-            model=_model(),
-            batch=BATCH,
-            settings=ts.TrainSettings(steps=2, lr=0.01, eval_every=1, progress=False),
-            params=("E", "p"),
-            test_batch=BATCH,
-        ),
+        lambda: dict(model=_model(), batch=BATCH, settings=_settings(), params=("E", "p"), test_batch=BATCH),
     ),
     "binned": (ts.shapes.binned, lambda: dict(x=np.arange(5.0), y=np.arange(5.0), bins=2)),
     "shape_summary": (
@@ -141,20 +97,12 @@ ENTRY_POINTS = {
         ts.selection_pairs,
         lambda: dict(batch=BATCH, selected=torch.ones(BATCH.num_tokens, dtype=torch.bool)),
     ),
-    "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
-    "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=torch.float64), pairs=_pairs())),
+    "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=F64), pairs=_pairs())),
+    "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=F64), pairs=_pairs())),
     "prepare_texts": (ts.prepare_texts, lambda: dict(texts=["a good film"] * 6, labels=[1, 0] * 3, min_df=1)),
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
-    "train_variant": (
-        ts.train_variant,
-        lambda: dict(
-            model=_variant(),
-            batch=BATCH,
-            settings=ts.TrainSettings(steps=2, lr=0.01, eval_every=1, progress=False),
-            chunk=None,
-        ),
-    ),
+    "train_variant": (ts.train_variant, lambda: dict(model=_variant(), batch=BATCH, settings=_settings(), chunk=None)),
     "attention_html": (
         tb.display.attention_html,
         lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False]),
@@ -168,8 +116,8 @@ ENTRY_POINTS = {
         ts.synthetic.independent_tokens,
         lambda: dict(n=4, vocab_size=5, length=3, delta=1.0, seed=0),
     ),
-    "load_reviews": (ts.load_reviews, lambda: dict(name="imdb", split="test", data_dir=Path("/nonexistent-tokensel"))),
-    "prepare_reviews": (ts.reviews.prepare_reviews, lambda: dict(name="imdb", data_dir=Path("/nonexistent-tokensel"))),
+    "load_reviews": (ts.load_reviews, lambda: dict(name="imdb", split="test", data_dir=NOWHERE)),
+    "prepare_reviews": (ts.reviews.prepare_reviews, lambda: dict(name="imdb", data_dir=NOWHERE)),
     "check": (_claim, lambda: dict(claim_id="x", measured=1.0, close_to=1.0, tol=0.1)),
     "start_chapter": (tb.start_chapter, lambda: dict(chapter="fuzz")),
 }

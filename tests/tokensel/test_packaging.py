@@ -2,8 +2,12 @@
 and the package states dependency ranges (the exact pins live in constraints.txt)."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+import sysconfig
+import venv
 import zipfile
 from pathlib import Path
 
@@ -14,8 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _requirement_names(lines):
-    import re
-
     return {
         re.split(r"[<>=!~\[; ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-"): line.strip()
         for line in lines
@@ -60,8 +62,6 @@ def _setuptools_for_building() -> bool:
 
 def _sources(tmp_path: Path) -> Path:
     """The files a distribution is built from, copied so that building leaves nothing in the checkout."""
-    import shutil
-
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -95,9 +95,6 @@ def test_pip_install_dot_into_a_fresh_venv_works_outside_the_repository(tmp_path
     the repository. The new environment sees this one's packages through a ``.pth`` line (so that no dependency is
     downloaded); the editable install of this checkout is not among them (a ``.pth`` file in a folder added that
     way is not read), so ``import tokensel`` can only find the copy that ``pip install .`` put there."""
-    import sysconfig
-    import venv
-
     src = _sources(tmp_path)
     fresh = tmp_path / "fresh"
     venv.EnvBuilder(with_pip=True).create(fresh)

@@ -15,7 +15,6 @@ from tokensel.errors import (
     InvalidParameterError,
     SolverError,
     TokenselError,
-    UnknownWordError,
 )
 from tokensel.validation import all_finite, check_int, check_real, check_real_array
 
@@ -27,26 +26,15 @@ def _batch():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: ts.RaggedBatch.from_sequences([[0.0, 1.7]], [1]), "must hold integers"),
         (lambda: ts.RaggedBatch(torch.tensor([0.0, 1.0]), torch.tensor([0, 2]), [1], 2), "must be integers"),
         (lambda: ts.RaggedBatch(np.array([0.0, 1.0]), np.array([0, 2]), [1], 2), "must hold integers"),
-        (lambda: _batch().subset([0.0, 1.9]), "integers or booleans"),
         (lambda: _batch().subset(torch.tensor([0.0, 1.0])), "integers or booleans"),
         (lambda: ts.RaggedBatch.from_sequences([[0, 1]], ["pos"]), "labels must be numbers"),
-        (lambda: ts.RaggedBatch.from_sequences(["ab"], [1]), "is a string"),
     ],
 )
 def test_no_silent_coercion_into_a_batch(call, message):
     with pytest.raises(InvalidBatchError, match=message):
         call()
-
-
-def test_float_svm_pairs_are_refused():
-    E = torch.eye(4, dtype=torch.float64)
-    with pytest.raises(InvalidParameterError, match="pairs must hold integers"):
-        ts.max_margin(E, np.array([[0.0, 1.9]]))
-    with pytest.raises(InvalidParameterError, match="pairs must hold integers"):
-        ts.max_margin_scores(E, [[0.5, 1.0]])
 
 
 @pytest.mark.parametrize("doc", ["a good film", b"a good film", 3])
@@ -76,17 +64,8 @@ def test_tokenizer_keeps_letters_of_every_script(text, words):
 
 
 def test_tokenizer_on_ascii_is_unchanged():
-    assert ts.data.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == [
-        "it's",
-        "a",
-        "great",
-        "film",
-        "10",
-        "10",
-        "don't",
-        "miss",
-        "it",
-    ]
+    words = ["it's", "a", "great", "film", "10", "10", "don't", "miss", "it"]
+    assert ts.data.text.tokenize("It's a <br />GREAT film, 10/10 -- don't miss_it!") == words
 
 
 def test_binned_handles_out_of_range_values_explicitly():
@@ -113,17 +92,8 @@ def test_half_precision_parameters_are_refused(dtype):
 
 
 def test_statistics_helpers_refuse_wrong_lengths():
-    b = _batch()
     with pytest.raises(InvalidArgumentError, match="one entry per token"):
         ts.shapes.shape_summary(np.zeros(5), np.zeros(6), np.zeros(5))
-    with pytest.raises(InvalidBatchError, match="one value per token"):
-        ts.statistics.loss_floor(b, torch.zeros(3, dtype=torch.float64))
-    with pytest.raises(InvalidBatchError, match="one entry per token occurrence"):
-        ts.statistics.selected_mass(b, torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.bool))
-    with pytest.raises(InvalidBatchError, match="token_mask"):
-        ts.statistics.separation(b, torch.zeros(b.vocab_size, dtype=torch.float64), torch.zeros(2, dtype=torch.bool))
-    with pytest.raises(ArgumentTypeError, match="bins_v must be a table"):
-        ts.shapes.values_spread([1.0, 2.0])
 
 
 def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
@@ -164,21 +134,12 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
     assert ds["text"] == ["a fine film"] and ds.cache_files == []
 
 
-def test_an_unknown_word_is_a_tokensel_key_error():
-    vocab = ts.data.text.build_vocabulary([["good", "film"]], min_df=1)
-    with pytest.raises(UnknownWordError) as info:
-        vocab.id("bad")
-    assert isinstance(info.value, KeyError) and isinstance(info.value, TokenselError)
-
-
 @pytest.mark.parametrize(
     "value",
     [10**400, -(10**5000), torch.tensor(2.0, device="meta"), torch.tensor(2, device="meta"), torch.tensor(1 + 2j)],
     ids=["400 digits", "5000 digits", "meta float", "meta int", "complex"],
 )
 def test_numbers_that_cannot_be_numbers_are_refused_with_a_tokensel_error(value):
-    from tokensel.errors import TokenselError
-
     for check in (check_int, check_real):
         with pytest.raises(TokenselError):
             check(value, "x")

@@ -1,13 +1,13 @@
 """The API reference (book/api.md and a page per folder): generated from the library, kept up to date, and built by
 Sphinx with autodoc under -W -n (slow)."""
 
-import os
 import re
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
+from conftest import build_book
 
 import tokensel as ts
 from tokensel_book import api
@@ -59,9 +59,6 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
 def test_the_pages_build_under_w_n(tmp_path):
     """The API pages alone (the pages they link to as stubs), with the book's own _config.yml (autodoc and
     tokensel_book.api included; nothing to execute), built as the Makefile builds the book: -W and -n."""
-    import shutil
-
-    import yaml
 
     pages = api.render(ROOT)
     for rel, text in pages.items():
@@ -79,12 +76,6 @@ def test_the_pages_build_under_w_n(tmp_path):
         yaml.safe_dump({"format": "jb-book", "root": "book/intro", "chapters": chapters})
     )
     shutil.copy(ROOT / "references.bib", tmp_path / "references.bib")
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(tmp_path), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "lib")},
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    build_book(tmp_path, "-W", "-n", "--keep-going")
     html = (tmp_path / "_build" / "html" / "book" / "api" / "analysis.html").read_text()
     assert 'class="sig-name descname"><span class="pre">att_svm_dense' in html

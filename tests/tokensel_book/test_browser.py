@@ -1,14 +1,5 @@
-"""The built book as a reader sees it: every page loaded in headless Chromium (Selenium).
-
-Asserted on every HTML page of ``_build/html``: the math is typeset by MathJax (served by the build
-itself), every image loads, no page shows an error output or a traceback, and every internal link
-(and its ``#anchor``) resolves. Screenshots of the introduction and of a theory chapter are saved to
-``_build/browser/``. A negative control runs the same checks on a deliberately broken page.
-
-These tests need the built book and Chromium with its driver (Debian: ``chromium``,
-``chromium-driver``), so the plain ``pytest`` run deselects them; ``make browser-check`` (run by CI
-after ``make book``) selects them with ``--browser``.
-"""
+"""The built book in headless Chromium: math typeset, images load, no error output, internal links resolve, with a
+negative control on a broken page. Needs `make book` and Chromium (`make browser-check`, ``--browser``)."""
 
 from __future__ import annotations
 

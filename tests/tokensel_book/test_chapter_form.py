@@ -2,6 +2,7 @@
 claim, each chapter has one ``parameters`` cell, claims read named fields and not the seed, and captions glue
 the parameters they quote."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -73,8 +74,6 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
 def seed_in_claim_names(text: str) -> list[str]:
     """Claims whose text is filled from the seed (a field of the call that reads ``seed``): such a claim would
     read differently from one seed to the next."""
-    import ast
-
     found = []
     for cell in CELL.findall(text):
         try:
@@ -120,8 +119,6 @@ def _cell_source(cell: str) -> str:
 
 def _display_label(node) -> bool:
     """A subscript by a string that is not a field name (``t["U-gap of E_s p (std)"]``, ``t.loc["one layer", c]``)."""
-    import ast
-
     keys = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     return any(isinstance(k, ast.Constant) and isinstance(k.value, str) and not k.value.isidentifier() for k in keys)
 
@@ -131,8 +128,6 @@ def claim_problems(text: str) -> list[str]:
     with spaces or symbols, or a test on a display string's ``startswith``/``endswith``): a claim reads named
     fields, so a relabelled table cannot change what it checks. (Its claims table names the statement each claim
     tests and where its bound comes from: ``tokensel_book.claims.claims_table`` refuses a row without them.)"""
-    import ast
-
     problems = []
     for cell in CELL.findall(text):
         try:
@@ -175,7 +170,7 @@ def test_the_claim_scan_sees_a_display_label():
 
 #: a number in a caption that equals a parameter's value by coincidence: (page, number) -> what it is
 CAPTION_COINCIDENCES = {
-    ("07_beyond", 20.0): "the bin count of ts.shapes.binned (a library default), not the parameter strata = 20",
+    ("07_beyond", 20.0): "the bin count of ts.shapes.binned (a library default), not the parameter strata = 20"
 }
 
 
@@ -183,8 +178,6 @@ def typed_parameters(text: str) -> list[tuple[str, float]]:
     """The numbers typed into the figure captions of MyST notebook ``text`` that equal the value of one of its
     scalar parameters (other than 0 and 1), as (parameter, number): a reader who changes that parameter would
     read a stale caption."""
-    import ast
-
     params: dict[str, float] = {}
     for cell in CELL.findall(text):
         if re.search(r"^:tags: \[[^\]]*\bparameters\b", cell, re.M):

@@ -9,14 +9,7 @@ import torch
 
 import tokensel_book as tb
 from tokensel.errors import InvalidArgumentError
-from tokensel_book.claims import (
-    MIME,
-    ClaimFailedError,
-    claims_table,
-    dependency_changes,
-    record_problems,
-    seal,
-)
+from tokensel_book.claims import MIME, ClaimFailedError, claims_table, dependency_changes, record_problems, seal
 
 TABLE = """---
 claims:

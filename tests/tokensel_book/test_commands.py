@@ -2,6 +2,7 @@
 
 import errno
 import os
+import signal
 
 import pytest
 
@@ -95,8 +96,6 @@ BOMB = "format: jb-book\nroot: one\na: &a [x, x, x, x, x, x, x, x, x, x]\n" + ""
 def test_a_table_of_contents_with_aliases_or_broken_yaml_is_refused_at_once(tmp_path, monkeypatch, capsys, toc):
     """Issue 48 (6): 40 lines of aliases describing 2^40 entries hung verify; a self-reference raised a raw
     RecursionError."""
-    import signal
-
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "_toc.yml").write_text(toc)
     (tmp_path / "_build").mkdir()

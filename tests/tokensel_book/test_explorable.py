@@ -1,20 +1,14 @@
-"""Figures a reader explores without a kernel (``tokensel_book.plots.explorable`` and the four figures built on
-it): every output holds the static PNG beside the interactive figure; in a tiny book built here, headless
-Chromium at 1400 px and 400 px reads a phase-diagram cell by hovering it, moves the rate sweep's slider and sees
-the plot change, finds each figure under its caption and number, and sees no request leave the build; the PDF
-printed from the HTML holds every figure's image. The browser tests run with ``--browser``.
-"""
+"""Figures a reader explores without a kernel (``tokensel_book.plots.explorable``): a static PNG beside each, and in
+a tiny book in Chromium (``--browser``) hover, slider, captions, no request leaving the build, images in the PDF."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 import numpy as np
@@ -22,7 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from conftest import MYST_FRONT_MATTER  # noqa: E402
+from conftest import MYST_FRONT_MATTER, build_book  # noqa: E402
 
 import tokensel_book as tb  # noqa: E402
 
@@ -135,8 +129,6 @@ def test_an_explorable_output_holds_the_static_png_and_the_figure(data, monkeypa
 
 
 def test_only_a_page_with_an_explorable_figure_loads_plotly():
-    from types import SimpleNamespace
-
     from tokensel_book import sphinx_mathjax
 
     added = []
@@ -203,16 +195,7 @@ def tiny_book(tmp_path_factory):
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/explore\n")
     (book / "book" / "explore.md").write_text(TINY_PAGE)
-    binary = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
-    out = subprocess.run(
-        [str(binary / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    build_book(book, "-W", "-n", "--keep-going")
     return book / "_build" / "html"
 
 

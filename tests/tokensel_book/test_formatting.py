@@ -7,14 +7,7 @@ from pathlib import Path
 import pytest
 
 from tokensel.errors import InvalidArgumentError
-from tokensel_book.formatting import (
-    code_cells,
-    format_page,
-    lint_findings,
-    lint_sources,
-    project_config,
-    unformatted,
-)
+from tokensel_book.formatting import code_cells, format_page, lint_findings, lint_sources, project_config, unformatted
 
 ROOT = Path(__file__).resolve().parents[2]
 

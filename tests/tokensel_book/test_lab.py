@@ -1,9 +1,5 @@
-"""`make lab` as a reader uses it: a chapter opened in JupyterLab as a notebook (jupytext pairing), its
-MyST rendered by jupyterlab-myst (a lemma is a lemma, not a raw fence), and a claim broken on purpose
-shown in red while the rest of the notebook runs on (TOKENSEL_CLAIMS=report, as `make lab` sets).
-
-Runs under `make browser-check` (needs Chromium and its driver, like tests/tokensel_book/test_browser.py).
-"""
+"""`make lab` as a reader uses it: a chapter opened in JupyterLab renders its MyST, and a claim broken on purpose
+shows in red while the notebook runs on (``--browser``)."""
 
 from __future__ import annotations
 
@@ -82,23 +78,11 @@ def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(t
     subprocess.run([str(BIN / "jupytext"), "--quiet", "--to", "ipynb", str(work / "demo.md")], check=True)
     os.utime(work / "demo.md")
     port, token = _free_port(), "tokensel-test"
-    env = dict(
-        os.environ,
-        TOKENSEL_CLAIMS="report",
-        TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"),
-        PATH=f"{BIN}:{os.environ.get('PATH', '')}",
-        JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-    )
-    cmd = [
-        str(BIN / "jupyter"),
-        "lab",
-        "--no-browser",
-        f"--port={port}",
-        "--ip=127.0.0.1",
-        f"--ServerApp.token={token}",
-        f"--notebook-dir={tmp_path}",
-    ]
+    env = dict(os.environ, TOKENSEL_CLAIMS="report", TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"))
+    env |= dict(PATH=f"{BIN}:{os.environ.get('PATH', '')}", JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"))
+    env |= dict(JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1"]
+    cmd += [f"--ServerApp.token={token}", f"--notebook-dir={tmp_path}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -1,28 +1,16 @@
-"""Nothing is clipped: every page of the built book at a desktop width (1400 px) and a phone width (400 px).
-
-Measured in headless Chromium after MathJax has typeset, with every dropdown opened: a display equation, a
-cell output or a table whose content is wider than its own box (``scrollWidth > clientWidth``) is reported,
-as is an inline formula that runs past the right edge of its paragraph (inline math cannot wrap) and a page
-that scrolls sideways. The book's own rules make them fit: long equations are split over lines
-in the sources, outputs wrap at spaces, and a table too wide for the column turns into one card per row
-(``_static/tokensel.js`` and ``tokensel.css``). Code cells and figures are not measured for width: a code
-line keeps its characters and may scroll in its box, and a figure is never shown so small that its tick
-labels are under 10 px (it scrolls in its box instead; the last test measures the text size). A negative control
-runs the same measurement on a crafted page.
-
-A figure of several panels is shown whole at 1400 px and panel by panel at 400 px: its panels one under the
-other, each within the text column, above the caption, and the whole image hidden
-(``tokensel_book.sphinx_figures``). Measured on every page of the book and on a tiny book built here, with a
-negative control (the same tiny book without the book's style sheet shows the whole figure on a phone).
-
-Needs the built book and Chromium (``make browser-check``, ``--browser``).
-"""
+"""Nothing is clipped on any page of the built book at 1400 px and 400 px, multi-panel figures stack on a phone and
+tick labels stay >= 10 px (``_static/tokensel.js``, ``tokensel.css``, ``sphinx_figures``), each measurement with a
+negative control. Needs `make book` and Chromium (``--browser``)."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import struct
 from pathlib import Path
 
 import pytest
+from conftest import build_book
 
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
@@ -161,8 +149,6 @@ def test_multi_panel_figures_are_shown_panel_by_panel_on_a_phone(measured):
 
 def test_every_image_that_records_panels_is_cut_into_them():
     # a figure of several panels drawn by tb.plots records its panels in its PNG: the book must cut every one
-    import re
-
     from tokensel_book.plots import png_panels
 
     missed = []
@@ -223,11 +209,6 @@ for ax in axes:
 
 
 def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     book = tmp_path / "tiny"
     (book / "book").mkdir(parents=True)
     shutil.copytree(STATIC, book / "_static")
@@ -239,16 +220,7 @@ def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_the
     )
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
     (book / "book" / "panels.md").write_text(TINY_PAGE)
-    binary = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
-    out = subprocess.run(
-        [str(binary / "jupyter-book"), "build", str(book), "-W", "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    build_book(book, "-W", "-n", "--keep-going")
     html = book / "_build" / "html"
     with serve(html) as base, chromium(tmp_path) as driver:
         seen = {width: panel_layout(driver, f"{base}book/panels.html", width) for width in WIDTHS}
@@ -294,8 +266,6 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
 
 def png_dpi(path: Path) -> float | None:
     """The resolution a PNG records (its ``pHYs`` chunk), in dots per inch; None when it records none."""
-    import struct
-
     data = path.read_bytes()
     at = data.find(b"pHYs")
     if at < 0:

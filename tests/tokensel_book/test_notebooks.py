@@ -3,64 +3,43 @@
 import json
 
 import pytest
+from conftest import code_cell, md_cell, notebook, stream
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book import notebooks as nbs
 
 
-def _md(text):
-    return {"cell_type": "markdown", "metadata": {}, "source": text}
-
-
-def _code(text, outputs=(), metadata=None):
-    return {
-        "cell_type": "code",
-        "metadata": metadata or {},
-        "source": text,
-        "outputs": list(outputs),
-        "execution_count": 1,
-    }
-
-
-def _stream(text, name="stdout"):
-    return {"output_type": "stream", "name": name, "text": text}
-
-
-def _notebook(*cells):
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": list(cells)}
-
-
 def test_repair_streams_undoes_the_in_place_merge_of_myst_nb():
     # what myst-nb stores: the first stream merged with the later ones, which stay
     stored = [
-        _stream("[ok] a\n[ok] b\n[ok] c\n"),
-        _stream("[ok] b\n"),
+        stream("[ok] a\n[ok] b\n[ok] c\n"),
+        stream("[ok] b\n"),
         {"output_type": "display_data", "data": {}},
-        _stream("[ok] c\n"),
+        stream("[ok] c\n"),
     ]
     out = nbs.repair_streams(stored)
     assert [o["output_type"] for o in out] == ["stream", "display_data"]
     assert out[0]["text"] == "[ok] a\n[ok] b\n[ok] c\n"
     # streams never merged are joined, each line once; stderr kept apart
-    fresh = nbs.repair_streams([_stream("a\n"), _stream("warn\n", "stderr"), _stream("b\n")])
+    fresh = nbs.repair_streams([stream("a\n"), stream("warn\n", "stderr"), stream("b\n")])
     assert [(o["name"], o["text"]) for o in fresh] == [("stdout", "a\nb\n"), ("stderr", "warn\n")]
     # a progress line rewritten with carriage returns, merged and cleaned by myst-nb, is still recognised
-    merged = [_stream("start\nstep 2/2\n"), _stream("step 1/2\rstep 2/2\n")]
-    assert nbs.repair_streams(merged) == [_stream("start\nstep 2/2\n")]
+    merged = [stream("start\nstep 2/2\n"), stream("step 1/2\rstep 2/2\n")]
+    assert nbs.repair_streams(merged) == [stream("start\nstep 2/2\n")]
     assert nbs.repair_streams([]) == []
     with pytest.raises(InvalidArgumentError, match="outputs"):
         nbs.repair_streams("no")
 
 
-GATED = _notebook(
-    _md(
+GATED = notebook(
+    md_cell(
         "# Ch\n\n````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n\n"
         "The plain answer is forty two.\n````\n\n````{exercise} Challenge: y\n:label: ex-y\nAnd this.\n````\n\n"
         "````{solution-start} ex-y\n:class: dropdown\n````\n\nThe gated answer follows:\n"
     ),
-    _code("answer = 42\ntb.check('exercise: the answer', answer, 42, tol=0)", [_stream("[ok] 42.1234\n")]),
-    _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solutions.\n"),
-    _code("print('kept')"),
+    code_cell("answer = 42\ntb.check('exercise: the answer', answer, 42, tol=0)", [stream("[ok] 42.1234\n")]),
+    md_cell("so 42.\n\n````{solution-end}\n````\n\nAfter the solutions.\n"),
+    code_cell("print('kept')"),
 )
 
 
@@ -76,21 +55,21 @@ def test_split_solutions_takes_out_plain_and_gated_solutions():
     assert solutions[1]["code"] == [GATED["cells"][1]["source"]] and "42.1234" in solutions[1]["outputs"][0]
     assert len(GATED["cells"]) == 4  # the input is not changed
     with pytest.raises(InvalidArgumentError, match="never closed"):
-        nbs.split_solutions(_notebook(_md("````{solution-start} ex\n````\n"), _code("x = 1")))
+        nbs.split_solutions(notebook(md_cell("````{solution-start} ex\n````\n"), code_cell("x = 1")))
     with pytest.raises(InvalidArgumentError, match="never closed"):
-        nbs.split_solutions(_notebook(_md("````{solution} ex\nopen\n")))
+        nbs.split_solutions(notebook(md_cell("````{solution} ex\nopen\n")))
     with pytest.raises(InvalidArgumentError, match="notebook"):
         nbs.split_solutions({"cells": "no"})
 
 
-CHAPTER = _notebook(
-    _md(
+CHAPTER = notebook(
+    md_cell(
         "# Two\n\n````{prf:lemma} One step\n:label: lem-a\n\nThe step is\n\n$$\nx = 1\n$$ (eq-a)\n\nexactly.\n"
         "````\n\n````{prf:proof}\nBy {prf:ref}`lem-a` and {eq}`eq-a`; see {doc}`03_next` and {prf:ref}`lem-far`.\n"
         "````\n\n$$ y = 2 $$\n\n```{admonition} Why it matters\nA note, {cite:t}`wu2025`.\n```\n"
     ),
-    _code("fig = 1", metadata={"mystnb": {"figure": {"name": "fig-a", "caption": "c"}}}),
-    _md(
+    code_cell("fig = 1", metadata={"mystnb": {"figure": {"name": "fig-a", "caption": "c"}}}),
+    md_cell(
         "As {numref}`fig-a` shows ({numref}`Figure %s <fig-a>`), {cite:p}`wu2025`.\n\n"
         "````{exercise} Warm-up: by hand\n:label: ex-a\nCompute {math}`x`.\n````\n"
     ),
@@ -132,7 +111,7 @@ def test_plain_markdown_has_no_myst_left():
 
 
 def test_a_download_imports_glue_with_a_fallback_outside_a_book():
-    nb = _notebook(_code("from myst_nb import glue\nglue('n', 3, display=False)"))
+    nb = notebook(code_cell("from myst_nb import glue\nglue('n', 3, display=False)"))
     out = nbs.standalone_notebook(nb, {}, 1)
     source = out["cells"][1]["source"]
     namespace: dict = {}
@@ -142,7 +121,7 @@ def test_a_download_imports_glue_with_a_fallback_outside_a_book():
 
 def test_a_downloads_check_lines_name_their_statement_as_the_book_does():
     line = "[ok] step: 0.99, required at least 0.9 (tests lem-a)\n    (tests lem-far)\n"
-    nb = _notebook(CHAPTER["cells"][0], _code("tb.check(...)", [_stream(line)]))
+    nb = notebook(CHAPTER["cells"][0], code_cell("tb.check(...)", [stream(line)]))
     out = nbs.standalone_notebook(nb, None, 2)
     assert out["cells"][2]["outputs"][0]["text"] == line.replace("lem-a", "Lemma 2.1")  # an unknown label stays
 
@@ -160,7 +139,7 @@ def test_standalone_problems_finds_myst_left_and_a_missing_install_cell():
     assert "install tokensel" in problems[0]
     assert any("{prf:lemma}" in p for p in problems) and any("{eq}" in p for p in problems)
     assert any(":label:" in p for p in problems)
-    inside_code = _notebook(nbs.install_cell(), _md("```python\n{eq}`x`\n```\n"))
+    inside_code = notebook(nbs.install_cell(), md_cell("```python\n{eq}`x`\n```\n"))
     assert nbs.standalone_problems(inside_code) == []
 
 
@@ -169,7 +148,7 @@ def test_plain_markdown_rejects_what_it_cannot_convert():
         nbs.plain_markdown("````{prf:lemma} x\nopen\n")
     with pytest.raises(InvalidArgumentError, match="text"):
         nbs.plain_markdown(None)
-    spanning = nbs.standalone_notebook(_notebook(_md("````{prf:lemma} x\nopen\n"), _md("closed\n````\n")))
+    spanning = nbs.standalone_notebook(notebook(md_cell("````{prf:lemma} x\nopen\n"), md_cell("closed\n````\n")))
     assert [c["source"] for c in spanning["cells"][1:]] == ["**Lemma 1** (x).\n\nopen\n", "closed\n"]
     assert nbs.plain_markdown("```python\n{eq}`x` stays in code\n```\n") == "```python\n{eq}`x` stays in code\n```\n"
 
@@ -187,27 +166,13 @@ def test_bib_labels():
 def test_glued_values_come_back_and_read_as_text_outside_the_book():
     from tokensel_book.notebooks import glued, restore_glue, standalone_notebook
 
-    nb = {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {},
-        "cells": [
-            {"cell_type": "markdown", "metadata": {}, "source": "With $n$ = {glue:text}`n:,d` and {glue:text}`x:.2f`."},
-            {"cell_type": "code", "metadata": {}, "source": "glue('n', 4000)", "outputs": [], "execution_count": 1},
-        ],
-    }
+    nb = notebook(md_cell("With $n$ = {glue:text}`n:,d` and {glue:text}`x:.2f`."), code_cell("glue('n', 4000)"))
     prefix = "application/papermill.record/"
-    stored = {  # as myst-nb writes <page>.glue.json: the prefix in the metadata, not in the data's keys
-        "n": {
-            "output_type": "display_data",
-            "metadata": {"scrapbook": {"name": "n", "mime_prefix": prefix}},
-            "data": {"text/plain": "4000"},
-        },
-        "x": {
-            "output_type": "display_data",
-            "metadata": {"scrapbook": {"name": "x", "mime_prefix": prefix}},
-            "data": {"text/plain": "0.18344"},
-        },
+    # as myst-nb writes <page>.glue.json: the prefix in the metadata, not in the data's keys
+    meta = {k: {"scrapbook": {"name": k, "mime_prefix": prefix}} for k in "nx"}
+    values = {"n": "4000", "x": "0.18344"}
+    stored = {
+        k: {"output_type": "display_data", "metadata": meta[k], "data": {"text/plain": v}} for k, v in values.items()
     }
     back = restore_glue(nb, stored)
     assert nb["cells"][1]["outputs"] == []  # the input is not changed

@@ -1,11 +1,9 @@
-"""tokensel_book.pdf: the built book printed to one PDF by headless Chromium.
-
-The page assembly is tested on crafted pages by the plain test run; the printed book itself (every page of
-``_toc.yml``, each chapter's title in the text, a plausible page count) after ``make book``, by
-``make browser-check`` (``--browser``)."""
+"""tokensel_book.pdf: the book printed to one PDF by headless Chromium (page assembly on crafted pages; the printed
+book after ``make book``, with ``--browser``)."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -67,8 +65,6 @@ def test_book_title():
 
 
 def _blank(pages: int) -> bytes:
-    import io
-
     from pypdf import PdfWriter
 
     writer = PdfWriter()

@@ -4,6 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np
+import pytest
 import torch  # noqa: E402
 
 import tokensel as ts  # noqa: E402
@@ -34,9 +36,6 @@ def test_score_value_bands_label_their_axes():
 
 
 def test_value_bins_show_the_noise_of_a_bin_mean():
-    import numpy as np
-    import pytest
-
     gap = torch.linspace(-1, 1, 400, dtype=torch.float64)
     noisy = gap + torch.randn(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     bv = ts.shapes.binned(gap, noisy, bins=10)
@@ -52,8 +51,6 @@ def test_value_bins_show_the_noise_of_a_bin_mean():
 
 
 def test_panel_grid_puts_at_most_two_panels_in_a_row():
-    import pytest
-
     fig, axes = tb.plots.panel_grid(4, ylabel="y")
     assert len(axes) == 4 and fig.axes[0].get_gridspec().get_geometry() == (2, 2)
     assert axes[0].get_ylabel() == axes[2].get_ylabel() == "y" and not axes[1].get_ylabel()
@@ -65,8 +62,6 @@ def test_panel_grid_puts_at_most_two_panels_in_a_row():
 
 
 def test_mosaic_places_panels_by_name():
-    import pytest
-
     fig, axd = tb.plots.mosaic([["p", "v"], ["tokens", "tokens"]], height_ratios=[1, 1.5])
     assert set(axd) == {"p", "v", "tokens"}
     w, h = fig.get_size_inches()
@@ -78,8 +73,6 @@ def test_mosaic_places_panels_by_name():
 
 
 def test_label_points_keeps_labels_one_line_apart():
-    import numpy as np
-
     fig, ax = tb.plots.subplots(1)
     x = np.r_[np.full(6, -1.0), np.full(6, 1.0)]
     y = np.r_[np.full(6, 0.0), np.linspace(0, 0.01, 6)]  # two tight clusters: labels would overprint
@@ -96,8 +89,6 @@ def test_label_points_keeps_labels_one_line_apart():
 
 
 def test_a_figure_of_several_panels_records_them_in_its_png(tmp_path):
-    import matplotlib
-
     matplotlib.use("Agg")
     from tokensel_book import plots
 
@@ -140,8 +131,6 @@ def _tick_label_overlaps(ax, renderer) -> list[tuple[str, str]]:
 
 
 def test_panel_grid_tick_labels_do_not_overlap_on_small_values():
-    import numpy as np
-
     tb.plots.theme()
     # the ranges of chapter 7's four-class panels (alpha_{s,k} of IMDB's rating classes): about 1e-3
     ranges = [(-0.0002, 0.00195), (-0.0025, 0.00005), (-0.0013, 0.0002), (-0.0003, 0.0018)]

@@ -1,7 +1,5 @@
-"""The built book speaks to its readers only: no absolute local paths, and none of a short list of words
-about how the book was built (build machines, compute budgets, earlier drafts). Checked on the text of
-every HTML page of ``_build/html`` (so after ``make book``: ``make browser-check`` selects it with
-``--browser``); the rule itself is tested on crafted text by the plain test run."""
+"""The built book speaks to its readers only: no absolute local paths, no words about how it was built (the rule on
+crafted text; every page of ``_build/html`` with ``--browser``)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
@@ -25,8 +26,6 @@ See {eq}`eq-b`.
 
 
 def _build(tmp_path, number_all=True):
-    import io
-
     from sphinx.application import Sphinx
 
     src = tmp_path / "src"

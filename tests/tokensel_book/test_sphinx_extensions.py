@@ -1,8 +1,10 @@
 """tokensel_book.sphinx_mathjax and tokensel_book.sphinx_notebooks, called as Sphinx calls them."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
+from conftest import code_cell, md_cell, notebook, stream
 from sphinx.errors import ConfigError
 
 from tokensel_book import sphinx_mathjax, sphinx_notebooks
@@ -16,8 +18,6 @@ def test_mathjax_is_installed_and_the_config_is_checked():
 
 
 def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alone(tmp_path):
-    import json
-
     root = tmp_path / "src"
     (root / "book").mkdir(parents=True)
     (root / "_toc.yml").write_text(
@@ -30,41 +30,14 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
     out = tmp_path / "_build" / "html"
     executed = tmp_path / "_build" / "jupyter_execute" / "book"
     executed.mkdir(parents=True)
-    cell = {
-        "cell_type": "markdown",
-        "metadata": {},
-        "source": "# Model\n\n````{prf:definition} Attention\n:label: def-att\nIt is {cite:p}`wu2025`.\n````\n"
-        "See {prf:ref}`lem-next` in {doc}`02_next`.\n",
-    }
-    code = {
-        "cell_type": "code",
-        "metadata": {},
-        "source": "import tokensel",
-        "execution_count": 1,
-        "outputs": [
-            {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
-            {"output_type": "stream", "name": "stdout", "text": "b\n"},
-        ],
-    }
-    (executed / "01_model.ipynb").write_text(
-        json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell, code]})
+    cell = md_cell(
+        "# Model\n\n````{prf:definition} Attention\n:label: def-att\nIt is {cite:p}`wu2025`.\n````\n"
+        "See {prf:ref}`lem-next` in {doc}`02_next`.\n"
     )
-    (executed / "02_next.ipynb").write_text(
-        json.dumps(
-            {
-                "nbformat": 4,
-                "nbformat_minor": 5,
-                "metadata": {},
-                "cells": [
-                    {
-                        "cell_type": "markdown",
-                        "metadata": {},
-                        "source": "````{prf:lemma} Next\n:label: lem-next\nx\n````\n",
-                    }
-                ],
-            }
-        )
-    )
+    code = code_cell("import tokensel", [stream("a\nb\n"), stream("b\n")])
+    (executed / "01_model.ipynb").write_text(json.dumps(notebook(cell, code)))
+    lemma = md_cell("````{prf:lemma} Next\n:label: lem-next\nx\n````\n")
+    (executed / "02_next.ipynb").write_text(json.dumps(notebook(lemma)))
     app = SimpleNamespace(
         outdir=str(out), srcdir=str(root), config=SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository="")
     )
@@ -76,7 +49,7 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
     md = nb["cells"][1]["source"]
     assert "**Definition 1.1** (Attention)." in md and "It is (Wu et al., 2025)." in md
     assert "See Lemma 2.1 in chapter 2." in md and "{" not in md
-    assert nb["cells"][2]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    assert nb["cells"][2]["outputs"] == [stream("a\nb\n")]
     download = out / "_sources" / "book" / "01_model.ipynb"
     download.write_text("{}")  # what Sphinx's copy of a notebook source does to it
     sphinx_notebooks.rewrite_downloads(app, None)

@@ -1,5 +1,6 @@
 """tokensel_book.sphinx_roadmap: the intro's chapter list, generated from _toc.yml."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,6 @@ def test_the_readmes_contents_are_the_books():
 
 def test_a_notebook_page_gives_its_summary_and_title_from_its_metadata_and_cells(tmp_path):
     # the student edition builds from executed notebooks, with no .md beside them
-    import json
-
     from tokensel_book.sphinx_roadmap import page_source, page_title
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: a\n")

@@ -4,33 +4,21 @@ its number, and the proof index lists statements by number and title. A tiny boo
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import MYST_FRONT_MATTER, build_book
 
 import tokensel_book as tb
 from tokensel_book.claims import TESTS, ClaimFailedError, statement_title
 from tokensel_book.sphinx_statements import plain_title
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 
-PAGE = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-    format_version: 0.13
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-# Chapter
+PAGE = (
+    MYST_FRONT_MATTER
+    + """# Chapter
 
 ````{prf:definition} Signed frequency $\\alpha_s$
 :label: def-b
@@ -75,6 +63,7 @@ plt.plot([1, 2]);
 
 Text with {glue:text}`n:,d` sequences.
 """
+)
 
 
 def test_a_failed_claim_names_the_statement_it_tests_by_kind_and_title(tmp_path, monkeypatch):
@@ -119,16 +108,7 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
     card = f"<table>{card}</table>"
     (book / "book" / "intro.md").write_text(f"# Intro\n\nSee {{ref}}`prf-prf`.\n\n```{{raw}} html\n{card}\n```\n")
     (book / "book" / "ch.md").write_text(PAGE)
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
-    out = subprocess.run(
-        [str(BIN / "jupyter-book"), "build", str(book), "-n", "--keep-going"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log[-3000:]
+    log = build_book(book, "-n", "--keep-going")
     # the negative control: a label that names no statement is a warning (an error under -W), left unlinked
     assert re.search(r"WARNING: a check line tests 'lem-nowhere', which is no statement", log), log[-3000:]
     page = (book / "_build" / "html" / "book" / "ch.html").read_text()

@@ -1,21 +1,18 @@
-"""tokensel_book.student: the student edition, the executed book without the exercises' solutions.
-
-The source preparation and the leak search are tested on crafted notebooks by the plain test run; the built
-student edition (``make book-student``, after ``make book``) by ``make browser-check`` (``--browser``): every
-chapter has its exercises and none of its solutions, shows the same figures as the full book, and no file of
-it (pages, page sources, notebook downloads, search index) nor its PDF holds a solution's text, an answer's
-value or an exercise's check."""
+"""tokensel_book.student: the executed book without the exercises' solutions (crafted notebooks here; the built
+edition, its pages, downloads, search index and PDF, with ``--browser`` after `make book-student`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import code_cell, md_cell, notebook, stream
 
-from tokensel.errors import DataUnavailableError, InvalidArgumentError, StorageError
+from tokensel.errors import DataUnavailableError, InvalidArgumentError
 from tokensel_book.student import (
     drop_claims,
     find_leaks,
@@ -32,40 +29,22 @@ FULL = ROOT / "_build" / "html"
 STUDENT = ROOT / "_build" / "student" / "_build" / "html"
 
 
-def _md(text):
-    return {"cell_type": "markdown", "metadata": {}, "source": text}
-
-
-def _code(text):
-    return {"cell_type": "code", "metadata": {}, "source": text, "outputs": [], "execution_count": None}
-
-
-def _notebook(*cells):
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"summary": "s"}, "cells": list(cells)}
-
-
 def test_student_notebook_takes_every_solution_out_and_stores_streams_once():
-    nb = _notebook(
-        _md(
+    nb = notebook(
+        md_cell(
             "````{exercise} Core: x\n:label: ex-x\nDo it.\n````\n\n````{solution} ex-x\n:class: dropdown\n"
             "The plain answer is forty two.\n````\n\n````{solution-start} ex-x\n:class: dropdown\n````\n\n"
             "The answer:\n"
         ),
-        _code('answer = 42\ntb.check("exercise-answer", answer, close_to=42, tol=0)'),
-        _md("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
-        dict(
-            _code("print('kept')"),
-            outputs=[
-                {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
-                {"output_type": "stream", "name": "stdout", "text": "b\n"},
-            ],
-        ),
+        code_cell('answer = 42\ntb.check("exercise-answer", answer, close_to=42, tol=0)'),
+        md_cell("so 42.\n\n````{solution-end}\n````\n\nAfter the solution.\n"),
+        code_cell("print('kept')", [stream("a\nb\n"), stream("b\n")]),
     )
     out, solutions = student_notebook(nb)
     text = json.dumps(out)
     assert "ex-x" in text and "Do it." in text and "After the solution." in text and "kept" in text
     assert "{solution" not in text and "forty two" not in text and "answer = 42" not in text and "so 42" not in text
-    assert out["cells"][-1]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "a\nb\n"}]
+    assert out["cells"][-1]["outputs"] == [stream("a\nb\n")]
     assert solution_claims(solutions) == ["exercise-answer"]
     assert len(nb["cells"]) == 4  # the input is not changed
     proved = [{"label": "ex-p", "code": ["%time x = 1\ntb.prove('exercise-proof', 0)"]}]
@@ -80,26 +59,25 @@ def test_drop_claims_removes_the_exercises_rows_of_the_status_page():
         '<tr data-claim="02_one_step/exercise-err"><td>exercise: err</td><td>0.0117035</td></tr></table>'
     )
     output = {"output_type": "display_data", "data": {"text/html": table, "text/plain": "x"}, "metadata": {}}
-    out, removed = drop_claims(_notebook(dict(_code("HTML(...)"), outputs=[output])), ["exercise-err"])
+    out, removed = drop_claims(notebook(code_cell("HTML(...)", [output])), ["exercise-err"])
     text = json.dumps(out)
     assert "0.0117035" not in text and "exercise: err" not in text and removed == 1
     assert "one step: corr" in text and "0.998958" in text
 
 
 def test_leak_evidence_finds_a_solution_wherever_it_is_and_nothing_else():
-    nb = _notebook(
-        _md(
+    nb = notebook(
+        md_cell(
             "# Ch\n\nThe rate goes up with more irrelevant tokens in the data.\n\n"
             "````{exercise} Core: x\n:label: ex-x\nPredict how the rate changes with more tokens.\n````\n\n"
             "````{solution} ex-x\nThe rate goes up with more irrelevant tokens in the data; "
             "each token needs its own score below every important one, so $p_{mm}$ grows "
             "to $2.39$.\n````\n\n````{solution-start} ex-x\n````\n"
         ),
-        dict(
-            _code("tb.check('exercise-rate', rate2, close_to=svm2.norm, rel_tol=0.05)"),
-            outputs=[{"output_type": "stream", "name": "stdout", "text": "rate 2.4123 (0.5 s)\n"}],
+        code_cell(
+            "tb.check('exercise-rate', rate2, close_to=svm2.norm, rel_tol=0.05)", [stream("rate 2.4123 (0.5 s)\n")]
         ),
-        _md("````{solution-end}\n````\n"),
+        md_cell("````{solution-end}\n````\n"),
     )
     claims = [
         {"id": "exercise-rate", "measured": 2.41234567, "expected": 2.3871},
@@ -162,18 +140,16 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book").mkdir(parents=True)
     rows = '<tr data-claim="ch/exercise-e"><td>1.23456</td></tr><tr data-claim="ch/kept"><td>2</td></tr>'
-    status = dict(
-        _code("table"), outputs=[{"output_type": "display_data", "data": {"text/html": rows}, "metadata": {}}]
-    )
-    (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(_notebook(_md("# T\n"), status)))
+    status = code_cell("table", [{"output_type": "display_data", "data": {"text/html": rows}, "metadata": {}}])
+    (built / "jupyter_execute" / "book" / "intro.ipynb").write_text(json.dumps(notebook(md_cell("# T\n"), status)))
     with pytest.raises(DataUnavailableError, match="book/ch"):  # a code page that was not executed
         prepare_student_sources(root, built, tmp_path / "out")
     (built / "jupyter_execute" / "book" / "ch.ipynb").write_text(
         json.dumps(
-            _notebook(
-                _md("# Ch\n````{solution-start} ex\n````\n"),
-                _code("tb.check('exercise-e', 1.23456, close_to=1.0, tol=0.5)"),
-                _md("````{solution-end}\n````\n"),
+            notebook(
+                md_cell("# Ch\n````{solution-start} ex\n````\n"),
+                code_cell("tb.check('exercise-e', 1.23456, close_to=1.0, tol=0.5)"),
+                md_cell("````{solution-end}\n````\n"),
             )
         )
     )
@@ -189,12 +165,6 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
     intro = json.loads((out / "book" / "intro.ipynb").read_text())  # a page that lists the exercise's check
     assert intro["cells"][1]["outputs"][0]["data"]["text/html"] == '<tr data-claim="ch/kept"><td>2</td></tr>'
     prepare_student_sources(root, built, out)  # its own folder: written again
-    thesis = tmp_path / "thesis"
-    (thesis / ".git").mkdir(parents=True)
-    (thesis / "_toc.yml").write_text("root: x\n")  # a book of someone else's
-    with pytest.raises(StorageError, match="was not written by this command"):
-        prepare_student_sources(root, built, thesis)
-    assert (thesis / ".git").is_dir() and (thesis / "_toc.yml").is_file()
     with pytest.raises(InvalidArgumentError, match="root"):
         prepare_student_sources(tmp_path / "nothing", built, tmp_path / "out2")
 
@@ -332,7 +302,6 @@ def test_a_reader_of_the_student_edition_sees_no_solution_at_desktop_and_phone_w
     shows no solution's text, value or check, and the notebook its download menu offers stands alone and holds
     none either. The control: the full book's first chapter, opened the same way, shows its solutions at both
     widths (so the opening and the reading see what a solution would look like)."""
-    import urllib.request
 
     from tokensel_book.notebooks import standalone_problems
     from tokensel_book.pdf import OPEN_ALL, WAIT_FOR_MATH, chromium, serve

@@ -1,5 +1,6 @@
 """The ATT-SVM: pairs, sparse vs dense form, feasibility diagnostics."""
 
+import dataclasses
 import itertools
 
 import cvxpy as cp
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InfeasibleSVMError, InvalidParameterError
+from tokensel.errors import InfeasibleSVMError, InvalidParameterError, SolverError
 
 
 def _brute_pairs(batch, selected):
@@ -69,29 +70,17 @@ def test_infeasible_without_cycle_when_rank_deficient():
         ts.max_margin(E, np.array([[0, 2], [2, 1]]))
 
 
-@pytest.mark.parametrize(
-    "pairs, message",
-    [
-        (np.zeros((0, 2)), "non-empty"),
-        (np.array([[0, 5]]), "must lie in"),
-        (np.array([1, 2]), "non-empty \\(k, 2\\)"),
-    ],
-)
-def test_bad_pairs(pairs, message):
-    with pytest.raises(InvalidParameterError, match=message):
-        ts.max_margin(torch.eye(3, dtype=torch.float64), pairs)
+def test_pairs_beyond_the_vocabulary():
+    with pytest.raises(InvalidParameterError, match="must lie in"):
+        ts.max_margin(torch.eye(3, dtype=torch.float64), np.array([[0, 5]]))
 
 
 def test_self_pair_and_bad_masks(small):
     data, _ = small
     with pytest.raises(InfeasibleSVMError, match="both selected and unselected"):
         ts.max_margin(torch.eye(3, dtype=torch.float64), np.array([[1, 1]]))
-    with pytest.raises(InvalidParameterError, match="boolean mask"):
-        ts.selection_pairs(data.batch, torch.ones(3, dtype=torch.bool))
     with pytest.raises(InvalidParameterError, match="empty"):
         ts.selection_pairs(data.batch, torch.zeros(data.batch.num_tokens, dtype=torch.bool))
-    with pytest.raises(InvalidParameterError, match="NaN"):
-        ts.max_margin(torch.full((3, 3), float("nan"), dtype=torch.float64), np.array([[0, 1]]))
 
 
 def test_score_space_svm_matches_embedding_svm(small):
@@ -110,8 +99,6 @@ def test_score_space_svm_matches_embedding_svm(small):
 
 
 def test_kkt_residual_small_at_the_optimum_and_large_off_it():
-    import dataclasses
-
     data = ts.synthetic.assumption1_pairs(n_pairs=20, n_important=2, n_irrelevant=6, length=4, seed=0)
     m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, d=32, seed=0), data.batch, eta0=50.0)
     svm = ts.max_margin_for_selection(m.E, data.batch, data.important_occurrences)
@@ -121,8 +108,6 @@ def test_kkt_residual_small_at_the_optimum_and_large_off_it():
     other = svm.p * 2.0
     res2, _ = ts.maxmargin.kkt_residual(m.E, dataclasses.replace(svm, p=other))
     assert res2 > 0.1
-    with pytest.raises(ts.InvalidParameterError):
-        ts.maxmargin.kkt_residual(m.E, svm, active_tol=0)
 
 
 @pytest.mark.parametrize("form", ["sparse", "dense"])
@@ -130,8 +115,6 @@ def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
     """The pair (0, 1) is separable (E_1 - E_0 != 0): the problem is feasible with |p| ~ 1e12, which no
     solver resolves. That is a SolverError saying so, never an InfeasibleSVMError; identical embeddings
     (p^T 0 >= 1) stay infeasible."""
-    from tokensel.errors import InfeasibleSVMError, SolverError
-
     E = torch.randn(4, 3, dtype=torch.float64, generator=ts.generator(0))
     E[1] = E[0] + 1e-12
     with pytest.raises(SolverError, match="feasible .* 1.73e-12 apart") as info:
@@ -217,5 +200,3 @@ def test_closed_form_by_width_rows_and_trend():
     assert rows.norm.iloc[1] == pytest.approx(svm.norm, rel=1e-6)
     with pytest.raises(InvalidParameterError, match="important"):
         ts.maxmargin.closed_form_by_width(data.batch, imp.numpy(), [32], [0], eta0=60.0)
-    with pytest.raises(InvalidParameterError, match="eta0"):
-        ts.maxmargin.closed_form_by_width(data.batch, imp, [32], [0], eta0=0.0)

@@ -1,6 +1,7 @@
 """Token statistics and the synthetic generators."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -14,8 +15,6 @@ def test_alpha_both_normalisations():
         ts.statistics.alpha(b), torch.tensor([2 / 3 / 2, (1 / 3 - 1 / 2) / 2, -1 / 4, 0.0], dtype=torch.float64)
     )
     assert ts.statistics.alpha(b, "count").tolist() == [2.0, 0.0, -1.0, 0.0]
-    with pytest.raises(ValueError, match="normalize"):
-        ts.statistics.alpha(b, "bogus")
 
 
 def test_alpha_equals_freq_times_gap_for_equal_lengths():
@@ -43,12 +42,6 @@ def test_assumption1_pairs_make_irrelevant_alpha_exactly_zero():
     assert a[irr].abs().max() < 1e-15
     assert torch.equal(cls["completely_positive"], torch.from_numpy(d.planted == 1))
     assert torch.equal(cls["completely_negative"], torch.from_numpy(d.planted == -1))
-    # exactly one important token per sequence, of the label's sign
-    roles = torch.from_numpy(d.planted)[d.batch.ids]
-    per_seq = torch.zeros(d.batch.n, dtype=torch.long).index_add_(0, d.batch.seg, (roles != 0).long())
-    assert torch.all(per_seq == 1)
-    sign = torch.zeros(d.batch.n, dtype=torch.long).index_add_(0, d.batch.seg, roles)
-    assert torch.equal(sign.double(), d.batch.labels)
 
 
 def test_iid_irrelevant_has_noisy_alpha():
@@ -68,20 +61,11 @@ def test_independent_tokens_knob():
     assert np.abs(ts.statistics.posterior_gap(d0.batch).numpy()).max() < 0.1
 
 
-@pytest.mark.parametrize(
-    "call, message",
-    [
-        (lambda: ts.synthetic.assumption1_pairs(0, 2, 3), "n_pairs"),
-        (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=1), "length"),
-        (lambda: ts.synthetic.assumption1_pairs(3, 2, 3, length=(5, 3)), "empty"),
-        (lambda: ts.synthetic.iid_irrelevant(5, 2, 3), "even"),
-        (lambda: ts.synthetic.independent_tokens(10, 20, delta=1.5), "delta"),
-        (lambda: ts.synthetic.token_biases(10, 1.0), "frac_irrelevant"),
-    ],
-)
-def test_bad_generator_arguments(call, message):
-    with pytest.raises(InvalidBatchError, match=message):
-        call()
+def test_bad_generator_arguments():
+    with pytest.raises(InvalidBatchError, match="empty"):
+        ts.synthetic.assumption1_pairs(3, 2, 3, length=(5, 3))
+    with pytest.raises(InvalidBatchError, match="even"):
+        ts.synthetic.iid_irrelevant(5, 2, 3)
 
 
 def test_selection_and_optimal_tokens():
@@ -119,8 +103,6 @@ def test_alpha_multiclass_and_generator():
     two = ts.RaggedBatch(b.ids, b.offsets, (b.labels >= 2).long(), 24, num_classes=2)
     binary = ts.RaggedBatch(b.ids, b.offsets, (b.labels >= 2).double() * 2 - 1, 24)
     assert torch.allclose(ts.statistics.alpha_multiclass(two)[:, 1], ts.statistics.alpha(binary) / 2, atol=1e-15)
-    with pytest.raises(InvalidBatchError, match="multi-class"):
-        ts.statistics.alpha_multiclass(binary)
     with pytest.raises(InvalidBatchError, match="multiple of num_classes"):
         ts.synthetic.independent_tokens_multiclass(10, 24, 4)
 
@@ -175,8 +157,6 @@ def test_values_spread_separates_moved_values_from_noise():
 
 
 def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
-    import pandas as pd
-
     table = pd.DataFrame(
         {"count": [100, 100, 100, 0, 100], "mean": [0.0, 1.0, 0.5, np.nan, 2.0], "std": [1.0, 1.0, 1.0, np.nan, 1.0]}
     )
@@ -185,12 +165,8 @@ def test_bin_noise_summary_counts_reversals_beyond_the_noise_of_a_bin_mean():
     # 1.0 -> 0.5 drops by 0.5 > 2 * sqrt(0.01 + 0.01) = 0.283; with z = 4 (0.566) it is noise
     assert ts.shapes.bin_noise_summary(table) == {"range_se": pytest.approx(20.0), "reversals": 1, "steps": 3}
     assert ts.shapes.bin_noise_summary(table, z=4.0)["reversals"] == 0
-    with pytest.raises(ValueError, match="z"):
-        ts.shapes.bin_noise_summary(table, z=0)
     with pytest.raises(ValueError, match="zero"):
         ts.shapes.bin_noise_summary(table.assign(std=0.0))
-    with pytest.raises(TypeError, match="binned"):
-        ts.shapes.standard_errors([1.0])
 
 
 def test_positive_side_rise_is_the_slope_over_the_positive_bins_in_standard_errors():
@@ -225,8 +201,6 @@ def test_class_gap_is_one_vs_rest_per_occurrence():
     binary = ts.RaggedBatch.from_sequences([[0, 1], [1, 2]], [0, 1], vocab_size=3, num_classes=2)
     plain = ts.RaggedBatch.from_sequences([[0, 1], [1, 2]], [-1, 1], vocab_size=3)
     assert torch.equal(ts.statistics.class_gap(binary)[:, 1], ts.statistics.posterior_gap(plain))
-    with pytest.raises(ValueError, match="multi-class"):
-        ts.statistics.class_gap(plain)
 
 
 def test_within_bin_spread_is_scale_free():
@@ -245,8 +219,6 @@ def test_within_bin_spread_in_raw_units():
     noise = torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
     raw = ts.shapes.within_bin_spread(gap, 3 * (gap + 0.1 * noise), normalize=False)
     assert raw == pytest.approx(3 * ts.shapes.within_bin_spread(gap, gap + 0.1 * noise, normalize=False))
-    with pytest.raises(TypeError, match="normalize"):
-        ts.shapes.within_bin_spread(gap, gap, normalize="yes")
 
 
 def test_direction_rate_recovers_one_over_ln_t():
@@ -257,12 +229,7 @@ def test_direction_rate_recovers_one_over_ln_t():
     slope, _ = ts.statistics.direction_rate(t, cos, t_min=1e6)
     assert abs(slope + 1) < 0.01
     with pytest.raises(ts.InvalidParameterError):
-        ts.statistics.direction_rate(t, cos, t_min=1.0)
-    with pytest.raises(ts.InvalidParameterError):
         ts.statistics.direction_rate(t[:2], cos[:2], t_min=1e6)
-
-
-# --- issue 26 (6): error bars over words and the two controls of chapter 06 -----------------------------------
 
 
 def _u_and_monotone(n=2000, seed=0, noise=0.3):
@@ -320,10 +287,7 @@ def test_frequency_matched_permutes_within_strata_only():
     "call, match",
     [
         (lambda: ts.shapes.shape_bootstrap([0.1, 0.2], [1.0], [1.0]), "one entry per token"),
-        (lambda: ts.shapes.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), n_boot=5), "n_boot"),
-        (lambda: ts.shapes.shape_bootstrap(np.zeros(50), np.zeros(50), np.zeros(50), level=1.0), "level"),
         (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0]), "one entry per token"),
-        (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0, 2.0], strata=0), "strata"),
         (lambda: ts.shapes.frequency_matched([0.1, 0.2], [1.0, np.nan]), "counts"),
     ],
 )
@@ -340,5 +304,3 @@ def test_shuffled_labels_keep_the_balance_and_the_texts():
     assert float(shuffled.train.labels.sum()) == float(data.train.labels.sum())
     assert not torch.equal(shuffled.train.labels, data.train.labels)
     assert "shuffled" in shuffled.name
-    with pytest.raises(ts.errors.TokenselError, match="data must be a ReviewData"):
-        ts.reviews.shuffled_labels(data.train)

@@ -1,5 +1,6 @@
 """RaggedBatch: construction, views, and every malformed input."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -43,9 +44,6 @@ def test_multiclass_labels():
         (dict(sequences=[[0, 1], [2]], labels=[1, -1, 1]), "expected 2 labels"),
         (dict(sequences=[[0, 1], [2]], labels=[1.0, float("nan")]), "NaN"),
         (dict(sequences=[[0], [1]], labels=[0, 4], num_classes=4), "must lie in 0..3"),
-        (dict(sequences=[[0], [1]], labels=[0, 1], num_classes=1), "num_classes must be an int >= 2"),
-        (dict(sequences=[], labels=[]), "at least one sequence"),
-        (dict(sequences=[[0], [1]], labels=[1, -1], vocab_size=0), "vocab_size must be an int >= 1"),
     ],
 )
 def test_bad_batches(kwargs, message):
@@ -56,15 +54,9 @@ def test_bad_batches(kwargs, message):
 def test_bad_raw_fields():
     with pytest.raises(InvalidBatchError, match="offsets must start at 0"):
         ts.RaggedBatch(torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([1.0]), 2)
-    with pytest.raises(InvalidBatchError, match="must be integers"):
-        ts.RaggedBatch(torch.tensor([0.5, 1.0]), torch.tensor([0, 2]), torch.tensor([1.0]), 2)
-    with pytest.raises(InvalidBatchError, match="1-D"):
-        ts.RaggedBatch(torch.zeros(2, 2, dtype=torch.long), torch.tensor([0, 4]), torch.tensor([1.0]), 2)
     b = ts.RaggedBatch.from_sequences([[0], [1]], [1, -1])
     with pytest.raises(InvalidBatchError, match="out of range"):
         b.subset([5])
-    with pytest.raises(InvalidBatchError, match="max_len"):
-        b.truncate(0)
     with pytest.raises(InvalidBatchError, match="0/1 labels"):
         ts.labels_from_01([0, 1, 2])
 
@@ -84,9 +76,6 @@ def test_distinct_entries_with_counts():
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_a_batch_never_shares_memory_with_the_callers_arrays(kind):
     """Edits to the caller's arrays after validation must not leak into the batch (they used to alias)."""
-    import numpy as np
-    import torch
-
     ids, offsets, labels = np.array([0, 1, 2, 1], dtype=np.int64), np.array([0, 2, 4]), np.array([1.0, -1.0])
     if kind == "torch":
         ids, offsets, labels = torch.from_numpy(ids), torch.from_numpy(offsets), torch.from_numpy(labels)

@@ -12,7 +12,7 @@ import pytest
 from conftest import shared_data_dir
 
 import tokensel as ts
-from tokensel.errors import DataUnavailableError, InvalidArgumentError
+from tokensel.errors import ArgumentTypeError, DataUnavailableError, InvalidArgumentError
 
 
 def _write(dirpath, rel, texts, labels):
@@ -62,10 +62,6 @@ def test_local_parquet_through_datasets(tmp_path):
 
 
 def test_loader_errors(tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="unknown data set"):
-        ts.load_reviews("mnist")
-    with pytest.raises(ValueError, match="split"):
-        ts.load_reviews("imdb", "validation", data_dir=tmp_path)
     with pytest.raises(DataUnavailableError, match="does not exist.*TOKENSEL_IMDB_ARCHIVE.*TOKENSEL_DATA_DIR"):
         ts.load_reviews("imdb", data_dir=tmp_path / "nowhere")
     with pytest.raises(DataUnavailableError, match="missing data file .*imdb/test.parquet"):
@@ -174,10 +170,6 @@ def test_stratified_sample_keeps_label_shares():
 
 
 def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     data = pa.py_buffer(b"good\xff\xfe")
     offsets = pa.py_buffer(np.array([0, 4, 6], dtype=np.int32).tobytes())
     text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, data])
@@ -190,8 +182,6 @@ def test_invalid_utf8_in_the_text_column_is_a_data_error(tmp_path):
 
 def test_a_review_without_a_text_is_named_before_tokenizing(monkeypatch):
     import datasets
-
-    from tokensel.errors import ArgumentTypeError
 
     good = datasets.Dataset.from_dict({"text": ["a good film", "a bad film"], "label": [1, 0]})
     holed = datasets.Dataset.from_dict({"text": ["a good film", None], "label": [1, 0]})

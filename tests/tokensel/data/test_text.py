@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokensel as ts
+from tokensel.data.text import _TAG, _WORD, build_vocabulary
 
 
 def test_tokenize():
@@ -28,8 +29,6 @@ def test_tokenize():
 def test_an_ascii_text_gives_the_words_of_the_unicode_rule(text):
     """The tokenizer's ASCII path finds the words the Unicode rule finds (NFC, lower case, tags, then runs of
     letters, marks and digits with one inner apostrophe)."""
-    from tokensel.data.text import _TAG, _WORD
-
     unicode_rule = _WORD.findall(_TAG.sub(" ", unicodedata.normalize("NFC", text).lower().replace("\u2019", "'")))
     assert ts.data.text.tokenize(text) == unicode_rule
     for crafted in ["Don't <b>STOP</b> 10/10", "it's a 'quoted' word''s", "A1b2'c3 x'y'z <br/>end"]:
@@ -44,7 +43,7 @@ def test_vocabulary_rule_and_encoding():
     assert kept.tolist() == [0, 1, 2]  # "the end" has no in-vocabulary word
     assert [vocab.words[i] for i in batch.sequence(0).tolist()] == ["a", "good"]
     assert "bad" not in vocab and vocab.id("good") in (0, 1, 2)
-    with pytest.raises(KeyError, match="not in the vocabulary"):
+    with pytest.raises(ts.errors.UnknownWordError, match="not in the vocabulary"):  # a KeyError too
         vocab.id("bad")
     with pytest.raises(ValueError, match="no word occurs"):
         ts.data.text.build_vocabulary(docs, min_df=10)
@@ -52,8 +51,6 @@ def test_vocabulary_rule_and_encoding():
 
 def test_vocabularies_compare_by_words_counts_and_rule():
     """Two vocabularies are equal when their words, document frequencies and rule are; each is hashable."""
-    from tokensel.data.text import build_vocabulary
-
     docs = [["a", "b"], ["a", "c"], ["b", "a"]]
     v, w = build_vocabulary(docs, min_df=1), build_vocabulary([list(d) for d in docs], min_df=1)
     assert v == w and hash(v) == hash(w) and len({v, w}) == 1

@@ -1,8 +1,7 @@
-"""The phase diagram as probabilities (tokensel.experiments.phase): runs, per-cell probabilities, and a recorded sweep
-read
-back with its checks."""
+"""The phase diagram as probabilities (tokensel.experiments.phase): runs, cells, and a recorded sweep read back."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tokensel as ts
@@ -115,49 +114,20 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
         ts.experiments.phase.read_runs(tmp_path / "none.csv")
 
 
-@pytest.mark.parametrize(
-    "kw, match",
-    [
-        ({"data_seeds": []}, "data_seeds"),
-        ({"init_seeds": [1, 1]}, "init_seeds"),
-        ({"widths": [0]}, "widths"),
-        ({"steps": [-1.0]}, "steps"),
-        ({"t_max": 0.0}, "t_max"),
-        ({"trap_t": 0.5}, "trap_t"),
-    ],
-)
-def test_bad_arguments_are_refused_before_any_run(kw, match):
-    args = {"data_seeds": [0], "init_seeds": [1], "widths": [32], "steps": [1.0], "t_max": 10.0, **kw}
-    with pytest.raises(ts.TokenselError, match=match):
-        ts.experiments.phase.phase_runs(progress=False, **args)
+def test_a_seed_twice_is_refused_before_any_run():
+    with pytest.raises(ts.TokenselError, match="init_seeds"):
+        ts.experiments.phase.phase_runs([0], [1, 1], widths=[32], steps=[1.0], t_max=10.0, progress=False)
 
 
 def _frame(cells):
     """Hand-made phase runs: ``cells`` maps (d, eta0) to a list of (full, trapped) per run."""
-    import pandas as pd
-
-    rows = []
-    for (d, eta0), runs in cells.items():
-        for i, (full, trapped) in enumerate(runs):
-            rows.append(
-                dict(
-                    data_seed=0,
-                    d=d,
-                    eta0=eta0,
-                    init_seed=i,
-                    predicted=1.0 if trapped else 0.5,
-                    loss_gap=0.1 if trapped else 0.0,
-                    selected=1.0 if full else 0.5,
-                    full=full,
-                    trapped=trapped,
-                    mass_pos=1.0,
-                    mass_neg=1.0,
-                    p_dot_v=0.0,
-                    cos_own_mid=np.nan,
-                    cos_own=np.nan,
-                    own_status="",
-                )
-            )
+    rest = dict(mass_pos=1.0, mass_neg=1.0, p_dot_v=0.0, cos_own_mid=np.nan, cos_own=np.nan, own_status="")
+    rows = [
+        dict(data_seed=0, d=d, eta0=eta0, init_seed=i, full=full, trapped=trapped, **rest)
+        | dict(predicted=1.0 if trapped else 0.5, loss_gap=0.1 if trapped else 0.0, selected=1.0 if full else 0.5)
+        for (d, eta0), runs in cells.items()
+        for i, (full, trapped) in enumerate(runs)
+    ]
     return pd.DataFrame(rows, columns=list(ts.experiments.phase.COLUMNS))
 
 
@@ -174,8 +144,6 @@ def test_agreement_counts_against_the_recorded_prediction():
     assert a["z"] == pytest.approx((1 - 1.2) / a["sigma"])
     t = phase.agreement(executed, recorded, "trapped", eta0=1.0)
     assert t["count"] == 1 and t["expected"] == pytest.approx(2.0)
-    with pytest.raises(InvalidArgumentError, match="quantity"):
-        phase.agreement(executed, recorded, "selected")
     with pytest.raises(InvalidArgumentError, match="same cells"):
         phase.agreement(executed[executed.d == 32], recorded, "full")
     with pytest.raises(InvalidArgumentError, match="eta0"):
@@ -225,10 +193,6 @@ def test_trap_trajectory_and_gd_against_the_flow():
     v = phase.gd_against_flow(0, 32, 300.0, 1, lr=0.01, steps=100)
     assert set(v) == {"rel_diff", "gd_mass", "flow_mass"}
     assert v["rel_diff"] < 1e-2  # plain GD with a small step follows the flow
-    with pytest.raises(ts.TokenselError, match="steps"):
-        phase.gd_against_flow(0, 32, 300.0, 1, steps=0)
-    with pytest.raises(ts.TokenselError, match="d"):
-        phase.trap_trajectory(0, 0, 300.0, 1)
 
 
 def test_generator_contrast_and_several_important_tokens():
@@ -251,8 +215,6 @@ def test_generator_contrast_and_several_important_tokens():
     assert several.table().loc[2, "important occurrences selected"] == several[2].important_selected
     with pytest.raises(ts.TokenselError, match="k must be one of"):
         several[3]
-    with pytest.raises(ts.TokenselError, match="ks"):
-        phase.several_important(0, ks=[])
 
 
 def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):

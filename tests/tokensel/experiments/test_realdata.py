@@ -8,13 +8,8 @@ import torch
 
 import tokensel as ts
 from tokensel import experiments as ex
-from tokensel.errors import (
-    ArgumentTypeError,
-    DataUnavailableError,
-    InvalidArgumentError,
-    InvalidBatchError,
-    InvalidParameterError,
-)
+from tokensel.errors import DataUnavailableError, InvalidArgumentError, InvalidParameterError
+from tokensel.experiments.baseline import _fit
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +68,6 @@ def test_one_step_shifts_is_the_step_at_each_eta0(polar):
     assert table.scores_raw.iloc[2] == pytest.approx(direct["scores_raw"], rel=1e-9)
     # at initialisation E_s^T v ~ N(0, 1/d): the within-bin spread is of order 1/sqrt(d)
     assert 0.3 / 8 < table.values_raw.iloc[0] < 3 / 8
-    with pytest.raises(InvalidParameterError, match="multiples"):
-        ex.one_step_shifts(polar, multiples=())
-    with pytest.raises(InvalidParameterError, match=r"multiples\[1\]"):
-        ex.one_step_shifts(polar, multiples=(1.0, -2.0))
 
 
 def test_one_step_sweep_records_and_reads_back(polar, tmp_path):
@@ -112,8 +103,6 @@ def test_one_step_sweep_records_and_reads_back(polar, tmp_path):
     ex.write_sweep(table.iloc[1:], tmp_path / "headless", **settings)
     with pytest.raises(DataUnavailableError, match="full model"):
         ex.read_sweep(tmp_path / "headless")
-    with pytest.raises(InvalidParameterError, match="progress"):
-        ex.one_step_sweep(polar, settings=SHORT, d=16, progress="print")
 
 
 def test_binary_recipes_train_in_the_dtype_asked_from_the_same_start(polar):
@@ -132,9 +121,6 @@ def test_binary_recipes_train_in_the_dtype_asked_from_the_same_start(polar):
         ex.one_step_sweep(polar, multiples=(1.0,), settings=SHORT, d=16, reference=(full, hist))
     with pytest.raises(InvalidParameterError, match="reference must be"):
         ex.one_step_sweep(polar, multiples=(1.0,), settings=SHORT, d=16, reference=full)
-    for bad in ("float32", torch.float16, torch.int64):
-        with pytest.raises((InvalidArgumentError, ArgumentTypeError), match="dtype"):
-            ex.train_all(polar, SHORT, d=16, dtype=bad)
 
 
 def test_ablation_table_ratios_to_the_reference(polar):
@@ -165,10 +151,6 @@ def test_train_p_v_moves_v_only_when_asked(small):
     assert float(moved) <= 40 * 0.1 + 1e-9 and float((fixed.p - start.p).norm()) <= 40 * 0.1 + 1e-9
     assert tf.loss.iloc[-1] < tf.loss.iloc[0] and tt.loss.iloc[-1] < tt.loss.iloc[0]
     assert {"norm_v", "train_acc"} <= set(tt.columns) and tf.norm_v.iloc[-1] == pytest.approx(1.0)
-    with pytest.raises(InvalidParameterError, match="lr"):
-        ts.train_p_v(start.copy(), data.batch, lr=0.0, steps=3)
-    with pytest.raises(ArgumentTypeError, match="train_v"):
-        ts.train_p_v(start.copy(), data.batch, lr=0.1, steps=3, train_v=1)
 
 
 def test_implicit_bias_with_v_compares_two_runs(clean):
@@ -193,19 +175,9 @@ def test_logistic_baseline_on_polar_words(polar):
     assert w["great"] > 0 > w["awful"] and abs(w["great"]) > abs(w["the"])
     s = base.summary()
     assert s["test_loss"] == base.test_loss and s["C"] == base.C
-    with pytest.raises(InvalidParameterError, match="ReviewData"):
-        ex.logistic_baseline("imdb")
-    with pytest.raises(InvalidParameterError, match="C_grid"):
-        ex.logistic_baseline(polar, C_grid=())
-    with pytest.raises(InvalidParameterError, match=r"C_grid\[0\]"):
-        ex.logistic_baseline(polar, C_grid=(-1.0,))
-    with pytest.raises(InvalidParameterError, match="features"):
-        ex.logistic_baseline(polar, features="tfidf")
 
 
 def test_logistic_baseline_fit_is_the_regularised_optimum():
-    from tokensel.experiments.baseline import _fit
-
     rng = np.random.default_rng(1)
     X = (rng.random((50, 6)) < 0.4).astype(float)
     y = np.where(X[:, 0] + rng.normal(0, 0.5, 50) > 0.4, 1.0, -1.0)
@@ -223,8 +195,6 @@ def test_bow_features(small):
     batch = ts.RaggedBatch.from_sequences([[0, 2, 2], [1]], [1, -1], vocab_size=3)
     assert ex.bow_features(batch).toarray().tolist() == [[1, 0, 1], [0, 1, 0]]
     assert ex.bow_features(batch, "count").toarray().tolist() == [[1, 0, 2], [0, 1, 0]]
-    with pytest.raises(InvalidParameterError, match="RaggedBatch"):
-        ex.bow_features([[0]])
 
 
 def test_attention_share():
@@ -234,10 +204,6 @@ def test_attention_share():
     assert mass == pytest.approx((1 / 2 + 1 / 3) / 2) and share == pytest.approx(mass)  # uniform attention
     mass, _ = ts.statistics.attention_share(batch, torch.tensor([-50.0, 0.0, 0.0], dtype=torch.float64), mask)
     assert mass < 1e-20
-    with pytest.raises(InvalidBatchError, match="token_mask"):
-        ts.statistics.attention_share(batch, torch.zeros(3, dtype=torch.float64), torch.tensor([1, 0, 0]))
-    with pytest.raises(InvalidBatchError, match="c must"):
-        ts.statistics.attention_share(batch, torch.zeros(2, dtype=torch.float64), mask)
 
 
 def test_alpha_gap_reversals_and_side_with_gap():
@@ -252,8 +218,6 @@ def test_alpha_gap_reversals_and_side_with_gap():
     assert ts.statistics.side_with_gap(out["reversed"], scores) == 0.5
     with pytest.raises(InvalidArgumentError, match="both groups"):
         ts.statistics.alpha_gap_reversals(alpha, gap, torch.zeros(5, dtype=torch.bool))
-    with pytest.raises(InvalidArgumentError, match=r"gap must be .*one value per token"):
-        ts.statistics.alpha_gap_reversals(alpha, gap[:3], frequent)
     with pytest.raises(InvalidArgumentError, match="pairs"):
         ts.statistics.side_with_gap(torch.zeros((0, 2), dtype=torch.long), scores)
     with pytest.raises(InvalidArgumentError, match="one value per token"):
@@ -297,6 +261,3 @@ def test_implicit_bias_on_a_batch():
     data = ts.synthetic.assumption1_pairs(40, 2, 10, length=(3, 6), seed=0)
     out = ex.implicit_bias_with_v(data.batch, d=32, steps=200, seed=0)
     assert out.n == data.batch.n and out.tokens == data.batch.vocab_size
-    multi = ts.RaggedBatch.from_sequences([[0, 1], [1]], [0, 1], vocab_size=2, num_classes=2)
-    with pytest.raises(InvalidParameterError, match=r"data must be .* ±1 labels"):
-        ex.implicit_bias_with_v(multi)

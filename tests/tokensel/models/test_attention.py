@@ -1,11 +1,16 @@
 """tokensel.models.attention: the one-layer models, their initialisation, outputs and attention."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 from conftest import random_batch
 
 import tokensel as ts
-from tokensel.errors import InvalidParameterError
+from tokensel import experiments, reviews
+from tokensel.errors import InvalidParameterError, TokenselError
+from tokensel.models import attention
 
 
 def test_init_follows_the_paper_and_is_seeded():
@@ -41,10 +46,6 @@ def test_copy_is_independent_and_validate_refuses_nan():
 
 @pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
 def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(shape):
-    import torch
-
-    import tokensel as ts
-
     S, d = shape
     with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
         ts.AttentionModel(
@@ -62,8 +63,6 @@ def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(sha
 
 @pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])
 def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(name, value):
-    import tokensel as ts
-
     batch = ts.synthetic.independent_tokens(20, 10, length=4, seed=0).batch
     model = ts.AttentionModel.init(10, 4, seed=0)
     getattr(model, name).view(-1)[0] = value
@@ -75,8 +74,6 @@ def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(nam
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", "meta", "nonsense", 3.5])
 def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device):
-    from tokensel.errors import TokenselError
-
     for build in (
         lambda: ts.AttentionModel.init(5, 3, device=device),
         lambda: ts.MultiClassAttentionModel.init(5, 3, 2, device=device),
@@ -87,12 +84,6 @@ def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device)
 
 
 def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
-    import dataclasses
-
-    import numpy as np
-
-    from tokensel import experiments, reviews
-
     batch = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2], [0]], [1, 1, -1, -1], vocab_size=3)
     fields = {f.name: None for f in dataclasses.fields(reviews.ReviewData)}
     fields.update(
@@ -114,8 +105,6 @@ def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
 
 def test_init_keeps_its_last_draw_and_hands_out_copies():
     # a second model from the same seed is the same draw, in its own tensors; other arguments draw afresh
-    from tokensel.models import attention
-
     attention._LAST_DRAW.clear()
     a = ts.AttentionModel.init(13, 6, seed=4)
     b = ts.AttentionModel.init(13, 6, seed=4)

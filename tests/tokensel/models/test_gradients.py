@@ -107,22 +107,11 @@ def test_stable_formula_keeps_direction_in_saturation():
     assert _cos(naive, ref) < 0.99  # the naive formula gets the direction wrong
 
 
-def test_gradient_underflows_to_exact_zero_without_nan():
-    batch = ts.RaggedBatch.from_sequences([[0, 1], [2, 3]], [1, -1], vocab_size=4)
-    model = ts.AttentionModel.init(4, 4, seed=0)
-    model.p.copy_(model.p / model.p.norm() * 1e6)
-    g = ts.gradients(model, batch)
-    assert torch.all(torch.isfinite(g.p)) and np.isfinite(g.loss)
-
-
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("p", torch.zeros(3, dtype=torch.float64), "p has shape"),
-        ("v", torch.full((4,), float("nan"), dtype=torch.float64), "v contains NaN"),
         ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
         ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
-        ("p", torch.zeros(4, dtype=torch.long), "floating point"),
     ],
 )
 def test_bad_parameters(field, value, message):

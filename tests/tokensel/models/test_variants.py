@@ -69,8 +69,6 @@ def test_two_layer_bfloat16_scores_stay_close_to_float32():
     bf16 = m.forward_prepared(ids, mask, scores_dtype=torch.bfloat16)
     assert f32.dtype == bf16.dtype == torch.float32
     assert (f32 - bf16).abs().max() < 2e-2 * f32.abs().max()
-    with pytest.raises(InvalidParameterError, match="scores_dtype"):
-        m.forward_prepared(ids, mask, scores_dtype=torch.float16)
 
 
 def test_wkq_read_out_and_training_reduces_loss():
@@ -81,8 +79,6 @@ def test_wkq_read_out_and_training_reduces_loss():
         assert traj.loss[-1] < traj.loss[0] and not m.E.requires_grad
     m = ts.models.variants.make("two_layer_wkq", 30, 12, seed=0)
     assert torch.allclose(m.read_out(), m.p) and torch.allclose(m.scores(), m.E @ m.p)
-    with pytest.raises(InvalidParameterError, match="kind"):
-        ts.models.variants.make("transformer", 30, 12)
     with pytest.raises(InvalidParameterError, match="is the interface"):
         ts.models.variants.VariantModel.init(30, 12)
     assert {k: c.kind for k, c in ts.models.variants.MODELS.items()} == {k: k for k in ts.models.variants.KINDS}

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import InvalidParameterError
+from tokensel.training import phases
+from tokensel.training.phases import cosine, implicit_flow
 
 
 def _phase1(seed=0, d=24):
@@ -72,26 +73,6 @@ def test_train_joint_reduces_loss():
     assert m.E.grad is None
 
 
-@pytest.mark.parametrize(
-    "call, message",
-    [
-        (lambda m, b: ts.one_step(m, b, eta0=-1.0), "eta0"),
-        (lambda m, b: ts.train_p(m, b, lr=0.0, steps=3), "lr"),
-        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=0), "steps"),
-        (lambda m, b: ts.train_p(m, b, lr=1.0, steps=3, method="newton"), "method"),
-        (lambda m, b: ts.train_joint(m, b, ts.TrainSettings(steps=3), params=("E", "W")), "params"),
-        (lambda m, b: ts.train_joint(m, b, ts.TrainSettings(steps=3), params=("E", "E")), "params"),
-        (lambda m, b: ts.gradient_flow(m, b, t_max=float("inf")), "t_max"),
-    ],
-)
-def test_bad_training_arguments(call, message):
-    data, m = _phase1()
-    E0, p0 = m.E.clone(), m.p.clone()
-    with pytest.raises(InvalidParameterError, match=message):
-        call(m, data.batch)
-    assert torch.equal(m.E, E0) and torch.equal(m.p, p0)  # refused before anything changed
-
-
 def test_record_steps():
     r = ts.training.phases.record_steps(10_000, 50)
     assert r[0] == 0 and r[-1] == 10_000 and np.all(np.diff(r) > 0) and len(r) <= 52
@@ -107,8 +88,6 @@ def test_monitor_records_extra_columns():
 
 
 def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
-    from tokensel.training.phases import cosine, implicit_flow
-
     data = ts.synthetic.assumption1_pairs(20, 2, 8, length=5, seed=0)
     m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 24, seed=0), data.batch, 50.0)
     a, b = m.copy(), m.copy()
@@ -123,15 +102,11 @@ def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
     implicit_flow(m, co.batch, 1e6, records=2)
     assert abs(float(m.scores()[0] - m.scores()[1]) - float(torch.log(-u[1] / u[0]))) < 1e-4
     assert float(m.p.norm()) > 5
-    with pytest.raises(ts.InvalidParameterError, match="growth"):
-        implicit_flow(m, co.batch, 1.0, growth=1.0)
     # a budget of gradient evaluations: spent, it raises, naming how far the flow came, and p is left as it was
     p0 = m.p.clone()
     with pytest.raises(ts.errors.SolverError, match=r"reached only t = .* in 50 gradient evaluations"):
         implicit_flow(m, co.batch, 1e6, max_evaluations=50)
     assert torch.equal(m.p, p0)
-    with pytest.raises(ts.InvalidParameterError, match="max_evaluations"):
-        implicit_flow(m, co.batch, 1e6, max_evaluations=0)
 
 
 def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
@@ -157,8 +132,6 @@ def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
     assert traj.stopped.startswith("solver failed after t = ") and "simulated failure" in traj.stopped
     assert 0 < frame.t.iloc[-1] < 1e6
     assert float(model.p.norm()) == pytest.approx(frame.norm_p.iloc[-1], rel=1e-12)
-    with pytest.raises(InvalidParameterError, match="on_failure"):
-        ts.gradient_flow(model, batch, t_max=1e6, on_failure="ignore")
 
 
 def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
@@ -173,16 +146,12 @@ def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
     within = model.copy()
     bounded = ts.gradient_flow(within, data.batch, t_max=1e6, records=20, max_evaluations=10**6)
     assert free.to_frame().equals(bounded.to_frame())
-    with pytest.raises(InvalidParameterError, match="max_evaluations"):
-        ts.gradient_flow(model, data.batch, t_max=1e6, max_evaluations=0)
 
 
 def test_small_flows_run_torch_on_one_thread_and_restore_its_thread_count(monkeypatch):
     """A flow over a small E and batch runs torch on one thread (each of its many small calls would otherwise wait
     for a second thread to wake), and the thread count the caller set comes back, also when the flow raises; a large
     E keeps the caller's threads. The trajectory is the same either way."""
-    from tokensel.training import phases
-
     data, m = _phase1()
     seen = []
 

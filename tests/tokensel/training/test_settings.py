@@ -9,36 +9,10 @@ import tokensel as ts
 
 def test_defaults_are_the_papers_and_fields_are_canonical():
     s = ts.TrainSettings()
-    assert (s.steps, s.lr, s.eval_every, s.checkpoint, s.checkpoint_every, s.progress) == (
-        300,
-        3e-3,
-        25,
-        None,
-        25,
-        None,
-    )
+    fields = (s.steps, s.lr, s.eval_every, s.checkpoint, s.checkpoint_every, s.progress)
+    assert fields == (300, 3e-3, 25, None, 25, None)
     t = ts.TrainSettings(steps=10, lr=1, checkpoint="run.pt", progress=False)
     assert isinstance(t.lr, float) and t.lr == 1.0 and t.checkpoint == Path("run.pt")
-
-
-@pytest.mark.parametrize(
-    "kw, name",
-    [
-        (dict(steps=0), "steps"),
-        (dict(steps=2.5), "steps"),
-        (dict(lr=0.0), "lr"),
-        (dict(lr=float("nan")), "lr"),
-        (dict(lr="1e-3"), "lr"),
-        (dict(lr=1e4), "lr"),  # Adam steps this large could overflow the parameters
-        (dict(eval_every=0), "eval_every"),
-        (dict(checkpoint_every=-1), "checkpoint_every"),
-        (dict(progress="yes"), "progress"),
-        (dict(checkpoint=3), "checkpoint"),
-    ],
-)
-def test_a_bad_field_is_refused_by_name(kw, name):
-    with pytest.raises(ts.TokenselError, match=name):
-        ts.TrainSettings(**kw)
 
 
 def test_replace_checks_again_and_refuses_unknown_fields():

@@ -40,11 +40,7 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
         ts.train_variant(
             ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
             data.batch,
-            **train_args(
-                checkpoint=ckpt,
-                checkpoint_every=5,
-                **kw,
-            ),
+            **train_args(checkpoint=ckpt, checkpoint_every=5, **kw),
         )
     monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", real)
     resumed = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
