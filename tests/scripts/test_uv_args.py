@@ -42,5 +42,4 @@ def test_no_configured_source_gives_no_argument():
 
 
 def test_a_setting_that_is_not_a_string_is_refused():
-    with pytest.raises(SystemExit, match="cannot read pip's setting"):
-        uv_args.pip_settings("global.find-links=3")
+    pytest.raises(SystemExit, lambda: uv_args.pip_settings("global.find-links=3")).match("cannot read pip's setting")

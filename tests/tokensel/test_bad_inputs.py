@@ -35,12 +35,10 @@ CASES = [
 
 @pytest.mark.parametrize("call, error, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_raises_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+    pytest.raises(error, lambda: call()).match(message)
 
 
 def test_data_directory_that_is_a_file(tmp_path):
     f = tmp_path / "data.txt"
     f.write_text("not a folder")
-    with pytest.raises(DataUnavailableError, match="TOKENSEL_DATA_DIR"):
-        ts.load_reviews("imdb", "test", data_dir=f)
+    pytest.raises(DataUnavailableError, lambda: ts.load_reviews("imdb", "test", data_dir=f)).match("TOKENSEL_DATA_DIR")

@@ -12,8 +12,7 @@ def test_settings_are_read_when_used(monkeypatch):
     monkeypatch.setenv("TOKENSEL_THREADS", "3")
     assert config.threads() == 3
     monkeypatch.setenv("TOKENSEL_THREADS", "zero")
-    with pytest.raises(InvalidArgumentError, match="TOKENSEL_THREADS"):
-        ts.seed_everything(0)
+    pytest.raises(InvalidArgumentError, lambda: ts.seed_everything(0)).match("TOKENSEL_THREADS")
     monkeypatch.setenv("TOKENSEL_PROGRESS", "off")
     assert not config.progress()
 
@@ -34,5 +33,4 @@ def test_environment_numbers_that_are_digits_but_not_integers_are_refused(monkey
     monkeypatch.setenv("TOKENSEL_THREADS", value)
     monkeypatch.setenv("TOKENSEL_YELP_SIZE", value)
     for read in (config.threads, config.yelp_size):
-        with pytest.raises(InvalidArgumentError, match="environment variable"):
-            read()
+        pytest.raises(InvalidArgumentError, read).match("environment variable")

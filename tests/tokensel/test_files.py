@@ -53,8 +53,7 @@ def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_b
 
     with monkeypatch.context() as m:
         m.setattr(os, "fsync", full)
-        with pytest.raises(StorageError, match="No space left on device"):
-            files.write_json_atomic(path, {"new": 2})
+        pytest.raises(StorageError, lambda: files.write_json_atomic(path, {"new": 2})).match("No space left on device")
     assert json.loads(path.read_text()) == {"old": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     (tmp_path / "blocker").write_text("a file where a folder belongs")
@@ -66,8 +65,7 @@ def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_b
             pass
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(StorageError, match="is a FIFO"):
-        files.check_regular_file(fifo, "the file")
+    pytest.raises(StorageError, lambda: files.check_regular_file(fifo, "the file")).match("is a FIFO")
 
 
 def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):

@@ -107,8 +107,7 @@ def test_student_config_executes_nothing_and_hides_solutions():
     assert not any(p.endswith(".ipynb") for p in cfg["exclude_patterns"])
     assert full["execute"]["execute_notebooks"] == "cache"  # not changed
     assert cfg["sphinx"]["extra_extensions"] == full["sphinx"]["extra_extensions"]
-    with pytest.raises(InvalidArgumentError, match="config"):
-        student_config({"title": "x"})
+    pytest.raises(InvalidArgumentError, lambda: student_config({"title": "x"})).match("config")
 
 
 def _book(tmp_path, pages=("book/intro", "book/ch")):
@@ -153,10 +152,8 @@ def test_prepare_student_sources_uses_the_executed_notebooks(tmp_path):
             )
         )
     )
-    with pytest.raises(InvalidArgumentError, match="out"):
-        prepare_student_sources(root, built, built)
-    with pytest.raises(InvalidArgumentError, match="out"):
-        prepare_student_sources(root, built, tmp_path)
+    pytest.raises(InvalidArgumentError, lambda: prepare_student_sources(root, built, built)).match("out")
+    pytest.raises(InvalidArgumentError, lambda: prepare_student_sources(root, built, tmp_path)).match("out")
     out = prepare_student_sources(root, built, tmp_path / "out")
     assert sorted(p.name for p in (out / "book").iterdir()) == ["ch.ipynb", "intro.ipynb"]
     assert yaml.safe_load((out / "_config.yml").read_text())["sphinx"]["config"]["hide_solutions"] is True

@@ -44,8 +44,7 @@ def test_yelp_from_the_hub_layout_with_bad_columns_is_a_data_error(tmp_path, mon
         root / "plain_text" / "test-00000-of-00001.parquet",
     )
     monkeypatch.setenv("TOKENSEL_YELP_SOURCE", str(root))
-    with pytest.raises(DataUnavailableError, match="label"):
-        ts.load_reviews("yelp_polarity", "test")
+    pytest.raises(DataUnavailableError, lambda: ts.load_reviews("yelp_polarity", "test")).match("label")
     assert ts.load_reviews("yelp_polarity", "train").num_rows == 6  # the good split still loads
 
 
@@ -74,8 +73,7 @@ def test_loader_errors(tmp_path, monkeypatch):
     with pytest.raises(DataUnavailableError, match="damaged"):  # its checksum is checked before it is parsed
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     ts.data.manifest.write_manifest(tmp_path)  # recorded as it is: then it is parsed, and refused as parquet
-    with pytest.raises(DataUnavailableError, match="corrupted"):
-        ts.load_reviews("imdb", "test", data_dir=tmp_path)
+    pytest.raises(DataUnavailableError, lambda: ts.load_reviews("imdb", "test", data_dir=tmp_path)).match("corrupted")
     bad.unlink()
     _write(tmp_path, "yelp_polarity_sample/test.parquet", ["x"], [1])
     import pyarrow as pa2

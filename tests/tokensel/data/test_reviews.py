@@ -79,10 +79,8 @@ def test_from_frame_reads_csv_frame_and_dataset(tmp_path):
     assert "mine.csv" in a.source and "'bad' -> -1 and 'good' -> +1" in a.source
     with pytest.raises(InvalidArgumentError, match=r"no column 'text' \(argument text\).*\['body', 'stars'\]"):
         ts.from_frame(frame)
-    with pytest.raises(DataUnavailableError, match="not a file"):
-        ts.from_frame(tmp_path / "absent.csv")
-    with pytest.raises(ArgumentTypeError, match="DatasetDict: pick a split"):
-        ts.from_frame({"train": frame})
+    pytest.raises(DataUnavailableError, lambda: ts.from_frame(tmp_path / "absent.csv")).match("not a file")
+    pytest.raises(ArgumentTypeError, lambda: ts.from_frame({"train": frame})).match("DatasetDict: pick a split")
     # an empty cell of the CSV comes back as NaN: named, with the fix
     frame.loc[3, "stars"] = None
     frame.to_csv(path, index=False)
@@ -104,8 +102,7 @@ def test_from_frame_reads_csv_frame_and_dataset(tmp_path):
     ],
 )
 def test_prepare_texts_refuses_bad_inputs(texts, labels, kw, error, match):
-    with pytest.raises(error, match=match):
-        ts.prepare_texts(texts, labels, **kw)
+    pytest.raises(error, lambda: ts.prepare_texts(texts, labels, **kw)).match(match)
 
 
 def test_encode_and_shape_summary_return_named_results():
@@ -131,5 +128,4 @@ def test_a_csv_that_pandas_cannot_read_is_one_clear_error(tmp_path, content, mat
     """Issue 48 (7): a CSV in another encoding, or not a CSV, reached the researcher as a raw pandas error."""
     path = tmp_path / "reviews.csv"
     path.write_bytes(content)
-    with pytest.raises(ts.errors.InvalidArgumentError, match=match):
-        ts.from_frame(path)
+    pytest.raises(ts.errors.InvalidArgumentError, lambda: ts.from_frame(path)).match(match)

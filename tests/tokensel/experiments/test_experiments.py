@@ -34,17 +34,14 @@ def test_rating_classes_and_one_step(data_dir):
     # lemma: the class-k value moves by eta0 * alpha_{s,k} (p = 0, orthonormal V), up to O(1/sqrt(d))
     assert float((step.dW - step.eta0 * step.alpha).norm() / (step.eta0 * step.alpha).norm()) < 0.2
     yelp = ts.reviews.prepare_reviews("yelp_polarity", min_df=2, data_dir=data_dir)
-    with pytest.raises(DataUnavailableError, match="ratings"):
-        ex.rating_classes(yelp)
+    pytest.raises(DataUnavailableError, lambda: ex.rating_classes(yelp)).match("ratings")
 
 
 def test_scale_and_batches(data_dir):
     sc = ex.scale("reduced", n_train=4, n_test=3, max_len=2)
     assert sc.d == 64 and ex.SCALES["reduced"].n_train == 3000  # the table itself is not changed
-    with pytest.raises(InvalidParameterError, match="scale"):
-        ex.scale("huge")
-    with pytest.raises(InvalidParameterError, match="unknown Scale setting"):
-        ex.scale("reduced", width=3)
+    pytest.raises(InvalidParameterError, lambda: ex.scale("huge")).match("scale")
+    pytest.raises(InvalidParameterError, lambda: ex.scale("reduced", width=3)).match("unknown Scale setting")
     d = ts.reviews.prepare_reviews("imdb", min_df=2, data_dir=data_dir)
     train, test = ex.variant_batches(d, sc)
     assert train.n == 4 and test.n == 3 and int(train.lengths.max()) <= 2
@@ -76,8 +73,7 @@ def test_compare_variants_and_stored_runs(data_dir, tmp_path):
     # the one-layer model reads E_s v itself; the MLP head reads head(E_s)
     assert noise.loc["one layer", "E_s v: Spearman"] == noise.loc["one layer", "token value: Spearman"]
     assert runs["MLP head"].bins_h["mean"].ne(runs["MLP head"].bins_v["mean"]).any()
-    with pytest.raises(InvalidParameterError, match="Run"):
-        ex.value_noise({"x": 1})
+    pytest.raises(InvalidParameterError, lambda: ex.value_noise({"x": 1})).match("Run")
 
 
 def test_bin_noise_is_keyed_by_kind_and_value_noise_shows_it():
@@ -100,10 +96,8 @@ def test_bin_noise_is_keyed_by_kind_and_value_noise_shows_it():
     assert list(shown.index) == ["one layer", "MLP head"]  # display names, for reading only
     assert shown.loc["MLP head", "E_s v: rise for Delta > 0 (SE)"] == fields.values_rise["mlp"]
     assert shown.loc["one layer", "E_s v: reversals > 2 SE"] == "0 of 19"
-    with pytest.raises(InvalidParameterError, match="kind"):
-        ex.bin_noise({"a": runs["first"], "b": runs["first"]})
-    with pytest.raises(InvalidParameterError, match="non-empty"):
-        ex.bin_noise({})
+    pytest.raises(InvalidParameterError, lambda: ex.bin_noise({"a": runs["first"], "b": runs["first"]})).match("kind")
+    pytest.raises(InvalidParameterError, lambda: ex.bin_noise({})).match("non-empty")
 
 
 def test_read_runs_errors(tmp_path):
@@ -111,17 +105,13 @@ def test_read_runs_errors(tmp_path):
     bp, bv, u, rho = ts.shapes.shape_summary(gap, gap.abs(), gap)
     bp.assign(mean_v=bv["mean"], std_v=bv["std"]).to_csv(tmp_path / "bins_two_layer.csv", index=False)
     (tmp_path / "summary_two_layer.json").write_text(json.dumps({"test_acc": 0.5, "u_gap": u}))
-    with pytest.raises(DataUnavailableError, match="lacks"):
-        ex.read_runs(tmp_path)
+    pytest.raises(DataUnavailableError, lambda: ex.read_runs(tmp_path)).match("lacks")
     (tmp_path / "summary_two_layer.json").write_text("{not json")
-    with pytest.raises(DataUnavailableError, match="cannot be read"):
-        ex.read_runs(tmp_path)
-    with pytest.raises(FileNotFoundError, match="no recorded runs"):
-        ex.read_runs(tmp_path / "absent")
+    pytest.raises(DataUnavailableError, lambda: ex.read_runs(tmp_path)).match("cannot be read")
+    pytest.raises(FileNotFoundError, lambda: ex.read_runs(tmp_path / "absent")).match("no recorded runs")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(FileNotFoundError, match="summary_<kind>.json"):
-        ex.read_runs(empty)
+    pytest.raises(FileNotFoundError, lambda: ex.read_runs(empty)).match("summary_<kind>.json")
 
 
 def test_recorded_paper_scale_runs_are_readable():
@@ -171,8 +161,7 @@ def test_fit_texts_on_own_texts_shows_the_selection():
     # the prepared data go into the other recipes too, not only IMDB/Yelp shapes
     model, hist = ex.train_frozen(fit.data, settings=ts.TrainSettings(steps=5, eval_every=5), d=16)
     assert len(hist) == 2
-    with pytest.raises(DataUnavailableError, match="star ratings"):
-        ex.rating_classes(fit.data)
+    pytest.raises(DataUnavailableError, lambda: ex.rating_classes(fit.data)).match("star ratings")
     with pytest.raises(InvalidParameterError, match="already a ReviewData"):
         ts.fit_texts(fit.data, labels, settings=ts.TrainSettings(steps=200))
     with pytest.raises(InvalidParameterError, match=r"n_train = 3000 documents but own data holds 96"):

@@ -110,8 +110,7 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
         with pytest.raises(DataUnavailableError, match="not a sweep of phase_runs|not a CSV"):
             ts.experiments.phase.read_runs(path)
         assert what
-    with pytest.raises(DataUnavailableError, match="missing"):
-        ts.experiments.phase.read_runs(tmp_path / "none.csv")
+    pytest.raises(DataUnavailableError, lambda: ts.experiments.phase.read_runs(tmp_path / "none.csv")).match("missing")
 
 
 def test_a_seed_twice_is_refused_before_any_run():
@@ -146,8 +145,7 @@ def test_agreement_counts_against_the_recorded_prediction():
     assert t["count"] == 1 and t["expected"] == pytest.approx(2.0)
     with pytest.raises(InvalidArgumentError, match="same cells"):
         phase.agreement(executed[executed.d == 32], recorded, "full")
-    with pytest.raises(InvalidArgumentError, match="eta0"):
-        phase.agreement(executed, recorded, "full", eta0=3.0)
+    pytest.raises(InvalidArgumentError, lambda: phase.agreement(executed, recorded, "full", eta0=3.0)).match("eta0")
     with pytest.raises(InvalidArgumentError, match="executed"):
         phase.agreement(executed.drop(columns="full"), recorded, "full")
 
@@ -181,8 +179,7 @@ def test_trap_anatomy_and_the_pair_shown():
     )
     trap, escape = phase.trap_pair(runs, 300.0)
     assert (trap.d, trap.init_seed) == (32, 0) and (escape.d, escape.init_seed) == (64, 0)
-    with pytest.raises(InvalidArgumentError, match="no run at eta0"):
-        phase.trap_pair(runs[~runs.trapped], 300.0)
+    pytest.raises(InvalidArgumentError, lambda: phase.trap_pair(runs[~runs.trapped], 300.0)).match("no run at eta0")
 
 
 def test_trap_trajectory_and_gd_against_the_flow():
@@ -213,8 +210,7 @@ def test_generator_contrast_and_several_important_tokens():
     assert 0 < several[2].important_selected <= 1
     assert list(several.table().index) == [2]
     assert several.table().loc[2, "important occurrences selected"] == several[2].important_selected
-    with pytest.raises(ts.TokenselError, match="k must be one of"):
-        several[3]
+    pytest.raises(ts.TokenselError, lambda: several[3]).match("k must be one of")
 
 
 def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
@@ -225,8 +221,7 @@ def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
     (tmp_path / "book" / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "book" / "sub")
     assert ts.experiments.phase.recorded_path() == target.resolve()
-    with pytest.raises(DataUnavailableError, match="not a CSV|not a sweep"):
-        ts.experiments.phase.read_runs()
+    pytest.raises(DataUnavailableError, lambda: ts.experiments.phase.read_runs()).match("not a CSV|not a sweep")
 
 
 def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_path):
@@ -255,11 +250,9 @@ def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_pa
     table = written.read_text().splitlines()
     header = table[0].rsplit(",", 1)[0]
     written.write_text("\n".join([header, *(line.rsplit(",", 1)[0] for line in table[1:])]) + "\n")
-    with pytest.raises(DataUnavailableError, match="columns"):
-        phase.read_followed(*key, path=written)
+    pytest.raises(DataUnavailableError, lambda: phase.read_followed(*key, path=written)).match("columns")
     written.write_text("\n".join([table[0], table[2], table[1], *table[3:]]) + "\n")
-    with pytest.raises(DataUnavailableError, match="increase"):
-        phase.read_followed(*key, path=written)
+    pytest.raises(DataUnavailableError, lambda: phase.read_followed(*key, path=written)).match("increase")
     # a run that was not followed in many digits
     other = runs[runs.own_status == "solved"].iloc[0]
     with pytest.raises(InvalidArgumentError, match="followed in many digits"):

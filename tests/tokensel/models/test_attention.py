@@ -40,8 +40,7 @@ def test_copy_is_independent_and_validate_refuses_nan():
     c = m.copy()
     c.E[0, 0] = float("nan")
     assert torch.isfinite(m.E).all()
-    with pytest.raises(InvalidParameterError, match="NaN"):
-        c.validate()
+    pytest.raises(InvalidParameterError, lambda: c.validate()).match("NaN")
 
 
 @pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
@@ -67,8 +66,7 @@ def test_nan_written_into_a_parameter_in_place_is_an_error_not_nan_gradients(nam
     model = ts.AttentionModel.init(10, 4, seed=0)
     getattr(model, name).view(-1)[0] = value
     for call in (lambda: ts.gradients(model, batch), lambda: model.forward(batch), lambda: model.loss(batch)):
-        with pytest.raises(ts.InvalidParameterError, match=f"{name} contains NaN or inf"):
-            call()
+        pytest.raises(ts.InvalidParameterError, call).match(f"{name} contains NaN or inf")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -79,8 +77,7 @@ def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device)
         lambda: ts.MultiClassAttentionModel.init(5, 3, 2, device=device),
         lambda: ts.models.variants.make("mlp", 5, 3, device=device),
     ):
-        with pytest.raises(TokenselError, match="device|CUDA"):
-            build()
+        pytest.raises(TokenselError, build).match("device|CUDA")
 
 
 def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():

@@ -162,15 +162,13 @@ def test_checkpoint_paths_that_cannot_be_used_are_refused_in_one_line(tmp_path, 
     fifo = tmp_path / "fifo.pt"
     os.mkfifo(fifo)
     for path in (folder, fifo):  # never opened: reading a FIFO would block
-        with pytest.raises(CheckpointError, match="is not a file"):
-            _finished(path)
+        pytest.raises(CheckpointError, _finished, path).match("is not a file")
 
     def refuse(*args, **kwargs):  # a read-only folder (simulated: the tests may run as root)
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(torch, "save", refuse)
-    with pytest.raises(StorageError, match="Permission denied"):
-        _finished(tmp_path / "run.pt")
+    pytest.raises(StorageError, lambda: _finished(tmp_path / "run.pt")).match("Permission denied")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_folder.pt", "fifo.pt"]
 
 

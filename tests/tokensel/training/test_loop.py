@@ -197,5 +197,4 @@ def test_the_evaluation_finds_a_nan_of_E_in_its_scores_and_agrees_with_loss_and_
     loss, acc = loop._evaluate(model, batch)
     assert loss == pytest.approx(model.loss(batch), rel=1e-12) and acc == pytest.approx(model.accuracy(batch))
     model.E[7, 3] = float("nan")
-    with pytest.raises(InvalidParameterError, match="E contains NaN or inf"):
-        loop._evaluate(model, batch)
+    pytest.raises(InvalidParameterError, lambda: loop._evaluate(model, batch)).match("E contains NaN or inf")
