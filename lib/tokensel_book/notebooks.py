@@ -67,9 +67,7 @@ def _check_notebook(notebook) -> None:
 
 
 def repair_streams(outputs: list) -> list:
-    """A cell's outputs with one stream per name, each line once, and without the run's record.
-
-    A first stream already ending with the later ones (myst-nb's merge) is kept and they dropped; else appended."""
+    """A cell's outputs with one stream per name, each line once (myst-nb's merged copy kept), without the record."""
     if not isinstance(outputs, list):
         raise InvalidArgumentError(f"outputs must be a cell's list of outputs, got {type(outputs).__name__}")
     first: dict[str, dict] = {}
@@ -325,11 +323,8 @@ def glued_text(value: str | None, spec: str = "") -> str | None:
 
 
 def plain_markdown(text: str, labels: dict[str, str] | None = None, chapter: int | None = None) -> str:
-    """MyST Markdown as plain (CommonMark + LaTeX math) Markdown, for a notebook outside the book.
-
-    Directives become bold headings (``**Lemma 2.1** (Title).``), proofs *Proof.* ... ∎, admonitions block quotes;
-    options are dropped, display equations get ``\\tag{...}``, roles become text via ``labels``
-    (:func:`collect_labels`)."""
+    """MyST as plain Markdown for a notebook outside the book: directives as bold headings, proofs ending in ∎,
+    admonitions as quotes, display equations tagged, roles as text via ``labels`` (:func:`collect_labels`)."""
     if not isinstance(text, str):
         raise InvalidArgumentError(f"text must be a string of Markdown, got {type(text).__name__}")
     labels = dict(labels or {})

@@ -28,9 +28,7 @@ TITLE_SUFFIX = " (student edition: exercises without solutions)"
 
 
 def student_notebook(notebook: dict) -> tuple[dict, list[dict]]:
-    """A copy of ``notebook`` for the student edition, and the solutions taken out
-    (:func:`~tokensel_book.notebooks.split_solutions`); streams stored once
-    (:func:`~tokensel_book.notebooks.repair_streams`)."""
+    """A copy of ``notebook`` for the student edition, its streams stored once, and the solutions taken out."""
     out, solutions = split_solutions(notebook)
     cells = [
         dict(c, outputs=repair_streams(c.get("outputs") or [])) if c.get("cell_type") == "code" else c
