@@ -106,8 +106,7 @@ def panel_layout(driver, url: str, width: int, without_style: bool = False) -> t
     driver.get(url)
     if without_style:
         driver.execute_script("document.querySelectorAll('link[href*=\"tokensel.css\"]').forEach((l) => l.remove());")
-    figures, found = driver.execute_script(PANELS)
-    return figures, found
+    return tuple(driver.execute_script(PANELS))
 
 
 def clipped(driver, url: str, width: int) -> list[str]:
@@ -121,8 +120,7 @@ def clipped(driver, url: str, width: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """Every chapter page loaded once per width: what is clipped, and each figure as shown
-    ``(page, src, natural width, shown width)``."""
+    """Every chapter page loaded once per width: what is clipped, each figure as shown, its panels."""
     pages = sorted(p for p in HTML.glob("book/*.html") if p.name != "print.html")
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
@@ -130,12 +128,9 @@ def measured(tmp_path_factory):
     with serve(HTML) as base, chromium(tmp_path_factory.mktemp("chromium")) as driver:
         for width in WIDTHS:
             for page in pages:
-                found["clipped"] += [
-                    f"{width} px, {page.name}: {p}" for p in clipped(driver, f"{base}book/{page.name}", width)
-                ]
-                found["figures"].setdefault(width, []).extend(
-                    (page.name, *fig) for fig in driver.execute_script(FIGURES)
-                )
+                url = f"{base}book/{page.name}"
+                found["clipped"] += [f"{width} px, {page.name}: {p}" for p in clipped(driver, url, width)]
+                found["figures"].setdefault(width, []).extend((page.name, *f) for f in driver.execute_script(FIGURES))
                 count, problems = driver.execute_script(PANELS)
                 found["multi_panel"] += count
                 found["panels"] += [f"{width} px, {page.name}: {p}" for p in problems]
@@ -249,7 +244,7 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     for name in ("tokensel.css", "tokensel.js"):
-        (site / name).write_text((STATIC / name).read_text())
+        shutil.copy(STATIC / name, site / name)
     cells = "".join(f"<td>value_number_{i}</td>" for i in range(12))
     heads = "".join(f"<th>column_{i}</th>" for i in range(12))
     (site / "index.html").write_text(CRAMPED_PAGE.format(line="x" * 300, cells=cells, heads=heads))
@@ -301,9 +296,6 @@ def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
             sizes.setdefault(width, []).append(px)
             if px < 10:
                 small.append(f"{page}: tick labels {px:.1f} px high in {src}")
-    print(
-        "\ntick labels as shown: "
-        + "; ".join(f"{w} px window: {min(v):.1f} to {max(v):.1f} px" for w, v in sizes.items())
-    )
+    print("\ntick labels as shown: " + "; ".join(f"{w} px: {min(v):.1f} to {max(v):.1f} px" for w, v in sizes.items()))
     assert sizes.get(1400) and sizes.get(400), "no figures found"
     assert not small, "\n".join(small)
