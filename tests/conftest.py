@@ -106,6 +106,18 @@ def data_dir(tmp_path):
     return tmp_path
 
 
+def source_archive(monkeypatch, archive, cache, sha256=True):
+    """The IMDB archive ``archive`` as the data source (verified against its checksum if ``sha256``), cached in
+    ``cache``."""
+    from tokensel.data.manifest import sha256_file
+
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(cache))
+    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
+    if sha256:
+        monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
+
+
 @pytest.fixture
 def small():
     data = ts.synthetic.assumption1_pairs(40, 3, 15, length=(3, 9), seed=3)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_args
+from conftest import source_archive, train_args
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -167,15 +167,8 @@ SMALL = {"train": TRAIN, "test": {"text": ["good", "bad"], "label": [1, 0], "rat
 @pytest.fixture
 def parsed(tmp_path, monkeypatch):
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
-    _use(monkeypatch, archive, tmp_path / "cache")
+    source_archive(monkeypatch, archive, tmp_path / "cache")
     return archive, imdb_archive.prepare(str(archive))
-
-
-def _use(monkeypatch, archive, cache):
-    """The IMDB archive ``archive`` as the data source, parsed into ``cache``."""
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    for var, value in (("CACHE_DIR", cache), ("IMDB_ARCHIVE", archive), ("IMDB_SHA256", sha256_file(archive))):
-        monkeypatch.setenv(f"TOKENSEL_{var}", str(value))
 
 
 def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
@@ -357,5 +350,5 @@ def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_ar
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
     target = tmp_path / "cache"
     target.write_text("not a folder")
-    _use(monkeypatch, archive, target)
+    source_archive(monkeypatch, archive, target)
     pytest.raises(StorageError, lambda: imdb_archive.prepare(str(archive))).match("cache|TOKENSEL_CACHE_DIR")
