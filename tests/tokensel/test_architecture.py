@@ -161,22 +161,15 @@ def test_license_and_citation_agree_with_the_project():
 
 
 # library modules whose tests live in a module named otherwise (in the test folder mirroring theirs)
+# fmt: off
 TESTED_IN = {
-    "version": "test_architecture",
-    "data": "test_batch",
-    "models": "test_attention",
-    "training": "test_phases",
-    "analysis": "test_statistics",
-    "experiments": "test_experiments",
-    "analysis.shapes": "test_statistics",
-    "experiments.recipes": "test_experiments",
-    "training.variants": "test_train_variant",
-    "experiments.baseline": "test_realdata",
-    "experiments.tables": "test_experiments",
-    "experiments.records": "test_experiments",
-    "__main__": "test_cli",
-    "__init__": "test_fuzz",
+    "version": "test_architecture", "data": "test_batch", "models": "test_attention", "training": "test_phases",
+    "analysis": "test_statistics", "experiments": "test_experiments", "analysis.shapes": "test_statistics",
+    "experiments.recipes": "test_experiments", "training.variants": "test_train_variant",
+    "experiments.baseline": "test_realdata", "experiments.tables": "test_experiments",
+    "experiments.records": "test_experiments", "__main__": "test_cli", "__init__": "test_fuzz",
 }
+# fmt: on
 
 
 def test_every_library_module_has_a_test_module_in_the_mirrored_folder():

@@ -308,6 +308,7 @@ def _table_example(c):
 
 
 #: the values each kind of constraint refuses, besides any object and None (when None is not allowed)
+# fmt: off
 BAD = {
     v.Int: _int,
     v.Real: _real,
@@ -322,35 +323,27 @@ BAD = {
     v.Tensor: _tensor,
     v.Either: _either,
     v.Numbers: _numbers,
-    v.Subset: lambda c, d: (
-        [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2)]
-        + [("unknown", (c.options[0], "?"))]
-    ),
+    v.Subset: lambda c, d: [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2),
+                            ("unknown", (c.options[0], "?"))],
     Batch: _batch,
     Sequences: lambda c, d: [("a str", "ab"), ("strs", ["ab"]), ("none", []), ("floats", [[0.5]]), ("2-D", [[[0]]])],
     Words: lambda c, d: [("a str", "a good film"), ("a list of ints", [1, 2])],
-    Column: lambda c, d: (
-        [("a str", "a good film"), ("a dict", {"a": 1})]
-        + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if c.texts else [])
-    ),
+    Column: lambda c, d: [("a str", "a good film"), ("a dict", {"a": 1})]
+        + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if c.texts else []),
     Source: lambda c, d: [("a list of texts", ["a good film"]), ("an int", 1)],
-    Pairs: lambda c, d: (
-        [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]]), ("three columns", np.zeros((1, 3), dtype=np.int64))]
-        + ([] if c.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))])
-    ),
-    Table: lambda c, d: (
-        [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
-        + ([("no rows", _table_example(c).iloc[:0])] if c.nonempty else [])
-    ),
+    Pairs: lambda c, d: [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]])]
+        + [("three columns", np.zeros((1, 3), dtype=np.int64))]
+        + ([] if c.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))]),
+    Table: lambda c, d: [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
+        + ([("no rows", _table_example(c).iloc[:0])] if c.nonempty else []),
 }
+# fmt: on
 #: a value each kind accepts (the others take one from ``_registry``)
+# fmt: off
 EXAMPLES = {
     v.Int: lambda c, d: c.min if c.min is not None else (1 if c.max is None or c.max >= 1 else c.max),
-    v.Real: lambda c, d: (
-        (c.min + c.max) / 2
-        if c.min is not None and c.max is not None
-        else (c.min + 1.0 if c.min is not None else (0.5 if c.max is None else c.max - 1.0))
-    ),
+    v.Real: lambda c, d: ((c.min + c.max) / 2 if c.min is not None and c.max is not None
+                          else (c.min + 1.0 if c.min is not None else (0.5 if c.max is None else c.max - 1.0))),
     v.Bool: lambda c, d: True,
     v.Choice: lambda c, d: c.options[0],
     v.Text: lambda c, d: "example",
@@ -370,6 +363,7 @@ EXAMPLES = {
     Pairs: lambda c, d: np.array([[0, 1]]),
     Table: lambda c, d: _table_example(c),
 }
+# fmt: on
 
 
 def invalid(c: v.Constraint, dims: dict) -> list:
@@ -395,29 +389,19 @@ def _registry() -> list:
     table = ts.shapes.binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
     run = Run("one_layer", model, pd.DataFrame(), table, table, 0.0, 0.0, 0.0, 8, bins_h=table)
     svm = SVMResult(torch.zeros(4, dtype=torch.float64), 0.0, np.array([[0, 1]]), np.array([0, 1]), "", "", 0, 0, 0, 0)
+    # fmt: off
     return [
-        batch,
-        synthetic,
-        ClassShapes(torch.zeros(2, 2, dtype=torch.float64), [table, table], [0.0, 0.0]),
+        batch, synthetic, ClassShapes(torch.zeros(2, 2, dtype=torch.float64), [table, table], [0.0, 0.0]),
         ts.synthetic.independent_tokens_multiclass(6, 6, 3, length=3, seed=0).batch,
-        model,
-        ts.MultiClassAttentionModel.init(6, 4, 3, seed=0),
+        model, ts.MultiClassAttentionModel.init(6, 4, 3, seed=0),
         *(ts.models.variants.make(kind, batch.vocab_size, 4, seed=0) for kind in ts.models.variants.KINDS),
-        reviews,
-        reviews.vocab,
-        ts.TrainSettings(steps=2, progress=False),
+        reviews, reviews.vocab, ts.TrainSettings(steps=2, progress=False),
         ts.experiments.scale("reduced", n_train=4, n_test=4, max_len=4, steps=2),
-        run,
-        Fit(reviews, model, pd.DataFrame(), torch.zeros(len(reviews.vocab)), None),
-        svm,
-        ts.gradients(model, batch, fused=False),
-        MixPlan(batch),
-        Trajectory("example"),
-        OSError("an example"),
-        {"train": run},
-        [torch.zeros(1)],
-        "an example",
+        run, Fit(reviews, model, pd.DataFrame(), torch.zeros(len(reviews.vocab)), None), svm,
+        ts.gradients(model, batch, fused=False), MixPlan(batch), Trajectory("example"), OSError("an example"),
+        {"train": run}, [torch.zeros(1)], "an example",
     ]
+    # fmt: on
 
 
 def _example(constraint, dims):
