@@ -47,14 +47,8 @@ tb.end_chapter()
 
 
 def build(root: Path, env: dict) -> str:
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html"]
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     return done.stdout + done.stderr
 
 
@@ -76,14 +70,13 @@ def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(
     executes = "execution cache: book/ch executes"
     assert executes in build(root, env)
     assert executes not in build(root, env)  # nothing changed: reused
+    reworded = CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
     changes = {
         "a helper module outside the library": lambda: (root / "book" / "helper.py").write_text("VALUE = 2\n"),
         "a file under a linked folder": lambda: (elsewhere / "x.txt").write_text("b\n"),
         "an IPython start-up file": lambda: (startup / "00.py").write_text("X = 2\n"),
         "a setting (NUMBA_OPT)": lambda: env.update(NUMBA_OPT="0"),
-        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(
-            CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
-        ),
+        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(reworded),
     }
     for what, change in changes.items():
         change()
