@@ -98,20 +98,16 @@ def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
     E = torch.eye(4, dtype=torch.float64)
     with pytest.raises(SolverError, match="not installed"):
         ts.max_margin(E, np.array([[0, 1]]), solver="NO_SUCH_SOLVER")
+    chain = np.array([[i, i + 1] for i in range(39)])
     with pytest.raises(SolverError, match="stopped with status|failed"):
-        ts.max_margin(
-            torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)),
-            np.array([[i, i + 1] for i in range(39)]),
-            max_iter=1,
-        )
+        ts.max_margin(torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)), chain, max_iter=1)
     assert not issubclass(SolverError, ts.InfeasibleSVMError)
 
 
 def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(tmp_path, monkeypatch):
     (tmp_path / "imdb").mkdir()
-    pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")}).to_parquet(
-        tmp_path / "imdb" / "test.parquet"
-    )
+    empty = pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")})
+    empty.to_parquet(tmp_path / "imdb" / "test.parquet")
     ts.data.manifest.write_manifest(tmp_path)  # its checksum is checked before it is parsed
     with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)

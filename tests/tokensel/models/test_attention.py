@@ -46,18 +46,9 @@ def test_copy_is_independent_and_validate_refuses_nan():
 @pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
 def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(shape):
     S, d = shape
-    with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
-        ts.AttentionModel(
-            torch.zeros(S, d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-        )
-    with pytest.raises(ts.InvalidParameterError):
-        ts.MultiClassAttentionModel(
-            torch.zeros(S, d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-            torch.zeros(d, 2, dtype=torch.float64),
-        )
+    E, p, v = (torch.zeros(*size, dtype=torch.float64) for size in ((S, d), (d,), (d,)))
+    pytest.raises(ts.InvalidParameterError, lambda: ts.AttentionModel(E, p, v)).match("at least one token and d >= 1")
+    pytest.raises(ts.InvalidParameterError, lambda: ts.MultiClassAttentionModel(E, p, torch.zeros(d, 2).double()))
 
 
 @pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])

@@ -148,13 +148,11 @@ def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkey
     """The scores formed by E's Adam pass replace the next step's pass over E without changing a bit of the run;
     they are used at every step after the first."""
     data = ts.synthetic.assumption1_pairs(60, 3, 20, length=6, seed=0).batch
-    batch = (
-        data
-        if classes is None
-        else ts.RaggedBatch(
+    batch = data
+    if classes is not None:
+        batch = ts.RaggedBatch(
             data.ids, data.offsets, torch.arange(data.n) % classes, data.vocab_size, num_classes=classes
         )
-    )
     settings = ts.TrainSettings(steps=12, lr=3e-2, eval_every=4, progress=False)
     runs, used = {}, []
 
@@ -171,11 +169,9 @@ def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkey
 
     for kind in (Counted, Unused):
         monkeypatch.setattr(loop, "ScoresAfter", kind)
-        model = (
-            ts.AttentionModel.init(batch.vocab_size, 16, seed=1, dtype=dtype)
-            if classes is None
-            else ts.MultiClassAttentionModel.init(batch.vocab_size, 16, classes, seed=1, dtype=dtype)
-        )
+        model = ts.AttentionModel.init(batch.vocab_size, 16, seed=1, dtype=dtype)
+        if classes is not None:
+            model = ts.MultiClassAttentionModel.init(batch.vocab_size, 16, classes, seed=1, dtype=dtype)
         traj = ts.train_joint(model, batch, settings, params=("E", "p", "v"), test_batch=batch)
         runs[kind] = (model, traj.to_frame())
     (m1, h1), (m2, h2) = runs[Counted], runs[Unused]
