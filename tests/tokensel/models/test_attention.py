@@ -74,9 +74,8 @@ def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device)
 def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
     batch = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2], [0]], [1, 1, -1, -1], vocab_size=3)
     fields = {f.name: None for f in dataclasses.fields(reviews.ReviewData)}
-    fields.update(
-        name="imdb", train=batch, test=batch, vocab=ts.data.text.build_vocabulary([["a", "b", "c"]], min_df=1)
-    )
+    vocab = ts.data.text.build_vocabulary([["a", "b", "c"]], min_df=1)
+    fields.update(name="imdb", train=batch, test=batch, vocab=vocab)
     good = dict(fields, train_ratings=np.array([9, 7, 1, 4]), test_ratings=np.array([10, 8, 2, 3]))
     assert experiments.rating_classes(reviews.ReviewData(**good), "train").labels.tolist() == [3, 2, 0, 1]
     for bad in (

@@ -47,9 +47,8 @@ def _loss_and_grads(m, f):
 def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
     # repeated tokens (counts > 1), lengths 1..9, a vocabulary larger than the batch uses
     data = ts.synthetic.independent_tokens(40, 15, length=(2, 9), delta=0.8, seed=seed)
-    batch = ts.RaggedBatch.from_sequences(
-        data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
-    )
+    seqs, labels = data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1]
+    batch = ts.RaggedBatch.from_sequences(seqs, labels, vocab_size=19)
     m = ts.models.variants.make("mlp", 19, 6, seed=seed, dtype=torch.float64)
     for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)

@@ -65,9 +65,8 @@ def test_train_joint_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.8, seed=1)
     m = ts.AttentionModel.init(30, 16, seed=0)
     test = ts.synthetic.independent_tokens(100, 30, length=10, delta=0.8, seed=2).batch
-    traj = ts.train_joint(
-        m, data.batch, ts.TrainSettings(steps=60, lr=0.05, eval_every=20, progress=False), test_batch=test
-    )
+    settings = ts.TrainSettings(steps=60, lr=0.05, eval_every=20, progress=False)
+    traj = ts.train_joint(m, data.batch, settings, test_batch=test)
     assert traj.loss[-1] < 0.5 * traj.loss[0]
     assert traj.step == [0, 20, 40, 60] and traj.extra["test_acc"][-1] > 0.8
     assert m.E.grad is None
