@@ -47,8 +47,7 @@ def _unwrap(member):
 
 
 def _public():
-    """``(name, class or None, attribute or None, object)`` for every public function and class of tokensel's
-    modules, and every function, classmethod and staticmethod of such a class."""
+    """``(name, class, attribute, object)`` of every public function, class and class member of tokensel."""
     for mod in _modules():
         for name, obj in vars(mod).items():
             if getattr(obj, "__module__", None) == mod.__name__ and not name.startswith("_"):
@@ -58,8 +57,7 @@ def _public():
 
 
 def _declared() -> dict:
-    """``{name: (owner, attribute)}`` for every declared callable: a function, a class whose fields are declared
-    (attribute None), or a method, classmethod or staticmethod of a class."""
+    """``{name: (owner, attribute)}`` of every declared function, class (attribute None) or method."""
     found = {}
     for name, cls, attr, obj in _public():
         if attr is None and (inspect.isfunction(obj) or inspect.isclass(obj)) and "__tokensel_params__" in vars(obj):
@@ -112,8 +110,7 @@ NOT_CALLED = {
 
 
 def _outside_calls() -> tuple[set, set]:
-    """The names the chapters, scripts, benchmarks and the book's machinery call (``f(``) or import from tokensel,
-    and the methods they call or pass on (``x.f(``, ``x.f,``)."""
+    """The names called or imported from tokensel outside the library, and the methods called or passed on."""
     files = [*ROOT.glob("book/*.md"), *ROOT.glob("scripts/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]
     files += list(ROOT.glob("lib/tokensel_book/**/*.py"))
     text = "\n".join(f.read_text() for f in files if f.name != "api.md")
@@ -138,9 +135,7 @@ def _chapter_modules() -> set:
 
 
 def _boundary(public: dict) -> set:
-    """The public callables at the boundary: names of ``tokensel.__all__`` (and their methods), the public
-    callables of the modules the chapters call by name (their own and those they offer), and the functions and
-    methods called from outside the library."""
+    """The public callables offered (``__all__``, the chapters' modules) or called from outside the library."""
     called, methods = _outside_calls()
     offered = {id(getattr(ts, n)) for n in ts.__all__}
     for name in _chapter_modules():
@@ -162,9 +157,7 @@ def _boundary(public: dict) -> set:
 
 
 def _public_callables() -> dict:
-    """``{name: function}`` for every public function, and every public method of a public class, defined in
-    a module of tokensel that takes a named argument (besides ``self``, ``cls``, ``*args`` and ``**kwargs``,
-    which a declaration cannot name). The methods of a constraint are the declarations' machinery."""
+    """``{name: function}`` of every public function and method taking a named argument (constraints left out)."""
     out = {}
     var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     for name, cls, attr, fn in _public():
@@ -428,8 +421,7 @@ def _target(owner, attr):
 
 
 def _examples(decl: v.Declaration) -> tuple[dict, dict]:
-    """Valid example values of every declared parameter, each checked against its constraint in the order
-    of the declaration, and the named dimensions bound before each parameter."""
+    """Valid examples of every declared parameter, in order, and the dimensions bound before each."""
     dims: dict = {}
     values, before = {}, {}
     for name, constraint in decl.params.items():
@@ -467,9 +459,7 @@ def test_the_declarations_cover_the_boundary():
 
 
 def test_what_is_called_from_outside_is_declared_and_nothing_else():
-    """A public callable at the boundary is declared (so the test below fuzzes it), or named in ``UNDECLARED`` /
-    ``UNDECLARED_MODULES`` with its reason; an internal one is not (it trusts its callers: a declaration would
-    check arguments that are already checked). Entries of the lists that no longer apply are stale."""
+    """Boundary callables are declared or listed with a reason; internal ones are not; stale entries fail."""
     public = _public_callables()
     boundary = _boundary(public)
     declared = {n for n, fn in public.items() if hasattr(fn, "__tokensel_params__")}
@@ -489,8 +479,7 @@ def test_what_is_called_from_outside_is_declared_and_nothing_else():
 
 @pytest.mark.parametrize("name", sorted(DECLARED), ids=[n.removeprefix("tokensel.") for n in sorted(DECLARED)])
 def test_a_declared_function_refuses_bad_values_by_name(name, tmp_path, monkeypatch):
-    """The example values and the defaults pass; every value a constraint refuses raises an InvalidArgumentError
-    naming its parameter (a wrong type, an ArgumentTypeError), with nothing changed."""
+    """Examples and defaults pass; each refused value raises an InvalidArgumentError naming it, changing nothing."""
     monkeypatch.chdir(tmp_path)  # example paths are relative: a body that ran would write here
     owner, attr = DECLARED[name]
     decl = _declaration(owner, attr)

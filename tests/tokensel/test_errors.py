@@ -17,8 +17,7 @@ def test_every_error_is_a_tokensel_error_and_a_builtin():
 
 
 def test_one_family_for_bad_arguments():
-    """A bad value is a ValueError, a wrong type also a TypeError, and ``except InvalidArgumentError`` catches
-    both; the older names of the family are the same class."""
+    """A bad value is a ValueError, a wrong type also a TypeError; the family's older names are one class."""
     assert issubclass(errors.InvalidArgumentError, ValueError)
     assert not issubclass(errors.InvalidArgumentError, TypeError)
     assert issubclass(errors.ArgumentTypeError, TypeError)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import source_archive, train_args
+from conftest import source_archive, train_args, write_book
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -172,8 +172,7 @@ def parsed(tmp_path, monkeypatch):
 
 
 def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
-    """Editing the parquet and rewriting the manifest's checksums to match no longer passes: the manifest
-    is sealed under the cache's key with the archive's digest, so the folder is parsed again."""
+    """An edited parquet with a rewritten manifest fails the seal (keyed by the archive): the cache is parsed again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -295,15 +294,11 @@ SUBMISSIONS = ["file", "folder", "fifo", "dangling", "unreadable", "notbook.md"]
 def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     tmp_path, monkeypatch, capsys, kind, teacher
 ):
-    """A bad submission (a FIFO, which would block its reader, a folder, a dangling link, an unreadable file,
-    bytes that are no notebook) is graded ``missing`` and named without running a kernel; a bad teacher's copy
-    refuses the run in one line. Never a hang (an alarm fails the test) or a traceback."""
+    """A bad submission is graded missing without a kernel; a bad teacher's copy is one line; no hang, no traceback."""
 
     from tokensel_book import assignments
 
-    (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_a\n")
-    (tmp_path / "book").mkdir()
+    write_book(tmp_path, "01_a")
     (tmp_path / "book" / "answers.py").write_text(
         "from tokensel_book.exercises import Answer, exercise\n\n\n"
         "@exercise('ex-a', Answer('x', 'hint', tol=0.1))\ndef _a(given, answers):\n    return {'x': 1.0}\n"
@@ -345,8 +340,7 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
 
 
 def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):
-    """Issue 24 root cause 9: a cache folder that is a file when the IMDB archive is parsed into it: one
-    StorageError naming the cache, no traceback from deep inside the parser."""
+    """Issue 24 root cause 9: a cache folder that is a file is one StorageError naming the cache."""
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
     target = tmp_path / "cache"
     target.write_text("not a folder")

@@ -107,18 +107,12 @@ def _state(kwargs, results: Path):
     """Bytes of every tensor reachable from the arguments, and of every file in the results folder."""
     h = hashlib.sha256()
     for v in kwargs.values():
-        tensors = (
-            [v]
-            if isinstance(v, torch.Tensor)
-            else [getattr(v, a) for a in ("E", "p", "v", "V") if isinstance(getattr(v, a, None), torch.Tensor)]
-        )
+        tensors = [v] if isinstance(v, torch.Tensor) else [getattr(v, a, None) for a in ("E", "p", "v", "V")]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         tensors += list(v.matrices.values()) if isinstance(v, ts.models.variants.VariantModel) else []
         for t in tensors:
-            h.update(
-                t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-                if t.dtype != torch.bool
-                else t.cpu().numpy().tobytes()
-            )
+            data = t.cpu().numpy() if t.dtype == torch.bool else t.detach().cpu().contiguous().view(torch.uint8).numpy()
+            h.update(data.tobytes())
     for p in sorted(results.rglob("*")):
         if p.is_file() and not p.name.endswith(".lock"):
             h.update(p.name.encode() + p.read_bytes())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError, StorageError
 from tokensel_book import exercises
@@ -66,10 +67,7 @@ def _sum(given, answers):
 
 @pytest.fixture
 def book(tmp_path, monkeypatch):
-    (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_sums\n")
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "01_sums.md").write_text(CHAPTER)
+    write_book(tmp_path, "01_sums", CHAPTER)
     (tmp_path / "book" / "answers.py").write_text(KEY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(exercises, "_KEYS", {})

@@ -41,16 +41,14 @@ return {
 
 
 def book_pages(root: Path) -> list[Path]:
-    """Every HTML page of a build, without Sphinx's static and source folders and without the print page
-    that ``make pdf`` adds (``tokensel_book.pdf.PRINT_PAGE``)."""
+    """Every HTML page of a build, without Sphinx's static and source folders and the print page."""
     from tokensel_book.pdf import PRINT_PAGE
 
     rel = {p: p.relative_to(root) for p in root.rglob("*.html")}
     return sorted(p for p, r in rel.items() if not SKIP_DIRS & set(r.parts) and r.as_posix() != PRINT_PAGE)
 
 
-#: a page has settled when it has loaded, has a body, and is not a redirect (the book's index.html sends the reader on
-#: with <meta http-equiv="Refresh">: inspected while the browser follows it, the page has no body yet)
+#: a page has settled when loaded, with a body, and not a redirect (index.html's <meta http-equiv="Refresh">)
 SETTLED = """
 return document.readyState === "complete" && document.body !== null
   && document.querySelector('meta[http-equiv="refresh" i]') === null;
@@ -191,9 +189,7 @@ return {figure: top(document.querySelector('figure#fig-intro-demo')),
         chapter_links: chapters ? chapters.querySelectorAll('a').length : 0,
         height: window.innerHeight};
 """
-#: "near the top", fixed before the first measurement: the figure starts on the first screen (a window 1000 px
-#: high) and the chapter list within the first two screens at 1400 px, the first three at 400 px (where the
-#: figure's panels stand one under the other)
+#: "near the top", fixed before measuring: (figure, chapter list) within so many 1000 px screens, per width
 SCREEN = 1000
 NEAR = {1400: (1, 2), 400: (1, 3)}
 

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import write_book
 
 import tokensel_book as tb
 from tokensel.errors import InvalidArgumentError
@@ -39,10 +40,7 @@ claims:
 @pytest.fixture
 def book(tmp_path, monkeypatch):
     """A book folder with one chapter whose table is TABLE, as the working directory."""
-    (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "ch.md").write_text(TABLE)
+    write_book(tmp_path, "ch", TABLE)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -210,6 +208,7 @@ def test_the_record_lists_what_the_run_imported_read_and_was_set_to(book, monkey
     data.write_text("1\n")
     monkeypatch.syspath_prepend(str(book))
     monkeypatch.setenv("NUMBA_OPT", "3")
+    monkeypatch.delitem(sys.modules, "helper", raising=False)  # another test's helper module, imported before
     depends = _record(book, lambda: (__import__("helper"), data.read_text()))["depends"]
     sys.modules.pop("helper")
     assert str(helper.resolve()) in depends["files"] and str(data.resolve()) in depends["files"]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_book
 
 CONFIG = """title: t
 execute:
@@ -55,11 +56,8 @@ def build(root: Path, env: dict) -> str:
 @pytest.mark.slow(seconds=150)
 def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(tmp_path):
     root, elsewhere = tmp_path / "book_root", tmp_path / "elsewhere"
-    (root / "book").mkdir(parents=True)
+    write_book(root, "ch", CHAPTER.replace("LEAST", "0"), CONFIG)
     elsewhere.mkdir()
-    (root / "_config.yml").write_text(CONFIG)
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "0"))
     (root / "book" / "helper.py").write_text("VALUE = 1\n")
     (elsewhere / "x.txt").write_text("a\n")
     (root / "book" / "data").symlink_to(elsewhere)  # a data folder assembled from links

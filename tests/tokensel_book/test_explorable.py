@@ -16,7 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from conftest import MYST_FRONT_MATTER, build_book  # noqa: E402
+from conftest import MYST_FRONT_MATTER, build_book, write_book  # noqa: E402
 
 import tokensel_book as tb  # noqa: E402
 
@@ -167,15 +167,10 @@ TINY_PAGE += "\n{numref}`fig-rate` has a slider over $d$.\n"
 def tiny_book(tmp_path_factory):
     """A book of one page with the four figures, built with the book's Sphinx extension, style sheet and scripts."""
     book = tmp_path_factory.mktemp("explore")
-    (book / "book").mkdir()
     shutil.copytree(ROOT / "_static", book / "_static")  # the book's own style sheet and scripts
-    (book / "_config.yml").write_text(
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
-        "sphinx:\n  extra_extensions: [tokensel_book.sphinx_mathjax]\n"
-        "  config:\n    mathjax_path: mathjax/es5/tex-mml-chtml.js\n"
-    )
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/explore\n")
-    (book / "book" / "explore.md").write_text(TINY_PAGE)
+    config = "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
+    config += "sphinx:\n  extra_extensions: [tokensel_book.sphinx_mathjax]\n"
+    write_book(book, "explore", TINY_PAGE, config + "  config:\n    mathjax_path: mathjax/es5/tex-mml-chtml.js\n")
     build_book(book, "-W", "-n", "--keep-going")
     return book / "_build" / "html"
 

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import build_book
+from conftest import build_book, write_book
 
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
@@ -100,8 +100,7 @@ return [figures, found];
 
 
 def panel_layout(driver, url: str, width: int, without_style: bool = False) -> tuple[int, list[str]]:
-    """How many figures of several panels the page at ``url`` has, and what is wrong with how they are shown in a
-    window ``width`` pixels wide (``without_style``: with the book's style sheet taken off the page)."""
+    """The page's multi-panel figures and what is wrong with them at ``width`` (optionally without the style sheet)."""
     driver.set_window_size(width, 1000)
     driver.get(url)
     if without_style:
@@ -205,16 +204,10 @@ for ax in axes:
 
 def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):
     book = tmp_path / "tiny"
-    (book / "book").mkdir(parents=True)
     shutil.copytree(STATIC, book / "_static")
-    (book / "_config.yml").write_text(
-        # the book's own cell time limit: a cell that imports the library and draws a figure took more than the
-        # default 30 s on a busy machine (the book's other checks beside this one)
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
-        "sphinx:\n  extra_extensions: [tokensel_book.sphinx_figures]\n"
-    )
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
-    (book / "book" / "panels.md").write_text(TINY_PAGE)
+    # the book's own cell time limit: importing the library and drawing took over the default 30 s when busy
+    config = "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
+    write_book(book, "panels", TINY_PAGE, config + "sphinx:\n  extra_extensions: [tokensel_book.sphinx_figures]\n")
     build_book(book, "-W", "-n", "--keep-going")
     html = book / "_build" / "html"
     with serve(html) as base, chromium(tmp_path) as driver:
@@ -276,8 +269,7 @@ return Array.from(document.querySelectorAll('article img')).filter((i) => i.getC
 
 
 def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
-    # a figure's smallest text (its tick labels) must be at least 10 px high as shown, at 1400 px and at
-    # 400 px (where a figure too wide to be read at the column's width scrolls sideways in its box)
+    # tick labels at least 10 px high as shown, at 1400 and 400 px (where a too-wide figure scrolls in its box)
     import matplotlib
 
     matplotlib.use("Agg")

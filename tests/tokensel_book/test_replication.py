@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book import replication as rep
@@ -52,10 +53,7 @@ tb.end_chapter()
 
 
 def tiny_book(root: Path) -> Path:
-    (root / "_config.yml").write_text("title: t\n")
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (root / "book").mkdir(exist_ok=True)
-    (root / "book" / "ch.md").write_text(CHAPTER)
+    write_book(root, "ch", CHAPTER)
     (root / "book" / "helper.py").write_text("SCALE = 1.0\n")
     return root
 
@@ -161,8 +159,7 @@ def _port() -> int:
 
 @pytest.mark.slow(seconds=60)
 def test_a_cluster_of_separate_scheduler_and_workers_runs_the_sweep_and_refuses_a_worker_that_differs(tmp_path):
-    """A scheduler and two workers started on loopback with none of this shell's settings; a sweep through
-    --scheduler gets its settings to them; a third worker started with another hash seed is refused in one line."""
+    """A bare loopback cluster gets the sweep's settings; a worker with another hash seed is refused in one line."""
     root, port = tiny_book(tmp_path), _port()
     bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONHASHSEED": "0"}
     bare |= {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}

@@ -24,9 +24,8 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
         "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
         "    chapters:\n      - file: book/01_model\n      - file: book/02_next\n"
     )
-    (root / "refs.bib").write_text(
-        "@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n  year = {2025}\n}\n"
-    )
+    bib = "@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n  year = {2025}\n}\n"
+    (root / "refs.bib").write_text(bib)
     out = tmp_path / "_build" / "html"
     executed = tmp_path / "_build" / "jupyter_execute" / "book"
     executed.mkdir(parents=True)

@@ -6,6 +6,7 @@ import json
 import jupytext
 import nbformat
 import pytest
+from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book.claims import MIME, ClaimFailedError
@@ -20,9 +21,7 @@ A, B, END = "tb.check('a', 1.0, at_least=0)", "tb.check('b', True)", "tb.end_cha
 
 def _book(root, cells, table=TABLE, tags=None):
     """A one-chapter book whose code cells are ``cells`` (``tags``: {cell index: [tags]})."""
-    (root / "_config.yml").write_text("title: t\n")
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (root / "book").mkdir(exist_ok=True)
+    write_book(root)
     body = ""
     for i, cell in enumerate(cells):
         opts = f":tags: {json.dumps((tags or {}).get(i, []))}\n" if (tags or {}).get(i) else ""

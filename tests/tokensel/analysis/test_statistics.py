@@ -139,8 +139,7 @@ def test_values_spread_separates_moved_values_from_noise():
     noise = torch.randn(4000, generator=g, dtype=torch.float64) * 0.1
     _, moved, _, _ = ts.shapes.shape_summary(gap, gap.abs(), 3 * gap + noise)
     _, flat, _, _ = ts.shapes.shape_summary(gap, gap.abs(), noise)
-    # bins of width 0.1: the moved values span 3 * 1.9 = 5.7 across bins, with within-bin std
-    # sqrt(0.1^2 + (3 * 0.1)^2 / 12) = 0.132
+    # bins of width 0.1: the moved values span 3 * 1.9 = 5.7, within-bin std sqrt(0.1^2 + (3 * 0.1)^2 / 12) = 0.132
     assert ts.shapes.values_spread(moved) == pytest.approx(5.7 / 0.132, rel=0.05)
     assert ts.shapes.values_spread(flat) < 1.5  # the range of 20 noisy means of ~200 tokens
     pytest.raises(ValueError, lambda: ts.shapes.values_spread(flat.assign(count=0))).match("too few")

@@ -177,8 +177,7 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
 
 @pytest.mark.slow
 def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, tmp_path):
-    """The reader's path end to end: an http(s) URL fetched by datasets' download manager (fsspec +
-    aiohttp), cached, verified and parsed; a second process reuses the cached download."""
+    """An http URL fetched by datasets' download manager, cached, verified, parsed; a second process reuses it."""
     served = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):

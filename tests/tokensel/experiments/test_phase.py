@@ -7,8 +7,7 @@ import pytest
 import tokensel as ts
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
-# a tiny grid: a small step (selection fails) and the trap's step (data seed 0, initialisation 1 is trapped);
-# trapped runs are followed on for 1e8 only (the book's sweep: 1e80)
+# a tiny grid: a step where selection fails, the trap's (init 1 is trapped), followed on to 1e8 (the book: 1e80)
 GRID = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
 
 
@@ -35,8 +34,7 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
 
 
 def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_steps(runs, tmp_path):
-    """A stiff follow-on (the explicit integrator's budget spent) is finished by implicit_flow and marked so; the
-    runs that stay within the budget are the fixture's, unchanged."""
+    """A stiff follow-on is finished by implicit_flow and marked so; the runs within the budget are unchanged."""
     phase = ts.experiments.phase
     within = phase.phase_runs([0], [1, 2], follow_evaluations=10**6, **GRID)
     assert within.equals(runs)  # a budget that no follow-on reaches changes nothing
@@ -53,8 +51,7 @@ def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_st
 
 
 def test_a_trapped_run_neither_integrator_can_follow_is_recorded_as_stiff(runs, tmp_path):
-    """Both integrators' budgets spent: the run keeps its row, its own max-margin direction is not compared (NaN
-    cosines, own_status STIFF), the sweep reads back, and the anatomy counts it apart from the solved runs."""
+    """Both budgets spent: the run is kept as STIFF (NaN cosines), reads back, and is counted apart from solved ones."""
     phase = ts.experiments.phase
     spent = phase.phase_runs([0], [1, 2], follow_evaluations=1, implicit_evaluations=1, **GRID)
     stiff = spent.trapped & (spent.own_status != "infeasible")
@@ -90,8 +87,7 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
     runs.to_csv(path, index=False, float_format="%.17g")
     back = ts.experiments.phase.read_runs(path)
     assert back.drop(columns="own_status").equals(runs.drop(columns="own_status"))
-    # a flipped verdict, a fraction or a mass above 1, a run twice, a missing column, cells at other seeds, a cosine
-    # without a solved max-margin problem
+    # a flipped verdict, values above 1, a run twice, a column missing, other seeds, a cosine without its problem
     for edited in (
         runs.assign(full=~runs.full), runs.assign(selected=runs.selected + 2), runs.assign(mass_neg=runs.mass_neg + 2),
         runs.iloc[[0, 0, 1, 2, 3]], runs.drop(columns="trapped"), runs.iloc[[0, 1, 2]],
@@ -214,8 +210,7 @@ def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
 
 
 def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_path):
-    """The sweep's one run followed in many digits: its follow-on reads back, reproduces the recorded cosine, and
-    shows the tie that the sweep's selection rule misses; a follow-on that is not this run's is refused."""
+    """The stiff run's recorded follow-on reads back, matches its cosine and shows the tie; another run's is refused."""
     phase = ts.experiments.phase
     runs = phase.read_runs()
     precise = runs[runs.own_status == phase.PRECISE]
@@ -250,8 +245,7 @@ def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_pa
 
 @pytest.mark.slow(seconds=10)
 def test_a_follow_on_in_many_digits_is_kept_and_written(tmp_path):
-    """Both float64 budgets spent, a run goes on in many digits: its status says so, its cosines are those of
-    its p, and its follow-on is kept (t from 0, p as plain floats) and written where read_followed finds it."""
+    """Both float64 budgets spent, a run goes on in many digits and its follow-on is kept and written for reading."""
     phase = ts.experiments.phase
     co = ts.synthetic.co_selected(16, pools=(4, 2, 2), length=5, seed=0)
     m = ts.one_step(ts.AttentionModel.init(co.batch.vocab_size, 16, seed=0), co.batch, 100.0)

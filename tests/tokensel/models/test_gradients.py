@@ -168,8 +168,7 @@ def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
 @pytest.mark.parametrize("fused", [None, False])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_a_nan_or_inf_written_into_E_is_refused_on_either_path(multiclass, fused, bad):
-    """The fused path reads E's finiteness from the scores E p it computes (no pass over E of its own); the
-    reference path checks E first. Both raise the same error, whatever row and column hold the bad value."""
+    """A bad value anywhere in E is refused the same way on the fused path (via E p) and the reference path."""
     if multiclass:
         m = ts.MultiClassAttentionModel.init(6, 5, 3, seed=0)
         b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3, 4, 5, 5]], [0, 2], vocab_size=6, num_classes=3)
@@ -187,8 +186,7 @@ def test_a_nan_or_inf_written_into_E_is_refused_on_either_path(multiclass, fused
 
 
 def test_a_finite_E_whose_scores_overflow_is_not_refused():
-    """Scores that overflow a finite E are not a bad parameter: the gradient is computed on either path, the same,
-    and the overflow reaches the loss (NaN), where the training loop looks for it."""
+    """Scores that overflow a finite E are no bad parameter: both paths agree, and the loss is NaN for the loop."""
     m = ts.AttentionModel.init(3, 2, seed=0)
     b = ts.RaggedBatch.from_sequences([[0, 1], [2]], [1, -1], vocab_size=3)
     m.E.copy_(torch.tensor([[1e300, 1e300], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64))

@@ -86,8 +86,7 @@ def test_wkq_read_out_and_training_reduces_loss():
 
 
 def test_mlp_placements():
-    """The residual head adds v^T z to the MLP head; the 'v trained' and 'v as output layer' heads move v, the
-    others do not; token values are the head's output at a lone token."""
+    """The MLP heads: residual adds v^T z, two of them move v, token values are the head's output at a lone token."""
     data = ts.synthetic.independent_tokens(100, 20, length=(3, 9), delta=0.9, seed=1)
     assert ts.models.variants.MLP_PLACEMENTS == ("mlp", "mlp_residual", "mlp_trained_v", "mlp_output")
     plain, res, tv, out = (

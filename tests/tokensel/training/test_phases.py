@@ -109,8 +109,7 @@ def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
 
 
 def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
-    """A flow the integrator cannot follow raises by default; on_failure="stop" ends it at the last time reached,
-    with p set there and the reason in ``stopped``."""
+    """A flow the integrator cannot follow raises; on_failure="stop" ends it at the last time, reason in ``stopped``."""
     import scipy.integrate
 
     real = scipy.integrate.solve_ivp
@@ -134,8 +133,7 @@ def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
 
 
 def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
-    """A stiff flow can crawl on without failing; ``max_evaluations`` turns that into a SolverError that says so,
-    with ``p`` left where it was, and a budget the integration stays within changes nothing."""
+    """``max_evaluations`` makes a crawling flow a SolverError, p left as it was; a budget kept changes nothing."""
     data, model = _phase1()
     p0 = model.p.clone()
     with pytest.raises(ts.errors.SolverError, match="in 30 gradient evaluations: the flow is probably stiff"):
@@ -148,9 +146,7 @@ def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
 
 
 def test_small_flows_run_torch_on_one_thread_and_restore_its_thread_count(monkeypatch):
-    """A flow over a small E and batch runs torch on one thread (each of its many small calls would otherwise wait
-    for a second thread to wake), and the thread count the caller set comes back, also when the flow raises; a large
-    E keeps the caller's threads. The trajectory is the same either way."""
+    """A small flow runs torch on one thread and gives the caller's count back (also on error); same trajectory."""
     data, m = _phase1()
     seen = []
 

@@ -51,9 +51,7 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kind", ts.models.variants.KINDS)
 def test_variant_training_is_bitwise_reproducible(kind):
-    # the same run twice gives the same bits: no reduction whose order varies between runs (the
-    # backward of plain indexing, index_put with accumulation, is one on the CPU)
-    # (large enough for the CPU kernels to split their work between threads)
+    # no reduction whose order varies (as index_put's backward does on the CPU), at a size the kernels split
     data = ts.synthetic.independent_tokens(1500, 300, length=(40, 80), delta=0.8, seed=2)
     runs = []
     for _ in range(2):
