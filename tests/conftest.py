@@ -43,7 +43,6 @@ def _results_dir(tmp_path, monkeypatch, _cache_root):
         monkeypatch.delenv(var, raising=False)
 
 
-# tiny review data sets in the project's local layout (data_dir fixture)
 #: the front matter of a MyST Markdown notebook as the book's chapters open (for the tests' own small chapters)
 MYST_FRONT_MATTER = """---
 jupytext:
@@ -63,13 +62,7 @@ def md_cell(text):
 
 
 def code_cell(text, outputs=(), metadata=None):
-    return {
-        "cell_type": "code",
-        "metadata": metadata or {},
-        "source": text,
-        "outputs": list(outputs),
-        "execution_count": 1,
-    }
+    return dict(cell_type="code", metadata=metadata or {}, source=text, outputs=list(outputs), execution_count=1)
 
 
 def stream(text, name="stdout"):
@@ -98,12 +91,22 @@ def _write(root, rel, texts, labels, ratings=None):
 def data_dir(tmp_path):
     texts, labels = POS + NEG, [1] * 3 + [0] * 3
     _write(tmp_path, "imdb/train.parquet", texts, labels, [9, 8, 10, 1, 2, 3])
-    _write(
-        tmp_path, "imdb/test.parquet", texts[::-1] + ["unknown words only"], labels[::-1] + [1], [3, 2, 1, 10, 8, 9, 7]
-    )
+    test = texts[::-1] + ["unknown words only"], labels[::-1] + [1], [3, 2, 1, 10, 8, 9, 7]
+    _write(tmp_path, "imdb/test.parquet", *test)
     _write(tmp_path, "yelp_polarity_sample/test.parquet", texts * 5, labels * 5)
     ts.data.manifest.write_manifest(tmp_path)
     return tmp_path
+
+
+def source_archive(monkeypatch, archive, cache, sha256=True):
+    """The IMDB archive ``archive`` as the data source, cached in ``cache`` (checked against its SHA-256 if asked)."""
+    from tokensel.data.manifest import sha256_file
+
+    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
+    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(cache))
+    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
+    if sha256:
+        monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
 
 
 @pytest.fixture
@@ -127,15 +130,13 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    # the browser tests need the built book and Chromium: `make browser-check` runs them after
-    # `make book`; the plain run deselects them (they are not skipped: they do not run at all there)
+    # the browser tests need the built book (`make browser-check`): the plain run deselects them, not skips them
     want = config.getoption("--browser")
     keep = [it for it in items if (it.get_closest_marker("browser") is not None) == want]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[it for it in items if it not in keep])
         items[:] = keep
-    # the longest first (`@pytest.mark.slow(seconds=...)`, else the slow ones, in their order): in a parallel run
-    # the short tests then fill in around them, and no worker is left alone with a long test at the end
+    # the longest first (`slow(seconds=...)`): short tests then fill in, and no worker ends alone with a long one
     items.sort(key=_expected_seconds, reverse=True)
 
 
@@ -145,17 +146,24 @@ def _expected_seconds(item) -> float:
 
 
 def train_args(**kw) -> dict:
-    """Keyword arguments for a trainer: the fields of ``TrainSettings`` among ``kw`` gathered into
-    ``settings=``, the rest passed on (tests write a run's settings and its other arguments in one dict)."""
+    """A trainer's keyword arguments: the ``TrainSettings`` fields among ``kw`` gathered into ``settings=``."""
     fields = set(ts.TrainSettings.__dataclass_fields__)
-    return {"settings": ts.TrainSettings(**{k: v for k, v in kw.items() if k in fields})} | {
-        k: v for k, v in kw.items() if k not in fields
-    }
+    settings = ts.TrainSettings(**{k: v for k, v in kw.items() if k in fields})
+    return {"settings": settings} | {k: v for k, v in kw.items() if k not in fields}
+
+
+def write_book(root: Path, page: str = "ch", text: str | None = None, config: str = "title: t\n") -> Path:
+    """A one-page book at ``root``: ``_config.yml``, a ``_toc.yml`` rooted at ``book/<page>`` and its text (if any)."""
+    (root / "book").mkdir(parents=True, exist_ok=True)
+    (root / "_config.yml").write_text(config)
+    (root / "_toc.yml").write_text(f"format: jb-book\nroot: book/{page}\n")
+    if text is not None:
+        (root / "book" / f"{page}.md").write_text(text)
+    return root
 
 
 def build_book(book: Path, *flags: str) -> str:
-    """``jupyter-book build book *flags`` with this interpreter's tools and the checkout's library: its log, once the
-    build succeeded."""
+    """``jupyter-book build book *flags`` with this interpreter and the checkout's library: the log of a success."""
     binary = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{binary}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT / "lib"))
     run = [str(binary / "jupyter-book"), "build", str(book), *flags]

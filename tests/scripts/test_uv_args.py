@@ -16,16 +16,12 @@ _spec.loader.exec_module(uv_args)
 
 
 def test_pips_precedence_is_kept_environment_over_install_over_global():
-    listing = "\n".join(
-        [
-            "global.index-url='https://global.example/simple'",
-            "install.index-url='https://install.example/simple'",
-            ":env:.find-links='/wheels/a /wheels/b'",
-            "global.find-links='/wheels/global'",
-            "global.extra-index-url='file:///one file:///two'",
-            "global.cert='/etc/ssl/cert.pem'",
-        ]
-    )
+    listing = """global.index-url='https://global.example/simple'
+install.index-url='https://install.example/simple'
+:env:.find-links='/wheels/a /wheels/b'
+global.find-links='/wheels/global'
+global.extra-index-url='file:///one file:///two'
+global.cert='/etc/ssl/cert.pem'"""
     settings = uv_args.pip_settings(listing)
     assert settings == {
         "index-url": ["https://install.example/simple"],

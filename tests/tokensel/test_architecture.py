@@ -38,8 +38,7 @@ def _absolute(name: str) -> str:
 
 
 def _imports(mod: str, path: Path) -> set:
-    """The tokensel modules ``path`` imports (relative imports and absolute ones of ``tokensel``, at any depth
-    of the file)."""
+    """The tokensel modules ``path`` imports, relative or absolute, at any depth of the file."""
     pkg = mod.split(".")[:-1] if not path.name == "__init__.py" else mod.split(".")
     pkg = [] if mod == "__init__" else pkg
     out = set()
@@ -101,8 +100,7 @@ def test_the_library_never_imports_the_books_machinery():
 
 
 def test_numba_is_imported_by_the_kernels_module_alone():
-    # numba's on-disk cache is keyed by the kernel's own file: a compiled helper in another module could change
-    # without invalidating the kernels that inline it
+    # numba's cache is keyed by the kernel's file: a helper elsewhere could change without invalidating it
     assert [mod for mod, f in _modules() if "numba" in _packages(f)] == ["models.kernels"]
 
 
@@ -161,22 +159,15 @@ def test_license_and_citation_agree_with_the_project():
 
 
 # library modules whose tests live in a module named otherwise (in the test folder mirroring theirs)
+# fmt: off
 TESTED_IN = {
-    "version": "test_architecture",
-    "data": "test_batch",
-    "models": "test_attention",
-    "training": "test_phases",
-    "analysis": "test_statistics",
-    "experiments": "test_experiments",
-    "analysis.shapes": "test_statistics",
-    "experiments.recipes": "test_experiments",
-    "training.variants": "test_train_variant",
-    "experiments.baseline": "test_realdata",
-    "experiments.tables": "test_experiments",
-    "experiments.records": "test_experiments",
-    "__main__": "test_cli",
-    "__init__": "test_fuzz",
+    "version": "test_architecture", "data": "test_batch", "models": "test_attention", "training": "test_phases",
+    "analysis": "test_statistics", "experiments": "test_experiments", "analysis.shapes": "test_statistics",
+    "experiments.recipes": "test_experiments", "training.variants": "test_train_variant",
+    "experiments.baseline": "test_realdata", "experiments.tables": "test_experiments",
+    "experiments.records": "test_experiments", "__main__": "test_cli", "__init__": "test_fuzz",
 }
+# fmt: on
 
 
 def test_every_library_module_has_a_test_module_in_the_mirrored_folder():
@@ -191,8 +182,7 @@ def test_every_library_module_has_a_test_module_in_the_mirrored_folder():
 
 
 def test_test_folders_mirror_the_library_and_every_test_asserts():
-    """A test folder names a library folder; a test function asserts (directly, through pytest.raises, or a
-    helper of its module that does): a test that cannot fail is a defect."""
+    """A test folder names a library folder; a test function asserts (itself, via pytest.raises or a helper)."""
     tests = ROOT / "tests"
     folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")}
     libs = {Path("scripts")} | {Path(p.parent.relative_to(ROOT / "lib")) for p in (ROOT / "lib").rglob("__init__.py")}

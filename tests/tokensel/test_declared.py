@@ -47,8 +47,7 @@ def _unwrap(member):
 
 
 def _public():
-    """``(name, class or None, attribute or None, object)`` for every public function and class of tokensel's
-    modules, and every function, classmethod and staticmethod of such a class."""
+    """``(name, class, attribute, object)`` of every public function, class and class member of tokensel."""
     for mod in _modules():
         for name, obj in vars(mod).items():
             if getattr(obj, "__module__", None) == mod.__name__ and not name.startswith("_"):
@@ -58,8 +57,7 @@ def _public():
 
 
 def _declared() -> dict:
-    """``{name: (owner, attribute)}`` for every declared callable: a function, a class whose fields are declared
-    (attribute None), or a method, classmethod or staticmethod of a class."""
+    """``{name: (owner, attribute)}`` of every declared function, class (attribute None) or method."""
     found = {}
     for name, cls, attr, obj in _public():
         if attr is None and (inspect.isfunction(obj) or inspect.isclass(obj)) and "__tokensel_params__" in vars(obj):
@@ -112,8 +110,7 @@ NOT_CALLED = {
 
 
 def _outside_calls() -> tuple[set, set]:
-    """The names the chapters, scripts, benchmarks and the book's machinery call (``f(``) or import from tokensel,
-    and the methods they call or pass on (``x.f(``, ``x.f,``)."""
+    """The names called or imported from tokensel outside the library, and the methods called or passed on."""
     files = [*ROOT.glob("book/*.md"), *ROOT.glob("scripts/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]
     files += list(ROOT.glob("lib/tokensel_book/**/*.py"))
     text = "\n".join(f.read_text() for f in files if f.name != "api.md")
@@ -138,9 +135,7 @@ def _chapter_modules() -> set:
 
 
 def _boundary(public: dict) -> set:
-    """The public callables at the boundary: names of ``tokensel.__all__`` (and their methods), the public
-    callables of the modules the chapters call by name (their own and those they offer), and the functions and
-    methods called from outside the library."""
+    """The public callables offered (``__all__``, the chapters' modules) or called from outside the library."""
     called, methods = _outside_calls()
     offered = {id(getattr(ts, n)) for n in ts.__all__}
     for name in _chapter_modules():
@@ -162,9 +157,7 @@ def _boundary(public: dict) -> set:
 
 
 def _public_callables() -> dict:
-    """``{name: function}`` for every public function, and every public method of a public class, defined in
-    a module of tokensel that takes a named argument (besides ``self``, ``cls``, ``*args`` and ``**kwargs``,
-    which a declaration cannot name). The methods of a constraint are the declarations' machinery."""
+    """``{name: function}`` of every public function and method taking a named argument (constraints left out)."""
     out = {}
     var = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     for name, cls, attr, fn in _public():
@@ -308,6 +301,7 @@ def _table_example(c):
 
 
 #: the values each kind of constraint refuses, besides any object and None (when None is not allowed)
+# fmt: off
 BAD = {
     v.Int: _int,
     v.Real: _real,
@@ -322,35 +316,27 @@ BAD = {
     v.Tensor: _tensor,
     v.Either: _either,
     v.Numbers: _numbers,
-    v.Subset: lambda c, d: (
-        [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2)]
-        + [("unknown", (c.options[0], "?"))]
-    ),
+    v.Subset: lambda c, d: [("a bare option", c.options[0]), ("empty", ()), ("twice", (c.options[0],) * 2),
+                            ("unknown", (c.options[0], "?"))],
     Batch: _batch,
     Sequences: lambda c, d: [("a str", "ab"), ("strs", ["ab"]), ("none", []), ("floats", [[0.5]]), ("2-D", [[[0]]])],
     Words: lambda c, d: [("a str", "a good film"), ("a list of ints", [1, 2])],
-    Column: lambda c, d: (
-        [("a str", "a good film"), ("a dict", {"a": 1})]
-        + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if c.texts else [])
-    ),
+    Column: lambda c, d: [("a str", "a good film"), ("a dict", {"a": 1})]
+        + ([("a None text", ["a", None]), ("an empty text", ["a", " "])] if c.texts else []),
     Source: lambda c, d: [("a list of texts", ["a good film"]), ("an int", 1)],
-    Pairs: lambda c, d: (
-        [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]]), ("three columns", np.zeros((1, 3), dtype=np.int64))]
-        + ([] if c.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))])
-    ),
-    Table: lambda c, d: (
-        [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
-        + ([("no rows", _table_example(c).iloc[:0])] if c.nonempty else [])
-    ),
+    Pairs: lambda c, d: [("1-D", np.array([1, 2])), ("floats", [[0.0, 1.5]])]
+        + [("three columns", np.zeros((1, 3), dtype=np.int64))]
+        + ([] if c.empty else [("no pair", np.zeros((0, 2), dtype=np.int64))]),
+    Table: lambda c, d: [("a list", [1.0, 2.0]), ("an array", np.zeros((3, 3)))]
+        + ([("no rows", _table_example(c).iloc[:0])] if c.nonempty else []),
 }
+# fmt: on
 #: a value each kind accepts (the others take one from ``_registry``)
+# fmt: off
 EXAMPLES = {
     v.Int: lambda c, d: c.min if c.min is not None else (1 if c.max is None or c.max >= 1 else c.max),
-    v.Real: lambda c, d: (
-        (c.min + c.max) / 2
-        if c.min is not None and c.max is not None
-        else (c.min + 1.0 if c.min is not None else (0.5 if c.max is None else c.max - 1.0))
-    ),
+    v.Real: lambda c, d: ((c.min + c.max) / 2 if c.min is not None and c.max is not None
+                          else (c.min + 1.0 if c.min is not None else (0.5 if c.max is None else c.max - 1.0))),
     v.Bool: lambda c, d: True,
     v.Choice: lambda c, d: c.options[0],
     v.Text: lambda c, d: "example",
@@ -370,6 +356,7 @@ EXAMPLES = {
     Pairs: lambda c, d: np.array([[0, 1]]),
     Table: lambda c, d: _table_example(c),
 }
+# fmt: on
 
 
 def invalid(c: v.Constraint, dims: dict) -> list:
@@ -395,29 +382,19 @@ def _registry() -> list:
     table = ts.shapes.binned(np.arange(8.0), np.arange(8.0) % 3, bins=2)
     run = Run("one_layer", model, pd.DataFrame(), table, table, 0.0, 0.0, 0.0, 8, bins_h=table)
     svm = SVMResult(torch.zeros(4, dtype=torch.float64), 0.0, np.array([[0, 1]]), np.array([0, 1]), "", "", 0, 0, 0, 0)
+    # fmt: off
     return [
-        batch,
-        synthetic,
-        ClassShapes(torch.zeros(2, 2, dtype=torch.float64), [table, table], [0.0, 0.0]),
+        batch, synthetic, ClassShapes(torch.zeros(2, 2, dtype=torch.float64), [table, table], [0.0, 0.0]),
         ts.synthetic.independent_tokens_multiclass(6, 6, 3, length=3, seed=0).batch,
-        model,
-        ts.MultiClassAttentionModel.init(6, 4, 3, seed=0),
+        model, ts.MultiClassAttentionModel.init(6, 4, 3, seed=0),
         *(ts.models.variants.make(kind, batch.vocab_size, 4, seed=0) for kind in ts.models.variants.KINDS),
-        reviews,
-        reviews.vocab,
-        ts.TrainSettings(steps=2, progress=False),
+        reviews, reviews.vocab, ts.TrainSettings(steps=2, progress=False),
         ts.experiments.scale("reduced", n_train=4, n_test=4, max_len=4, steps=2),
-        run,
-        Fit(reviews, model, pd.DataFrame(), torch.zeros(len(reviews.vocab)), None),
-        svm,
-        ts.gradients(model, batch, fused=False),
-        MixPlan(batch),
-        Trajectory("example"),
-        OSError("an example"),
-        {"train": run},
-        [torch.zeros(1)],
-        "an example",
+        run, Fit(reviews, model, pd.DataFrame(), torch.zeros(len(reviews.vocab)), None), svm,
+        ts.gradients(model, batch, fused=False), MixPlan(batch), Trajectory("example"), OSError("an example"),
+        {"train": run}, [torch.zeros(1)], "an example",
     ]
+    # fmt: on
 
 
 def _example(constraint, dims):
@@ -444,8 +421,7 @@ def _target(owner, attr):
 
 
 def _examples(decl: v.Declaration) -> tuple[dict, dict]:
-    """Valid example values of every declared parameter, each checked against its constraint in the order
-    of the declaration, and the named dimensions bound before each parameter."""
+    """Valid examples of every declared parameter, in order, and the dimensions bound before each."""
     dims: dict = {}
     values, before = {}, {}
     for name, constraint in decl.params.items():
@@ -483,9 +459,7 @@ def test_the_declarations_cover_the_boundary():
 
 
 def test_what_is_called_from_outside_is_declared_and_nothing_else():
-    """A public callable at the boundary is declared (so the test below fuzzes it), or named in ``UNDECLARED`` /
-    ``UNDECLARED_MODULES`` with its reason; an internal one is not (it trusts its callers: a declaration would
-    check arguments that are already checked). Entries of the lists that no longer apply are stale."""
+    """Boundary callables are declared or listed with a reason; internal ones are not; stale entries fail."""
     public = _public_callables()
     boundary = _boundary(public)
     declared = {n for n, fn in public.items() if hasattr(fn, "__tokensel_params__")}
@@ -505,8 +479,7 @@ def test_what_is_called_from_outside_is_declared_and_nothing_else():
 
 @pytest.mark.parametrize("name", sorted(DECLARED), ids=[n.removeprefix("tokensel.") for n in sorted(DECLARED)])
 def test_a_declared_function_refuses_bad_values_by_name(name, tmp_path, monkeypatch):
-    """The example values and the defaults pass; every value a constraint refuses raises an InvalidArgumentError
-    naming its parameter (a wrong type, an ArgumentTypeError), with nothing changed."""
+    """Examples and defaults pass; each refused value raises an InvalidArgumentError naming it, changing nothing."""
     monkeypatch.chdir(tmp_path)  # example paths are relative: a body that ran would write here
     owner, attr = DECLARED[name]
     decl = _declaration(owner, attr)

@@ -17,14 +17,11 @@ def test_every_error_is_a_tokensel_error_and_a_builtin():
 
 
 def test_one_family_for_bad_arguments():
-    """A bad value is a ValueError, a wrong type also a TypeError, and ``except InvalidArgumentError`` catches
-    both; the older names of the family are the same class."""
-    assert issubclass(errors.InvalidArgumentError, ValueError) and not issubclass(
-        errors.InvalidArgumentError, TypeError
-    )
-    assert issubclass(errors.ArgumentTypeError, TypeError) and issubclass(
-        errors.ArgumentTypeError, errors.InvalidArgumentError
-    )
+    """A bad value is a ValueError, a wrong type also a TypeError; the family's older names are one class."""
+    assert issubclass(errors.InvalidArgumentError, ValueError)
+    assert not issubclass(errors.InvalidArgumentError, TypeError)
+    assert issubclass(errors.ArgumentTypeError, TypeError)
+    assert issubclass(errors.ArgumentTypeError, errors.InvalidArgumentError)
     assert errors.InvalidBatchError is errors.InvalidParameterError is errors.InvalidArgumentError
     assert issubclass(errors.InfeasibleSVMError, errors.InvalidArgumentError)
     assert not issubclass(errors.SolverError, errors.InvalidArgumentError)

@@ -71,11 +71,8 @@ def test_a_full_disk_or_a_blocked_path_is_one_storage_error_and_leaves_nothing_b
 def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     batch = ts.synthetic.independent_tokens(40, 12, length=5, seed=1).batch
     path = tmp_path / "run.pt"
-    ts.train_joint(
-        ts.AttentionModel.init(12, 4, seed=0),
-        batch,
-        ts.TrainSettings(steps=2, lr=0.05, checkpoint=path, progress=False, eval_every=10, checkpoint_every=50),
-    )
+    settings = dict(lr=0.05, progress=False, eval_every=10, checkpoint_every=50)
+    ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, ts.TrainSettings(steps=2, checkpoint=path, **settings))
     before = path.read_bytes()
 
     def full(*a, **k):
@@ -83,12 +80,7 @@ def test_a_full_disk_while_checkpointing_is_a_storage_error_and_keeps_the_previo
 
     monkeypatch.setattr(torch, "save", full)
     with pytest.raises(StorageError, match="No space left on device"):
-        ts.train_joint(
-            ts.AttentionModel.init(12, 4, seed=0),
-            batch,
-            ts.TrainSettings(
-                steps=3, lr=0.05, checkpoint=tmp_path / "other.pt", progress=False, eval_every=10, checkpoint_every=50
-            ),
-        )
+        other = ts.TrainSettings(steps=3, checkpoint=tmp_path / "other.pt", **settings)
+        ts.train_joint(ts.AttentionModel.init(12, 4, seed=0), batch, other)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["run.pt"]

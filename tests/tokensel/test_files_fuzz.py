@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import train_args
+from conftest import source_archive, train_args, write_book
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -148,14 +148,8 @@ def test_any_archive_is_parsed_or_refused_with_a_data_error(tmp_path_factory, me
 
 def test_a_huge_review_member_is_refused_without_being_read(tmp_path):
     """A 400 MB review (declared in the header, streamed from a small gzip) is refused by its size."""
-    big = imdb_archive.MAX_REVIEW_BYTES + 1
-    raw = io.BytesIO()
-    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        info = tarfile.TarInfo("aclImdb/train/pos/1_9.txt")
-        info.size = big
-        tar.addfile(info, io.BytesIO(b"a" * big))
     path = tmp_path / "big.tar.gz"
-    path.write_bytes(raw.getvalue())
+    path.write_bytes(_tar([("aclImdb/train/pos/1_9.txt", b"a" * (imdb_archive.MAX_REVIEW_BYTES + 1))]))
     assert path.stat().st_size < 20_000
     pytest.raises(DataUnavailableError, lambda: imdb_archive.parse_archive(path)).match("a review of 1,048,577 bytes")
     (tmp_path / "ids.tar.gz").write_bytes(_tar([("aclImdb/train/pos/" + "9" * 5000 + "_9.txt", b"x")]))
@@ -164,40 +158,27 @@ def test_a_huge_review_member_is_refused_without_being_read(tmp_path):
 
 
 # ------------------------------------------------------------------ caches
-SMALL = {
-    "train": {
-        "text": ["good film", "great", "bad film", "awful"],
-        "label": [1, 1, 0, 0],
-        "rating": [9, 8, 2, 1],
-        "review_id": [0, 1, 2, 3],
-    },
-    "test": {"text": ["good", "bad"], "label": [1, 0], "rating": [10, 1], "review_id": [0, 1]},
-}
+TRAIN = dict(
+    text=["good film", "great", "bad film", "awful"], label=[1, 1, 0, 0], rating=[9, 8, 2, 1], review_id=[0, 1, 2, 3]
+)
+SMALL = {"train": TRAIN, "test": {"text": ["good", "bad"], "label": [1, 0], "rating": [10, 1], "review_id": [0, 1]}}
 
 
 @pytest.fixture
 def parsed(tmp_path, monkeypatch):
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
-    monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
-    folder = imdb_archive.prepare(str(archive))
-    return archive, folder
+    source_archive(monkeypatch, archive, tmp_path / "cache")
+    return archive, imdb_archive.prepare(str(archive))
 
 
 def test_a_parsed_cache_rewritten_to_match_edited_data_is_parsed_again(parsed):
-    """Editing the parquet and rewriting the manifest's checksums to match no longer passes: the manifest
-    is sealed under the cache's key with the archive's digest, so the folder is parsed again."""
+    """An edited parquet with a rewritten manifest fails the seal (keyed by the archive): the cache is parsed again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     archive, folder = parsed
     train = folder / "imdb" / "train.parquet"
-    pq.write_table(
-        pa.table({"text": ["EDITED"] * 4, "label": [1, 1, 0, 0], "rating": [9, 8, 2, 1], "review_id": [0, 1, 2, 3]}),
-        train,
-    )
+    pq.write_table(pa.table(TRAIN | {"text": ["EDITED"] * 4}), train)
     meta = json.loads((folder / "MANIFEST.json").read_text())
     meta["files"]["imdb/train.parquet"] = sha256_file(train)
     (folder / "MANIFEST.json").write_text(json.dumps(meta))
@@ -234,37 +215,20 @@ def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory,
         return
     import pyarrow.parquet as pq
 
-    assert pq.read_table(again / "imdb" / "train.parquet").column("text").to_pylist() == sorted(
-        SMALL["train"]["text"],
-        key=lambda t: (
-            SMALL["train"]["label"][SMALL["train"]["text"].index(t)],
-            SMALL["train"]["review_id"][SMALL["train"]["text"].index(t)],
-        ),
-    )
+    by_label_and_id = [t for _, _, t in sorted(zip(TRAIN["label"], TRAIN["review_id"], TRAIN["text"], strict=True))]
+    assert pq.read_table(again / "imdb" / "train.parquet").column("text").to_pylist() == by_label_and_id
 
 
 # ------------------------------------------------------------------ the command line
-COMMANDS = [
-    ["manifest", "{p}"],
-    ["imdb-mirror", "{p}", "{p}/a.tar.gz"],
-    ["imdb-mirror", "{d}", "{p}"],
-    ["book", "format", "--check", "{p}"],
-    ["book", "format", "{p}"],
-    ["book", "pdf", "{p}"],
-    ["book", "pdf", "{d}", "{p}"],
-    ["book", "student", "{p}"],
-    ["book", "student", "{d}", "{p}"],
-    ["book", "contents"],
-    ["book", "format", "--check"],
-    ["book", "verify", "{p}"],
-    ["book", "verify", "{p}", "--chapters", "x"],
-    ["book", "replicate", "--out", "{p}", "--chapters", "01_model"],
-    ["book", "replicate", "--compare", "{p}", "--chapters", "01_model"],
-    ["book", "assignments", "{p}"],
-    ["book", "grade", "{p}", "{d}"],
-    ["book", "grade", "{d}", "{p}"],
-    ["book", "grade", "{p}", "{d}", "--out", "{d}/g.csv"],
-]
+#: the commands that take a path, in one line each, " | " between them
+COMMANDS = (
+    "manifest {p} | imdb-mirror {p} {p}/a.tar.gz | imdb-mirror {d} {p} | book format --check {p} | "
+    "book format {p} | book pdf {p} | book pdf {d} {p} | book student {p} | book student {d} {p} | "
+    "book contents | book format --check | book verify {p} | book verify {p} --chapters x | "
+    "book replicate --out {p} --chapters 01_model | book replicate --compare {p} --chapters 01_model | "
+    "book assignments {p} | book grade {p} {d} | book grade {d} {p} | book grade {p} {d} --out {d}/g.csv"
+)
+COMMANDS = [c.split() for c in COMMANDS.split(" | ")]
 
 
 @pytest.fixture
@@ -330,15 +294,11 @@ SUBMISSIONS = ["file", "folder", "fifo", "dangling", "unreadable", "notbook.md"]
 def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
     tmp_path, monkeypatch, capsys, kind, teacher
 ):
-    """A bad submission (a FIFO, which would block its reader, a folder, a dangling link, an unreadable file,
-    bytes that are no notebook) is graded ``missing`` and named without running a kernel; a bad teacher's copy
-    refuses the run in one line. Never a hang (an alarm fails the test) or a traceback."""
+    """A bad submission is graded missing without a kernel; a bad teacher's copy is one line; no hang, no traceback."""
 
     from tokensel_book import assignments
 
-    (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_a\n")
-    (tmp_path / "book").mkdir()
+    write_book(tmp_path, "01_a")
     (tmp_path / "book" / "answers.py").write_text(
         "from tokensel_book.exercises import Answer, exercise\n\n\n"
         "@exercise('ex-a', Answer('x', 'hint', tol=0.1))\ndef _a(given, answers):\n    return {'x': 1.0}\n"
@@ -380,13 +340,9 @@ def test_grade_never_opens_or_crashes_on_a_bad_notebook_in_the_class_folders(
 
 
 def test_a_cache_folder_that_is_a_file_is_one_storage_error_while_parsing_the_archive(tmp_path, monkeypatch):
-    """Issue 24 root cause 9: a cache folder that is a file when the IMDB archive is parsed into it: one
-    StorageError naming the cache, no traceback from deep inside the parser."""
+    """Issue 24 root cause 9: a cache folder that is a file is one StorageError naming the cache."""
     archive = imdb_archive.write_archive(SMALL, tmp_path / "aclImdb_v1.tar.gz")
     target = tmp_path / "cache"
     target.write_text("not a folder")
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(target))
-    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
-    monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
+    source_archive(monkeypatch, archive, target)
     pytest.raises(StorageError, lambda: imdb_archive.prepare(str(archive))).match("cache|TOKENSEL_CACHE_DIR")

@@ -56,89 +56,63 @@ def _settings():
 
 
 T, F64, NOWHERE = torch.tensor, torch.float64, Path("/nonexistent-tokensel")
+# fmt: off
 ENTRY_POINTS = {
-    "from_sequences": (
-        ts.RaggedBatch.from_sequences,
-        lambda: dict(sequences=[[0, 1], [2]], labels=[1, -1], vocab_size=3, num_classes=None),
-    ),
-    "RaggedBatch": (
-        ts.RaggedBatch,
-        lambda: dict(ids=T([0, 1, 2]), offsets=T([0, 2, 3]), labels=T([1.0, -1.0]), vocab_size=3),
-    ),
+    "from_sequences": (ts.RaggedBatch.from_sequences,
+        lambda: dict(sequences=[[0, 1], [2]], labels=[1, -1], vocab_size=3, num_classes=None)),
+    "RaggedBatch": (ts.RaggedBatch,
+        lambda: dict(ids=T([0, 1, 2]), offsets=T([0, 2, 3]), labels=T([1.0, -1.0]), vocab_size=3)),
     "subset": (lambda **k: BATCH.subset(**k), lambda: dict(index=[0, 1])),
     "sequence": (lambda **k: BATCH.sequence(**k), lambda: dict(i=0)),
     "labels_from_01": (ts.labels_from_01, lambda: dict(labels=[0, 1])),
     "MultiClass.init": (ts.MultiClassAttentionModel.init, lambda: dict(vocab_size=8, d=4, num_classes=3, seed=0)),
-    "AttentionModel": (
-        ts.AttentionModel,
-        lambda: dict(E=torch.zeros(S, 4, dtype=F64), p=torch.zeros(4, dtype=F64), v=torch.ones(4, dtype=F64)),
-    ),
+    "AttentionModel": (ts.AttentionModel,
+        lambda: dict(E=torch.zeros(S, 4, dtype=F64), p=torch.zeros(4, dtype=F64), v=torch.ones(4, dtype=F64))),
     "gradients": (ts.gradients, lambda: dict(model=_model(), batch=BATCH)),
     "one_step": (ts.one_step, lambda: dict(model=_model(), batch=BATCH, eta0=1.0)),
-    "train_p": (
-        ts.train_p,
-        lambda: dict(model=_model(), batch=BATCH, lr=0.1, steps=2, method="gd", records=3, progress=False),
-    ),
+    "train_p": (ts.train_p,
+                lambda: dict(model=_model(), batch=BATCH, lr=0.1, steps=2, method="gd", records=3, progress=False)),
     "gradient_flow": (ts.gradient_flow, lambda: dict(model=_model(), batch=BATCH, t_max=1.0, records=3)),
-    "train_joint": (
-        ts.train_joint,
-        lambda: dict(model=_model(), batch=BATCH, settings=_settings(), params=("E", "p"), test_batch=BATCH),
-    ),
+    "train_joint": (ts.train_joint,
+        lambda: dict(model=_model(), batch=BATCH, settings=_settings(), params=("E", "p"), test_batch=BATCH)),
     "binned": (ts.shapes.binned, lambda: dict(x=np.arange(5.0), y=np.arange(5.0), bins=2)),
-    "shape_summary": (
-        ts.shapes.shape_summary,
-        lambda: dict(gap=np.linspace(-1, 1, 40), scores=np.arange(40.0), values=np.arange(40.0), bins=5),
-    ),
-    "values_spread": (
-        ts.shapes.values_spread,
-        lambda: dict(bins_v=ts.shapes.binned(np.arange(8.0), np.arange(8.0), bins=2)),
-    ),
-    "selection_pairs": (
-        ts.selection_pairs,
-        lambda: dict(batch=BATCH, selected=torch.ones(BATCH.num_tokens, dtype=torch.bool)),
-    ),
+    "shape_summary": (ts.shapes.shape_summary,
+        lambda: dict(gap=np.linspace(-1, 1, 40), scores=np.arange(40.0), values=np.arange(40.0), bins=5)),
+    "values_spread": (ts.shapes.values_spread,
+        lambda: dict(bins_v=ts.shapes.binned(np.arange(8.0), np.arange(8.0), bins=2))),
+    "selection_pairs": (ts.selection_pairs,
+        lambda: dict(batch=BATCH, selected=torch.ones(BATCH.num_tokens, dtype=torch.bool))),
     "max_margin": (ts.max_margin, lambda: dict(E=torch.eye(S, dtype=F64), pairs=_pairs())),
     "max_margin_scores": (ts.max_margin_scores, lambda: dict(gram=torch.eye(S, dtype=F64), pairs=_pairs())),
     "prepare_texts": (ts.prepare_texts, lambda: dict(texts=["a good film"] * 6, labels=[1, 0] * 3, min_df=1)),
     "vocab.id": (lambda **k: VOCAB.id(**k), lambda: dict(word="good")),
     "variant.forward": (lambda **k: _variant().forward(**k), lambda: dict(batch=BATCH, chunk=4)),
     "train_variant": (ts.train_variant, lambda: dict(model=_variant(), batch=BATCH, settings=_settings(), chunk=None)),
-    "attention_html": (
-        tb.display.attention_html,
-        lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False]),
-    ),
-    "assumption1_pairs": (
-        ts.synthetic.assumption1_pairs,
-        lambda: dict(n_pairs=2, n_important=1, n_irrelevant=2, length=3, seed=0),
-    ),
+    "attention_html": (tb.display.attention_html,
+        lambda: dict(words=["a", "b"], weights=[0.5], in_vocab=[True, False])),
+    "assumption1_pairs": (ts.synthetic.assumption1_pairs,
+        lambda: dict(n_pairs=2, n_important=1, n_irrelevant=2, length=3, seed=0)),
     "iid_irrelevant": (ts.synthetic.iid_irrelevant, lambda: dict(n=4, n_important=1, n_irrelevant=2, length=3, seed=0)),
-    "independent_tokens": (
-        ts.synthetic.independent_tokens,
-        lambda: dict(n=4, vocab_size=5, length=3, delta=1.0, seed=0),
-    ),
+    "independent_tokens": (ts.synthetic.independent_tokens,
+        lambda: dict(n=4, vocab_size=5, length=3, delta=1.0, seed=0)),
     "load_reviews": (ts.load_reviews, lambda: dict(name="imdb", split="test", data_dir=NOWHERE)),
     "prepare_reviews": (ts.reviews.prepare_reviews, lambda: dict(name="imdb", data_dir=NOWHERE)),
     "check": (_claim, lambda: dict(claim_id="x", measured=1.0, close_to=1.0, tol=0.1)),
     "start_chapter": (tb.start_chapter, lambda: dict(chapter="fuzz")),
 }
+# fmt: on
 
 
 def _state(kwargs, results: Path):
     """Bytes of every tensor reachable from the arguments, and of every file in the results folder."""
     h = hashlib.sha256()
     for v in kwargs.values():
-        tensors = (
-            [v]
-            if isinstance(v, torch.Tensor)
-            else [getattr(v, a) for a in ("E", "p", "v", "V") if isinstance(getattr(v, a, None), torch.Tensor)]
-        )
+        tensors = [v] if isinstance(v, torch.Tensor) else [getattr(v, a, None) for a in ("E", "p", "v", "V")]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         tensors += list(v.matrices.values()) if isinstance(v, ts.models.variants.VariantModel) else []
         for t in tensors:
-            h.update(
-                t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
-                if t.dtype != torch.bool
-                else t.cpu().numpy().tobytes()
-            )
+            data = t.cpu().numpy() if t.dtype == torch.bool else t.detach().cpu().contiguous().view(torch.uint8).numpy()
+            h.update(data.tobytes())
     for p in sorted(results.rglob("*")):
         if p.is_file() and not p.name.endswith(".lock"):
             h.update(p.name.encode() + p.read_bytes())

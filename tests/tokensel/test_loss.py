@@ -13,9 +13,8 @@ def test_logistic_loss_value_slope_and_range():
     (grad,) = torch.autograd.grad(value.sum(), m)
     slope = ts.loss.logistic_slope(m.detach())
     assert torch.allclose(slope, -1 / (1 + torch.exp(m.detach())), rtol=1e-14, atol=0)
-    assert torch.allclose(
-        slope, grad, rtol=1e-8, atol=0
-    )  # autograd of softplus: -1 exactly once -m > 20 (error e^m < 3e-9)
+    # autograd of softplus: -1 exactly once -m > 20 (error e^m < 3e-9)
+    assert torch.allclose(slope, grad, rtol=1e-8, atol=0)
     assert float(ts.loss.logistic(torch.tensor(-1000.0, dtype=torch.float64))) == 1000.0  # no overflow
     assert float(ts.loss.logistic(torch.tensor(1000.0, dtype=torch.float64))) == 0.0
     f, y = torch.tensor([2.0, -1.0, 0.5]), torch.tensor([1.0, 1.0, -1.0])

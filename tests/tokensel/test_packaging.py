@@ -91,10 +91,7 @@ def test_python_m_build_makes_a_wheel_of_every_module(tmp_path):
 
 @pytest.mark.slow
 def test_pip_install_dot_into_a_fresh_venv_works_outside_the_repository(tmp_path):
-    """``pip install .`` (not editable) into a new virtual environment, then the library used from a folder outside
-    the repository. The new environment sees this one's packages through a ``.pth`` line (so that no dependency is
-    downloaded); the editable install of this checkout is not among them (a ``.pth`` file in a folder added that
-    way is not read), so ``import tokensel`` can only find the copy that ``pip install .`` put there."""
+    """``pip install .`` into a fresh venv (deps via .pth, no editable copy) is the tokensel used outside the repo."""
     src = _sources(tmp_path)
     fresh = tmp_path / "fresh"
     venv.EnvBuilder(with_pip=True).create(fresh)
@@ -117,10 +114,8 @@ def test_pip_install_dot_into_a_fresh_venv_works_outside_the_repository(tmp_path
     assert where.is_relative_to(site), where
     assert not where.is_relative_to(ROOT), where
     assert "verify" in run("-m", "tokensel", "--help")
-    assert (
-        run("-c", "import tokensel as ts; print(ts.__version__)").strip()
-        == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    )
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert run("-c", "import tokensel as ts; print(ts.__version__)").strip() == version
     # the library computes without the repository: the planted important tokens of the theory's synthetic data
     out = run("-c", "import tokensel as ts; print(int(ts.synthetic.theory_pairs().important.sum()))")
     assert out.strip() == "6"

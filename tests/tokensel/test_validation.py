@@ -7,15 +7,7 @@ import pytest
 import torch
 
 import tokensel as ts
-from tokensel.errors import (
-    ArgumentTypeError,
-    DataUnavailableError,
-    InvalidArgumentError,
-    InvalidBatchError,
-    InvalidParameterError,
-    SolverError,
-    TokenselError,
-)
+from tokensel.errors import InvalidArgumentError, InvalidParameterError, SolverError
 from tokensel.validation import all_finite, check_int, check_real, check_real_array
 
 
@@ -33,13 +25,13 @@ def _batch():
     ],
 )
 def test_no_silent_coercion_into_a_batch(call, message):
-    pytest.raises(InvalidBatchError, lambda: call()).match(message)
+    pytest.raises(ts.errors.InvalidBatchError, lambda: call()).match(message)
 
 
 @pytest.mark.parametrize("doc", ["a good film", b"a good film", 3])
 def test_untokenized_documents_are_refused(doc):
     vocab = ts.data.text.build_vocabulary([["good", "film"]], min_df=1)
-    pytest.raises(ArgumentTypeError, lambda: ts.data.text.kept_words(doc, vocab)).match("tokenize")
+    pytest.raises(ts.errors.ArgumentTypeError, lambda: ts.data.text.kept_words(doc, vocab)).match("tokenize")
 
 
 @pytest.mark.parametrize(
@@ -98,22 +90,18 @@ def test_singular_gram_and_solver_failures_are_told_apart_from_infeasibility():
     E = torch.eye(4, dtype=torch.float64)
     with pytest.raises(SolverError, match="not installed"):
         ts.max_margin(E, np.array([[0, 1]]), solver="NO_SUCH_SOLVER")
+    chain = np.array([[i, i + 1] for i in range(39)])
     with pytest.raises(SolverError, match="stopped with status|failed"):
-        ts.max_margin(
-            torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)),
-            np.array([[i, i + 1] for i in range(39)]),
-            max_iter=1,
-        )
+        ts.max_margin(torch.randn(40, 30, dtype=torch.float64, generator=ts.generator(0)), chain, max_iter=1)
     assert not issubclass(SolverError, ts.InfeasibleSVMError)
 
 
 def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(tmp_path, monkeypatch):
     (tmp_path / "imdb").mkdir()
-    pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")}).to_parquet(
-        tmp_path / "imdb" / "test.parquet"
-    )
+    empty = pd.DataFrame({"text": pd.Series([], dtype=str), "label": pd.Series([], dtype="int64")})
+    empty.to_parquet(tmp_path / "imdb" / "test.parquet")
     ts.data.manifest.write_manifest(tmp_path)  # its checksum is checked before it is parsed
-    with pytest.raises(DataUnavailableError, match="valid parquet file with no rows"):
+    with pytest.raises(ts.errors.DataUnavailableError, match="valid parquet file with no rows"):
         ts.load_reviews("imdb", "test", data_dir=tmp_path)
     pd.DataFrame({"text": ["a fine film"], "label": [1]}).to_parquet(tmp_path / "imdb" / "test.parquet")
     ts.data.manifest.write_manifest(tmp_path)
@@ -136,7 +124,7 @@ def test_data_files_with_no_rows_and_an_unwritable_cache_get_their_own_messages(
 )
 def test_numbers_that_cannot_be_numbers_are_refused_with_a_tokensel_error(value):
     for check in (check_int, check_real):
-        pytest.raises(TokenselError, check, value, "x")
+        pytest.raises(ts.errors.TokenselError, check, value, "x")
 
 
 def test_zero_d_tensors_requiring_grad_and_bfloat16_give_their_value():

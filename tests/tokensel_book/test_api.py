@@ -17,9 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_pages_are_up_to_date():
     for rel, text in api.render(ROOT).items():
-        assert (ROOT / rel).read_text() == text, (
-            f"{rel} is stale: python -c 'import tokensel_book.api as a; a.write(\".\")'"
-        )
+        stale = f"{rel} is stale: python -c 'import tokensel_book.api as a; a.write(\".\")'"
+        assert (ROOT / rel).read_text() == text, stale
 
 
 def test_every_public_name_is_listed_with_the_page_that_first_uses_it():
@@ -36,11 +35,8 @@ def test_every_public_name_is_listed_with_the_page_that_first_uses_it():
 
 
 def test_first_use_finds_code_not_prose():
-    pages = {
-        "a": "Text about ts.fit_texts.\n",
-        "b": "```{code-cell} ipython3\nts.fit_texts(x)\n```\n",
-        "c": "```{code-cell} ipython3\nts.statistics.alpha(b)\n```\n",
-    }
+    cell = "```{code-cell} ipython3\n%s\n```\n"
+    pages = {"a": "Text about ts.fit_texts.\n", "b": cell % "ts.fit_texts(x)", "c": cell % "ts.statistics.alpha(b)"}
     assert api.first_use("fit_texts", pages) == "b"
     assert api.first_use("statistics", pages) == "c"
     assert api.first_use("alpha", pages) is None
@@ -57,8 +53,7 @@ def test_bars_escaped_outside_literals_and_aliases_resolved():
 
 @pytest.mark.slow(seconds=60)
 def test_the_pages_build_under_w_n(tmp_path):
-    """The API pages alone (the pages they link to as stubs), with the book's own _config.yml (autodoc and
-    tokensel_book.api included; nothing to execute), built as the Makefile builds the book: -W and -n."""
+    """The API pages alone, with the book's _config.yml, built as the Makefile builds the book (-W -n)."""
 
     pages = api.render(ROOT)
     for rel, text in pages.items():

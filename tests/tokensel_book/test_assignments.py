@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError, StorageError
 from tokensel_book import exercises
@@ -66,10 +67,7 @@ def _sum(given, answers):
 
 @pytest.fixture
 def book(tmp_path, monkeypatch):
-    (tmp_path / "_config.yml").write_text("title: t\n")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_sums\n")
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "01_sums.md").write_text(CHAPTER)
+    write_book(tmp_path, "01_sums", CHAPTER)
     (tmp_path / "book" / "answers.py").write_text(KEY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(exercises, "_KEYS", {})
@@ -110,6 +108,13 @@ def test_without_the_key_a_self_check_notes_the_answers_and_the_package_holds_no
     assert "answers noted (x = 1.5)" in capsys.readouterr().out
 
 
+#: the metadata each editor adds to a notebook it saves
+LAB = {"language_info": {"name": "python", "version": "3.11.7"}}
+EDITORS = dict(
+    lab=LAB, classic={"toc": {"number_sections": True}}, vscode={"vscode": {"interpreter": {"hash": "ab12"}}}
+)
+
+
 def _submission(assignment: Path, folder: Path, student: str, code: str, style: str, params: str = "seed = 0"):
     """A student's notebook as Jupyter saves it: sources as lists of lines, outputs, the editor's metadata."""
     nb = nbformat.read(assignment, as_version=4)
@@ -120,32 +125,21 @@ def _submission(assignment: Path, folder: Path, student: str, code: str, style: 
             cell.execution_count = 3
         if "parameters" in cell.metadata.get("tags", []):
             cell.source = params
-    nb.metadata.update(
-        {
-            "lab": {"language_info": {"name": "python", "version": "3.11.7"}},
-            "classic": {"toc": {"number_sections": True}},
-            "vscode": {"vscode": {"interpreter": {"hash": "ab12"}}},
-        }[style]
-    )
+    nb.metadata.update(EDITORS[style])
     (folder / student).mkdir(parents=True)
     nbformat.write(nb, folder / student / assignment.name)  # lists of lines, as Jupyter writes them
     assert isinstance(json.loads((folder / student / assignment.name).read_text())["cells"][0]["source"], list)
 
 
+READS_KEY = "from tokensel_book.exercises import load_key\nx = load_key()['ex-sum'].reference({'data': data}, {})['x']"
+CHECK = "\ntb.self_check('ex-sum', x=x, given=dict(data=data))"
 CLASS = {
-    "right": ("x = float(data.sum())\ntb.self_check('ex-sum', x=x, given=dict(data=data))", "lab"),
-    "wrong": ("x = 0.5\ntb.self_check('ex-sum', x=x, given=dict(data=data))", "classic"),
-    "blank": ("x = None\ntb.self_check('ex-sum', x=x, given=dict(data=data))", "vscode"),
-    "override": (
-        "tb.exercises.Answer.holds = lambda *a: True\nx = 0.0\ntb.self_check('ex-sum', x=x, given=dict(data=data))",
-        "lab",
-    ),
-    "reads-key": (
-        "from tokensel_book.exercises import load_key\nx = load_key()['ex-sum'].reference({'data': data}, {})['x']\n"
-        "tb.self_check('ex-sum', x=x, given=dict(data=data))",
-        "lab",
-    ),
-    "rebinds": ("data = np.zeros(3)\nx = 0.0\ntb.self_check('ex-sum', x=x, given=dict(data=data))", "lab"),
+    "right": ("x = float(data.sum())" + CHECK, "lab"),
+    "wrong": ("x = 0.5" + CHECK, "classic"),
+    "blank": ("x = None" + CHECK, "vscode"),
+    "override": ("tb.exercises.Answer.holds = lambda *a: True\nx = 0.0" + CHECK, "lab"),
+    "reads-key": (READS_KEY + CHECK, "lab"),
+    "rebinds": ("data = np.zeros(3)\nx = 0.0" + CHECK, "lab"),
     "forges": (  # lines the grader reads back, written by hand: not numbers, so nothing counts and nothing breaks
         "import json, os\nwith open(os.environ['TOKENSEL_GRADES'], 'a') as f:\n"
         "    f.write(json.dumps({'exercise': 'ex-sum', 'answers': 'ab'}) + '\\n' + json.dumps({'x': 's'}) + '\\n')\n"

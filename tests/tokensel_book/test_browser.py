@@ -41,19 +41,14 @@ return {
 
 
 def book_pages(root: Path) -> list[Path]:
-    """Every HTML page of a build, without Sphinx's static and source folders and without the print page
-    that ``make pdf`` adds (``tokensel_book.pdf.PRINT_PAGE``)."""
+    """Every HTML page of a build, without Sphinx's static and source folders and the print page."""
     from tokensel_book.pdf import PRINT_PAGE
 
-    return sorted(
-        p
-        for p in root.rglob("*.html")
-        if not SKIP_DIRS & set(p.relative_to(root).parts) and p.relative_to(root).as_posix() != PRINT_PAGE
-    )
+    rel = {p: p.relative_to(root) for p in root.rglob("*.html")}
+    return sorted(p for p, r in rel.items() if not SKIP_DIRS & set(r.parts) and r.as_posix() != PRINT_PAGE)
 
 
-#: a page has settled when it has loaded, has a body, and is not a redirect (the book's index.html sends the reader on
-#: with <meta http-equiv="Refresh">: inspected while the browser follows it, the page has no body yet)
+#: a page has settled when loaded, with a body, and not a redirect (index.html's <meta http-equiv="Refresh">)
 SETTLED = """
 return document.readyState === "complete" && document.body !== null
   && document.querySelector('meta[http-equiv="refresh" i]') === null;
@@ -150,10 +145,8 @@ def test_every_page_of_the_book_renders(tmp_path):
             if rel in ("book/intro.html", "book/05_max_margin.html"):
                 driver.save_screenshot(str(SHOTS / rel.replace("/", "_").replace(".html", ".png")))
         broken = link_problems(links, base)
-    print(
-        f"browser check: {len(pages)} pages, {totals['math']} math elements, {totals['images']} images, "
-        f"{len([link for link in links if link.startswith(base)])} internal links"
-    )
+    internal = sum(link.startswith(base) for link in links)
+    print(f"browser check: {len(pages)} pages, {totals['math']} math, {totals['images']} images, {internal} links")
     assert not report, report
     assert not broken, broken
     # the browser saw every image the HTML holds, and the book really has math and figures
@@ -181,11 +174,8 @@ def test_the_checks_catch_a_broken_page(tmp_path):
         problems, info = page_problems(driver, base + "index.html")
         broken = link_problems(set(info["links"]), base)
     text = " | ".join(problems)
-    assert "MathJax not loaded" in text and "not typeset" in text
-    assert "missing.png" in text
-    assert "traceback" in text
-    assert any("nowhere.html" in b for b in broken)
-    assert any("no-such-anchor" in b for b in broken)
+    assert "MathJax not loaded" in text and "not typeset" in text and "missing.png" in text and "traceback" in text
+    assert any("nowhere.html" in b for b in broken) and any("no-such-anchor" in b for b in broken)
 
 
 LANDING = """
@@ -199,9 +189,7 @@ return {figure: top(document.querySelector('figure#fig-intro-demo')),
         chapter_links: chapters ? chapters.querySelectorAll('a').length : 0,
         height: window.innerHeight};
 """
-#: "near the top", fixed before the first measurement: the figure starts on the first screen (a window 1000 px
-#: high) and the chapter list within the first two screens at 1400 px, the first three at 400 px (where the
-#: figure's panels stand one under the other)
+#: "near the top", fixed before measuring: (figure, chapter list) within so many 1000 px screens, per width
 SCREEN = 1000
 NEAR = {1400: (1, 2), 400: (1, 3)}
 
@@ -260,6 +248,9 @@ def index_problems(entries: list[str]) -> list[str]:
     return [e for e in entries if LABEL.match(e) or not NUMBERED.match(e)]
 
 
+SIDEWAYS = "return document.documentElement.scrollWidth > document.documentElement.clientWidth + 1"
+
+
 def test_the_proof_index_lists_statements_by_number_and_title(tmp_path):
     index = HTML / "prf-prf.html"
     if not index.is_file():
@@ -270,20 +261,15 @@ def test_the_proof_index_lists_statements_by_number_and_title(tmp_path):
             driver.set_window_size(width, SCREEN)
             driver.get(base + "prf-prf.html")
             entries = driver.execute_script(INDEX_ENTRIES)
-            wide = driver.execute_script(
-                "return document.documentElement.scrollWidth > document.documentElement.clientWidth + 1"
-            )
-            found[width] = (entries, wide)
+            found[width] = (entries, driver.execute_script(SIDEWAYS))
     for width, (entries, wide) in found.items():
         assert len(entries) >= 15, (width, entries)
         assert not index_problems(entries), (width, index_problems(entries))
         assert not wide, f"the proof index scrolls sideways at {width} px"
     assert "Lemma 2.1 One step from p⁰ = 0" in found[1400][0]
     # in reading order: chapter 1's definitions come first, in the order the chapter states them
-    assert found[1400][0][:2] == [
-        "Definition 1.1 One-layer attention with a classification token",
-        "Definition 1.2 Two-phase training",
-    ], found[1400][0][:3]
+    first = ["Definition 1.1 One-layer attention with a classification token", "Definition 1.2 Two-phase training"]
+    assert found[1400][0][:2] == first, found[1400][0][:3]
     # the negative control: sphinx-proof's own entries (its labels) are refused
     assert index_problems(["lem-one-step", "def-alpha", "Lemma 2.1 One step"]) == ["lem-one-step", "def-alpha"]
 

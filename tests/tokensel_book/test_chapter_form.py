@@ -61,10 +61,8 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
     assert form_problems(good + "\n## Evidence\n" + "word " * 3000) == []
     figure = "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Left: a. Right: b.\n"
     figure += "    name: f\n---\nx\n```\n"
-    assert [p for p in form_problems(good + figure) if "caption" in p] == [
-        "a caption says Left: label the panels (a), (b)",
-        "a caption says Right: label the panels (a), (b)",
-    ]
+    said = [f"a caption says {side}: label the panels (a), (b)" for side in ("Left", "Right")]
+    assert [p for p in form_problems(good + figure) if "caption" in p] == said
     hidden_claim = good + (cell % ":tags: [hide-input]").replace("x = 1", 'tb.check("a", 1, at_least=0)')
     assert "a cell with a claim hides its input" in form_problems(hidden_claim)
     assert any("a fifth" in p for p in form_problems(hidden_claim))
@@ -72,8 +70,7 @@ def test_the_measurement_sees_a_hidden_claim_and_an_old_form():
 
 
 def seed_in_claim_names(text: str) -> list[str]:
-    """Claims whose text is filled from the seed (a field of the call that reads ``seed``): such a claim would
-    read differently from one seed to the next."""
+    """Claims whose text is filled from the seed: they would read differently from seed to seed."""
     found = []
     for cell in CELL.findall(text):
         try:
@@ -86,8 +83,8 @@ def seed_in_claim_names(text: str) -> list[str]:
                     k for k in node.keywords if k.arg not in ("at_least", "at_most", "close_to", "tol", "rel_tol")
                 ]
                 found += [
-                    k.arg for k in fields if any(isinstance(n, ast.Name) and n.id == "seed" for n in ast.walk(k.value))
-                ]
+                    k.arg for k in fields if any(getattr(n, "id", None) == "seed" for n in ast.walk(k.value))
+                ]  # a Name
     return found
 
 
@@ -124,10 +121,7 @@ def _display_label(node) -> bool:
 
 
 def claim_problems(text: str) -> list[str]:
-    """The claims of MyST notebook ``text`` that take a value by a display label (a table's row or column label
-    with spaces or symbols, or a test on a display string's ``startswith``/``endswith``): a claim reads named
-    fields, so a relabelled table cannot change what it checks. (Its claims table names the statement each claim
-    tests and where its bound comes from: ``tokensel_book.claims.claims_table`` refuses a row without them.)"""
+    """Claims of ``text`` that read a value by a display label (a labelled row or column, a display string's test)."""
     problems = []
     for cell in CELL.findall(text):
         try:
@@ -175,9 +169,7 @@ CAPTION_COINCIDENCES = {
 
 
 def typed_parameters(text: str) -> list[tuple[str, float]]:
-    """The numbers typed into the figure captions of MyST notebook ``text`` that equal the value of one of its
-    scalar parameters (other than 0 and 1), as (parameter, number): a reader who changes that parameter would
-    read a stale caption."""
+    """Numbers typed into ``text``'s captions that equal a scalar parameter (not 0 or 1): stale once it changes."""
     params: dict[str, float] = {}
     for cell in CELL.findall(text):
         if re.search(r"^:tags: \[[^\]]*\bparameters\b", cell, re.M):

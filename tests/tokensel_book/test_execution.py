@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_book
 
 CONFIG = """title: t
 execute:
@@ -47,25 +48,16 @@ tb.end_chapter()
 
 
 def build(root: Path, env: dict) -> str:
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html"]
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     return done.stdout + done.stderr
 
 
 @pytest.mark.slow(seconds=150)
 def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(tmp_path):
     root, elsewhere = tmp_path / "book_root", tmp_path / "elsewhere"
-    (root / "book").mkdir(parents=True)
+    write_book(root, "ch", CHAPTER.replace("LEAST", "0"), CONFIG)
     elsewhere.mkdir()
-    (root / "_config.yml").write_text(CONFIG)
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "0"))
     (root / "book" / "helper.py").write_text("VALUE = 1\n")
     (elsewhere / "x.txt").write_text("a\n")
     (root / "book" / "data").symlink_to(elsewhere)  # a data folder assembled from links
@@ -76,14 +68,13 @@ def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(
     executes = "execution cache: book/ch executes"
     assert executes in build(root, env)
     assert executes not in build(root, env)  # nothing changed: reused
+    reworded = CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
     changes = {
         "a helper module outside the library": lambda: (root / "book" / "helper.py").write_text("VALUE = 2\n"),
         "a file under a linked folder": lambda: (elsewhere / "x.txt").write_text("b\n"),
         "an IPython start-up file": lambda: (startup / "00.py").write_text("X = 2\n"),
         "a setting (NUMBA_OPT)": lambda: env.update(NUMBA_OPT="0"),
-        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(
-            CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
-        ),
+        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(reworded),
     }
     for what, change in changes.items():
         change()

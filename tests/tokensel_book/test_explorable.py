@@ -16,7 +16,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from conftest import MYST_FRONT_MATTER, build_book  # noqa: E402
+from conftest import MYST_FRONT_MATTER, build_book, write_book  # noqa: E402
 
 import tokensel_book as tb  # noqa: E402
 
@@ -75,11 +75,8 @@ def test_the_rate_sliders_steps_draw_the_line_through_each_widths_mean(data):
     steps = fig.layout.sliders[0].steps
     assert [s.label for s in steps] == ["64", "128", "256", "512", "1024"]
     update, layout, traces = steps[3].args
-    assert (
-        list(traces) == [1, 2]
-        and list(update["x"][0]) == [512] * 3
-        and layout["title.text"].startswith("mean error at d = 512")
-    )
+    assert list(traces) == [1, 2] and list(update["x"][0]) == [512] * 3
+    assert layout["title.text"].startswith("mean error at d = 512")
     fit = fig.data[3]  # the static figure's least-squares line, drawn in the live one too
     assert fit.name == "fit: slope -0.500" and np.allclose(fit.y, np.array([64, 128, 256, 512, 1024]) ** -0.5)
     # err is exactly d^-1/2 on average here: the line through any width's mean goes through every other width's
@@ -101,11 +98,8 @@ def test_the_trajectory_slider_marks_every_panel_at_each_time(data):
     steps = fig.layout.sliders[0].steps
     assert len(steps) == 40 and fig.layout.xaxis2.type == "log" and fig.layout.yaxis2.type == "log"
     update, layout, traces = steps[-1].args
-    assert (
-        list(traces) == [2, 3]
-        and update["y"] == [[np.log(1e8)], [0.3 + 1e-8]]
-        and "‖p_t‖ = 18.42" in layout["title.text"]
-    )
+    assert list(traces) == [2, 3] and update["y"] == [[np.log(1e8)], [0.3 + 1e-8]]
+    assert "‖p_t‖ = 18.42" in layout["title.text"]
 
 
 def test_an_explorable_output_holds_the_static_png_and_the_figure(data, monkeypatch):
@@ -139,9 +133,10 @@ def test_only_a_page_with_an_explorable_figure_loads_plotly():
     sphinx_mathjax._explorable_assets(app, "a", "page.html", {"body": "<p>no figure to explore</p>"}, None)
     assert added == []
     sphinx_mathjax._explorable_assets(app, "b", "page.html", {"body": '<div class="tokensel-explorable">'}, None)
+    # plotly from the build's _static, never from a network address; then the script that draws each figure
     assert added == [
-        ("js", "plotly/plotly.min.js", "defer"),  # from the build's _static, never from a network address
-        ("js", None, None),  # the script that draws each figure
+        ("js", "plotly/plotly.min.js", "defer"),
+        ("js", None, None),
         ("css", "plotly/explorable.css", None),
     ]
 
@@ -162,39 +157,20 @@ ax.set_title("{name}")
 tb.plots.explorable(fig, live["{name}"])
 ```
 """
-TINY_PAGE = (
-    MYST_FRONT_MATTER
-    + "# Explore\n\n```{code-cell} ipython3\n"
-    + DATA
-    + FIGURES
-    + "tb.plots.theme()\n```\n"
-    + "".join(
-        FIGURE_CELL.format(name=n, caption=c)
-        for n, c in [
-            ("phase", "The phase diagram."),
-            ("rate", "The rate sweep."),
-            ("words", "Every word."),
-            ("flow", "The flow over time."),
-        ]
-    )
-    + "\n{numref}`fig-rate` has a slider over $d$.\n"
-)
+CAPTIONS = dict(phase="The phase diagram.", rate="The rate sweep.", words="Every word.", flow="The flow over time.")
+CELLS = "".join(FIGURE_CELL.format(name=n, caption=c) for n, c in CAPTIONS.items())
+TINY_PAGE = f"{MYST_FRONT_MATTER}# Explore\n\n```{{code-cell}} ipython3\n{DATA}{FIGURES}tb.plots.theme()\n```\n{CELLS}"
+TINY_PAGE += "\n{numref}`fig-rate` has a slider over $d$.\n"
 
 
 @pytest.fixture(scope="module")
 def tiny_book(tmp_path_factory):
-    """A book of one page with the four figures, built by jupyter-book with the book's Sphinx extension, style
-    sheet and scripts."""
+    """A book of one page with the four figures, built with the book's Sphinx extension, style sheet and scripts."""
     book = tmp_path_factory.mktemp("explore")
-    (book / "book").mkdir()
     shutil.copytree(ROOT / "_static", book / "_static")  # the book's own style sheet and scripts
-    (book / "_config.yml").write_text(
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
-        "sphinx:\n  extra_extensions: [tokensel_book.sphinx_mathjax]\n"
-        "  config:\n    mathjax_path: mathjax/es5/tex-mml-chtml.js\n"
-    )
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/explore\n")
-    (book / "book" / "explore.md").write_text(TINY_PAGE)
+    config = "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
+    config += "sphinx:\n  extra_extensions: [tokensel_book.sphinx_mathjax]\n"
+    write_book(book, "explore", TINY_PAGE, config + "  config:\n    mathjax_path: mathjax/es5/tex-mml-chtml.js\n")
     build_book(book, "-W", "-n", "--keep-going")
     return book / "_build" / "html"
 
@@ -242,12 +218,8 @@ check();
 
 def requested(driver) -> list[str]:
     """Every URL the browser asked for since the log was last read (Chromium's performance log)."""
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
+    messages = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+    return [m["params"]["request"]["url"] for m in messages if m["method"] == "Network.requestWillBeSent"]
 
 
 def mouse(driver, x: float, y: float, click: bool = False) -> None:
@@ -272,12 +244,8 @@ def test_a_reader_hovers_a_cell_moves_the_slider_and_the_page_stays_in_the_build
         assert driver.execute_async_script(WAIT_DRAWN) == 4
         drawn = driver.execute_script(DRAWN)
         # the figure under its caption and number, drawn within the text column, its PNG hidden on screen
-        assert [(f["id"], f["caption"]) for f in drawn] == [
-            ("fig-phase", "Fig. 1 The phase diagram."),
-            ("fig-rate", "Fig. 2 The rate sweep."),
-            ("fig-words", "Fig. 3 Every word."),
-            ("fig-flow", "Fig. 4 The flow over time."),
-        ], drawn
+        numbered = [(f"fig-{n}", f"Fig. {i} {c}") for i, (n, c) in enumerate(CAPTIONS.items(), 1)]
+        assert [(f["id"], f["caption"]) for f in drawn] == numbered, drawn
         assert all(f["drawn"] and not f["png_shown"] and 0 < f["width"] <= f["column"] + 1 for f in drawn), drawn
         assert not driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth + 1")
         # hover the cell d = 128, eta0 = 100 (top right: 19 of 20 runs select)

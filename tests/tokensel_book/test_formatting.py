@@ -56,8 +56,8 @@ def test_format_page_formats_cells_only_and_keeps_a_trailing_semicolon():
     assert format_page(out) == out
     expected = PAGE.replace(
         "import numpy as np\ny = np.array([1,2,3])", "import numpy as np\n\ny = np.array([1, 2, 3])"
-    ).replace("f( 1,2 );", "f(1, 2);")
-    assert out == expected
+    )
+    assert out == expected.replace("f( 1,2 );", "f(1, 2);")
 
 
 def test_every_chapter_is_formatted_and_lint_free_under_the_projects_configuration():
@@ -69,9 +69,8 @@ def test_every_chapter_is_formatted_and_lint_free_under_the_projects_configurati
 
 def test_the_projects_rules_fix_import_order_and_report_what_they_cannot_fix(tmp_path):
     config = ROOT / "pyproject.toml"
-    page = PAGE.replace("import numpy as np\n", "import tokensel as ts\nimport numpy as np\nimport os\n").replace(
-        "y = np.array([1,2,3])", "y = ts.lift(np.array([1,2,3]))"
-    )
+    page = PAGE.replace("import numpy as np\n", "import tokensel as ts\nimport numpy as np\nimport os\n")
+    page = page.replace("y = np.array([1,2,3])", "y = ts.lift(np.array([1,2,3]))")
     out = format_page(page, config)
     # isort with tokensel first-party, the unused import removed (rules I and F of the project's configuration)
     assert "import numpy as np\n\nimport tokensel as ts\n\ny = ts.lift(np.array([1, 2, 3]))" in out

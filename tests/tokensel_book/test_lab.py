@@ -91,42 +91,23 @@ def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(t
             driver.set_window_size(1400, 1000)
             url = f"http://127.0.0.1:{port}/lab/workspaces/test/tree/book/demo.ipynb?token={token}&reset"
             _wait(lambda: _try_get(driver, url), 60, "the server to answer")
-            _wait(
-                lambda: len(driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")) >= 2,
-                90,
-                "the chapter to open as a notebook",
-            )
-            rendered = _wait(
-                lambda: (
-                    driver.find_element(By.CSS_SELECTOR, ".jp-Notebook").text
-                    if "Lemma" in driver.find_element(By.CSS_SELECTOR, ".jp-Notebook").text
-                    else None
-                ),
-                60,
-                "jupyterlab-myst to render the lemma",
-            )
+            find = lambda css: driver.find_elements(By.CSS_SELECTOR, css)  # noqa: E731
+            _wait(lambda: len(find(".jp-Notebook .jp-CodeCell")) >= 2, 90, "the chapter to open as a notebook")
+            nb = lambda: driver.find_element(By.CSS_SELECTOR, ".jp-Notebook").text  # noqa: E731
+            rendered = _wait(lambda: nb() if "Lemma" in nb() else None, 60, "jupyterlab-myst to render the lemma")
             assert "{prf:lemma}" not in rendered and "Arithmetic" in rendered
             # Run > Run All Cells, as a reader would
-            next(e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if e.text == "Run").click()
-            _wait(
-                lambda: [
-                    e
-                    for e in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item")
-                    if e.text.startswith("Run All Cells")
-                ],
-                10,
-                "the Run menu",
-            )[0].click()
+            next(e for e in find(".lm-MenuBar-item") if e.text == "Run").click()
+            run_all = lambda: [e for e in find(".lm-Menu-item") if e.text.startswith("Run All Cells")]  # noqa: E731
+            _wait(run_all, 10, "the Run menu")[0].click()
 
             def outputs():
-                text = "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output"))
+                text = "\n".join(e.text for e in find(".jp-OutputArea-output"))
                 return text if "the next cell ran" in text else None
 
             out = _wait(outputs, 180, "the notebook to run to its last cell")
-            assert (
-                "[FAILED] doubling: 6, required within 1e-09 of 7" in out
-                and "end_chapter() will list every failed claim" in out
-            )
+            assert "[FAILED] doubling: 6, required within 1e-09 of 7" in out
+            assert "end_chapter() will list every failed claim" in out
             assert driver.find_elements(By.XPATH, "//div[contains(@style, 'b00020')]"), "no red failure box"
             SHOTS = ROOT / "_build" / "browser"
             SHOTS.mkdir(parents=True, exist_ok=True)

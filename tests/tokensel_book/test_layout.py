@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import build_book
+from conftest import build_book, write_book
 
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
@@ -100,14 +100,12 @@ return [figures, found];
 
 
 def panel_layout(driver, url: str, width: int, without_style: bool = False) -> tuple[int, list[str]]:
-    """How many figures of several panels the page at ``url`` has, and what is wrong with how they are shown in a
-    window ``width`` pixels wide (``without_style``: with the book's style sheet taken off the page)."""
+    """The page's multi-panel figures and what is wrong with them at ``width`` (optionally without the style sheet)."""
     driver.set_window_size(width, 1000)
     driver.get(url)
     if without_style:
         driver.execute_script("document.querySelectorAll('link[href*=\"tokensel.css\"]').forEach((l) => l.remove());")
-    figures, found = driver.execute_script(PANELS)
-    return figures, found
+    return tuple(driver.execute_script(PANELS))
 
 
 def clipped(driver, url: str, width: int) -> list[str]:
@@ -121,8 +119,7 @@ def clipped(driver, url: str, width: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """Every chapter page loaded once per width: what is clipped, and each figure as shown
-    ``(page, src, natural width, shown width)``."""
+    """Every chapter page loaded once per width: what is clipped, each figure as shown, its panels."""
     pages = sorted(p for p in HTML.glob("book/*.html") if p.name != "print.html")
     if not pages:
         pytest.fail(f"no built book at {HTML}: run `make book` first")
@@ -130,12 +127,9 @@ def measured(tmp_path_factory):
     with serve(HTML) as base, chromium(tmp_path_factory.mktemp("chromium")) as driver:
         for width in WIDTHS:
             for page in pages:
-                found["clipped"] += [
-                    f"{width} px, {page.name}: {p}" for p in clipped(driver, f"{base}book/{page.name}", width)
-                ]
-                found["figures"].setdefault(width, []).extend(
-                    (page.name, *fig) for fig in driver.execute_script(FIGURES)
-                )
+                url = f"{base}book/{page.name}"
+                found["clipped"] += [f"{width} px, {page.name}: {p}" for p in clipped(driver, url, width)]
+                found["figures"].setdefault(width, []).extend((page.name, *f) for f in driver.execute_script(FIGURES))
                 count, problems = driver.execute_script(PANELS)
                 found["multi_panel"] += count
                 found["panels"] += [f"{width} px, {page.name}: {p}" for p in problems]
@@ -210,16 +204,10 @@ for ax in axes:
 
 def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):
     book = tmp_path / "tiny"
-    (book / "book").mkdir(parents=True)
     shutil.copytree(STATIC, book / "_static")
-    (book / "_config.yml").write_text(
-        # the book's own cell time limit: a cell that imports the library and draws a figure took more than the
-        # default 30 s on a busy machine (the book's other checks beside this one)
-        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
-        "sphinx:\n  extra_extensions: [tokensel_book.sphinx_figures]\n"
-    )
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/panels\n")
-    (book / "book" / "panels.md").write_text(TINY_PAGE)
+    # the book's own cell time limit: importing the library and drawing took over the default 30 s when busy
+    config = "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: force\n  timeout: 1800\n"
+    write_book(book, "panels", TINY_PAGE, config + "sphinx:\n  extra_extensions: [tokensel_book.sphinx_figures]\n")
     build_book(book, "-W", "-n", "--keep-going")
     html = book / "_build" / "html"
     with serve(html) as base, chromium(tmp_path) as driver:
@@ -249,7 +237,7 @@ def test_the_measurement_finds_what_is_too_wide(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     for name in ("tokensel.css", "tokensel.js"):
-        (site / name).write_text((STATIC / name).read_text())
+        shutil.copy(STATIC / name, site / name)
     cells = "".join(f"<td>value_number_{i}</td>" for i in range(12))
     heads = "".join(f"<th>column_{i}</th>" for i in range(12))
     (site / "index.html").write_text(CRAMPED_PAGE.format(line="x" * 300, cells=cells, heads=heads))
@@ -281,8 +269,7 @@ return Array.from(document.querySelectorAll('article img')).filter((i) => i.getC
 
 
 def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
-    # a figure's smallest text (its tick labels) must be at least 10 px high as shown, at 1400 px and at
-    # 400 px (where a figure too wide to be read at the column's width scrolls sideways in its box)
+    # tick labels at least 10 px high as shown, at 1400 and 400 px (where a too-wide figure scrolls in its box)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -301,9 +288,6 @@ def test_figure_text_is_legible_at_desktop_and_phone_width(measured):
             sizes.setdefault(width, []).append(px)
             if px < 10:
                 small.append(f"{page}: tick labels {px:.1f} px high in {src}")
-    print(
-        "\ntick labels as shown: "
-        + "; ".join(f"{w} px window: {min(v):.1f} to {max(v):.1f} px" for w, v in sizes.items())
-    )
+    print("\ntick labels as shown: " + "; ".join(f"{w} px: {min(v):.1f} to {max(v):.1f} px" for w, v in sizes.items()))
     assert sizes.get(1400) and sizes.get(400), "no figures found"
     assert not small, "\n".join(small)

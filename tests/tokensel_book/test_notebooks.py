@@ -11,12 +11,8 @@ from tokensel_book import notebooks as nbs
 
 def test_repair_streams_undoes_the_in_place_merge_of_myst_nb():
     # what myst-nb stores: the first stream merged with the later ones, which stay
-    stored = [
-        stream("[ok] a\n[ok] b\n[ok] c\n"),
-        stream("[ok] b\n"),
-        {"output_type": "display_data", "data": {}},
-        stream("[ok] c\n"),
-    ]
+    display = {"output_type": "display_data", "data": {}}
+    stored = [stream("[ok] a\n[ok] b\n[ok] c\n"), stream("[ok] b\n"), display, stream("[ok] c\n")]
     out = nbs.repair_streams(stored)
     assert [o["output_type"] for o in out] == ["stream", "display_data"]
     assert out[0]["text"] == "[ok] a\n[ok] b\n[ok] c\n"

@@ -40,9 +40,8 @@ def test_combined_page_keeps_every_article_in_order_after_a_title_page_and_conte
     assert "details.hide.above-input" in text  # no stub of a hidden cell on paper
     assert pdf.headings_of(out) == ["1. One p_t", "1. Two p_t"]
     custom = pdf.combined_page(tmp_path, ["book/one"], title="A | class", subtitle="student edition")
-    assert "<h1>A | class</h1><p>student edition</p>" in custom.read_text() and pdf.headings_of(custom) == [
-        "1. One p_t"
-    ]
+    assert "<h1>A | class</h1><p>student edition</p>" in custom.read_text()
+    assert pdf.headings_of(custom) == ["1. One p_t"]
     with pytest.raises(DataUnavailableError, match="make book"):
         pdf.combined_page(tmp_path, ["book/one", "book/three"])
     with pytest.raises(InvalidArgumentError, match="one folder"):
@@ -75,18 +74,13 @@ def _blank(pages: int) -> bytes:
 def test_assemble_numbers_the_pages_and_bookmarks_each_part(tmp_path):
     import pypdf
 
-    out = pdf.assemble(
-        [(None, _blank(1)), ("Contents", _blank(1)), ("1. One", _blank(3)), ("2. Two", _blank(2))],
-        tmp_path / "sub" / "book.pdf",
-    )
+    parts = [(None, _blank(1)), ("Contents", _blank(1)), ("1. One", _blank(3)), ("2. Two", _blank(2))]
+    out = pdf.assemble(parts, tmp_path / "sub" / "book.pdf")
     reader = pypdf.PdfReader(out)
     assert len(reader.pages) == 7
     assert [p.extract_text().strip() for p in reader.pages] == ["", "2", "3", "4", "5", "6", "7"]
-    assert [(o.title, reader.get_destination_page_number(o)) for o in reader.outline] == [
-        ("Contents", 1),
-        ("1. One", 2),
-        ("2. Two", 5),
-    ]
+    outline = [(o.title, reader.get_destination_page_number(o)) for o in reader.outline]
+    assert outline == [("Contents", 1), ("1. One", 2), ("2. Two", 5)]
     assert pdf.page_starts([3, 2], front=2) == [3, 6]  # as the contents print them: 1-based
     pytest.raises(InvalidArgumentError, lambda: pdf.assemble([], tmp_path / "x.pdf")).match("parts")
     with pytest.raises(InvalidArgumentError, match="not a readable PDF"):
@@ -99,8 +93,7 @@ def check_printed_book(out, pages, exercises=r"Exercise 7\.3") -> str:
     import pypdfium2
 
     reader = pypdf.PdfReader(out)  # the outline
-    # the text of each sheet, read by PDFium (Chromium's own PDF library: 16 times faster than pypdf's reading
-    # of the book's 400 sheets, and it gives ligatures back as their letters)
+    # each sheet's text by PDFium (16 times faster than pypdf on 400 sheets, and ligatures come back as letters)
     document = pypdfium2.PdfDocument(out)
     try:
         texts = [" ".join(document[k].get_textpage().get_text_range().split()) for k in range(len(document))]

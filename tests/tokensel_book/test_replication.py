@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book import replication as rep
@@ -52,12 +53,16 @@ tb.end_chapter()
 
 
 def tiny_book(root: Path) -> Path:
-    (root / "_config.yml").write_text("title: t\n")
-    (root / "_toc.yml").write_text("format: jb-book\nroot: book/ch\n")
-    (root / "book").mkdir(exist_ok=True)
-    (root / "book" / "ch.md").write_text(CHAPTER)
+    write_book(root, "ch", CHAPTER)
     (root / "book" / "helper.py").write_text("SCALE = 1.0\n")
     return root
+
+
+def task(root: Path, out: Path, seed: int, software=None) -> dict:
+    """What the sweep hands a worker to run chapter ``ch`` of ``root`` at ``seed``."""
+    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
+    return dict(root=str(root), out=str(out), chapter="ch", seed=seed, cells=cells, at=at, code=code,
+                software=software or rep.software(), settings={}, timeout=60)  # fmt: skip
 
 
 def test_wilson_intervals_and_fresh_seeds():
@@ -115,10 +120,7 @@ def test_a_chapter_whose_parameters_tag_moved_is_not_counted_at_the_seed_it_was_
     (root / "book" / "ch.md").write_text(text.replace("```{code-cell} ipython3\nimport os", "```{code-cell} ipython3\n"
                                                       ":tags: [parameters]\nimport os"))  # fmt: skip
     monkeypatch.setenv("PYTHONHASHSEED", "0")
-    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
-    spec = dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=1000, cells=cells, at=at, code=code,
-                software=rep.software(), settings={}, timeout=60)  # fmt: skip
-    result = rep.run_task(spec)
+    result = rep.run_task(task(root, tmp_path / "out", 1000))
     assert result["status"] == "crashed" and "ran at seed 0, not 1000" in result["error"]
 
 
@@ -127,11 +129,9 @@ def test_a_worker_with_two_threads_runs_one_task_at_a_time(tmp_path):
     from dask.distributed import Client, LocalCluster
 
     root = tiny_book(tmp_path)
-    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=True) as cluster, Client(cluster) as client:
         [software] = client.run(rep.software).values()  # the worker's own hash seed
-        specs = [dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=s, cells=cells, at=at, code=code,
-                      software=software, settings={}, timeout=60) for s in rep.fresh_seeds(3)]  # fmt: skip
+        specs = [task(root, tmp_path / "out", s, software) for s in rep.fresh_seeds(3)]
         done = client.gather([client.submit(rep.run_task, spec, pure=False) for spec in specs])
     assert all(r["status"] in ("ok", "claims failed") for r in done), [r.get("error") for r in done]
     spans = sorted((r["ended"] - r["seconds"], r["ended"]) for r in done)
@@ -159,8 +159,7 @@ def _port() -> int:
 
 @pytest.mark.slow(seconds=60)
 def test_a_cluster_of_separate_scheduler_and_workers_runs_the_sweep_and_refuses_a_worker_that_differs(tmp_path):
-    """A scheduler and two workers started on loopback with none of this shell's settings; a sweep through
-    --scheduler gets its settings to them; a third worker started with another hash seed is refused in one line."""
+    """A bare loopback cluster gets the sweep's settings; a worker with another hash seed is refused in one line."""
     root, port = tiny_book(tmp_path), _port()
     bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONHASHSEED": "0"}
     bare |= {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
@@ -196,20 +195,15 @@ def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, 
     text = (root / "book" / "ch.md").read_text().replace('tb.check("small"', 'assert seed == 0\ntb.check("small"')
     (root / "book" / "ch.md").write_text(text)
     monkeypatch.setenv("PYTHONHASHSEED", "0")
-    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
     for seed in (1000, 1100):
-        spec = dict(root=str(root), out=str(tmp_path / "out"), chapter="ch", seed=seed, cells=cells, at=at, code=code,
-                    software=rep.software(), settings={}, timeout=60)  # fmt: skip
-        assert rep.run_task(spec)["status"] == "crashed"
+        assert rep.run_task(task(root, tmp_path / "out", seed))["status"] == "crashed"
     frame = rep.summarize(tmp_path / "out", root).set_index("id")
     assert frame.loc["small", "k"] == 0 and frame.loc["small", "n"] == 2 and frame.loc["small", "seed_dependent"]
     assert frame.loc["small", "failed_seeds"] == "1000 1100"
     # a claim made twice in a run holds there only if both hold: one failure counts against it
     twice = text.replace('assert seed == 0\ntb.check("small"', 'tb.check("small", 0.9, at_most=0.8)\ntb.check("small"')
     (root / "book" / "ch.md").write_text(twice)
-    (cells, at), code = rep.code_cells(root, "ch"), rep.code_digest(root, "ch")
-    spec |= dict(out=str(tmp_path / "twice"), seed=1000, cells=cells, at=at, code=code)
-    assert rep.run_task(spec)["status"] == "claims failed"
+    assert rep.run_task(task(root, tmp_path / "twice", 1000))["status"] == "claims failed"
     assert rep.summarize(tmp_path / "twice", root).set_index("id").loc["small", "k"] == 0
     from tokensel_book.status import fresh_verdict
 

@@ -38,9 +38,8 @@ def _build(tmp_path, number_all=True):
     (src / "index.md").write_text(PAGE)
     out = tmp_path / ("html" if number_all else "html-off")
     warnings = io.StringIO()
-    app = Sphinx(
-        str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=warnings, freshenv=True
-    )
+    doctrees = tmp_path / "doctrees"
+    app = Sphinx(str(src), str(src), str(out), str(doctrees), "html", status=None, warning=warnings, freshenv=True)
     app.build()
     # a second Sphinx app in one process re-registers docutils nodes: that warning is not about the page
     problems = [w for w in warnings.getvalue().splitlines() if "WARNING" in w and "already registered" not in w]

@@ -24,9 +24,8 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
         "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
         "    chapters:\n      - file: book/01_model\n      - file: book/02_next\n"
     )
-    (root / "refs.bib").write_text(
-        "@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n  year = {2025}\n}\n"
-    )
+    bib = "@article{wu2025,\n  author = {Wu, D. and Oymak, S. and Mondelli, M.},\n  year = {2025}\n}\n"
+    (root / "refs.bib").write_text(bib)
     out = tmp_path / "_build" / "html"
     executed = tmp_path / "_build" / "jupyter_execute" / "book"
     executed.mkdir(parents=True)
@@ -38,9 +37,8 @@ def test_executed_notebook_is_offered_for_download_as_a_notebook_that_stands_alo
     (executed / "01_model.ipynb").write_text(json.dumps(notebook(cell, code)))
     lemma = md_cell("````{prf:lemma} Next\n:label: lem-next\nx\n````\n")
     (executed / "02_next.ipynb").write_text(json.dumps(notebook(lemma)))
-    app = SimpleNamespace(
-        outdir=str(out), srcdir=str(root), config=SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository="")
-    )
+    config = SimpleNamespace(bibtex_bibfiles=["refs.bib"], tokensel_repository="")
+    app = SimpleNamespace(outdir=str(out), srcdir=str(root), config=config)
     context = {}
     sphinx_notebooks.add_notebook_download(app, "book/01_model", "page.html", context, doctree=object())
     assert context["ipynb_source"] == "book/01_model.ipynb"
@@ -68,9 +66,8 @@ def test_a_captioned_figure_without_alt_text_takes_its_caption():
         doc += nodes.figure("", image, nodes.caption("", "Bin means of  the values\n against the gap."))
     lone, tex = nodes.image(uri="c.png"), nodes.image(uri="d.png")
     doc += lone
-    doc += nodes.figure(
-        "", tex, nodes.caption("", "", nodes.Text("The norm "), nodes.math("", r"\|p_t\|"), nodes.Text("."))
-    )
+    caption = nodes.caption("", "", nodes.Text("The norm "), nodes.math("", r"\|p_t\|"), nodes.Text("."))
+    doc += nodes.figure("", tex, caption)
     sphinx_notebooks.caption_alt_text(None, doc, "page")
     assert plain["alt"] == "Bin means of the values against the gap."
     assert tex["alt"] == "The norm ‖pₜ‖."  # no raw TeX for a screen reader

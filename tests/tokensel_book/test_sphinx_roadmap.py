@@ -43,13 +43,9 @@ def test_a_notebook_page_gives_its_summary_and_title_from_its_metadata_and_cells
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: a\n")
     (tmp_path / "intro.md").write_text("# Intro\n")
-    nb = {
-        "metadata": {"summary": "from the notebook"},
-        "cells": [
-            {"cell_type": "code", "source": "# not a title"},
-            {"cell_type": "markdown", "source": ["# The title\n", "text"]},
-        ],
-    }
+    code, markdown = {"cell_type": "code", "source": "# not a title"}, ["# The title\n", "text"]
+    cells = [code, {"cell_type": "markdown", "source": markdown}]
+    nb = {"metadata": {"summary": "from the notebook"}, "cells": cells}
     (tmp_path / "a.ipynb").write_text(json.dumps(nb))
     assert page_source(tmp_path, "a") == tmp_path / "a.ipynb"
     assert roadmap_lines(tmp_path, "intro") == ["- {doc}`a`: from the notebook"]

@@ -74,9 +74,7 @@ def test_a_failed_claim_names_the_statement_it_tests_by_kind_and_title(tmp_path,
     (tmp_path / "book" / "ch.md").write_text(PAGE.replace("---\n# Chapter", table + "---\n# Chapter"))
     monkeypatch.chdir(tmp_path)
     tb.start_chapter("ch")
-    with pytest.raises(ClaimFailedError) as failed:
-        tb.check("b", 1.0, at_most=0.5)
-    message = str(failed.value)
+    message = str(pytest.raises(ClaimFailedError, lambda: tb.check("b", 1.0, at_most=0.5)).value)
     assert "(tests lem-a)" in message
     assert "what is tested: Lemma \u201cOne step from $p^0 = 0$\u201d (lem-a)" in message
     assert "where the threshold comes from: x" in message
@@ -100,10 +98,8 @@ def test_the_html_links_each_check_line_to_its_statement_and_indexes_statements_
         "sphinx:\n  extra_extensions: [sphinx_proof, tokensel_book.sphinx_statements]\n"
         "  config:\n    nb_merge_streams: true\n"
     )
-    (book / "_toc.yml").write_text(
-        "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
-        "    chapters:\n      - file: book/ch\n"
-    )
+    toc = "format: jb-book\nroot: book/intro\nparts:\n  - caption: C\n    numbered: true\n"
+    (book / "_toc.yml").write_text(toc + "    chapters:\n      - file: book/ch\n")
     card = '<tr data-claim="ch/a"><td><a href="intro.html#lem-a">a</a><a href="intro.html#eq-x">b</a></td></tr>'
     card = f"<table>{card}</table>"
     (book / "book" / "intro.md").write_text(f"# Intro\n\nSee {{ref}}`prf-prf`.\n\n```{{raw}} html\n{card}\n```\n")

@@ -21,8 +21,7 @@ def _features(E, batch):
 
 @pytest.fixture(scope="module")
 def planted():
-    """The phase-1 model of the synthetic data (one important token per sequence), its dense features and
-    the selection of the important tokens."""
+    """The phase-1 model of one-important-token data, its dense features and the important tokens' selection."""
     data = ts.synthetic.assumption1_pairs(60, 2, 10, length=6, seed=0)
     m = ts.one_step(ts.AttentionModel.init(data.batch.vocab_size, 24, seed=0), data.batch, eta0=20.0)
     sel = ts.statistics.selection(data.batch, torch.tensor(np.abs(data.planted), dtype=torch.float64))
@@ -110,9 +109,7 @@ def test_key_query_svm_matches_a_direct_matrix_formulation():
 
 
 def test_two_selected_positions_tie():
-    """Two selected positions of one sequence get equal scores (the equality-constrained problem the limit
-    direction solves, chapter 05): scores 1, 1, 0 at p = (1, -1); without the tie the smallest p with both
-    above the third is (1, 0), with scores 2, 1, 0, which selects the first position alone."""
+    """A tie (chapter 05's equality constraints): scores 1, 1, 0 at p = (1, -1), not (1, 0), which picks one."""
     X = np.array([[[2.0, 1.0], [1.0, 0.0], [0.0, 0.0]]])
     sel = np.array([[True, True, False]])
     res = ts.att_svm_dense(X, sel)

@@ -11,6 +11,9 @@ import torch
 import tokensel as ts
 from tokensel.errors import InfeasibleSVMError, InvalidParameterError, SolverError
 
+#: the independent cvxpy solves, to a tolerance well inside the comparisons
+TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+
 
 def _brute_pairs(batch, selected):
     out = set()
@@ -46,9 +49,7 @@ def test_sparse_equals_plain_dense_cvxpy(small):
     E = model.E.numpy()
     p = cp.Variable(E.shape[1])
     cons = [(E[s] - E[s2]) @ p >= 1 for s, s2 in pairs]
-    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(
-        solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10
-    )
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(**TIGHT)
     assert np.allclose(sparse.p.numpy(), p.value, atol=1e-6)
     assert sparse.min_margin >= 1 - 1e-7 and sparse.active >= 1
     dense = ts.max_margin(model.E, pairs, form="dense")
@@ -111,9 +112,7 @@ def test_kkt_residual_small_at_the_optimum_and_large_off_it():
 
 @pytest.mark.parametrize("form", ["sparse", "dense"])
 def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
-    """The pair (0, 1) is separable (E_1 - E_0 != 0): the problem is feasible with |p| ~ 1e12, which no
-    solver resolves. That is a SolverError saying so, never an InfeasibleSVMError; identical embeddings
-    (p^T 0 >= 1) stay infeasible."""
+    """Feasible only at |p| ~ 1e12 is a SolverError saying so, not infeasible; identical embeddings stay infeasible."""
     E = torch.randn(4, 3, dtype=torch.float64, generator=ts.generator(0))
     E[1] = E[0] + 1e-12
     with pytest.raises(SolverError, match="feasible .* 1.73e-12 apart") as info:
@@ -148,8 +147,7 @@ def test_ties_match_brute_force(small):
 
 
 def test_ties_are_equality_constraints():
-    """Tokens 0 and 1 are selected together: the solution gives them equal scores, agrees with a direct
-    cvxpy formulation with the equalities, and differs from the problem without them."""
+    """Tokens selected together get equal scores, as cvxpy with the equalities gives, unlike the problem without."""
     batch = ts.RaggedBatch.from_sequences([[0, 1, 2], [0, 3], [1, 4, 2]], [1, -1, 1], vocab_size=5)
     E = ts.AttentionModel.init(5, 8, seed=3).E
     sel = batch.ids <= 1
@@ -158,9 +156,7 @@ def test_ties_are_equality_constraints():
     En = E.numpy()
     p = cp.Variable(8)
     cons = [(En[s] - En[s2]) @ p >= 1 for s, s2 in svm.pairs] + [(En[0] - En[1]) @ p == 0]
-    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(
-        solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10
-    )
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(**TIGHT)
     assert np.allclose(svm.p.numpy(), p.value, atol=1e-6)
     dense_form = ts.max_margin(E, svm.pairs, svm.ties, form="dense")
     assert np.allclose(dense_form.p.numpy(), svm.p.numpy(), atol=1e-6)

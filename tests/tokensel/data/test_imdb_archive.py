@@ -14,7 +14,7 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT
+from conftest import ROOT, source_archive
 
 import tokensel as ts
 from tokensel import config
@@ -23,19 +23,11 @@ from tokensel.data.manifest import sha256_file, write_manifest
 from tokensel.errors import DataUnavailableError, InvalidArgumentError, StorageError
 
 # a few reviews per split and label, ratings in the names as in aclImdb/{split}/{pos,neg}/<id>_<rating>.txt
+TEST = ["great acting", "wonderful", "bad acting", "an awful film ’twas"]
+TRAIN = ["a wonderful film", "great, great fun", "boring and bad", "bad <br /> plot", "dull"]
 SMALL = {
-    "train": {
-        "text": ["a wonderful film", "great, great fun", "boring and bad", "bad <br /> plot", "dull"],
-        "label": [1, 1, 0, 0, 0],
-        "rating": [10, 7, 1, 4, 2],
-        "review_id": [3, 11, 0, 2, 10],
-    },
-    "test": {
-        "text": ["great acting", "wonderful", "bad acting", "an awful film ’twas"],
-        "label": [1, 1, 0, 0],
-        "rating": [9, 8, 3, 1],
-        "review_id": [5, 1, 4, 0],
-    },
+    "train": dict(text=TRAIN, label=[1, 1, 0, 0, 0], rating=[10, 7, 1, 4, 2], review_id=[3, 11, 0, 2, 10]),
+    "test": dict(text=TEST, label=[1, 1, 0, 0], rating=[9, 8, 3, 1], review_id=[5, 1, 4, 0]),
 }
 
 
@@ -46,10 +38,7 @@ def archive(tmp_path):
 
 @pytest.fixture
 def use_archive(archive, monkeypatch, tmp_path):
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
-    monkeypatch.setenv("TOKENSEL_IMDB_SHA256", sha256_file(archive))
+    source_archive(monkeypatch, archive, tmp_path / "cache")
     return archive
 
 
@@ -87,9 +76,7 @@ def test_parsed_cache_is_reused_and_keyed_by_content(use_archive, tmp_path):
 def test_a_full_disk_while_the_cache_key_is_written_leaves_no_key_and_the_next_run_works(
     archive, tmp_path, monkeypatch
 ):
-    """Writing ``.seal-key`` fails (a full disk): one StorageError, no key and no temporary file left, so the
-    next run, with space again, makes the key and the cache (an empty key used to refuse every later run)."""
-
+    """A full disk at ``.seal-key``: one StorageError, no key left; the next run makes it (an empty one refused all)."""
     cache = tmp_path / "cache" / "imdb"
     real_open = io.open
 
@@ -130,10 +117,8 @@ def test_a_different_archive_gets_its_own_cache(use_archive, tmp_path, monkeypat
 
 def test_checksum_failure_caches_nothing(use_archive, monkeypatch, tmp_path):
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", "0" * 64)
-    with pytest.raises(
-        DataUnavailableError, match="has SHA-256 [0-9a-f]{64}, not the expected 0{64}.*nothing was parsed"
-    ):
-        ts.load_reviews("imdb", "train")
+    refused = "has SHA-256 [0-9a-f]{64}, not the expected 0{64}.*nothing was parsed"
+    pytest.raises(DataUnavailableError, lambda: ts.load_reviews("imdb", "train")).match(refused)
     assert not list((tmp_path / "cache").glob("imdb/*-v*"))
     monkeypatch.setenv("TOKENSEL_IMDB_SHA256", "not-a-checksum")
     with pytest.raises(InvalidArgumentError, match="TOKENSEL_IMDB_SHA256='not-a-checksum'.*64 hexadecimal"):
@@ -147,9 +132,7 @@ def test_canonical_checksum_is_required_for_the_canonical_url(monkeypatch):
 
 
 def test_unverified_archive_is_used_with_a_warning(archive, monkeypatch, tmp_path):
-    monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
-    monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TOKENSEL_IMDB_ARCHIVE", str(archive))
+    source_archive(monkeypatch, archive, tmp_path / "cache", sha256=False)
     with pytest.warns(UserWarning, match="not the Stanford release.*unverified"):
         ds = ts.load_reviews("imdb", "test")
     assert "an unverified copy" in ds.info.description
@@ -194,8 +177,7 @@ def test_mirror_command_round_trips_a_data_folder(tmp_path):
 
 @pytest.mark.slow
 def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, tmp_path):
-    """The reader's path end to end: an http(s) URL fetched by datasets' download manager (fsspec +
-    aiohttp), cached, verified and parsed; a second process reuses the cached download."""
+    """An http URL fetched by datasets' download manager, cached, verified, parsed; a second process reuses it."""
     served = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -206,20 +188,13 @@ def test_archive_downloaded_over_http_by_the_datasets_download_manager(archive, 
             served.append(self.path)
             super().do_GET()
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(archive.parent))
-    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=archive.parent))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{archive.name}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENSEL_", "HF_"))}
-        env.update(
-            TOKENSEL_IMDB_ARCHIVE=url,
-            TOKENSEL_IMDB_SHA256=sha256_file(archive),
-            TOKENSEL_CACHE_DIR=str(tmp_path / "cache"),
-            HF_HOME=str(tmp_path / "hf"),
-            HF_DATASETS_DISABLE_PROGRESS_BARS="1",
-        )
+        env |= dict(TOKENSEL_IMDB_ARCHIVE=url, TOKENSEL_IMDB_SHA256=sha256_file(archive), HF_HOME=str(tmp_path / "hf"))
+        env |= dict(TOKENSEL_CACHE_DIR=str(tmp_path / "cache"), HF_DATASETS_DISABLE_PROGRESS_BARS="1")
         for _ in range(2):
             run = _tokensel(env, "data", "imdb")
             assert run.returncode == 0, run.stdout + run.stderr

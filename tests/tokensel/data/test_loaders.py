@@ -29,20 +29,16 @@ def _hub_layout(root, n_train, n_test, seed=0):
         labels = g.permutation(np.arange(n) % 2)
         texts = [f"{'good' if y else 'bad'} place number {i}" for i, y in enumerate(labels)]
         (root / "plain_text").mkdir(parents=True, exist_ok=True)
-        pq.write_table(
-            pa.table({"text": texts, "label": labels.astype(np.int64)}),
-            root / "plain_text" / f"{split}-00000-of-00001.parquet",
-        )
+        table = pa.table({"text": texts, "label": labels.astype(np.int64)})
+        pq.write_table(table, root / "plain_text" / f"{split}-00000-of-00001.parquet")
     return root
 
 
 def test_yelp_from_the_hub_layout_with_bad_columns_is_a_data_error(tmp_path, monkeypatch):
     monkeypatch.delenv("TOKENSEL_DATA_DIR", raising=False)
     root = _hub_layout(tmp_path / "yelp", 6, 4)
-    pq.write_table(
-        pa.table({"text": ["a", "b", "c", "d"], "label": np.array([0, 1, 2, 1], dtype=np.int64)}),
-        root / "plain_text" / "test-00000-of-00001.parquet",
-    )
+    table = pa.table({"text": ["a", "b", "c", "d"], "label": np.array([0, 1, 2, 1], dtype=np.int64)})
+    pq.write_table(table, root / "plain_text" / "test-00000-of-00001.parquet")
     monkeypatch.setenv("TOKENSEL_YELP_SOURCE", str(root))
     pytest.raises(DataUnavailableError, lambda: ts.load_reviews("yelp_polarity", "test")).match("label")
     assert ts.load_reviews("yelp_polarity", "train").num_rows == 6  # the good split still loads
@@ -107,12 +103,8 @@ def test_unreachable_sources_name_every_fix(monkeypatch):
 def test_no_data_and_no_network_in_a_fresh_process(tmp_path):
     """prepare_reviews with no data folder, no archive setting and no network: one clear message."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSEL_")}
-    env.update(
-        HF_DATASETS_OFFLINE="1",
-        HF_HUB_OFFLINE="1",
-        HF_HOME=str(tmp_path / "hf"),
-        TOKENSEL_CACHE_DIR=str(tmp_path / "cache"),
-    )
+    env |= dict(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    env |= dict(TOKENSEL_CACHE_DIR=str(tmp_path / "cache"))
     code = (
         "import tokensel as ts\n"
         "try:\n    ts.reviews.prepare_reviews('imdb')\n"

@@ -81,10 +81,8 @@ def test_bin_noise_is_keyed_by_kind_and_value_noise_shows_it():
     wiggle = 0.05 * torch.sin(torch.arange(400, dtype=torch.float64) * 12.9898)
     rising = ts.shapes.binned(gap, gap + wiggle)
     falling = ts.shapes.binned(gap, -gap + wiggle)
-    runs = {
-        "first": ex.Run("one_layer", None, None, rising, rising, 0.0, 1.0, 0.0, 400, bins_h=rising),
-        "second": ex.Run("mlp", None, None, rising, falling, 0.0, -1.0, 0.0, 400, bins_h=rising),
-    }
+    first = ex.Run("one_layer", None, None, rising, rising, 0.0, 1.0, 0.0, 400, bins_h=rising)
+    runs = {"first": first, "second": ex.Run("mlp", None, None, rising, falling, 0.0, -1.0, 0.0, 400, bins_h=rising)}
     fields = ex.bin_noise(runs)
     assert list(fields.index) == ["one_layer", "mlp"]
     assert fields.values_rho["one_layer"] == 1.0 and fields.values_rho["mlp"] == -1.0
@@ -147,9 +145,8 @@ def test_fit_texts_on_own_texts_shows_the_selection():
         rng.shuffle(words)
         texts.append(" ".join(words))
         labels.append("yes" if i % 2 else "no")
-    fit = ts.fit_texts(
-        texts, labels, positive="yes", d=32, min_df=2, settings=ts.TrainSettings(steps=60, lr=0.05, eval_every=20)
-    )
+    settings = ts.TrainSettings(steps=60, lr=0.05, eval_every=20)
+    fit = ts.fit_texts(texts, labels, positive="yes", d=32, min_df=2, settings=settings)
     assert isinstance(fit, ex.Fit) and fit.data.test.n == 24
     table = fit.selection()
     # the model selects the word that carries the label in every test document

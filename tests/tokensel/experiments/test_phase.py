@@ -7,14 +7,13 @@ import pytest
 import tokensel as ts
 from tokensel.errors import DataUnavailableError, InvalidArgumentError
 
+# a tiny grid: a step where selection fails, the trap's (init 1 is trapped), followed on to 1e8 (the book: 1e80)
+GRID = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
+
 
 @pytest.fixture(scope="module")
 def runs():
-    # a tiny grid: a small step (selection fails) and the trap's step (data seed 0, initialisation 1 is trapped);
-    # trapped runs are followed on for 1e8 only (the book's sweep: 1e80)
-    return ts.experiments.phase.phase_runs(
-        [0], [1, 2], widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False
-    )
+    return ts.experiments.phase.phase_runs([0], [1, 2], **GRID)
 
 
 def test_one_row_per_run_with_consistent_verdicts(runs):
@@ -29,23 +28,17 @@ def test_one_row_per_run_with_consistent_verdicts(runs):
     assert ((solved.cos_own.abs() <= 1) & (solved.cos_own_mid.abs() <= 1)).all()
     assert runs[~runs.trapped].cos_own.isna().all() and (runs[~runs.trapped].own_status == "").all()
     # deterministic: the same run again gives the same row
-    again = ts.experiments.phase.phase_runs(
-        [0], [2], widths=[64], steps=[300.0], t_max=1e4, own_svm=False, progress=False
-    )
-    row = runs[(runs.init_seed == 2) & (runs.eta0 == 300.0)]
-    assert np.array_equal(
-        again[["predicted", "selected", "loss_gap"]].to_numpy(), row[["predicted", "selected", "loss_gap"]].to_numpy()
-    )
+    again = ts.experiments.phase.phase_runs([0], [2], widths=[64], steps=[300.0], t_max=1e4, own_svm=False)
+    row, cols = runs[(runs.init_seed == 2) & (runs.eta0 == 300.0)], ["predicted", "selected", "loss_gap"]
+    assert np.array_equal(again[cols].to_numpy(), row[cols].to_numpy())
 
 
 def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_steps(runs, tmp_path):
-    """A stiff follow-on (the explicit integrator's budget spent) is finished by implicit_flow and marked so; the
-    runs that stay within the budget are the fixture's, unchanged."""
+    """A stiff follow-on is finished by implicit_flow and marked so; the runs within the budget are unchanged."""
     phase = ts.experiments.phase
-    kw = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
-    within = phase.phase_runs([0], [1, 2], follow_evaluations=10**6, **kw)
+    within = phase.phase_runs([0], [1, 2], follow_evaluations=10**6, **GRID)
     assert within.equals(runs)  # a budget that no follow-on reaches changes nothing
-    again = phase.phase_runs([0], [1, 2], follow_evaluations=20, **kw)
+    again = phase.phase_runs([0], [1, 2], follow_evaluations=20, **GRID)
     stiff = again.trapped & (again.own_status != "infeasible")
     assert stiff.any() and (again[stiff].own_status == "solved (implicit)").all()
     assert ((again[stiff].cos_own.abs() <= 1) & (again[stiff].cos_own_mid.abs() <= 1)).all()
@@ -58,11 +51,9 @@ def test_a_trapped_run_the_explicit_integrator_cannot_follow_goes_to_implicit_st
 
 
 def test_a_trapped_run_neither_integrator_can_follow_is_recorded_as_stiff(runs, tmp_path):
-    """Both integrators' budgets spent: the run keeps its row, its own max-margin direction is not compared (NaN
-    cosines, own_status STIFF), the sweep reads back, and the anatomy counts it apart from the solved runs."""
+    """Both budgets spent: the run is kept as STIFF (NaN cosines), reads back, and is counted apart from solved ones."""
     phase = ts.experiments.phase
-    kw = dict(widths=[64], steps=[0.3, 300.0], t_max=1e4, trap_t=1e8, progress=False)
-    spent = phase.phase_runs([0], [1, 2], follow_evaluations=1, implicit_evaluations=1, **kw)
+    spent = phase.phase_runs([0], [1, 2], follow_evaluations=1, implicit_evaluations=1, **GRID)
     stiff = spent.trapped & (spent.own_status != "infeasible")
     assert stiff.any() and (spent[stiff].own_status == phase.STIFF).all()
     assert spent[stiff].cos_own.isna().all() and spent[stiff].cos_own_mid.isna().all()
@@ -96,20 +87,15 @@ def test_a_recorded_sweep_is_checked_when_read(runs, tmp_path):
     runs.to_csv(path, index=False, float_format="%.17g")
     back = ts.experiments.phase.read_runs(path)
     assert back.drop(columns="own_status").equals(runs.drop(columns="own_status"))
-    edits = {
-        "a flipped verdict": lambda r: r.assign(full=~r.full),
-        "a fraction above 1": lambda r: r.assign(selected=r.selected + 2),
-        "a run twice": lambda r: r.iloc[[0, 0, 1, 2, 3]],
-        "a missing column": lambda r: r.drop(columns="trapped"),
-        "cells at other seeds": lambda r: r.iloc[[0, 1, 2]],
-        "a mass above 1": lambda r: r.assign(mass_neg=r.mass_neg + 2),
-        "a cosine without a solved max-margin problem": lambda r: r.assign(cos_own=0.5, own_status=""),
-    }
-    for what, edit in edits.items():
-        edit(runs).to_csv(path, index=False)
+    # a flipped verdict, values above 1, a run twice, a column missing, other seeds, a cosine without its problem
+    for edited in (
+        runs.assign(full=~runs.full), runs.assign(selected=runs.selected + 2), runs.assign(mass_neg=runs.mass_neg + 2),
+        runs.iloc[[0, 0, 1, 2, 3]], runs.drop(columns="trapped"), runs.iloc[[0, 1, 2]],
+        runs.assign(cos_own=0.5, own_status=""),
+    ):  # fmt: skip
+        edited.to_csv(path, index=False)
         with pytest.raises(DataUnavailableError, match="not a sweep of phase_runs|not a CSV"):
             ts.experiments.phase.read_runs(path)
-        assert what
     pytest.raises(DataUnavailableError, lambda: ts.experiments.phase.read_runs(tmp_path / "none.csv")).match("missing")
 
 
@@ -174,9 +160,8 @@ def test_trap_anatomy_and_the_pair_shown():
     runs.loc[1, ["cos_own_mid", "cos_own", "own_status"]] = [0.99, 0.95, "solved"]
     runs.loc[2, "own_status"] = "infeasible"
     a = phase.trap_anatomy(runs)
-    assert a == dict(
-        trapped=3, one_buried=2, drift_away=1, solved=2, infeasible=1, stiff=0, min_cos_own=0.95, matched=1, rising=1
-    )
+    want = dict(trapped=3, one_buried=2, drift_away=1, solved=2, infeasible=1, stiff=0, min_cos_own=0.95, matched=1)
+    assert a == want | dict(rising=1)
     trap, escape = phase.trap_pair(runs, 300.0)
     assert (trap.d, trap.init_seed) == (32, 0) and (escape.d, escape.init_seed) == (64, 0)
     pytest.raises(InvalidArgumentError, lambda: phase.trap_pair(runs[~runs.trapped], 300.0)).match("no run at eta0")
@@ -225,8 +210,7 @@ def test_the_recorded_sweep_is_found_from_the_book_root(tmp_path, monkeypatch):
 
 
 def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_path):
-    """The sweep's one run followed in many digits: its follow-on reads back, reproduces the recorded cosine, and
-    shows the tie that the sweep's selection rule misses; a follow-on that is not this run's is refused."""
+    """The stiff run's recorded follow-on reads back, matches its cosine and shows the tie; another run's is refused."""
     phase = ts.experiments.phase
     runs = phase.read_runs()
     precise = runs[runs.own_status == phase.PRECISE]
@@ -261,8 +245,7 @@ def test_the_recorded_follow_on_of_the_stiff_run_is_read_back_and_checked(tmp_pa
 
 @pytest.mark.slow(seconds=10)
 def test_a_follow_on_in_many_digits_is_kept_and_written(tmp_path):
-    """Both float64 budgets spent, a run goes on in many digits: its status says so, its cosines are those of
-    its p, and its follow-on is kept (t from 0, p as plain floats) and written where read_followed finds it."""
+    """Both float64 budgets spent, a run goes on in many digits and its follow-on is kept and written for reading."""
     phase = ts.experiments.phase
     co = ts.synthetic.co_selected(16, pools=(4, 2, 2), length=5, seed=0)
     m = ts.one_step(ts.AttentionModel.init(co.batch.vocab_size, 16, seed=0), co.batch, 100.0)

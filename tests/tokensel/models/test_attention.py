@@ -46,18 +46,9 @@ def test_copy_is_independent_and_validate_refuses_nan():
 @pytest.mark.parametrize("shape", [(0, 4), (5, 0), (0, 0)])
 def test_a_model_without_tokens_or_dimensions_is_refused_when_built_directly(shape):
     S, d = shape
-    with pytest.raises(ts.InvalidParameterError, match="at least one token and d >= 1"):
-        ts.AttentionModel(
-            torch.zeros(S, d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-        )
-    with pytest.raises(ts.InvalidParameterError):
-        ts.MultiClassAttentionModel(
-            torch.zeros(S, d, dtype=torch.float64),
-            torch.zeros(d, dtype=torch.float64),
-            torch.zeros(d, 2, dtype=torch.float64),
-        )
+    E, p, v = (torch.zeros(*size, dtype=torch.float64) for size in ((S, d), (d,), (d,)))
+    pytest.raises(ts.InvalidParameterError, lambda: ts.AttentionModel(E, p, v)).match("at least one token and d >= 1")
+    pytest.raises(ts.InvalidParameterError, lambda: ts.MultiClassAttentionModel(E, p, torch.zeros(d, 2).double()))
 
 
 @pytest.mark.parametrize("name, value", [("E", float("nan")), ("p", float("inf")), ("v", -float("inf"))])
@@ -83,9 +74,8 @@ def test_a_device_this_build_cannot_use_is_refused_with_a_tokensel_error(device)
 def test_rating_classes_refuse_ratings_that_are_not_imdb_ratings():
     batch = ts.RaggedBatch.from_sequences([[0, 1], [1, 2], [2], [0]], [1, 1, -1, -1], vocab_size=3)
     fields = {f.name: None for f in dataclasses.fields(reviews.ReviewData)}
-    fields.update(
-        name="imdb", train=batch, test=batch, vocab=ts.data.text.build_vocabulary([["a", "b", "c"]], min_df=1)
-    )
+    vocab = ts.data.text.build_vocabulary([["a", "b", "c"]], min_df=1)
+    fields.update(name="imdb", train=batch, test=batch, vocab=vocab)
     good = dict(fields, train_ratings=np.array([9, 7, 1, 4]), test_ratings=np.array([10, 8, 2, 3]))
     assert experiments.rating_classes(reviews.ReviewData(**good), "train").labels.tolist() == [3, 2, 0, 1]
     for bad in (

@@ -24,15 +24,10 @@ def test_score_value_grads_match_finite_differences():
     w = torch.randn(batch.vocab_size, generator=g, dtype=torch.float64)
     r = ts.models.core.score_value_grads(batch, c, w)
     eps = 1e-6
+    loss = lambda c, w: ts.models.core.score_value_grads(batch, c, w).loss  # noqa: E731
     for k in range(batch.vocab_size):
         e = torch.zeros_like(c)
         e[k] = eps
-        dc = (
-            ts.models.core.score_value_grads(batch, c + e, w).loss
-            - ts.models.core.score_value_grads(batch, c - e, w).loss
-        ) / (2 * eps)
-        dw = (
-            ts.models.core.score_value_grads(batch, c, w + e).loss
-            - ts.models.core.score_value_grads(batch, c, w - e).loss
-        ) / (2 * eps)
+        dc = (loss(c + e, w) - loss(c - e, w)) / (2 * eps)
+        dw = (loss(c, w + e) - loss(c, w - e)) / (2 * eps)
         assert abs(float(dc - r.A[k])) < 1e-8 and abs(float(dw - r.B[k])) < 1e-8

@@ -46,11 +46,8 @@ def test_apply_to_E_equals_materialised_step(small):
 def test_one_step_closed_form_with_p_zero(small):
     data, _ = small
     b = data.batch
-    m0 = ts.AttentionModel.init(b.vocab_size, 32, seed=2, p_init="zero")
-    eta0 = 2.5
-    m1 = ts.one_step(m0, b, eta0)
-    f0 = m0.forward(b)
-    y = b.labels
+    m0, eta0, y = ts.AttentionModel.init(b.vocab_size, 32, seed=2, p_init="zero"), 2.5, b.labels
+    m1, f0 = ts.one_step(m0, b, eta0), m0.forward(b)
     # (eta0/n) sum_i sigma(-y_i f_i) y_i n_s(X_i)/T_i, per token
     coef = torch.sigmoid(-y * f0) * y / b.lengths.double()
     expected = eta0 / b.n * torch.zeros(b.vocab_size, dtype=torch.float64).index_add_(0, b.ids, coef[b.seg])
@@ -62,18 +59,15 @@ def _mp_grad_p(E, p, v, batch, digits=120):
     """grad_p L in multi-precision arithmetic, straight from the definitions."""
     mpmath.mp.dps = digits
     En = [[mpmath.mpf(float(x)) for x in row] for row in E.tolist()]
-    pn = [mpmath.mpf(float(x)) for x in p.tolist()]
-    vn = [mpmath.mpf(float(x)) for x in v.tolist()]
+    pn, vn = ([mpmath.mpf(float(x)) for x in t.tolist()] for t in (p, v))
     d = len(pn)
     grad = [mpmath.mpf(0)] * d
     for i, seq in enumerate(batch.to_lists()):
         y = int(batch.labels[i])
         a = [sum(En[s][k] * pn[k] for k in range(d)) for s in seq]
         u = [sum(En[s][k] * vn[k] for k in range(d)) for s in seq]
-        amax = max(a)
-        e = [mpmath.exp(x - amax) for x in a]
-        Z = sum(e)
-        q = [x / Z for x in e]
+        e = [mpmath.exp(x - max(a)) for x in a]
+        q = [x / sum(e) for x in e]
         f = sum(qt * ut for qt, ut in zip(q, u, strict=True))
         g = -y / (1 + mpmath.exp(y * f)) / batch.n
         for t, s in enumerate(seq):
@@ -107,18 +101,11 @@ def test_stable_formula_keeps_direction_in_saturation():
     assert _cos(naive, ref) < 0.99  # the naive formula gets the direction wrong
 
 
-@pytest.mark.parametrize(
-    "field, value, message",
-    [
-        ("p", torch.zeros(4, dtype=torch.float32), "dtype"),
-        ("E", torch.zeros(4, dtype=torch.float64), "2-D"),
-    ],
-)
-def test_bad_parameters(field, value, message):
+def test_bad_parameters():
     m = ts.AttentionModel.init(5, 4, seed=0)
-    kw = dict(E=m.E, p=m.p, v=m.v)
-    kw[field] = value
-    pytest.raises(InvalidParameterError, lambda: ts.AttentionModel(**kw)).match(message)
+    f32, flat = torch.zeros(4, dtype=torch.float32), torch.zeros(4, dtype=torch.float64)
+    pytest.raises(InvalidParameterError, lambda: ts.AttentionModel(E=m.E, p=f32, v=m.v)).match("dtype")
+    pytest.raises(InvalidParameterError, lambda: ts.AttentionModel(E=flat, p=m.p, v=m.v)).match("2-D")
 
 
 def test_batch_model_mismatch():
@@ -173,17 +160,15 @@ def test_no_nan_or_inf_up_to_norm_1e6(seed, log_norm, K):
     assert np.isfinite(gr.loss) and np.isfinite(model.loss(batch))
     if K is None:
         q = model.attention(batch)
-        assert torch.all(torch.isfinite(q)) and torch.allclose(
-            ts.models.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64)
-        )
+        assert torch.all(torch.isfinite(q))
+        assert torch.allclose(ts.models.core.segment_sum(q, batch), torch.ones(10, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("multiclass", [False, True])
 @pytest.mark.parametrize("fused", [None, False])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_a_nan_or_inf_written_into_E_is_refused_on_either_path(multiclass, fused, bad):
-    """The fused path reads E's finiteness from the scores E p it computes (no pass over E of its own); the
-    reference path checks E first. Both raise the same error, whatever row and column hold the bad value."""
+    """A bad value anywhere in E is refused the same way on the fused path (via E p) and the reference path."""
     if multiclass:
         m = ts.MultiClassAttentionModel.init(6, 5, 3, seed=0)
         b = ts.RaggedBatch.from_sequences([[0, 1, 2], [3, 4, 5, 5]], [0, 2], vocab_size=6, num_classes=3)
@@ -201,8 +186,7 @@ def test_a_nan_or_inf_written_into_E_is_refused_on_either_path(multiclass, fused
 
 
 def test_a_finite_E_whose_scores_overflow_is_not_refused():
-    """Scores that overflow a finite E are not a bad parameter: the gradient is computed on either path, the same,
-    and the overflow reaches the loss (NaN), where the training loop looks for it."""
+    """Scores that overflow a finite E are no bad parameter: both paths agree, and the loss is NaN for the loop."""
     m = ts.AttentionModel.init(3, 2, seed=0)
     b = ts.RaggedBatch.from_sequences([[0, 1], [2]], [1, -1], vocab_size=3)
     m.E.copy_(torch.tensor([[1e300, 1e300], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -189,14 +190,8 @@ def test_evaluation_pass_of_the_variants_and_of_other_models():
         m = ts.models.variants.make(kind, 12, 6, seed=0, dtype=torch.float64)
         assert _evaluate(m, data.batch) == (m.loss(data.batch), m.accuracy(data.batch))
 
-    class Other:  # any model with loss and accuracy
-        def loss(self, batch):
-            return 0.25
-
-        def accuracy(self, batch):
-            return 0.75
-
-    assert _evaluate(Other(), data.batch) == (0.25, 0.75)
+    other = SimpleNamespace(loss=lambda batch: 0.25, accuracy=lambda batch: 0.75)  # any model with the two
+    assert _evaluate(other, data.batch) == (0.25, 0.75)
 
 
 def test_the_vectorised_exp_is_accurate_and_keeps_a_nan():
@@ -232,8 +227,7 @@ def test_the_products_with_E_equal_numpy_and_repeat_bitwise_across_threads(S, d,
 @pytest.mark.parametrize("r", [2, 5])  # the binary model's A p^T + B v^T, the four-class model's
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_adam_pass_is_adams_arithmetic_bit_for_bit(dtype, r):
-    """E, m and s after 40 steps of adam_low_rank equal, bit for bit, Adam's update written in numpy in the kernel's
-    order; the gradients' scales range over nine orders of magnitude."""
+    """40 steps of adam_low_rank equal Adam written in numpy in the kernel's order, bit for bit, over 9 decades."""
     g = np.random.default_rng(7)
     S, d, lr, (beta1, beta2), eps = 64, 40, 3e-2, (0.9, 0.999), 1e-8
     E = g.standard_normal((S, d)).astype(dtype)
@@ -335,13 +329,9 @@ def test_two_layer_kernels_apply_only_where_they_can():
     ids, mask = m.prepare(batch)
     plan = ts.models.variants._kernel_plan
     assert plan(m, ids, mask) is not None
-    holes = mask.clone()
-    holes[2, 0] = False  # not a prefix: the reference path
-    assert plan(m, ids, holes) is None
-    assert plan(m, ids[:, :0], mask[:, :0]) is None
-    empty = mask.clone()
-    empty[0] = False
-    assert plan(m, ids, empty) is None
+    holes, empty = mask.clone(), mask.clone()
+    holes[2, 0], empty[0] = False, False  # not a prefix: the reference path; an empty row
+    assert plan(m, ids, holes) is None and plan(m, ids, empty) is None and plan(m, ids[:, :0], mask[:, :0]) is None
     f = m.forward_prepared(ids, mask)
     assert torch.equal(m.forward_prepared(ids, holes), m._forward_tensors(ids, holes))
     assert not torch.equal(f, m._forward_tensors(ids, holes))
@@ -377,17 +367,14 @@ np.save(sys.argv[1], np.concatenate([f, real, [loss], F.ravel(), AB.ravel()]))
 
 
 def test_kernels_compiled_here_equal_the_kernels_loaded_from_the_cache(tmp_path):
-    """The two-layer forward and the K-class attention pass, once compiled in the process and once loaded from numba's
-    cache (an empty cache folder, two processes): the same bits. A reader's first build compiles (and says so once),
-    later ones load."""
+    """Kernels compiled in the process and loaded from numba's cache give the same bits; only the first says so."""
     script = tmp_path / "forward.py"
     script.write_text(_FORWARD_SCRIPT)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "TOKENSEL_THREADS": "2"}
     runs, said = [], []
     for i in range(2):
-        done = subprocess.run(
-            [sys.executable, str(script), str(tmp_path / f"{i}.npy")], env=env, capture_output=True, text=True
-        )
+        argv = [sys.executable, str(script), str(tmp_path / f"{i}.npy")]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
         runs.append(np.load(tmp_path / f"{i}.npy"))
         said.append(done.stderr.count("compiling kernels, once, about a minute"))
@@ -397,9 +384,7 @@ def test_kernels_compiled_here_equal_the_kernels_loaded_from_the_cache(tmp_path)
 
 
 def test_compile_script_calls_every_one_layer_kernel_in_both_dtypes():
-    # make book compiles the kernels beside its first chapters and CI before its tests (scripts/compile_kernels.py):
-    # a kernel the script misses is compiled by the first chapter that needs it, inside that chapter's time. A fresh
-    # process runs the script's one-layer part and lists, per kernel, the dtypes of what it compiled or loaded.
+    # a kernel scripts/compile_kernels.py misses is compiled inside a chapter's time: list what a fresh run compiled
     root = Path(__file__).resolve().parents[3]
     code = """
 import importlib.util, json, sys
@@ -414,12 +399,8 @@ for name, f in vars(k).items():
         seen[name] = sorted({str(a.dtype) for sig in f.signatures for a in sig if hasattr(a, "dtype")})
 print(json.dumps(seen))
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(root / "scripts" / "compile_kernels.py")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TOKENSEL_PROGRESS": "0"},
-    )
+    argv = [sys.executable, "-c", code, str(root / "scripts" / "compile_kernels.py")]
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "TOKENSEL_PROGRESS": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     inner = {"_softplus", "_block", "_exp_shifted", "_weigh", "_weighted_sum", "_row_dot", "_form_row"}

@@ -27,8 +27,7 @@ def test_entry_attention_is_the_occurrence_softmax():
 
 
 def test_entry_attention_exponentials_are_numpys_and_differentiable():
-    """The per-entry exponentials are numpy's, bit for bit and the same on every call (torch's threaded exp was not,
-    on a process's first call), and the weights' gradient is the softmax's (finite differences)."""
+    """The exponentials are numpy's, bit for bit on every call, and the weights' gradient is the softmax's."""
     exp = ts.models.mixing._Exp.apply
     for dtype in (torch.float64, torch.float32):  # in float32 torch's exp and numpy's differ in some last bits
         x = -torch.rand(40_000, generator=torch.Generator().manual_seed(1), dtype=dtype) * 30

@@ -47,9 +47,8 @@ def _loss_and_grads(m, f):
 def test_mlp_sparse_path_equals_padded_reference_with_gradients(seed):
     # repeated tokens (counts > 1), lengths 1..9, a vocabulary larger than the batch uses
     data = ts.synthetic.independent_tokens(40, 15, length=(2, 9), delta=0.8, seed=seed)
-    batch = ts.RaggedBatch.from_sequences(
-        data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1], vocab_size=19
-    )
+    seqs, labels = data.batch.to_lists() + [[7], [3, 3, 3]], data.batch.labels.tolist() + [1, -1]
+    batch = ts.RaggedBatch.from_sequences(seqs, labels, vocab_size=19)
     m = ts.models.variants.make("mlp", 19, 6, seed=seed, dtype=torch.float64)
     for t in [m.E, m.p, *m.matrices.values()]:
         t.requires_grad_(True)
@@ -81,16 +80,13 @@ def test_wkq_read_out_and_training_reduces_loss():
     assert torch.allclose(m.read_out(), m.p) and torch.allclose(m.scores(), m.E @ m.p)
     pytest.raises(InvalidParameterError, lambda: ts.models.variants.VariantModel.init(30, 12)).match("is the interface")
     assert {k: c.kind for k, c in ts.models.variants.MODELS.items()} == {k: k for k in ts.models.variants.KINDS}
-    assert (
-        set(ts.models.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"}
-        and not ts.models.variants.TwoLayer.init(30, 4).matrices
-    )
+    assert set(ts.models.variants.MLPHead.init(30, 4).matrices) == {"W1", "W2"}
+    assert not ts.models.variants.TwoLayer.init(30, 4).matrices
     assert set(ts.models.variants.COMPARED) | set(ts.models.variants.MLP_PLACEMENTS) == set(ts.models.variants.KINDS)
 
 
 def test_mlp_placements():
-    """The residual head adds v^T z to the MLP head; the 'v trained' and 'v as output layer' heads move v, the
-    others do not; token values are the head's output at a lone token."""
+    """The MLP heads: residual adds v^T z, two of them move v, token values are the head's output at a lone token."""
     data = ts.synthetic.independent_tokens(100, 20, length=(3, 9), delta=0.9, seed=1)
     assert ts.models.variants.MLP_PLACEMENTS == ("mlp", "mlp_residual", "mlp_trained_v", "mlp_output")
     plain, res, tv, out = (

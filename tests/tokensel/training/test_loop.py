@@ -121,8 +121,7 @@ def test_train_joint_from_the_factors_equals_the_formed_gradient(monkeypatch):
 @pytest.mark.parametrize("rank", [2, 5])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_adam_pass_leaves_the_next_scores_bit_for_bit(dtype, rank):
-    """With a ScoresAfter the same pass updates E exactly as without one and leaves E_new [p, V], bitwise what
-    scores_values gives on the updated E (one compiled dot product for both)."""
+    """A ScoresAfter leaves E's update unchanged and gives E_new [p, V] bitwise as scores_values does."""
     g = torch.Generator().manual_seed(3)
     E0 = torch.randn(70, 19, generator=g, dtype=dtype)
     plain, fused = E0.clone(), E0.clone()
@@ -145,16 +144,13 @@ def test_the_adam_pass_leaves_the_next_scores_bit_for_bit(dtype, rank):
 @pytest.mark.parametrize("classes", [None, 4])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkeypatch, dtype, classes):
-    """The scores formed by E's Adam pass replace the next step's pass over E without changing a bit of the run;
-    they are used at every step after the first."""
+    """Scores formed by E's Adam pass replace the next pass over E without changing a bit of the run."""
     data = ts.synthetic.assumption1_pairs(60, 3, 20, length=6, seed=0).batch
-    batch = (
-        data
-        if classes is None
-        else ts.RaggedBatch(
+    batch = data
+    if classes is not None:
+        batch = ts.RaggedBatch(
             data.ids, data.offsets, torch.arange(data.n) % classes, data.vocab_size, num_classes=classes
         )
-    )
     settings = ts.TrainSettings(steps=12, lr=3e-2, eval_every=4, progress=False)
     runs, used = {}, []
 
@@ -171,11 +167,9 @@ def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkey
 
     for kind in (Counted, Unused):
         monkeypatch.setattr(loop, "ScoresAfter", kind)
-        model = (
-            ts.AttentionModel.init(batch.vocab_size, 16, seed=1, dtype=dtype)
-            if classes is None
-            else ts.MultiClassAttentionModel.init(batch.vocab_size, 16, classes, seed=1, dtype=dtype)
-        )
+        model = ts.AttentionModel.init(batch.vocab_size, 16, seed=1, dtype=dtype)
+        if classes is not None:
+            model = ts.MultiClassAttentionModel.init(batch.vocab_size, 16, classes, seed=1, dtype=dtype)
         traj = ts.train_joint(model, batch, settings, params=("E", "p", "v"), test_batch=batch)
         runs[kind] = (model, traj.to_frame())
     (m1, h1), (m2, h2) = runs[Counted], runs[Unused]
@@ -187,8 +181,7 @@ def test_train_joint_with_the_scores_of_the_adam_pass_is_bitwise_the_same(monkey
 
 @pytest.mark.parametrize("K", [None, 3])
 def test_the_evaluation_finds_a_nan_of_E_in_its_scores_and_agrees_with_loss_and_accuracy(K):
-    """The evaluation skips the pass over E for its finiteness on the fused path, as tokensel.gradients does: a NaN
-    written into E is still refused, by name; a finite model's numbers are the model's own loss and accuracy."""
+    """The evaluation skips E's finiteness pass on the fused path yet refuses a NaN in E by name."""
     g = np.random.default_rng(1)
     seqs = [g.integers(0, 20, size=g.integers(1, 9)) for _ in range(30)]
     y = g.choice([-1, 1], size=30) if K is None else g.integers(0, K, size=30)

@@ -65,9 +65,8 @@ def test_train_joint_reduces_loss():
     data = ts.synthetic.independent_tokens(200, 30, length=10, delta=0.8, seed=1)
     m = ts.AttentionModel.init(30, 16, seed=0)
     test = ts.synthetic.independent_tokens(100, 30, length=10, delta=0.8, seed=2).batch
-    traj = ts.train_joint(
-        m, data.batch, ts.TrainSettings(steps=60, lr=0.05, eval_every=20, progress=False), test_batch=test
-    )
+    settings = ts.TrainSettings(steps=60, lr=0.05, eval_every=20, progress=False)
+    traj = ts.train_joint(m, data.batch, settings, test_batch=test)
     assert traj.loss[-1] < 0.5 * traj.loss[0]
     assert traj.step == [0, 20, 40, 60] and traj.extra["test_acc"][-1] > 0.8
     assert m.E.grad is None
@@ -110,8 +109,7 @@ def test_implicit_flow_follows_the_flow_and_settles_the_stiff_part():
 
 
 def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
-    """A flow the integrator cannot follow raises by default; on_failure="stop" ends it at the last time reached,
-    with p set there and the reason in ``stopped``."""
+    """A flow the integrator cannot follow raises; on_failure="stop" ends it at the last time, reason in ``stopped``."""
     import scipy.integrate
 
     real = scipy.integrate.solve_ivp
@@ -135,8 +133,7 @@ def test_gradient_flow_stops_where_the_integrator_fails_when_asked(monkeypatch):
 
 
 def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
-    """A stiff flow can crawl on without failing; ``max_evaluations`` turns that into a SolverError that says so,
-    with ``p`` left where it was, and a budget the integration stays within changes nothing."""
+    """``max_evaluations`` makes a crawling flow a SolverError, p left as it was; a budget kept changes nothing."""
     data, model = _phase1()
     p0 = model.p.clone()
     with pytest.raises(ts.errors.SolverError, match="in 30 gradient evaluations: the flow is probably stiff"):
@@ -149,9 +146,7 @@ def test_gradient_flow_stops_a_crawling_integration_at_its_evaluation_budget():
 
 
 def test_small_flows_run_torch_on_one_thread_and_restore_its_thread_count(monkeypatch):
-    """A flow over a small E and batch runs torch on one thread (each of its many small calls would otherwise wait
-    for a second thread to wake), and the thread count the caller set comes back, also when the flow raises; a large
-    E keeps the caller's threads. The trajectory is the same either way."""
+    """A small flow runs torch on one thread and gives the caller's count back (also on error); same trajectory."""
     data, m = _phase1()
     seen = []
 

@@ -50,8 +50,7 @@ def test_the_linear_solve():
 
 @pytest.mark.slow(seconds=15)
 def test_implicit_flow_in_many_digits_agrees_and_follows_a_stiff_flow_past_float64():
-    """With ``digits`` the same backward Euler steps are solved in that many digits: the same path as float64's
-    while both solve (same step sizes), and a stiff flow followed far past where float64's solves stall."""
+    """With ``digits`` backward Euler follows float64's path while both solve, and goes on where float64 stalls."""
     co, m = _co_model()
     u = m.values()
     a, b = m.copy(), m.copy()

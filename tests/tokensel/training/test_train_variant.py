@@ -22,7 +22,8 @@ def test_chunked_accumulation_is_the_full_batch_gradient():
 def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     data = ts.synthetic.independent_tokens(60, 20, length=8, delta=0.8, seed=1)
     kw = dict(steps=12, lr=0.01, eval_every=4, progress=False, chunk=25)
-    whole = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
+    fresh = lambda: ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)  # noqa: E731
+    whole = fresh()
     traj_whole = ts.train_variant(whole, data.batch, **train_args(**kw))
 
     ckpt = tmp_path / "variant.pt"
@@ -37,32 +38,20 @@ def test_killed_variant_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", dying)
     with pytest.raises(KeyboardInterrupt):
-        ts.train_variant(
-            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
-            data.batch,
-            **train_args(checkpoint=ckpt, checkpoint_every=5, **kw),
-        )
+        ts.train_variant(fresh(), data.batch, **train_args(checkpoint=ckpt, checkpoint_every=5, **kw))
     monkeypatch.setattr(ts.models.variants.TwoLayer, "forward_prepared", real)
-    resumed = ts.models.variants.make("two_layer_wkq", 20, 8, seed=0)
+    resumed = fresh()
     traj = ts.train_variant(resumed, data.batch, **train_args(checkpoint=ckpt, checkpoint_every=5, **kw))
-    for a, b in [(resumed.E, whole.E), (resumed.p, whole.p)] + [
-        (resumed.matrices[k], whole.matrices[k]) for k in whole.matrices
-    ]:
-        assert torch.equal(a, b)
+    params = lambda m: [m.E, m.p, *(m.matrices[k] for k in whole.matrices)]  # noqa: E731
+    assert all(torch.equal(a, b) for a, b in zip(params(resumed), params(whole), strict=True))
     assert traj.step == traj_whole.step and traj.loss == traj_whole.loss
     with pytest.raises(CheckpointError, match="belongs to another run"):
-        ts.train_variant(
-            ts.models.variants.make("two_layer_wkq", 20, 8, seed=0),
-            data.batch,
-            **train_args(checkpoint=ckpt, **dict(kw, lr=0.02)),
-        )
+        ts.train_variant(fresh(), data.batch, **train_args(checkpoint=ckpt, **dict(kw, lr=0.02)))
 
 
 @pytest.mark.parametrize("kind", ts.models.variants.KINDS)
 def test_variant_training_is_bitwise_reproducible(kind):
-    # the same run twice gives the same bits: no reduction whose order varies between runs (the
-    # backward of plain indexing, index_put with accumulation, is one on the CPU)
-    # (large enough for the CPU kernels to split their work between threads)
+    # no reduction whose order varies (as index_put's backward does on the CPU), at a size the kernels split
     data = ts.synthetic.independent_tokens(1500, 300, length=(40, 80), delta=0.8, seed=2)
     runs = []
     for _ in range(2):
