@@ -107,6 +107,15 @@ def project_files(record: dict, root: Path) -> dict[str, str | None]:
     return out
 
 
+def _same_files(files: dict, record: dict) -> bool:
+    """Whether a task's project files (relative, with digests) are exactly those its record lists under the folder
+    it ran in, wherever that was: a sweep recorded in one clone is read in another."""
+    deps = record["depends"]["files"]
+    rel = next(iter(files), None)
+    where = next((a[: -len(rel)] for a in deps if rel is not None and a.endswith("/" + rel)), None)
+    return where is not None and {a[len(where) :]: d for a, d in deps.items() if a.startswith(where)} == files
+
+
 # ------------------------------------------------------------------------------------------- a task, on a worker
 
 _SHELL_LOCK = threading.Lock()  # one chapter at a time per worker process, whatever its thread count
@@ -233,7 +242,7 @@ def read_task(
     if record is not None:
         problems = record_problems(record, claims_table(page_source(root, chapter)))
         problems = [p for p in problems if not p.startswith("claim failed")]
-        if problems or record.get("seed") != result["seed"] or result.get("files") != project_files(record, root):
+        if problems or record.get("seed") != result["seed"] or not _same_files(result.get("files") or {}, record):
             return None, None, f"its record cannot be trusted ({(problems or ['another seed or other files'])[0]})"
     return result, record, ""
 

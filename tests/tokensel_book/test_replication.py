@@ -3,6 +3,7 @@ runs depended on, Wilson intervals, and a real cluster of separate scheduler and
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, mon
     assert (frame.loc["small", "low"], frame.loc["small", "high"]) == rep.wilson(frame.loc["small", "k"], 4)
     assert (out / "summary.csv").read_text().startswith("chapter,id,claim,k,n,low,high")
     assert rep.sweep(root, ["ch"], seeds, out, workers=2) == []  # resumed: everything current
+    shutil.copytree(root, tmp_path / "clone")  # the sweep read in another clone of the book
+    assert len(rep.load(tmp_path / "clone" / rep.RECORDED, tmp_path / "clone")[0]) == 4
     (root / "book" / "helper.py").write_text("SCALE = 2.0\n")  # a file the runs imported
     assert len(rep.load(out, root)[0]) == 0 and "helper.py changed" in rep.load(out, root)[2][0]
     assert len(rep.sweep(root, ["ch"], seeds[:2], out, workers=2)) == 2
