@@ -206,6 +206,7 @@ def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, 
     # a claim made twice in a run holds there only if both hold: one failure counts against it
     twice = text.replace('assert seed == 0\ntb.check("small"', 'tb.check("small", 0.9, at_most=0.8)\ntb.check("small"')
     (root / "book" / "ch.md").write_text(twice)
+    monkeypatch.delitem(sys.modules, "helper", raising=False)  # this book's helper, not another test's
     assert rep.run_task(task(root, tmp_path / "twice", 1000))["status"] == "claims failed"
     assert rep.summarize(tmp_path / "twice", root).set_index("id").loc["small", "k"] == 0
     from tokensel_book.status import fresh_verdict
