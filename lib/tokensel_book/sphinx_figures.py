@@ -1,13 +1,8 @@
 """Sphinx extension: a figure of several panels is shown panel by panel on a phone.
 
-A PNG made by :mod:`tokensel_book.plots` records the box of each of its panels (``tokensel-panels``). For every
-such image in a figure, this extension cuts the PNG into its panels (the same resolution, recorded in each
-file) and puts them after the whole image: the whole image is marked ``tokensel-panels-whole``, the panels sit
-in a block ``tokensel-panels-stacked``, and ``_static/tokensel.css`` shows the whole figure on a wide screen
-and on paper, and the panels one under the other, each at the column's width, on a screen of 640 px or less.
-So no caption describes a panel out of view. Each panel's alt text says which panel it is and carries the
-caption.
-"""
+A PNG of :mod:`tokensel_book.plots` records its panels' boxes (``tokensel-panels``); each is cut out and placed
+after the whole image, which the style sheet shows on wide screens and paper, the panels stacked at 640 px or
+less. Each panel's alt text names the panel and carries the caption."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Sphinx extension: the ``roadmap`` directive, the book's chapter list generated from ``_toc.yml``.
-
-    ```{roadmap}
-    ```
-
-writes one bullet per page of ``_toc.yml`` after the page that holds the directive: a link to the page
-and its summary, the ``summary`` entry of the page's front matter (MyST Markdown, math allowed). A page
-of the table of contents without a summary, or a summary that is not a string, stops the build with an
-error naming the page. So the table of contents is the one list of chapters: a chapter added to it
-appears in the roadmap (and on the status page) or the build says what is missing.
-"""
+"""Sphinx extension: the ``roadmap`` directive, one bullet per page of ``_toc.yml`` (a link and its front matter's
+``summary``). A page without a string summary stops the build naming it: the toc is the one list of chapters."""
 
 from __future__ import annotations
 
