@@ -214,3 +214,11 @@ def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, 
     assert fresh_verdict(0, 2) == "failed at every fresh seed"  # on the status page, not "seed-dependent"
     assert [fresh_verdict(k, 20) for k in (20, 18, 17)] == ["robust", "held in most", "seed-dependent"]
     assert fresh_verdict(0, 0) == "not replicated"
+
+
+def test_a_task_file_larger_than_a_sweep_writes_is_not_read(tmp_path):
+    folder = tmp_path / "tasks" / "ch" / "seed-1000"
+    folder.mkdir(parents=True)
+    with open(folder / "result.json", "wb") as fh:
+        fh.truncate(rep.MAX_TASK_FILE + 1)  # sparse: nothing is read into memory
+    assert rep.read_task(folder, tmp_path)[2].startswith("unreadable (result.json is over")
