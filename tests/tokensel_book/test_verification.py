@@ -10,7 +10,7 @@ from conftest import write_book
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book.claims import MIME, ClaimFailedError
-from tokensel_book.verification import source_problems, summary, verify
+from tokensel_book.verification import MAX_NOTEBOOK, executed_problems, source_problems, summary, verify
 
 TABLE = "claims:\n" + "".join(
     f"  {c}:\n    claim: 'claim {c}'\n    tests: lem-{c}\n    threshold: exact\n" for c in "ab"
@@ -115,3 +115,10 @@ def test_verify_wants_chapters_of_the_book(tmp_path):
     with pytest.raises(InvalidArgumentError, match="not chapters of the book"):
         verify(root, root / "_build", ["book/other"])
     assert "no executed notebook" in _problems(root)
+
+
+def test_an_executed_notebook_larger_than_a_chapter_is_not_read(tmp_path):
+    (tmp_path / "jupyter_execute").mkdir()
+    with open(tmp_path / "jupyter_execute" / "ch.ipynb", "wb") as fh:
+        fh.truncate(MAX_NOTEBOOK + 1)  # sparse: nothing is read into memory
+    assert executed_problems(tmp_path, "ch", tmp_path) == (["ch: its executed notebook is over 200 MiB"], None)
