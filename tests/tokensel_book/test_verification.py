@@ -119,6 +119,5 @@ def test_verify_wants_chapters_of_the_book(tmp_path):
 
 def test_an_executed_notebook_larger_than_a_chapter_is_not_read(tmp_path):
     (tmp_path / "jupyter_execute").mkdir()
-    with open(tmp_path / "jupyter_execute" / "ch.ipynb", "wb") as fh:
-        fh.truncate(MAX_NOTEBOOK + 1)  # sparse: nothing is read into memory
+    open(tmp_path / "jupyter_execute" / "ch.ipynb", "wb").truncate(MAX_NOTEBOOK + 1)  # sparse: nothing is read
     assert executed_problems(tmp_path, "ch", tmp_path) == (["ch: its executed notebook is over 200 MiB"], None)
