@@ -507,9 +507,21 @@ def file_digest(path: str) -> str | None:
         return None
 
 
+#: an imported module's file and digest, taken once per process: the code that runs is the code that was imported
+_IMPORTED: dict[str, tuple[str, str | None] | None] = {}
+
+
+def _kept(f: str) -> str | None:
+    """``f`` resolved, unless stdlib, cache or a page's source (jupyter-cache keys its code, the record its claims)."""
+    skip = f.startswith(_SKIP) or (f.startswith(_STDLIB) and "site-packages" not in f) or "__pycache__" in f
+    return None if skip or f.endswith(".md") or not os.path.isfile(f) else str(Path(f).resolve())
+
+
 def dependencies(opened=()) -> dict:
     """What a run depended on: its imported modules' files (not stdlib), files it read, IPython start-up, env."""
-    files = {getattr(m, "__file__", None) for m in list(sys.modules.values())} | set(opened)
+    modules = {f for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)}
+    _IMPORTED.update({f: (p, file_digest(p)) if (p := _kept(f)) else None for f in modules - _IMPORTED.keys()})
+    files = set(opened)
     try:
         from IPython import get_ipython
 
@@ -519,17 +531,9 @@ def dependencies(opened=()) -> dict:
             files |= {str(p) for p in folder.rglob("*.py")} | {str(p) for p in folder.rglob("*.json")}
     except ImportError:
         pass
-    keep = sorted(
-        str(Path(f).resolve())
-        for f in files
-        if isinstance(f, str)
-        and os.path.isfile(f)
-        and not f.startswith(_SKIP)
-        and (not f.startswith(_STDLIB) or "site-packages" in f)
-        and "__pycache__" not in f
-        and not f.endswith(".md")  # a page's source: jupyter-cache keys its code, the record its claims table
-    )
-    return {"files": {f: file_digest(f) for f in keep}, "env": _environment(), "python": sys.version}
+    read = {path: file_digest(path) for f in files if isinstance(f, str) and (path := _kept(f))}
+    imported = dict(v for f in modules if (v := _IMPORTED[f]) is not None)
+    return {"files": dict(sorted((imported | read).items())), "env": _environment(), "python": sys.version}
 
 
 def _environment() -> dict[str, str]:

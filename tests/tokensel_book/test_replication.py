@@ -138,7 +138,7 @@ def test_a_worker_with_two_threads_runs_one_task_at_a_time(tmp_path):
         done = client.gather([client.submit(rep.run_task, spec, pure=False) for spec in specs])
     assert all(r["status"] in ("ok", "claims failed") for r in done), [r.get("error") for r in done]
     spans = sorted((r["ended"] - r["seconds"], r["ended"]) for r in done)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans  # one chapter at a time
+    assert all(a[1] <= b[0] + 0.01 for a, b in zip(spans, spans[1:], strict=False)), spans  # seconds: to 0.01 s
 
 
 def start(program: str, *args, env: dict) -> subprocess.Popen:
