@@ -33,14 +33,8 @@ def _results_dir(tmp_path, monkeypatch, _cache_root):
     # data caches never touch the user's
     monkeypatch.setenv("TOKENSEL_CACHE_DIR", str(_cache_root))
     # a test sets the data sources it means to use (CI exports an IMDB mirror for the book)
-    for var in (
-        "TOKENSEL_IMDB_ARCHIVE",
-        "TOKENSEL_IMDB_SHA256",
-        "TOKENSEL_YELP_SOURCE",
-        "TOKENSEL_YELP_SIZE",
-        "TOKENSEL_CLAIMS",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    for var in ("IMDB_ARCHIVE", "IMDB_SHA256", "YELP_SOURCE", "YELP_SIZE", "CLAIMS"):
+        monkeypatch.delenv(f"TOKENSEL_{var}", raising=False)
 
 
 #: the front matter of a MyST Markdown notebook as the book's chapters open (for the tests' own small chapters)

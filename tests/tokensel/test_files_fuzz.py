@@ -34,7 +34,6 @@ def _good_checkpoint(path):
     return torch.load(path, weights_only=True)
 
 
-# ------------------------------------------------------------------ checkpoints
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "run.pt"
@@ -70,7 +69,6 @@ def test_damaged_checkpoint_bytes_are_refused_or_harmless(tmp_path_factory, chec
     _resume_leaves_model_alone_or_resumes(path)
 
 
-# ------------------------------------------------------------------ manifests
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
@@ -96,7 +94,6 @@ def test_any_manifest_is_read_or_refused_with_one_error(tmp_path_factory, manife
         pass
 
 
-# ------------------------------------------------------------------ archives
 def _tar(members):
     raw = io.BytesIO()
     with (
@@ -157,7 +154,6 @@ def test_a_huge_review_member_is_refused_without_being_read(tmp_path):
         imdb_archive.parse_archive(tmp_path / "ids.tar.gz")
 
 
-# ------------------------------------------------------------------ caches
 TRAIN = dict(
     text=["good film", "great", "bad film", "awful"], label=[1, 1, 0, 0], rating=[9, 8, 2, 1], review_id=[0, 1, 2, 3]
 )
@@ -219,7 +215,6 @@ def test_any_damage_to_the_parsed_cache_is_repaired_or_refused(tmp_path_factory,
     assert pq.read_table(again / "imdb" / "train.parquet").column("text").to_pylist() == by_label_and_id
 
 
-# ------------------------------------------------------------------ the command line
 #: the commands that take a path, in one line each, " | " between them
 COMMANDS = (
     "manifest {p} | imdb-mirror {p} {p}/a.tar.gz | imdb-mirror {d} {p} | book format --check {p} | "

@@ -2,6 +2,7 @@
 and a false claim fails the build by name. Built with jupyter-book itself, on a one-page book."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,18 @@ def build(root: Path, env: dict) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.slow(seconds=150)
+def stale(root: Path, env: dict) -> str:
+    """Why the next build would execute the page ("None": it would not), from a copy of the cache (four builds, not
+    one per change)."""
+    shutil.rmtree(copy := root.parent / "cache-copy", ignore_errors=True)
+    shutil.copytree(root / "_build" / ".jupyter_cache", copy)
+    code = f"from jupyter_cache import get_cache as g; from tokensel_book.execution import stale_reason; c=g('{copy}')"
+    code += f"; print(stale_reason(c, c.get_cache_bundle(c.list_cache_records()[0].pk).nb, '{root}/book/ch.md'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return done.stdout.strip() + done.stderr
+
+
+@pytest.mark.slow(seconds=80)
 def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(tmp_path):
     root, elsewhere = tmp_path / "book_root", tmp_path / "elsewhere"
     write_book(root, "ch", CHAPTER.replace("LEAST", "0"), CONFIG)
@@ -68,18 +80,23 @@ def test_a_page_executes_again_when_anything_its_run_read_changes_and_only_then(
     executes = "execution cache: book/ch executes"
     assert executes in build(root, env)
     assert executes not in build(root, env)  # nothing changed: reused
+    assert stale(root, env) == "None"
     reworded = CHAPTER.replace("LEAST", "0").replace("the helper's value", "the helper's value, in words")
-    changes = {
-        "a helper module outside the library": lambda: (root / "book" / "helper.py").write_text("VALUE = 2\n"),
-        "a file under a linked folder": lambda: (elsewhere / "x.txt").write_text("b\n"),
-        "an IPython start-up file": lambda: (startup / "00.py").write_text("X = 2\n"),
-        "a setting (NUMBA_OPT)": lambda: env.update(NUMBA_OPT="0"),
-        "the claims table alone": lambda: (root / "book" / "ch.md").write_text(reworded),
+    changes = {  # each alone, then undone
+        root / "book" / "helper.py": ("VALUE = 2\n", "helper.py changed"),  # a helper module outside the library
+        elsewhere / "x.txt": ("b\n", "x.txt changed"),  # a file under a linked folder
+        startup / "00.py": ("X = 2\n", "00.py changed"),  # an IPython start-up file
+        root / "book" / "ch.md": (reworded, "its record is missing or not valid"),  # the claims table alone
     }
-    for what, change in changes.items():
-        change()
-        assert executes in build(root, env), what
-    assert executes not in build(root, env)
+    for path, (text, why) in changes.items():
+        before = path.read_text()
+        path.write_text(text)
+        assert why in stale(root, env), why
+        path.write_text(before)
+    assert "$NUMBA_OPT changed" in stale(root, env | {"NUMBA_OPT": "0"})  # a setting
+    assert stale(root, env) == "None"  # every change undone
+    (root / "book" / "helper.py").write_text("VALUE = 2\n")
+    assert executes in build(root, env)
     (root / "book" / "ch.md").write_text(CHAPTER.replace("LEAST", "3"))  # a false claim
     log = build(root, env)
     assert "ClaimFailedError" in log and "the helper's value" in log

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import MYST_FRONT_MATTER
 from test_browser import chromium
+from test_replication import _port
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,12 +47,6 @@ print("the next cell ran")
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(predicate, timeout: float, what: str):
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -71,8 +65,7 @@ def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(t
     for ext in ("jupyterlab-myst", "jupyterlab-jupytext"):
         line = next((ln for ln in listing.splitlines() if ext in ln), "")
         assert "enabled" in line and "OK" in line, f"{ext} is not enabled and compatible:\n{listing}"
-    work = tmp_path / "book"
-    work.mkdir()
+    (work := tmp_path / "book").mkdir()
     shutil.copy(ROOT / "jupytext.toml", tmp_path / "jupytext.toml")
     (tmp_path / "_config.yml").write_text("title: lab test\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/demo\n")
@@ -80,7 +73,7 @@ def test_lab_opens_a_chapter_as_a_rendered_notebook_and_reports_a_broken_claim(t
     # what `make notebooks` does: the paired .ipynb, then the .md touched so that it is the newer file
     subprocess.run([str(BIN / "jupytext"), "--quiet", "--to", "ipynb", str(work / "demo.md")], check=True)
     os.utime(work / "demo.md")
-    port, token = _free_port(), "tokensel-test"
+    port, token = _port(), "tokensel-test"
     env = dict(os.environ, TOKENSEL_CLAIMS="report", TOKENSEL_RESULTS_DIR=str(tmp_path / "checks"))
     env |= dict(PATH=f"{BIN}:{os.environ.get('PATH', '')}", JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"))
     env |= dict(JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))

@@ -206,7 +206,6 @@ def test_the_vectorised_exp_is_accurate_and_keeps_a_nan():
     assert np.allclose(e32, np.exp(np.array([0.0, -3.75, -1.0])), rtol=1e-15)
 
 
-# ---------------------------------------------------------------- the passes over E
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
 @pytest.mark.parametrize("S,d,r", [(1, 7, 2), (3, 19, 2), (37, 33, 5), (103, 2048, 5), (300, 64, 3)])
 def test_the_products_with_E_equal_numpy_and_repeat_bitwise_across_threads(S, d, r, dtype, tol, monkeypatch):
@@ -250,7 +249,6 @@ def test_the_adam_pass_is_adams_arithmetic_bit_for_bit(dtype, r):
         assert np.array_equal(E, Er) and np.array_equal(m, mr) and np.array_equal(s, sr), step
 
 
-# ---------------------------------------------------------------- the two-layer variants' kernels
 def _two_layer_case(kind, dtype, seed, scale=1.0):
     g = np.random.default_rng(seed)
     seqs = [g.integers(0, 19, size=g.integers(1, 12)) for _ in range(70)]
