@@ -24,7 +24,7 @@ help:
 	@echo "make test-fast  the tests not marked slow (about a minute, for daily work)"
 	@echo "make browser-check  load every page of the built book, and a chapter in JupyterLab, in headless Chromium; print the PDF (after make book and make book-student)"
 	@echo "make browser-check-book / browser-check-student  the same for the full book only / the student edition only"
-	@echo "make browser-check-book-pages / browser-check-book-print  the full book's check in two halves: its pages; its PDF, the lab and the explorable figures"
+	@echo "make browser-check-book-pages / browser-check-book-print  the full book's check in two halves: its pages; its PDF and the lab"
 	@echo "make pdf            print the built book to _build/pdf/tokensel.pdf with headless Chromium (after make book)"
 	@echo "make pdf-student    print the student edition's chapters to _build/pdf/tokensel-student.pdf (after make book-student)"
 	@echo "make bench      run the benchmarks at IMDB scale (not tests)"
@@ -72,9 +72,10 @@ test-fast: $(STAMP)
 
 # the built book's (after make book) and the student edition's (after make book-student) browser tests: both
 # targets, or one (CI runs them side by side, the book's as soon as the book is built)
-# (the book's in two halves of about equal time, which CI runs side by side: the pages; the print, the lab and the plots)
-BROWSER_BOOK_PAGES := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py
-BROWSER_BOOK_PRINT := tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py tests/tokensel_book/test_explorable.py
+# (the book's in two halves of about equal time, which CI runs side by side: the pages, and the print and the lab)
+BROWSER_BOOK_PAGES := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py \
+  tests/tokensel_book/test_explorable.py
+BROWSER_BOOK_PRINT := tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py
 BROWSER_BOOK := $(BROWSER_BOOK_PAGES) $(BROWSER_BOOK_PRINT)
 BROWSER_STUDENT := tests/tokensel_book/test_student.py
 browser-check: $(STAMP)
