@@ -72,11 +72,15 @@ test-fast: $(STAMP)
 
 # the built book's (after make book) and the student edition's (after make book-student) browser tests: both
 # targets, or one (CI runs them side by side, the book's as soon as the book is built)
-# (the book's in two halves of about equal time, which CI runs side by side: the pages, and the print and the lab)
+# (the book's in two halves of about equal time, which CI runs side by side: the pages; the print, the lab and
+# the layout checks on pages of their own)
+OWN_PAGES := tests/tokensel_book/test_layout.py::test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not \
+  tests/tokensel_book/test_layout.py::test_the_measurement_finds_what_is_too_wide
 BROWSER_BOOK_PAGES := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py \
-  tests/tokensel_book/test_explorable.py
-BROWSER_BOOK_PRINT := tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py
-BROWSER_BOOK := $(BROWSER_BOOK_PAGES) $(BROWSER_BOOK_PRINT)
+  tests/tokensel_book/test_explorable.py $(addprefix --deselect ,$(OWN_PAGES))
+BROWSER_BOOK_PRINT := tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py $(OWN_PAGES)
+BROWSER_BOOK := tests/tokensel_book/test_browser.py tests/tokensel_book/test_reader_words.py tests/tokensel_book/test_layout.py \
+  tests/tokensel_book/test_explorable.py tests/tokensel_book/test_pdf.py tests/tokensel_book/test_lab.py
 BROWSER_STUDENT := tests/tokensel_book/test_student.py
 browser-check: $(STAMP)
 	$(BIN)/python -m pytest -q -s --browser --durations=5 $(BROWSER_BOOK) $(BROWSER_STUDENT)
