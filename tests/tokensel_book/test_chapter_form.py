@@ -192,7 +192,7 @@ def test_captions_glue_the_parameters_they_quote(page):
     assert [(name, x) for name, x in found if (page, x) not in CAPTION_COINCIDENCES] == []
 
 
-def test_the_caption_scan_sees_a_typed_in_parameter():
+def test_the_caption_and_credit_scans_see_a_typed_in_parameter_and_an_unsourced_protocol():
     page = (
         "```{code-cell} ipython3\n:tags: [parameters]\nd = 512  # width\nsteps = 300  # steps\n```\n"
         "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Trained at $d = 512$ for "
@@ -200,3 +200,23 @@ def test_the_caption_scan_sees_a_typed_in_parameter():
     )
     assert typed_parameters(page) == [("d", 512.0)]
     assert typed_parameters(page.replace("$d = 512$", "$d$ = {glue:text}`d`")) == []
+    said = ["We train 300 steps.", "The paper uses Adam.", "Figure 3 bins, as the paper does.", "$v$ is trained too."]
+    assert unsourced_credits(" ".join(said) + " As the paper does.") == [said[1], "As the paper does."]
+    assert unsourced_credits("The review discussion trains $v$, as the paper does; the paper gives no steps.") == []
+
+
+SETTING = r"Adam|learning rates?|optimi[sz]ers?|epochs?|batch size|protocol|\d[\d,]* steps|trains? \$v\$"
+SOURCE = r"\b(ours?|abstract|poster|discussion|Figures?|Section|Eq\.|Theorem|Lemmas?|not|nothing|none|no|nor)\b"
+
+
+def unsourced_credits(text: str) -> list[str]:
+    """Sentences (code cells aside) crediting the paper with a training setting but naming no source, nor ours."""
+    prose = re.sub(r"\$\$.*?\$\$|`[^`]*`", " ", CELL.sub(" ", text), flags=re.S)
+    said = (" ".join(s.split()) for s in re.split(r"(?<=[.;:!?])\s+(?=[A-Z(*])|\n\n", prose))
+    credit = rf"(?=.*\b(the paper|the authors)\b).*\b({SETTING}|trained (?:jointly|together)|as (?:in )?the paper)\b"
+    return [s for s in said if re.search(credit, s, re.I) and not re.search(SOURCE, s)]
+
+
+@pytest.mark.parametrize("page", sorted(p.stem for p in (ROOT / "book").glob("*.md")))
+def test_a_training_setting_credited_to_the_paper_names_its_source(page):
+    assert unsourced_credits((ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")) == []

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_book
+from conftest import MYST_FRONT_MATTER, write_book
 
 CONFIG = """title: t
 execute:
@@ -19,19 +19,10 @@ sphinx:
   config:
     nb_execution_raise_on_error: true
 """
-CHAPTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
-claims:
-  value:
-    claim: "the helper's value"
-    tests: lem-a
-    threshold: "exact"
+CHAPTER = (
+    MYST_FRONT_MATTER[:-4]
+    + """claims:
+  value: {claim: "the helper's value", tests: lem-a, threshold: "exact"}
 ---
 # A page
 
@@ -46,6 +37,7 @@ tb.check("value", helper.VALUE + len(data) * 0, at_least=LEAST)
 tb.end_chapter()
 ```
 """
+)
 
 
 def build(root: Path, env: dict) -> str:

@@ -10,25 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_book
+from conftest import MYST_FRONT_MATTER, write_book
 
 from tokensel.errors import InvalidArgumentError
 from tokensel_book import replication as rep
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTER = """---
-kernelspec:
-  name: python3
-  display_name: Python 3
-claims:
-  small:
-    claim: "a draw below 0.8"
-    tests: lem-draw
-    threshold: "a uniform draw is below 0.8 four times in five"
-  setting:
-    claim: "the sweep's setting reached the worker"
-    tests: lem-draw
-    threshold: "exact"
+CHAPTER = (
+    MYST_FRONT_MATTER[:-4]
+    + """claims:
+  small: {claim: "a draw below 0.8", tests: lem-draw, threshold: "a uniform draw is below 0.8 four times in five"}
+  setting: {claim: "the sweep's setting reached the worker", tests: lem-draw, threshold: "exact"}
 ---
 # A chapter
 
@@ -51,6 +43,7 @@ tb.check("setting", os.environ.get("TOKENSEL_TEST_SETTING") == "on")
 tb.end_chapter()
 ```
 """
+)
 
 
 def tiny_book(root: Path) -> Path:

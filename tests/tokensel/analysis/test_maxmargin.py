@@ -15,17 +15,19 @@ from tokensel.errors import InfeasibleSVMError, InvalidParameterError, SolverErr
 TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
 
 
-def _brute_pairs(batch, selected):
-    out = set()
-    sel = selected.tolist()
-    pos = 0
+def _by_sequence(batch, selected):
+    """Each sequence's selected and unselected tokens, by brute force."""
+    sel, pos = selected.tolist(), 0
     for seq in batch.to_lists():
-        flags = sel[pos : pos + len(seq)]
-        pos += len(seq)
-        S = {s for s, f in zip(seq, flags, strict=True) if f}
-        U = {s for s, f in zip(seq, flags, strict=True) if not f}
-        out |= set(itertools.product(S, U))
-    return np.array(sorted(out))
+        flags, pos = sel[pos : pos + len(seq)], pos + len(seq)
+        yield (
+            sorted({s for s, f in zip(seq, flags, strict=True) if f}),
+            {s for s, f in zip(seq, flags, strict=True) if not f},
+        )
+
+
+def _brute_pairs(batch, selected):
+    return np.array(sorted({p for S, U in _by_sequence(batch, selected) for p in itertools.product(S, U)}))
 
 
 def test_pairs_match_brute_force(small):
@@ -123,15 +125,7 @@ def test_two_embeddings_1e_12_apart_are_not_called_infeasible(form):
 
 
 def _brute_ties(batch, selected):
-    out = set()
-    sel = selected.tolist()
-    pos = 0
-    for seq in batch.to_lists():
-        flags = sel[pos : pos + len(seq)]
-        pos += len(seq)
-        S = sorted({s for s, f in zip(seq, flags, strict=True) if f})
-        out |= {(S[0], r) for r in S[1:]}
-    return out
+    return {(S[0], r) for S, _ in _by_sequence(batch, selected) for r in S[1:]}
 
 
 def test_ties_match_brute_force(small):
