@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # real data: the hub when reachable; a checkout with ../shared/data beside it uses that copy
 export TOKENSEL_DATA_DIR ?= $(if $(wildcard ../shared/data/imdb),$(abspath ../shared/data),)
 
-.PHONY: assignments lint replicate replicate-ci book book-student format test test-fast browser-check browser-check-book browser-check-book-pages browser-check-book-print browser-check-student pdf pdf-student bench bench-quick notebooks lab venv clean help
+.PHONY: assignments calibrate lint replicate replicate-ci book book-student format test test-fast browser-check browser-check-book browser-check-book-pages browser-check-book-print browser-check-student pdf pdf-student bench bench-quick notebooks lab venv clean help
 
 help:
 	@echo "make book       create .venv, install pinned dependencies, execute and build the HTML book"
@@ -33,6 +33,7 @@ help:
 	@echo "make lab        open the chapters as notebooks in JupyterLab (MyST rendered; failed claims reported, not fatal)"
 	@echo "make replicate  every chapter's claims at fresh seeds on Dask (chapters 1-5 and the pages intro, own_data: 20 seeds, 6-7: 10), into book/recorded/replication"
 	@echo "make replicate-ci  chapters 1-5 at the first fresh seed (2 workers), compared with the recorded replication"
+	@echo "make calibrate  chapters 1-5 and the pages at 10 other fresh seeds: each claim's rate against the recorded one"
 	@echo "make clean      remove _build"
 
 venv: $(STAMP)
@@ -194,6 +195,13 @@ REAL_SEEDS ?= 10
 replicate: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) $(PAGES) --seeds $(SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters 06_real_data 07_beyond --seeds $(REAL_SEEDS) $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+
+# the calibration: chapters 1-5 and the pages at ten fresh seeds past the recorded ones (which the recorded
+# replication never ran), each claim's rate against the recorded one (scripts/calibrate.py)
+calibrate: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tokensel_book replicate --chapters $(SYNTHETIC) $(PAGES) --seeds 10 \
+	  --first-seed $(SEEDS) --out book/recorded/calibration $(if $(SCHEDULER),--scheduler $(SCHEDULER),)
+	$(BIN)/python scripts/calibrate.py book/recorded/calibration
 
 # CI's small replication: chapters 1-5 at the first fresh seed on a 2-worker LocalCluster, every task
 # compared claim by claim with the same task of the recorded replication

@@ -310,13 +310,6 @@ def summarize(out: Path, root: Path, chapter: str = "*"):
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["chapter", "id", "claim", "k", "n"])
 
 
-def write_summary(out: Path, root: Path) -> Path:
-    frame = summarize(out, root)
-    path = Path(out) / "summary.csv"
-    frame.to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g")
-    return path
-
-
 _NOTES: dict = {}
 
 
@@ -415,7 +408,7 @@ def sweep(root: Path, chapters: list[str], seeds: list[int], out: Path, schedule
         client.close()
         if cluster is not None:
             cluster.close()
-    write_summary(out, root)
+    summarize(out, root).to_csv(out / "summary.csv", index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g")
     return results
 
 

@@ -10,18 +10,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import write_book
+from conftest import MYST_FRONT_MATTER, write_book
 
 from tokensel.errors import InvalidArgumentError, StorageError
 from tokensel_book import exercises
 from tokensel_book.assignments import MARK, TAG, grade, prepare_folder, write_assignments
 
-CHAPTER = """---
-kernelspec:
-  name: python3
-  display_name: Python 3
----
-# A chapter
+CHAPTER = (
+    MYST_FRONT_MATTER
+    + """# A chapter
 
 ````{prf:lemma} Sums
 :label: lem-sum
@@ -56,6 +53,7 @@ tb.self_check("ex-sum", x=x, given=dict(data=data))
 It is `data.sum()`.
 ````
 """
+)
 KEY = """from tokensel_book.exercises import Answer, exercise
 
 

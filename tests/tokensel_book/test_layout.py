@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import build_book, write_book
+from conftest import MYST_FRONT_MATTER, build_book, write_book
 
 from tokensel_book.pdf import WAIT_FOR_MATH, chromium, serve
 
@@ -157,18 +157,9 @@ def test_every_image_that_records_panels_is_cut_into_them():
     assert not missed, "images of several panels shown only whole:\n" + "\n".join(missed)
 
 
-TINY_PAGE = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-    format_version: 0.13
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-# Panels
+TINY_PAGE = (
+    MYST_FRONT_MATTER
+    + """# Panels
 
 ```{code-cell} ipython3
 ---
@@ -200,6 +191,7 @@ for ax in axes:
     ax.plot([1, 2, 3]);
 ```
 """
+)
 
 
 def test_a_tiny_books_figures_stack_on_a_phone_and_the_measurement_sees_when_they_do_not(tmp_path):

@@ -3,6 +3,7 @@ runs depended on, Wilson intervals, and a real cluster of separate scheduler and
 
 import json
 import os
+import runpy
 import shutil
 import socket
 import subprocess
@@ -102,17 +103,12 @@ def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, mon
     assert "cannot be trusted" in rep.load(out, root)[2][0]
 
 
-def test_a_chapter_without_a_parameters_cell_is_refused(tmp_path):
+def test_a_chapter_without_a_parameters_cell_is_refused_and_one_whose_tag_moved_is_not_counted(tmp_path, monkeypatch):
     root = tiny_book(tmp_path)
     text = (root / "book" / "ch.md").read_text().replace(":tags: [parameters]\n", "")
     (root / "book" / "ch.md").write_text(text)
     with pytest.raises(InvalidArgumentError, match="tagged `parameters`"):
         rep.sweep(root, ["ch"], [1000], tmp_path / "out")
-
-
-def test_a_chapter_whose_parameters_tag_moved_is_not_counted_at_the_seed_it_was_given(tmp_path, monkeypatch):
-    root = tiny_book(tmp_path)
-    text = (root / "book" / "ch.md").read_text().replace(":tags: [parameters]\n", "")
     (root / "book" / "ch.md").write_text(text.replace("```{code-cell} ipython3\nimport os", "```{code-cell} ipython3\n"
                                                       ":tags: [parameters]\nimport os"))  # fmt: skip
     monkeypatch.setenv("PYTHONHASHSEED", "0")
@@ -186,6 +182,20 @@ def test_a_cluster_of_separate_scheduler_and_workers_runs_the_sweep_and_refuses_
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:  # a worker slow to close on a loaded machine
                 p.kill()
+
+
+def test_a_disjoint_block_of_seeds_calibrates_each_claims_rate(tmp_path, monkeypatch):
+    root = tiny_book(tmp_path)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    monkeypatch.delitem(sys.modules, "helper", raising=False)  # this book's helper, not another test's
+    for out, seeds in (("rec", (1017, 1025, 1028, 1029)), ("block", (5000, 5001, 5002, 5003))):  # above 0.8, below
+        assert {rep.run_task(task(root, tmp_path / out, s))["status"] for s in seeds} == {"claims failed"}
+    calibrate = runpy.run_path(str(ROOT / "scripts" / "calibrate.py"))["calibrate"]
+    frame = calibrate(tmp_path / "block", tmp_path / "rec", root).set_index("id")
+    assert frame.loc["small", ["k", "n", "k_block", "n_block"]].tolist() == [0, 4, 4, 4]
+    assert frame.p.tolist() == [pytest.approx(2 / 70), 1.0] and frame.differs.tolist() == [True, False]
+    assert (tmp_path / "block" / "calibration.csv").is_file()
+    pytest.raises(InvalidArgumentError, calibrate, tmp_path / "rec", tmp_path / "rec", root).match("shares 4")
 
 
 def test_a_claim_no_fresh_seed_reached_counts_as_failed_at_every_seed(tmp_path, monkeypatch):

@@ -417,22 +417,26 @@ def _counts(runs, quantity: str):
     eta0=Real(min=0.0, min_inclusive=False, allow_none=True),
 )
 def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> dict:
-    """The executed count of ``quantity`` runs against the recorded sweep's prediction (grid or one ``eta0``):
-    ``expected = sum_c n k_r / N``, ``sigma^2 = sum_c n p_c (1 - p_c) (1 + n / N)``, ``p_c = (k_r + 1) / (N + 2)``
-    (no cell claims certainty), and ``z``."""
+    """The executed count of ``quantity`` runs (grid or one ``eta0``) against the sweep's prediction, for runs whose
+    ``D`` data seeds share each of ``I`` initialisations (the trap depends on it): ``expected = I D mean(S)``,
+    ``sigma^2 = I (D v + D (D-1) c) (1 + 1/R)``; ``S``, ``v``, ``c``: a grid's count at one data seed and
+    initialisation, its variance over the sweep's ``R`` initialisations, its covariance between two data seeds."""
     if eta0 is not None:
         executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
         if executed.empty or recorded.empty:
             raise InvalidArgumentError(f"eta0 = {eta0} is not a step of both grids")
-    k_e, n_e = _counts(executed, quantity)
-    k_r, n_r = _counts(recorded, quantity)
-    if not k_e.index.equals(k_r.index):
+    if not _counts(executed, quantity)[0].index.equals(_counts(recorded, quantity)[0].index):
         raise InvalidArgumentError("executed and recorded must cover the same cells (d, eta0)")
-    p = (k_r + 1) / (n_r + 2)
-    expected = float((n_e * k_r / n_r).sum())
-    sigma = float(np.sqrt((n_e * p * (1 - p) * (1 + n_e / n_r)).sum()))
-    count = int(k_e.sum())
-    return dict(count=count, expected=expected, sigma=sigma, z=(count - expected) / sigma, cells=len(k_e))
+    grids = [f.groupby(["init_seed", "data_seed"])[quantity].sum().unstack() for f in (executed, recorded)]
+    (n_init, n_data), sweep = grids[0].shape, grids[1].astype(float)
+    if sweep.isna().any().any() or sweep.shape[1] < 2:
+        raise InvalidArgumentError("recorded must run every initialisation at two data seeds or more")
+    v = float(sweep.var(ddof=1).mean())
+    c = float(np.nanmean(np.where(np.eye(sweep.shape[1], dtype=bool), np.nan, sweep.cov().to_numpy())))
+    expected, count = n_init * n_data * float(sweep.to_numpy().mean()), int(executed[quantity].sum())
+    sigma = float(np.sqrt(max(n_init * (n_data * v + n_data * (n_data - 1) * c), v) * (1 + 1 / len(sweep))))
+    cells = executed.groupby(["d", "eta0"]).ngroups
+    return dict(count=count, expected=expected, sigma=sigma, z=(count - expected) / sigma, cells=cells)
 
 
 @declare(executed=RUNS, recorded=RUNS)

@@ -143,7 +143,7 @@ class VariantModel(_EmbeddingModel):
         same_dtype_and_device(self.E, **self.matrices)
         return self
 
-    #: whether training also updates ``v`` (fixed as in the theory unless a subclass says so; the paper trains it)
+    #: whether training also updates ``v`` (fixed as in the theory unless a subclass says so; our protocol trains it)
     trains_v: ClassVar[bool] = False
 
     def read_out(self) -> torch.Tensor:

@@ -104,11 +104,11 @@ def test_a_seed_twice_is_refused_before_any_run():
         ts.experiments.phase.phase_runs([0], [1, 1], widths=[32], steps=[1.0], t_max=10.0, progress=False)
 
 
-def _frame(cells):
-    """Hand-made phase runs: ``cells`` maps (d, eta0) to a list of (full, trapped) per run."""
+def _frame(cells, data_seed=0):
+    """Hand-made phase runs: ``cells`` maps (d, eta0) to a list of (full, trapped) per initialisation."""
     rest = dict(mass_pos=1.0, mass_neg=1.0, p_dot_v=0.0, cos_own_mid=np.nan, cos_own=np.nan, own_status="")
     rows = [
-        dict(data_seed=0, d=d, eta0=eta0, init_seed=i, full=full, trapped=trapped, **rest)
+        dict(data_seed=data_seed, d=d, eta0=eta0, init_seed=i, full=full, trapped=trapped, **rest)
         | dict(predicted=1.0 if trapped else 0.5, loss_gap=0.1 if trapped else 0.0, selected=1.0 if full else 0.5)
         for (d, eta0), runs in cells.items()
         for i, (full, trapped) in enumerate(runs)
@@ -116,24 +116,24 @@ def _frame(cells):
     return pd.DataFrame(rows, columns=list(ts.experiments.phase.COLUMNS))
 
 
-def test_agreement_counts_against_the_recorded_prediction():
+def test_agreement_counts_against_the_recorded_prediction_for_runs_that_share_their_initialisation():
     phase = ts.experiments.phase
-    recorded = _frame({(32, 1.0): [(True, False)] * 6 + [(False, False)] * 4, (64, 1.0): [(False, True)] * 10})
-    executed = _frame({(32, 1.0): [(True, False), (False, False)], (64, 1.0): [(False, True), (False, False)]})
+    # the sweep: two data seeds, four initialisations; initialisations 0 and 1 select everywhere, 2 and 3 nowhere
+    runs = [(True, False)] * 2 + [(False, True)] * 2
+    recorded = pd.concat([_frame({(32, 1.0): runs, (64, 1.0): runs}, seed) for seed in (0, 1)])
+    executed = pd.concat([_frame({(32, 1.0): [(True, False)], (64, 1.0): [(False, True)]}, seed) for seed in (7, 8)])
     a = phase.agreement(executed, recorded, "full")
-    # expected: 2 * 6/10 + 2 * 0/10; sigma^2 = sum 2 p (1 - p) (1 + 2/10) with p = (k + 1)/12
-    p = np.array([7 / 12, 1 / 12])
-    assert a["count"] == 1 and a["cells"] == 2
-    assert a["expected"] == pytest.approx(1.2)
-    assert a["sigma"] == pytest.approx(np.sqrt((2 * p * (1 - p) * 1.2).sum()))
-    assert a["z"] == pytest.approx((1 - 1.2) / a["sigma"])
+    # S (a grid's count) is 2, 2, 0, 0 at both data seeds: v = c = 4/3; one initialisation shared by two data seeds
+    assert a["count"] == 2 and a["cells"] == 2 and a["expected"] == pytest.approx(2.0)
+    assert a["sigma"] == pytest.approx(np.sqrt((2 * 4 / 3 + 2 * 4 / 3) * (1 + 1 / 4)))  # independent: half of it
+    assert a["z"] == 0.0
     t = phase.agreement(executed, recorded, "trapped", eta0=1.0)
-    assert t["count"] == 1 and t["expected"] == pytest.approx(2.0)
-    with pytest.raises(InvalidArgumentError, match="same cells"):
-        phase.agreement(executed[executed.d == 32], recorded, "full")
+    assert t["count"] == 2 and t["expected"] == pytest.approx(2.0)
+    pytest.raises(InvalidArgumentError, phase.agreement, executed[executed.d == 32], recorded, "full").match("same")
     pytest.raises(InvalidArgumentError, lambda: phase.agreement(executed, recorded, "full", eta0=3.0)).match("eta0")
-    with pytest.raises(InvalidArgumentError, match="executed"):
-        phase.agreement(executed.drop(columns="full"), recorded, "full")
+    one_seed = recorded[recorded.data_seed == 0]
+    pytest.raises(InvalidArgumentError, phase.agreement, executed, one_seed, "full").match("two data seeds")
+    pytest.raises(InvalidArgumentError, phase.agreement, executed.drop(columns="full"), recorded, "full").match("exec")
 
 
 def test_cell_agreement_flags_only_a_contradicted_cell():
