@@ -191,6 +191,9 @@ def run_task(spec: dict) -> dict:
         status = "timed out" if error.startswith("timed out") else "crashed"
     result.update(status=status, error=error, seconds=round(seconds, 2), worker=platform.node(), ended=ended)
     if record is not None:
+        base = str(Path(spec["root"])) + os.sep  # the project's files only: the versions cover the ~3,400 others
+        record["depends"]["files"] = {f: d for f, d in record["depends"]["files"].items() if f.startswith(base)}
+        record["seal"] = seal(record)
         result.update(chapter_seconds=round(record["seconds"], 2), files=project_files(record, Path(spec["root"])))
         write_json_atomic(folder / "record.json", record)
     result["seal"] = seal(result)

@@ -79,8 +79,10 @@ def test_a_sweep_counts_current_tasks_only_and_reruns_what_changed(tmp_path, mon
     assert sorted(r["seed"] for r in first) == seeds and {r["status"] for r in first} <= {"ok", "claims failed"}
     assert not [f for r in first for f in r["files"] if f.startswith(str(rep.RECORDED))]
     frame = rep.summarize(out, root).set_index("id")
-    draws = [json.loads((out / f"tasks/ch/seed-{s}/record.json").read_text())["checks"][0] for s in seeds]
-    assert frame.loc["small", "k"] == sum(c["passed"] for c in draws) and frame.loc["small", "n"] == 4
+    records = [json.loads((out / f"tasks/ch/seed-{s}/record.json").read_text()) for s in seeds]
+    kept = [f for r in records for f in r["depends"]["files"]]
+    assert kept and all(f.startswith(str(root)) for f in kept)  # the project's files only, not site-packages
+    assert frame.loc["small", "k"] == sum(r["checks"][0]["passed"] for r in records) and frame.loc["small", "n"] == 4
     assert frame.loc["setting", "k"] == 4  # the shell's setting travelled with every task
     assert (frame.loc["small", "low"], frame.loc["small", "high"]) == rep.wilson(frame.loc["small", "k"], 4)
     assert (out / "summary.csv").read_text().startswith("chapter,id,claim,k,n,low,high")

@@ -420,7 +420,8 @@ def agreement(executed, recorded, quantity: str, eta0: float | None = None) -> d
     """The executed count of ``quantity`` runs (grid or one ``eta0``) against the sweep's prediction, for runs whose
     ``D`` data seeds share each of ``I`` initialisations (the trap depends on it): ``expected = I D mean(S)``,
     ``sigma^2 = I (D v + D (D-1) c) (1 + 1/R)``; ``S``, ``v``, ``c``: a grid's count at one data seed and
-    initialisation, its variance over the sweep's ``R`` initialisations, its covariance between two data seeds."""
+    initialisation, its variance over the sweep's ``R`` initialisations, its covariance between two data seeds;
+    the variance at least ``v`` before the factor: a negative ``c`` from few seeds must not make a band vanish."""
     if eta0 is not None:
         executed, recorded = executed[executed.eta0 == eta0], recorded[recorded.eta0 == eta0]
         if executed.empty or recorded.empty:

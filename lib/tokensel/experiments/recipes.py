@@ -70,8 +70,8 @@ def _final_scores(history) -> dict:
 def train_full(
     data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
-    """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit vector (the
-    paper trains ``v`` too: :func:`train_all`); ``(model, trajectory frame)``. Introduced in chapter 06."""
+    """The theory's setup: ``E`` and ``p`` trained jointly with full-batch Adam, ``v`` a fixed unit vector (our
+    protocol trains ``v`` too: :func:`train_all`); ``(model, trajectory frame)``. Introduced in chapter 06."""
     return _train_from_init(data, settings, d, seed, ("E", "p"), "full", dtype)
 
 
@@ -79,7 +79,7 @@ def train_full(
 def train_all(
     data: ReviewData, settings: TrainSettings | None = None, d: int = PAPER_D, seed: int = 0, dtype=torch.float64
 ):
-    """The paper's setup: :func:`train_full` with ``v`` trained too. Chapter 06's main model."""
+    """Our protocol: :func:`train_full` with ``v`` trained too. Chapter 06's main model."""
     return _train_from_init(data, settings, d, seed, ("E", "p", "v"), "full_v", dtype)
 
 
@@ -345,21 +345,23 @@ def rating_classes(data: ReviewData, split: str = "train") -> RaggedBatch:
     )
 
 
-@declare(dtype=DTYPE, **RECIPE)
+@declare(dtype=DTYPE, train_v=Bool(), **RECIPE)
 def train_multiclass(
     data: ReviewData,
     settings: TrainSettings | None = None,
     d: int = PAPER_D,
     seed: int = 0,
     dtype=torch.float32,
+    train_v: bool = False,
 ):
     """The four rating classes trained as :func:`train_full` trains the binary model, the orthonormal read-outs
-    ``V`` fixed (float32: the statistics read from it, rank correlations of bin means, are far above its
-    rounding). Introduced in chapter 07."""
+    ``V`` fixed unless ``train_v`` (float32: the statistics read from it, rank correlations of bin means, are far
+    above its rounding). Introduced in chapter 07."""
     train, test = rating_classes(data, "train"), rating_classes(data, "test")
     assert train.num_classes is not None  # rating_classes sets it
     model = MultiClassAttentionModel.init(len(data.vocab), d, train.num_classes, seed=seed, dtype=dtype)
-    traj = train_joint(model, train, settings, params=("E", "p"), test_batch=test, recipe="multiclass")
+    params = ("E", "p", "v") if train_v else ("E", "p")
+    traj = train_joint(model, train, settings, params=params, test_batch=test, recipe="multiclass")
     return model, traj.to_frame()
 
 

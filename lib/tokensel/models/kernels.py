@@ -49,15 +49,9 @@ def _say_if_compiling() -> None:
         return
     _checked_cache = True
     folder = _attention._cache._cache_path  # type: ignore[attr-defined]
-    if not any(name.startswith("kernels.") and name.endswith(".nbi") for name in _listdir(folder)):
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    if not any(name.startswith("kernels.") and name.endswith(".nbi") for name in names):
         print("tokensel: compiling kernels, once, about a minute", file=sys.stderr, flush=True)
-
-
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
 
 
 @contextmanager

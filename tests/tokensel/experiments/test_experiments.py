@@ -134,6 +134,8 @@ def test_multiclass_training_runs_through_the_one_loop(data_dir):
     assert hist.train_acc.iloc[-1] == pytest.approx(model.accuracy(ex.rating_classes(d, "train")))
     init = ts.MultiClassAttentionModel.init(len(d.vocab), 8, 4, seed=0, dtype=torch.float32)
     assert model.E.dtype == torch.float32 and torch.equal(model.V, init.V)  # the class read-outs stay fixed
+    trained, _ = ex.train_multiclass(d, settings=ts.TrainSettings(steps=3, lr=0.05), d=8, train_v=True)
+    assert not torch.equal(trained.V, init.V)  # ... unless train_v
 
 
 def test_fit_texts_on_own_texts_shows_the_selection():

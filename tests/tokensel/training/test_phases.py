@@ -20,8 +20,7 @@ def test_train_p_decreases_loss_and_grows_norm():
     traj = ts.train_p(m, data.batch, lr=1.0, steps=400, progress=False)
     assert traj.loss[-1] < traj.loss[0]
     assert np.all(np.diff(traj.loss) <= 1e-12)  # small-step GD on a smooth loss never goes up
-    assert traj.norm_p[-1] > traj.norm_p[0]
-    assert traj.t[-1] == pytest.approx(400.0) and traj.stopped == "steps"
+    assert traj.norm_p[-1] > traj.norm_p[0] and traj.t[-1] == pytest.approx(400.0) and traj.stopped == "steps"
     df = traj.to_frame()
     assert list(df.columns[:6]) == ["step", "t", "loss", "norm_p", "grad_norm", "cos_ref"]
 
@@ -38,8 +37,7 @@ def test_gradient_flow_matches_small_step_gd():
     m_gd, m_flow = m.copy(), m.copy()
     ts.train_p(m_gd, data.batch, lr=0.01, steps=2000, progress=False)  # t = 20
     traj = ts.gradient_flow(m_flow, data.batch, t_max=20.0)
-    assert ts.cosine(m_gd.p, m_flow.p) > 1 - 1e-6
-    assert float((m_gd.p - m_flow.p).norm() / m_flow.p.norm()) < 1e-3
+    assert ts.cosine(m_gd.p, m_flow.p) > 1 - 1e-6 and float((m_gd.p - m_flow.p).norm() / m_flow.p.norm()) < 1e-3
     assert traj.t[-1] == pytest.approx(20.0)
 
 
@@ -49,16 +47,14 @@ def test_underflow_stops_cleanly():
     svm = ts.max_margin(m.E, ts.selection_pairs(data.batch, sel))
     m.p.copy_(svm.p * 800)  # score gaps >= 800: every off-top softmax weight underflows
     traj = ts.train_p(m, data.batch, lr=1.0, steps=100, progress=False)
-    assert traj.stopped == "underflow" and len(traj) == 1
-    assert np.isfinite(traj.loss[-1])
+    assert traj.stopped == "underflow" and len(traj) == 1 and np.isfinite(traj.loss[-1])
 
 
 def test_max_norm_stop_and_reference_cosine():
     data, m = _phase1()
     ref = m.p.clone() + 1.0
     traj = ts.train_p(m, data.batch, lr=50.0, steps=10_000, max_norm=3.0, reference=ref, progress=False)
-    assert traj.stopped == "max_norm" and traj.norm_p[-1] > 3.0
-    assert np.isfinite(traj.cos_ref).all()
+    assert traj.stopped == "max_norm" and traj.norm_p[-1] > 3.0 and np.isfinite(traj.cos_ref).all()
 
 
 def test_train_joint_reduces_loss():
